@@ -1,0 +1,319 @@
+/*
+ * dispatcher.c - manager and dispatcher objects: configuration, wiring,
+ * start / stop and statistics. Path-specific work lives in host_dispatch.c
+ * (host thread) and the CUDA launch layer (device kernel).
+ */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysinfo.h>
+
+#include "atomics.h"
+#include "internal.h"
+
+#define CHECK_ARG(cond, fn, what) \
+  do {                            \
+    if (!(cond)) return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: %s", fn, what); \
+  } while (0)
+
+/* ---- manager ----------------------------------------------------------- */
+
+cudaq_status_t cudaq_dispatch_manager_create(cudaq_dispatch_manager_t **out_mgr) {
+  CHECK_ARG(out_mgr, "cudaq_dispatch_manager_create", "out_mgr is NULL");
+  cudaq_dispatch_manager_t *m = calloc(1, sizeof *m);
+  if (!m) return cudaq__fail(CUDAQ_ERR_INTERNAL, "cudaq_dispatch_manager_create: out of memory");
+  pthread_mutex_init(&m->lock, NULL);
+  *out_mgr = m;
+  return cudaq__ok();
+}
+
+cudaq_status_t cudaq_dispatch_manager_destroy(cudaq_dispatch_manager_t *mgr) {
+  CHECK_ARG(mgr, "cudaq_dispatch_manager_destroy", "mgr is NULL");
+  cudaq_status_t first = CUDAQ_OK;
+  char msg[512] = "";
+  while (mgr->head) {
+    cudaq_status_t st = cudaq_dispatcher_destroy(mgr->head);
+    if (st != CUDAQ_OK && first == CUDAQ_OK) {
+      first = st;
+      snprintf(msg, sizeof msg, "%s", cudaq_last_error());
+    }
+  }
+  pthread_mutex_destroy(&mgr->lock);
+  free(mgr);
+  return first == CUDAQ_OK ? cudaq__ok() : cudaq__fail(first, "%s", msg);
+}
+
+/* ---- dispatcher lifecycle ---------------------------------------------- */
+
+cudaq_status_t cudaq_dispatcher_config_init(cudaq_dispatcher_config_t *config) {
+  CHECK_ARG(config, "cudaq_dispatcher_config_init", "config is NULL");
+  memset(config, 0, sizeof *config);
+  config->num_blocks = 1;
+  config->threads_per_block = 32;
+  config->kernel_type = CUDAQ_KERNEL_REGULAR;
+  config->dispatch_mode = CUDAQ_DISPATCH_DEVICE_CALL;
+  config->dispatch_path = CUDAQ_DISPATCH_PATH_DEVICE;
+  return cudaq__ok();
+}
+
+static cudaq_status_t check_config(const cudaq_dispatcher_config_t *c) {
+  static const char *fn = "cudaq_dispatcher_create";
+  if ((unsigned)c->kernel_type > CUDAQ_KERNEL_UNIFIED)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: unknown kernel_type %d", fn, (int)c->kernel_type);
+  if ((unsigned)c->dispatch_mode > CUDAQ_DISPATCH_HOST_CALL)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: unknown dispatch_mode %d", fn,
+                       (int)c->dispatch_mode);
+  if ((unsigned)c->dispatch_path > CUDAQ_DISPATCH_PATH_HOST)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: unknown dispatch_path %d", fn,
+                       (int)c->dispatch_path);
+  if (c->device_id < 0)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: device_id %d is negative", fn, c->device_id);
+  bool unified = c->kernel_type == CUDAQ_KERNEL_UNIFIED;
+  if (c->dispatch_path == CUDAQ_DISPATCH_PATH_HOST && c->kernel_type != CUDAQ_KERNEL_REGULAR)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                       "%s: kernel_type %s needs the device path (dispatch_path is HOST)", fn,
+                       unified ? "UNIFIED" : "COOPERATIVE");
+  if (unified && c->dispatch_mode == CUDAQ_DISPATCH_GRAPH_LAUNCH)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                       "%s: a unified kernel cannot use GRAPH_LAUNCH dispatch", fn);
+  /* Unified mode handles transport itself: num_slots / slot_size may be 0. */
+  if (!unified || c->num_slots || c->slot_size) {
+    if (c->num_slots == 0)
+      return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: num_slots is 0", fn);
+    if (c->slot_size < CUDAQ_RPC_HEADER_SIZE)
+      return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                         "%s: slot_size %u is smaller than the %u-byte RPC header", fn,
+                         c->slot_size, CUDAQ_RPC_HEADER_SIZE);
+  }
+  return CUDAQ_OK;
+}
+
+cudaq_status_t cudaq_dispatcher_create(cudaq_dispatch_manager_t *mgr,
+                                       const cudaq_dispatcher_config_t *config,
+                                       cudaq_dispatcher_t **out_dispatcher) {
+  CHECK_ARG(mgr, "cudaq_dispatcher_create", "mgr is NULL");
+  CHECK_ARG(config, "cudaq_dispatcher_create", "config is NULL");
+  CHECK_ARG(out_dispatcher, "cudaq_dispatcher_create", "out_dispatcher is NULL");
+  cudaq_status_t st = check_config(config);
+  if (st != CUDAQ_OK) return st;
+
+  cudaq_dispatcher_t *d = calloc(1, sizeof *d);
+  if (!d) return cudaq__fail(CUDAQ_ERR_INTERNAL, "cudaq_dispatcher_create: out of memory");
+  d->mgr = mgr;
+  d->config = *config;
+  /* The spec's defaults for fields a zero-initialised config leaves 0. */
+  if (d->config.num_blocks == 0) d->config.num_blocks = 1;
+  if (d->config.threads_per_block == 0) d->config.threads_per_block = 32;
+  d->cpu_core = -1;
+
+  pthread_mutex_lock(&mgr->lock);
+  d->next = mgr->head;
+  mgr->head = d;
+  pthread_mutex_unlock(&mgr->lock);
+  *out_dispatcher = d;
+  return cudaq__ok();
+}
+
+cudaq_status_t cudaq_dispatcher_destroy(cudaq_dispatcher_t *dispatcher) {
+  CHECK_ARG(dispatcher, "cudaq_dispatcher_destroy", "dispatcher is NULL");
+  cudaq_status_t st = cudaq_dispatcher_stop(dispatcher);
+  cudaq_dispatch_manager_t *m = dispatcher->mgr;
+  pthread_mutex_lock(&m->lock);
+  for (cudaq_dispatcher_t **pp = &m->head; *pp; pp = &(*pp)->next) {
+    if (*pp == dispatcher) {
+      *pp = dispatcher->next;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&m->lock);
+  free(dispatcher->host_table);
+  free(dispatcher);
+  return st == CUDAQ_OK ? cudaq__ok() : st;
+}
+
+/* ---- wiring ------------------------------------------------------------ */
+
+#define CHECK_STOPPED(d, fn)                                                            \
+  do {                                                                                  \
+    if ((d)->running)                                                                   \
+      return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: the dispatcher is running; stop it first", \
+                         fn);                                                           \
+  } while (0)
+
+cudaq_status_t cudaq_dispatcher_set_ringbuffer(cudaq_dispatcher_t *dispatcher,
+                                               const cudaq_ringbuffer_t *ringbuffer) {
+  static const char *fn = "cudaq_dispatcher_set_ringbuffer";
+  CHECK_ARG(dispatcher, fn, "dispatcher is NULL");
+  CHECK_ARG(ringbuffer, fn, "ringbuffer is NULL");
+  CHECK_STOPPED(dispatcher, fn);
+  const cudaq_ringbuffer_t *r = ringbuffer;
+  CHECK_ARG(r->rx_flags && r->tx_flags, fn, "rx_flags or tx_flags is NULL");
+  CHECK_ARG(r->rx_data && r->tx_data, fn, "rx_data or tx_data is NULL");
+  CHECK_ARG(r->rx_flags != r->tx_flags, fn, "rx_flags and tx_flags are the same array");
+  const uint32_t slot = dispatcher->config.slot_size;
+  if (r->rx_stride_sz < slot || r->tx_stride_sz < CUDAQ_RPC_HEADER_SIZE)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                       "%s: rx_stride_sz %zu must be >= slot_size %u and tx_stride_sz %zu >= %u",
+                       fn, r->rx_stride_sz, slot, r->tx_stride_sz, CUDAQ_RPC_HEADER_SIZE);
+  if (r->rx_data == r->tx_data && r->rx_stride_sz != r->tx_stride_sz)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                       "%s: an in-place ring (tx_data == rx_data) needs equal strides", fn);
+  cudaq_ringbuffer_t ring = *r;
+  /* A NULL host view means the device view is host-accessible too. */
+  if (!ring.rx_flags_host) ring.rx_flags_host = ring.rx_flags;
+  if (!ring.tx_flags_host) ring.tx_flags_host = ring.tx_flags;
+  if (!ring.rx_data_host) ring.rx_data_host = ring.rx_data;
+  if (!ring.tx_data_host) ring.tx_data_host = ring.tx_data;
+  dispatcher->ring = ring;
+  dispatcher->have_ring = true;
+  return cudaq__ok();
+}
+
+cudaq_status_t cudaq_dispatcher_set_function_table(cudaq_dispatcher_t *dispatcher,
+                                                   const cudaq_function_table_t *table) {
+  static const char *fn = "cudaq_dispatcher_set_function_table";
+  CHECK_ARG(dispatcher, fn, "dispatcher is NULL");
+  CHECK_ARG(table, fn, "table is NULL");
+  CHECK_STOPPED(dispatcher, fn);
+  CHECK_ARG(table->entries, fn, "table->entries is NULL");
+  CHECK_ARG(table->count > 0, fn, "table->count is 0");
+  if (dispatcher->config.dispatch_path == CUDAQ_DISPATCH_PATH_HOST) {
+    cudaq__host_entry_t *copy = calloc(table->count, sizeof *copy);
+    if (!copy) return cudaq__fail(CUDAQ_ERR_INTERNAL, "%s: out of memory", fn);
+    cudaq_status_t st = cudaq__host_table_build(table->entries, table->count, copy);
+    if (st != CUDAQ_OK) {
+      free(copy);
+      return st;
+    }
+    free(dispatcher->host_table);
+    dispatcher->host_table = copy;
+    dispatcher->host_table_count = table->count;
+  }
+  dispatcher->table = *table;
+  dispatcher->have_table = true;
+  return cudaq__ok();
+}
+
+cudaq_status_t cudaq_dispatcher_set_control(cudaq_dispatcher_t *dispatcher,
+                                            volatile int *shutdown_flag, uint64_t *stats) {
+  static const char *fn = "cudaq_dispatcher_set_control";
+  CHECK_ARG(dispatcher, fn, "dispatcher is NULL");
+  CHECK_ARG(shutdown_flag, fn, "shutdown_flag is NULL");
+  CHECK_ARG(stats, fn, "stats is NULL");
+  CHECK_STOPPED(dispatcher, fn);
+  dispatcher->shutdown_flag = shutdown_flag;
+  dispatcher->stats = stats;
+  dispatcher->have_control = true;
+  return cudaq__ok();
+}
+
+cudaq_status_t cudaq_dispatcher_set_launch_fn(cudaq_dispatcher_t *dispatcher,
+                                              cudaq_dispatch_launch_fn_t launch_fn) {
+  static const char *fn = "cudaq_dispatcher_set_launch_fn";
+  CHECK_ARG(dispatcher, fn, "dispatcher is NULL");
+  CHECK_ARG(launch_fn, fn, "launch_fn is NULL");
+  CHECK_STOPPED(dispatcher, fn);
+  dispatcher->launch_fn = launch_fn;
+  dispatcher->have_launch = true;
+  return cudaq__ok();
+}
+
+cudaq_status_t cudaq_dispatcher_set_unified_launch(cudaq_dispatcher_t *dispatcher,
+                                                   cudaq_unified_launch_fn_t unified_launch_fn,
+                                                   void *transport_ctx) {
+  static const char *fn = "cudaq_dispatcher_set_unified_launch";
+  CHECK_ARG(dispatcher, fn, "dispatcher is NULL");
+  CHECK_ARG(unified_launch_fn, fn, "unified_launch_fn is NULL");
+  CHECK_ARG(dispatcher->config.kernel_type == CUDAQ_KERNEL_UNIFIED, fn,
+            "the dispatcher's kernel_type is not CUDAQ_KERNEL_UNIFIED");
+  CHECK_STOPPED(dispatcher, fn);
+  dispatcher->unified_launch_fn = unified_launch_fn;
+  dispatcher->transport_ctx = transport_ctx;
+  dispatcher->have_unified = true;
+  return cudaq__ok();
+}
+
+cudaq_status_t cudaq_dispatcher_set_host_affinity(cudaq_dispatcher_t *dispatcher, int cpu_core) {
+  static const char *fn = "cudaq_dispatcher_set_host_affinity";
+  CHECK_ARG(dispatcher, fn, "dispatcher is NULL");
+  if (cpu_core < -1 || cpu_core >= get_nprocs_conf() || cpu_core >= CPU_SETSIZE)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: cpu_core %d is not a CPU of this machine (0..%d)",
+                       fn, cpu_core, get_nprocs_conf() - 1);
+  dispatcher->cpu_core = cpu_core;
+  return cudaq__ok();
+}
+
+/* ---- start / stop ------------------------------------------------------ */
+
+cudaq_status_t cudaq_dispatcher_start(cudaq_dispatcher_t *dispatcher) {
+  static const char *fn = "cudaq_dispatcher_start";
+  CHECK_ARG(dispatcher, fn, "dispatcher is NULL");
+  cudaq_dispatcher_t *d = dispatcher;
+  if (d->running) return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: already running", fn);
+  CHECK_ARG(d->have_table, fn, "no function table (call cudaq_dispatcher_set_function_table)");
+  CHECK_ARG(d->have_control, fn, "no control words (call cudaq_dispatcher_set_control)");
+  if (d->config.dispatch_path == CUDAQ_DISPATCH_PATH_DEVICE) {
+    if (d->config.kernel_type == CUDAQ_KERNEL_UNIFIED)
+      CHECK_ARG(d->have_unified, fn, "unified kernel without cudaq_dispatcher_set_unified_launch");
+    else {
+      CHECK_ARG(d->have_ring, fn, "no ring buffer (call cudaq_dispatcher_set_ringbuffer)");
+      CHECK_ARG(d->have_launch, fn, "no launch function (call cudaq_dispatcher_set_launch_fn)");
+    }
+    return cudaq__fail(CUDAQ_ERR_UNSUPPORTED,
+                       "%s: the device dispatch path is not available in this build", fn);
+  }
+  CHECK_ARG(d->have_ring, fn, "no ring buffer (call cudaq_dispatcher_set_ringbuffer)");
+  /* R4' re-arms the flag before the thread exists (thread creation orders
+   * it before the thread's first read). */
+  cudaq__store_release_int(d->shutdown_flag, 0);
+  atomic_store_explicit(CUDAQ__A64(d->stats),
+                        atomic_load_explicit(&d->counters.processed, memory_order_relaxed),
+                        memory_order_relaxed);
+  cudaq_status_t st = cudaq__host_dispatch_start(d);
+  if (st == CUDAQ_OK) d->running = true;
+  return st;
+}
+
+cudaq_status_t cudaq_dispatcher_stop(cudaq_dispatcher_t *dispatcher) {
+  CHECK_ARG(dispatcher, "cudaq_dispatcher_stop", "dispatcher is NULL");
+  cudaq_dispatcher_t *d = dispatcher;
+  if (!d->running) return cudaq__ok();
+  /* R4 asks the dispatcher to exit; pairs with A4 in the dispatch loop. */
+  cudaq__store_release_int(d->shutdown_flag, 1);
+  cudaq_status_t st = cudaq__host_dispatch_join(d);
+  d->running = false;
+  return st;
+}
+
+/* ---- statistics -------------------------------------------------------- */
+
+cudaq_status_t cudaq_dispatcher_get_processed(cudaq_dispatcher_t *dispatcher,
+                                              uint64_t *out_packets) {
+  static const char *fn = "cudaq_dispatcher_get_processed";
+  CHECK_ARG(dispatcher, fn, "dispatcher is NULL");
+  CHECK_ARG(out_packets, fn, "out_packets is NULL");
+  CHECK_ARG(dispatcher->have_control, fn, "no stats buffer (call cudaq_dispatcher_set_control)");
+  *out_packets = atomic_load_explicit(CUDAQ__A64(dispatcher->stats), memory_order_relaxed);
+  return cudaq__ok();
+}
+
+cudaq_status_t cudaq_dispatcher_get_counters(cudaq_dispatcher_t *dispatcher,
+                                             cudaq_dispatcher_counters_t *out) {
+  static const char *fn = "cudaq_dispatcher_get_counters";
+  CHECK_ARG(dispatcher, fn, "dispatcher is NULL");
+  CHECK_ARG(out, fn, "out is NULL");
+  const cudaq__counters_t *c = &dispatcher->counters;
+#define RD(f) out->f = atomic_load_explicit(&c->f, memory_order_relaxed)
+  RD(processed);
+  RD(dropped_bad_magic);
+  RD(dropped_unknown_function);
+  RD(err_payload_too_large);
+  RD(err_arg_len_mismatch);
+  RD(err_result_too_large);
+  RD(err_unsupported_mode);
+  RD(handler_errors);
+#undef RD
+  return cudaq__ok();
+}

@@ -1,0 +1,141 @@
+/*
+ * host_dispatch.c - the host-thread dispatcher (CUDAQ_DISPATCH_PATH_HOST).
+ *
+ * One thread per dispatcher spins on the RX flag of the current slot and
+ * serves the ring in slot order. No allocation, lock or syscall on the hot
+ * path: the loop reads flags, calls the handler and stores flags.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/sysinfo.h>
+
+#include "atomics.h"
+#include "internal.h"
+
+/* Single-writer counter bump: the dispatcher thread is the only writer, so a
+ * relaxed load + store is enough and avoids a locked instruction. */
+static inline void bump(_Atomic uint64_t *c) {
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+                        memory_order_relaxed);
+}
+
+void cudaq__host_handle_slot(cudaq_dispatcher_t *d, uint32_t slot) {
+  const cudaq_ringbuffer_t *rb = &d->ring;
+  uint8_t *rx = rb->rx_data_host + (size_t)slot * rb->rx_stride_sz;
+  uint8_t *tx = rb->tx_data_host + (size_t)slot * rb->tx_stride_sz;
+  int32_t status = 0;
+  cudaq__slot_outcome_t outcome = cudaq__host_process_slot(
+      d->host_table, d->host_table_count, rx, d->config.slot_size - CUDAQ_RPC_HEADER_SIZE, tx,
+      rb->tx_stride_sz, &status);
+
+  if (outcome == CUDAQ__SLOT_ANSWERED) {
+    /* R2 publishes the response bytes written above; pairs with A2 in
+     * cudaq_host_ringbuffer_poll_tx_flag (the consumer). The value is the TX
+     * slot's device-visible address (the spec's convention). It is stored
+     * before the RX flag is cleared so the producer, which waits for both
+     * flags to be 0, cannot reuse the slot before the response is read. */
+    cudaq__store_release_u64(&rb->tx_flags_host[slot],
+                             (uint64_t)(uintptr_t)(rb->tx_data + (size_t)slot * rb->tx_stride_sz));
+  }
+  /* R3 hands the RX slot back (our reads of it are done); pairs with A3 in
+   * cudaq_host_ringbuffer_slot_available (the producer). */
+  cudaq__store_release_u64(&rb->rx_flags_host[slot], 0);
+
+  cudaq__counters_t *c = &d->counters;
+  switch (outcome) {
+  case CUDAQ__SLOT_BAD_MAGIC: bump(&c->dropped_bad_magic); return;
+  case CUDAQ__SLOT_UNKNOWN_FUNCTION: bump(&c->dropped_unknown_function); return;
+  case CUDAQ__SLOT_ANSWERED: break;
+  }
+  switch (status) {
+  case 0: break;
+  case CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE: bump(&c->err_payload_too_large); break;
+  case CUDAQ_RPC_ERR_ARG_LEN_MISMATCH: bump(&c->err_arg_len_mismatch); break;
+  case CUDAQ_RPC_ERR_RESULT_TOO_LARGE: bump(&c->err_result_too_large); break;
+  case CUDAQ_RPC_ERR_UNSUPPORTED_MODE: bump(&c->err_unsupported_mode); break;
+  default: bump(&c->handler_errors); break;
+  }
+  uint64_t n = atomic_load_explicit(&c->processed, memory_order_relaxed) + 1;
+  atomic_store_explicit(&c->processed, n, memory_order_relaxed);
+  /* stats[0] mirrors `processed` for the published get_processed(); read
+   * with a relaxed load (it publishes no data). */
+  atomic_store_explicit(CUDAQ__A64(d->stats), n, memory_order_relaxed);
+}
+
+static void *host_dispatch_main(void *arg) {
+  cudaq_dispatcher_t *d = arg;
+  const cudaq_ringbuffer_t *rb = &d->ring;
+  const uint32_t n = d->config.num_slots;
+  uint32_t slot = 0;
+
+  for (;;) {
+    /* A4 pairs with R4 in cudaq_dispatcher_stop (or any caller raising the
+     * flag): nothing is published through it, acquire keeps it simple. */
+    if (cudaq__load_acquire_int(d->shutdown_flag)) break;
+    /* A1 pairs with R1 in cudaq_host_ringbuffer_signal_slot: once the flag
+     * is seen nonzero, the request bytes the producer wrote are visible. */
+    if (cudaq__load_acquire_u64(&rb->rx_flags_host[slot]) == 0) {
+      cudaq__cpu_relax();
+      continue;
+    }
+    cudaq__host_handle_slot(d, slot);
+    slot = slot + 1 == n ? 0 : slot + 1;
+  }
+  /* Drain: answer the requests already queued from the current slot on, at
+   * most one lap, so stop() loses nothing that was signalled before it. */
+  for (uint32_t i = 0; i < n; ++i) {
+    if (cudaq__load_acquire_u64(&rb->rx_flags_host[slot]) == 0) break; /* A1 again */
+    cudaq__host_handle_slot(d, slot);
+    slot = slot + 1 == n ? 0 : slot + 1;
+  }
+  return NULL;
+}
+
+cudaq_status_t cudaq__host_dispatch_start(cudaq_dispatcher_t *d) {
+  pthread_attr_t attr;
+  cpu_set_t set;
+  int rc;
+
+  if (pthread_attr_init(&attr) != 0)
+    return cudaq__fail(CUDAQ_ERR_INTERNAL, "cudaq_dispatcher_start: pthread_attr_init failed");
+  /* Set the affinity explicitly: a thread inherits its creator's, and a
+   * caller pinned to one core would otherwise share it with the spinning
+   * dispatcher (DESIGN.md, the reference design's 8 ms per request). */
+  CPU_ZERO(&set);
+  if (d->cpu_core >= 0) {
+    CPU_SET(d->cpu_core, &set);
+  } else {
+    int ncpu = get_nprocs_conf();
+    for (int c = 0; c < ncpu && c < CPU_SETSIZE; ++c) CPU_SET(c, &set);
+  }
+  pthread_attr_setaffinity_np(&attr, sizeof set, &set);
+  rc = pthread_create(&d->thread, &attr, host_dispatch_main, d);
+  if (rc == EINVAL && d->cpu_core < 0) {
+    /* The "all CPUs" mask can be refused inside a restricted cpuset; then
+     * inheriting is the only choice left. */
+    pthread_attr_destroy(&attr);
+    pthread_attr_init(&attr);
+    rc = pthread_create(&d->thread, &attr, host_dispatch_main, d);
+  }
+  pthread_attr_destroy(&attr);
+  if (rc == EINVAL)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                       "cudaq_dispatcher_start: cannot run the dispatcher thread on CPU %d",
+                       d->cpu_core);
+  if (rc != 0)
+    return cudaq__fail(CUDAQ_ERR_INTERNAL, "cudaq_dispatcher_start: pthread_create: %s",
+                       strerror(rc));
+  pthread_setname_np(d->thread, "cudaq-dispatch");
+  return cudaq__ok();
+}
+
+cudaq_status_t cudaq__host_dispatch_join(cudaq_dispatcher_t *d) {
+  int rc = pthread_join(d->thread, NULL);
+  if (rc != 0)
+    return cudaq__fail(CUDAQ_ERR_INTERNAL, "cudaq_dispatcher_stop: pthread_join: %s",
+                       strerror(rc));
+  return cudaq__ok();
+}

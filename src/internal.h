@@ -1,0 +1,106 @@
+/*
+ * internal.h - private declarations shared by the library's sources.
+ * Internal non-static symbols carry the cudaq__ prefix and are not exported
+ * (see libcudaq_realtime.map).
+ */
+#ifndef CUDAQ_SRC_INTERNAL_H
+#define CUDAQ_SRC_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "cudaq/realtime/cudaq_realtime.h"
+
+/* ---- errors ------------------------------------------------------------ */
+
+/* Records a printf-style message for cudaq_last_error() and returns status. */
+cudaq_status_t cudaq__fail(cudaq_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Clears the thread's last error message and returns CUDAQ_OK. */
+cudaq_status_t cudaq__ok(void);
+
+/* ---- slot processing (host path) ------------------------------------- */
+
+/* A function-table entry as the host dispatcher keeps it: checked and
+ * reduced to what the hot path reads. */
+typedef struct {
+  uint32_t function_id;
+  uint8_t dispatch_mode;
+  uint8_t has_fixed_arg_len; /* the schema fixes arg_len to fixed_arg_len */
+  uint32_t fixed_arg_len;
+  cudaq_host_rpc_fn_t host_fn;
+} cudaq__host_entry_t;
+
+typedef enum {
+  CUDAQ__SLOT_ANSWERED = 0,      /* a response header was written; *status says which */
+  CUDAQ__SLOT_BAD_MAGIC = 1,     /* not a request: consume without response */
+  CUDAQ__SLOT_UNKNOWN_FUNCTION = 2 /* no entry: consume without response */
+} cudaq__slot_outcome_t;
+
+/* Checks a host function table and reduces it to out[count]. On a bad entry
+ * returns CUDAQ_ERR_INVALID_ARG with a message naming the entry. */
+cudaq_status_t cudaq__host_table_build(const cudaq_function_entry_t *entries, uint32_t count,
+                                       cudaq__host_entry_t *out);
+
+/* Processes the request in rx_slot (rx_size bytes; payload limit
+ * max_payload) and writes the response into tx_slot (tx_size bytes; may be
+ * rx_slot). Pure: touches no flag, no counter. Every byte it reads lies
+ * inside the two slots, whatever the slot holds. */
+cudaq__slot_outcome_t cudaq__host_process_slot(const cudaq__host_entry_t *table, uint32_t count,
+                                               const uint8_t *rx_slot, uint32_t max_payload,
+                                               uint8_t *tx_slot, size_t tx_size,
+                                               int32_t *out_status);
+
+/* ---- dispatcher objects ---------------------------------------------- */
+
+/* Counters: written only by the dispatcher thread (plain load + store on
+ * the atomics, no read-modify-write), read by anyone with relaxed loads. */
+typedef struct {
+  _Atomic uint64_t processed;
+  _Atomic uint64_t dropped_bad_magic;
+  _Atomic uint64_t dropped_unknown_function;
+  _Atomic uint64_t err_payload_too_large;
+  _Atomic uint64_t err_arg_len_mismatch;
+  _Atomic uint64_t err_result_too_large;
+  _Atomic uint64_t err_unsupported_mode;
+  _Atomic uint64_t handler_errors;
+} cudaq__counters_t;
+
+struct cudaq_dispatcher_t {
+  cudaq_dispatch_manager_t *mgr;
+  cudaq_dispatcher_t *next; /* manager's list */
+  cudaq_dispatcher_config_t config;
+
+  bool have_ring, have_table, have_control, have_launch, have_unified;
+  cudaq_ringbuffer_t ring; /* host views filled in on the host path */
+  cudaq_function_table_t table;
+  cudaq__host_entry_t *host_table; /* host path: checked copy */
+  uint32_t host_table_count;
+  volatile int *shutdown_flag;
+  uint64_t *stats;
+  cudaq_dispatch_launch_fn_t launch_fn;
+  cudaq_unified_launch_fn_t unified_launch_fn;
+  void *transport_ctx;
+  int cpu_core; /* -1: any CPU */
+
+  bool running;
+  pthread_t thread;
+  cudaq__counters_t counters;
+};
+
+struct cudaq_dispatch_manager_t {
+  pthread_mutex_t lock; /* guards the list; never taken on the hot path */
+  cudaq_dispatcher_t *head;
+};
+
+/* Host path: start and stop the dispatcher thread. */
+cudaq_status_t cudaq__host_dispatch_start(cudaq_dispatcher_t *d);
+cudaq_status_t cudaq__host_dispatch_join(cudaq_dispatcher_t *d);
+
+/* Handles slot `slot` of the host-path ring once its RX flag was seen set:
+ * processes it, publishes the response, clears the RX flag, counts it.
+ * Called only from the dispatcher thread. */
+void cudaq__host_handle_slot(cudaq_dispatcher_t *d, uint32_t slot);
+
+#endif /* CUDAQ_SRC_INTERNAL_H */
