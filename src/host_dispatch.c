@@ -65,11 +65,28 @@ void cudaq__host_handle_slot(cudaq_dispatcher_t *d, uint32_t slot) {
   atomic_store_explicit(CUDAQ__A64(d->stats), n, memory_order_relaxed);
 }
 
+/* Idle spins between scans of the whole ring (about 10-30 us of pause
+ * instructions): the scan finds requests signalled out of ring order. */
+#define IDLE_SCAN_INTERVAL 256u
+
+/* First slot at or after `from` (ring order) whose RX flag is set, or -1. */
+static int64_t scan_ring(const cudaq_ringbuffer_t *rb, uint32_t from, uint32_t n) {
+  for (uint32_t i = 0, s = from; i < n; ++i, s = s + 1 == n ? 0 : s + 1)
+    if (cudaq__load_acquire_u64(&rb->rx_flags_host[s]) != 0) return s; /* A1 (see below) */
+  return -1;
+}
+
+/* The loop serves slots in ring order: the producer fills slot k, k+1, ...
+ * and the dispatcher polls only the current slot while requests flow. When
+ * the current slot stays empty it scans the ring every IDLE_SCAN_INTERVAL
+ * spins and jumps to the first set slot, so a producer that skips slots (or
+ * reuses them out of order) is served rather than stalled. The scan runs
+ * only while idle, so it costs the busy path nothing. */
 static void *host_dispatch_main(void *arg) {
   cudaq_dispatcher_t *d = arg;
   const cudaq_ringbuffer_t *rb = &d->ring;
   const uint32_t n = d->config.num_slots;
-  uint32_t slot = 0;
+  uint32_t slot = d->next_slot, idle = 0;
 
   for (;;) {
     /* A4 pairs with R4 in cudaq_dispatcher_stop (or any caller raising the
@@ -78,19 +95,29 @@ static void *host_dispatch_main(void *arg) {
     /* A1 pairs with R1 in cudaq_host_ringbuffer_signal_slot: once the flag
      * is seen nonzero, the request bytes the producer wrote are visible. */
     if (cudaq__load_acquire_u64(&rb->rx_flags_host[slot]) == 0) {
+      if (++idle == IDLE_SCAN_INTERVAL) {
+        idle = 0;
+        int64_t s = scan_ring(rb, slot, n);
+        if (s >= 0) slot = (uint32_t)s;
+      }
       cudaq__cpu_relax();
       continue;
     }
+    idle = 0;
     cudaq__host_handle_slot(d, slot);
     slot = slot + 1 == n ? 0 : slot + 1;
   }
-  /* Drain: answer the requests already queued from the current slot on, at
-   * most one lap, so stop() loses nothing that was signalled before it. */
-  for (uint32_t i = 0; i < n; ++i) {
-    if (cudaq__load_acquire_u64(&rb->rx_flags_host[slot]) == 0) break; /* A1 again */
-    cudaq__host_handle_slot(d, slot);
-    slot = slot + 1 == n ? 0 : slot + 1;
+  /* Drain: answer every request already signalled, in ring order from the
+   * current slot, so stop() loses nothing that was signalled before it. A
+   * producer that keeps signalling could keep us here, so the drain is
+   * bounded to two laps of the ring. */
+  for (uint32_t i = 0; i < 2 * n; ++i) {
+    int64_t s = scan_ring(rb, slot, n);
+    if (s < 0) break;
+    cudaq__host_handle_slot(d, (uint32_t)s);
+    slot = (uint32_t)s + 1 == n ? 0 : (uint32_t)s + 1;
   }
+  d->next_slot = slot; /* a restart continues here (read after join) */
   return NULL;
 }
 

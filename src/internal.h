@@ -86,6 +86,7 @@ struct cudaq_dispatcher_t {
 
   bool running;
   pthread_t thread;
+  uint32_t next_slot; /* host path: where the loop resumes after a restart */
   cudaq__counters_t counters;
 };
 
