@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The test command: installs what it needs, builds, and runs every test that
+# runs without a GPU:
+#   1. default build (CUDA parts too when nvcc is present): all ctest tests;
+#      GPU tests skip (exit 77) without a device
+#   2. ASan + UBSan build: all tests
+#   3. TSan build (clang): the multi-threaded tests
+#   4. libFuzzer over the slot parser, bounded (FUZZ_SECONDS, default 60)
+#   5. install, then build a consumer with find_package and with pkg-config
+# Long stress and soak runs are separate: see README ("Stress, soak, fuzz").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+JOBS=$(nproc)
+FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+scripts/install-deps.sh
+
+passed=0 failed=0
+tally() { # parses ctest's closing line from $1
+  local line; line=$(grep -E "tests passed, [0-9]+ tests failed out of [0-9]+" "$1" | tail -1)
+  local f t; f=$(sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1/' <<<"$line")
+  t=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
+  passed=$((passed + t - f)); failed=$((failed + f))
+}
+run_ctest() { # run_ctest BUILD_DIR [ctest args...]
+  local dir=$1; shift
+  local log; log=$(mktemp)
+  ( cd "$dir" && ctest --output-on-failure -j"$JOBS" "$@" ) 2>&1 | tee "$log" || true
+  tally "$log"; rm -f "$log"
+}
+
+echo "== 1. default build"
+cmake -S . -B build -G Ninja >/dev/null
+cmake --build build -j"$JOBS"
+run_ctest build
+
+echo "== 2. ASan + UBSan build"
+cmake -S . -B build-asan -G Ninja -DCUDAQ_ENABLE_CUDA=OFF -DCUDAQ_SANITIZE=address \
+  -DCMAKE_BUILD_TYPE=Debug -DCUDAQ_BUILD_BENCH=OFF >/dev/null
+cmake --build build-asan -j"$JOBS"
+run_ctest build-asan
+
+echo "== 3. TSan build (multi-threaded tests)"
+cmake -S . -B build-tsan -G Ninja -DCUDAQ_ENABLE_CUDA=OFF -DCUDAQ_SANITIZE=thread \
+  -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DCUDAQ_BUILD_BENCH=OFF -DCUDAQ_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build build-tsan -j"$JOBS"
+run_ctest build-tsan -L mt
+
+echo "== 4. libFuzzer: slot parser, ${FUZZ_SECONDS} s"
+cmake -S . -B build-fuzz -G Ninja -DCUDAQ_ENABLE_CUDA=OFF -DCUDAQ_BUILD_FUZZERS=ON \
+  -DCUDAQ_SANITIZE=address -DCUDAQ_BUILD_TESTS=OFF -DCUDAQ_BUILD_BENCH=OFF \
+  -DCUDAQ_BUILD_EXAMPLES=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+cmake --build build-fuzz -j"$JOBS" --target fuzz_slot
+corpus=$(mktemp -d); cp fuzz/corpus/slot/* "$corpus"/
+if ./build-fuzz/fuzz/fuzz_slot -max_total_time="$FUZZ_SECONDS" -max_len=1100 -print_final_stats=1 \
+     "$corpus" > build-fuzz/fuzz.log 2>&1; then
+  grep -E "^Done|stat::number_of_executed_units" build-fuzz/fuzz.log | head -2
+  echo "fuzz_slot: no crash"; passed=$((passed + 1))
+else
+  tail -40 build-fuzz/fuzz.log; echo "fuzz_slot: FAILED"; failed=$((failed + 1))
+fi
+rm -rf "$corpus"
+
+echo "== 5. install and consume"
+prefix=$(mktemp -d)
+cmake --install build --prefix "$prefix" >/dev/null
+if cmake -S tests/install_consumer -B build-consumer -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null &&
+   cmake --build build-consumer >/dev/null && ./build-consumer/consumer_cmake &&
+   cc -std=c11 tests/install_consumer/main.c -o build-consumer/consumer_pc \
+      $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs cudaq-realtime) \
+      -Wl,-rpath,"$prefix/lib" && ./build-consumer/consumer_pc; then
+  echo "install: find_package and pkg-config consumers built and ran"; passed=$((passed + 1))
+else
+  echo "install: FAILED"; failed=$((failed + 1))
+fi
+rm -rf "$prefix"
+
+echo "== summary"
+echo "all: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
