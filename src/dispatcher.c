@@ -13,6 +13,36 @@
 #include "atomics.h"
 #include "internal.h"
 
+static _Atomic(cudaq__counter_reader_fn) counter_reader;
+
+/* Called by the dispatch kernel library (cudaq_realtime_dispatch) when it
+ * is loaded, so that cudaq_dispatcher_get_counters() can read the counters
+ * its kernels keep in device memory. Exported for that library only. */
+void cudaq__register_device_counter_reader(cudaq__counter_reader_fn fn);
+void cudaq__register_device_counter_reader(cudaq__counter_reader_fn fn) {
+  atomic_store_explicit(&counter_reader, fn, memory_order_release);
+}
+
+static bool on_device_path(const cudaq_dispatcher_t *d) {
+  return d->config.dispatch_path == CUDAQ_DISPATCH_PATH_DEVICE;
+}
+
+/* Device path: every pointer the kernel reads must be device-visible
+ * (device, mapped pinned or managed memory). */
+static cudaq_status_t check_visible(const cudaq_dispatcher_t *d, const void *p, const char *fn,
+                                    const char *what) {
+#ifdef CUDAQ_HAVE_CUDA
+  if (on_device_path(d) && !cudaq__device_accessible(p, NULL))
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                       "%s: %s is not device-visible memory (use cudaMalloc, mapped pinned "
+                       "memory or cudaq_host_ringbuffer_alloc with CUDAQ_RING_ALLOC_MAPPED)",
+                       fn, what);
+#else
+  (void)d, (void)p, (void)fn, (void)what;
+#endif
+  return CUDAQ_OK;
+}
+
 #define CHECK_ARG(cond, fn, what) \
   do {                            \
     if (!(cond)) return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: %s", fn, what); \
@@ -128,6 +158,9 @@ cudaq_status_t cudaq_dispatcher_destroy(cudaq_dispatcher_t *dispatcher) {
     }
   }
   pthread_mutex_unlock(&m->lock);
+#ifdef CUDAQ_HAVE_CUDA
+  if (!dispatcher->running) cudaq__device_release(dispatcher); /* never free a stream a kernel still uses */
+#endif
   free(dispatcher->host_table);
   free(dispatcher);
   return st == CUDAQ_OK ? cudaq__ok() : st;
@@ -160,6 +193,16 @@ cudaq_status_t cudaq_dispatcher_set_ringbuffer(cudaq_dispatcher_t *dispatcher,
   if (r->rx_data == r->tx_data && r->rx_stride_sz != r->tx_stride_sz)
     return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
                        "%s: an in-place ring (tx_data == rx_data) needs equal strides", fn);
+  const void *ptrs[4] = {(const void *)(uintptr_t)r->rx_flags, (const void *)(uintptr_t)r->tx_flags,
+                         r->rx_data, r->tx_data};
+  const char *names[4] = {"rx_flags", "tx_flags", "rx_data", "tx_data"};
+  for (int i = 0; i < 4; ++i) {
+    cudaq_status_t st = check_visible(dispatcher, ptrs[i], fn, names[i]);
+    if (st != CUDAQ_OK) return st;
+  }
+  if (on_device_path(dispatcher) && (r->rx_stride_sz % 4 || r->tx_stride_sz % 4))
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                       "%s: the dispatch kernel needs slot strides that are multiples of 4", fn);
   cudaq_ringbuffer_t ring = *r;
   /* A NULL host view means the device view is host-accessible too. */
   if (!ring.rx_flags_host) ring.rx_flags_host = ring.rx_flags;
@@ -190,6 +233,9 @@ cudaq_status_t cudaq_dispatcher_set_function_table(cudaq_dispatcher_t *dispatche
     free(dispatcher->host_table);
     dispatcher->host_table = copy;
     dispatcher->host_table_count = table->count;
+  } else {
+    cudaq_status_t st = check_visible(dispatcher, table->entries, fn, "table->entries");
+    if (st != CUDAQ_OK) return st;
   }
   dispatcher->table = *table;
   dispatcher->have_table = true;
@@ -203,6 +249,9 @@ cudaq_status_t cudaq_dispatcher_set_control(cudaq_dispatcher_t *dispatcher,
   CHECK_ARG(shutdown_flag, fn, "shutdown_flag is NULL");
   CHECK_ARG(stats, fn, "stats is NULL");
   CHECK_STOPPED(dispatcher, fn);
+  cudaq_status_t st = check_visible(dispatcher, (const void *)(uintptr_t)shutdown_flag, fn, "shutdown_flag");
+  if (st == CUDAQ_OK) st = check_visible(dispatcher, stats, fn, "stats");
+  if (st != CUDAQ_OK) return st;
   dispatcher->shutdown_flag = shutdown_flag;
   dispatcher->stats = stats;
   dispatcher->have_control = true;
@@ -261,8 +310,14 @@ cudaq_status_t cudaq_dispatcher_start(cudaq_dispatcher_t *dispatcher) {
       CHECK_ARG(d->have_ring, fn, "no ring buffer (call cudaq_dispatcher_set_ringbuffer)");
       CHECK_ARG(d->have_launch, fn, "no launch function (call cudaq_dispatcher_set_launch_fn)");
     }
+#ifdef CUDAQ_HAVE_CUDA
+    cudaq_status_t st = cudaq__device_start(d);
+    if (st == CUDAQ_OK) d->running = true;
+    return st;
+#else
     return cudaq__fail(CUDAQ_ERR_UNSUPPORTED,
-                       "%s: the device dispatch path is not available in this build", fn);
+                       "%s: the device dispatch path needs a build with CUDA", fn);
+#endif
   }
   CHECK_ARG(d->have_ring, fn, "no ring buffer (call cudaq_dispatcher_set_ringbuffer)");
   /* R4' re-arms the flag before the thread exists (thread creation orders
@@ -280,6 +335,13 @@ cudaq_status_t cudaq_dispatcher_stop(cudaq_dispatcher_t *dispatcher) {
   CHECK_ARG(dispatcher, "cudaq_dispatcher_stop", "dispatcher is NULL");
   cudaq_dispatcher_t *d = dispatcher;
   if (!d->running) return cudaq__ok();
+#ifdef CUDAQ_HAVE_CUDA
+  if (on_device_path(d)) {
+    cudaq_status_t st = cudaq__device_stop(d);
+    if (st == CUDAQ_OK) d->running = false; /* a kernel that did not exit stays "running" */
+    return st;
+  }
+#endif
   /* R4 asks the dispatcher to exit; pairs with A4 in the dispatch loop. */
   cudaq__store_release_int(d->shutdown_flag, 1);
   cudaq_status_t st = cudaq__host_dispatch_join(d);
@@ -295,6 +357,9 @@ cudaq_status_t cudaq_dispatcher_get_processed(cudaq_dispatcher_t *dispatcher,
   CHECK_ARG(dispatcher, fn, "dispatcher is NULL");
   CHECK_ARG(out_packets, fn, "out_packets is NULL");
   CHECK_ARG(dispatcher->have_control, fn, "no stats buffer (call cudaq_dispatcher_set_control)");
+#ifdef CUDAQ_HAVE_CUDA
+  if (on_device_path(dispatcher)) return cudaq__device_read_u64(dispatcher->stats, out_packets);
+#endif
   *out_packets = atomic_load_explicit(CUDAQ__A64(dispatcher->stats), memory_order_relaxed);
   return cudaq__ok();
 }
@@ -304,6 +369,18 @@ cudaq_status_t cudaq_dispatcher_get_counters(cudaq_dispatcher_t *dispatcher,
   static const char *fn = "cudaq_dispatcher_get_counters";
   CHECK_ARG(dispatcher, fn, "dispatcher is NULL");
   CHECK_ARG(out, fn, "out is NULL");
+  if (on_device_path(dispatcher)) {
+    cudaq__counter_reader_fn reader = atomic_load_explicit(&counter_reader, memory_order_acquire);
+    CHECK_ARG(dispatcher->have_control, fn, "no stats buffer (call cudaq_dispatcher_set_control)");
+    if (!reader)
+      return cudaq__fail(CUDAQ_ERR_UNSUPPORTED,
+                         "%s: the dispatch kernel library (cudaq_realtime_dispatch) is not linked", fn);
+    if (reader(dispatcher->stats, out) != 0)
+      return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                         "%s: no counters for this stats buffer (was the kernel launched by a "
+                         "cudaq launch helper?)", fn);
+    return cudaq__ok();
+  }
   const cudaq__counters_t *c = &dispatcher->counters;
 #define RD(f) out->f = atomic_load_explicit(&c->f, memory_order_relaxed)
   RD(processed);

@@ -87,6 +87,7 @@ struct cudaq_dispatcher_t {
   bool running;
   pthread_t thread;
   uint32_t next_slot; /* host path: where the loop resumes after a restart */
+  void *stream;       /* device path: the dispatcher's cudaStream_t */
   cudaq__counters_t counters;
 };
 
@@ -94,6 +95,18 @@ struct cudaq_dispatch_manager_t {
   pthread_mutex_t lock; /* guards the list; never taken on the hot path */
   cudaq_dispatcher_t *head;
 };
+
+/* Device path (device_path.c, CUDA builds only). */
+int cudaq__device_accessible(const void *p, const void **host_view);
+cudaq_status_t cudaq__device_read_u64(const uint64_t *p, uint64_t *out);
+cudaq_status_t cudaq__device_start(cudaq_dispatcher_t *d);
+cudaq_status_t cudaq__device_stop(cudaq_dispatcher_t *d);
+void cudaq__device_release(cudaq_dispatcher_t *d);
+
+/* Reads the device-side counters of the dispatch kernel whose stats buffer
+ * is `stats`; registered by the dispatch library (see
+ * cudaq__register_device_counter_reader). Returns 0 on success. */
+typedef int (*cudaq__counter_reader_fn)(const uint64_t *stats, cudaq_dispatcher_counters_t *out);
 
 /* Host path: start and stop the dispatcher thread. */
 cudaq_status_t cudaq__host_dispatch_start(cudaq_dispatcher_t *d);

@@ -1,0 +1,371 @@
+/*
+ * bench_gpu_dispatch.cu - GPU dispatch round trip against the measured
+ * floor, in one run on one GPU.
+ *
+ *   floor            host stores a mapped word, a persistent 1-thread kernel
+ *                    polls it and stores a reply word the host polls (as
+ *                    shared/tools/floor.cu); "fenced" adds
+ *                    __threadfence_system() before each device-side poll.
+ *   device-call      host writes an RPC request (header + payload) into a
+ *                    mapped slot and signals it; the persistent dispatch
+ *                    kernel runs an echo handler and publishes the response;
+ *                    the host sees the TX flag, reads the response, clears.
+ *                    Regular (1 block) and cooperative (2 blocks).
+ *   graph-launch     the same through the graph-launch dispatcher: a handler
+ *                    graph launched from the device per request.
+ *   unified          the emulated-NIC unified kernel (in-place frames).
+ * One request in flight (latency), then all slots in flight (throughput).
+ *
+ * Usage: bench_gpu_dispatch [--requests N] [--payload BYTES] [--cpu C]
+ */
+#include <cuda/atomic>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <vector>
+
+#include "cudaq/realtime/cudaq_realtime.h"
+#include "cudaq/realtime/dispatch_kernel.h"
+#include "cudaq/realtime/emu_transport.h"
+
+#define CK(x)                                                                                     \
+  do {                                                                                            \
+    cudaError_t e_ = (x);                                                                         \
+    if (e_ != cudaSuccess) {                                                                      \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));          \
+      exit(1);                                                                                    \
+    }                                                                                             \
+  } while (0)
+#define CQ(x)                                                                                     \
+  do {                                                                                            \
+    cudaq_status_t s_ = (x);                                                                      \
+    if (s_ != CUDAQ_OK) {                                                                         \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaq_last_error());               \
+      exit(1);                                                                                    \
+    }                                                                                             \
+  } while (0)
+
+static uint64_t now_ns() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static void report(const char *name, std::vector<uint64_t> &v, double *p50_out = nullptr) {
+  std::sort(v.begin(), v.end());
+  auto q = [&](double p) { return v[(size_t)(p * (double)(v.size() - 1))] / 1000.0; };
+  printf("%-46s n=%-7zu min %6.2f  p50 %6.2f  p90 %6.2f  p99 %6.2f  p99.9 %7.2f  max %8.2f us\n", name, v.size(), q(0),
+         q(.5), q(.9), q(.99), q(.999), q(1));
+  if (p50_out) *p50_out = q(.5);
+  fflush(stdout);
+}
+
+/* ---- floor ----------------------------------------------------------------- */
+template <bool Fence>
+__global__ void pong(uint64_t *req, uint64_t *resp, uint64_t n) {
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> r(*req), s(*resp);
+  for (uint64_t i = 1; i <= n; i++) {
+    for (;;) {
+      if (Fence) __threadfence_system();
+      if (r.load(cuda::memory_order_acquire) == i) break;
+    }
+    s.store(i, cuda::memory_order_release);
+  }
+}
+
+template <bool Fence>
+static double run_floor(uint64_t n, const char *name) {
+  uint64_t *h, *d;
+  CK(cudaHostAlloc(&h, 4096, cudaHostAllocMapped));
+  memset(h, 0, 4096);
+  CK(cudaHostGetDevicePointer(&d, h, 0));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  pong<Fence><<<1, 1, 0, s>>>(d, d + 16, n);
+  CK(cudaGetLastError());
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> req(h[0]), resp(h[16]);
+  std::vector<uint64_t> lat(n);
+  for (uint64_t i = 1; i <= n; i++) {
+    uint64_t t0 = now_ns();
+    req.store(i, cuda::memory_order_release);
+    while (resp.load(cuda::memory_order_acquire) != i) {}
+    lat[i - 1] = now_ns() - t0;
+  }
+  CK(cudaStreamSynchronize(s));
+  CK(cudaStreamDestroy(s));
+  CK(cudaFreeHost(h));
+  double p50;
+  report(name, lat, &p50);
+  return p50;
+}
+
+/* ---- handlers ---------------------------------------------------------------- */
+#define FN_ECHO cudaq_fnv1a_hash("echo")
+__device__ int d_echo(const void *args, void *result, uint32_t arg_len, uint32_t max, uint32_t *len) {
+  if (arg_len > max) return 1;
+  const uint8_t *a = (const uint8_t *)args;
+  uint8_t *r = (uint8_t *)result;
+  for (uint32_t i = threadIdx.x; i < arg_len; i += blockDim.x) r[i] = a[i];
+  *len = arg_len;
+  return 0;
+}
+__global__ void init_table(cudaq_function_entry_t *e) {
+  memset(e, 0, sizeof *e);
+  e->handler.device_fn_ptr = (void *)d_echo;
+  e->function_id = FN_ECHO;
+  e->dispatch_mode = CUDAQ_DISPATCH_DEVICE_CALL;
+}
+__global__ void graph_echo(cudaq_graph_io_context *io) {
+  const uint32_t n = io->arg_len;
+  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+    io->tx_slot[CUDAQ_RPC_HEADER_SIZE + i] = io->rx_slot[CUDAQ_RPC_HEADER_SIZE + i];
+  __syncthreads();
+  if (threadIdx.x == 0) cudaq_graph_io_complete(io, 0, n);
+}
+
+/* One in flight, then all slots in flight, over a ring. */
+static double measure_ring(const char *name, cudaq_ringbuffer_t *rb, uint32_t slots, uint32_t payload, uint64_t n) {
+  std::vector<uint8_t> buf(payload + 1, 0x5A);
+  std::vector<uint64_t> lat(n);
+  for (uint64_t w = 0; w < 2000 + n; ++w) { /* 2000 warm-up requests */
+    uint32_t slot = (uint32_t)(w % slots);
+    uint64_t t0 = now_ns();
+    cudaq_host_ringbuffer_write_rpc_request(rb, slot, FN_ECHO, buf.data(), payload, (uint32_t)w, t0);
+    cudaq_host_ringbuffer_signal_slot(rb, slot);
+    cudaq_tx_status_t st;
+    uint64_t tw = now_ns();
+    while ((st = cudaq_host_ringbuffer_poll_tx_flag(rb, slot, NULL)) != CUDAQ_TX_READY) {
+      if (now_ns() - tw > 5000000000ull) {
+        fprintf(stderr, "%s: no response after 5 s (status %d)\n", name, (int)st);
+        exit(1);
+      }
+    }
+    const cudaq_rpc_response_t *r = (const cudaq_rpc_response_t *)(rb->tx_data_host + (size_t)slot * rb->tx_stride_sz);
+    if (r->request_id != (uint32_t)w || r->status != 0) {
+      fprintf(stderr, "%s: bad response to %llu\n", name, (unsigned long long)w);
+      exit(1);
+    }
+    cudaq_host_ringbuffer_clear_slot(rb, slot);
+    if (w >= 2000) lat[w - 2000] = now_ns() - t0;
+  }
+  double p50;
+  report(name, lat, &p50);
+  uint64_t t0 = now_ns();
+  for (uint64_t k = 0; k < n + slots; ++k) {
+    uint32_t slot = (uint32_t)(k % slots);
+    if (k >= slots) {
+      while (cudaq_host_ringbuffer_poll_tx_flag(rb, slot, NULL) != CUDAQ_TX_READY) {}
+      cudaq_host_ringbuffer_clear_slot(rb, slot);
+    }
+    if (k >= n) continue;
+    cudaq_host_ringbuffer_write_rpc_request(rb, slot, FN_ECHO, buf.data(), payload, (uint32_t)k, 0);
+    cudaq_host_ringbuffer_signal_slot(rb, slot);
+  }
+  double secs = (double)(now_ns() - t0) / 1e9;
+  printf("%-46s throughput %.0f requests/s with %u slots in flight\n", "", (double)n / secs, slots);
+  return p50;
+}
+
+static double bench_device_call(bool coop, uint32_t payload, uint64_t n) {
+  const uint32_t slots = 32, slot_size = 64 + ((payload + 7) & ~7u);
+  cudaq_dispatch_manager_t *m;
+  cudaq_dispatcher_t *d;
+  cudaq_dispatcher_config_t c;
+  cudaq_ringbuffer_t rb;
+  cudaq_dispatcher_config_init(&c);
+  c.num_slots = slots;
+  c.slot_size = slot_size;
+  c.kernel_type = coop ? CUDAQ_KERNEL_COOPERATIVE : CUDAQ_KERNEL_REGULAR;
+  c.num_blocks = coop ? 2 : 1;
+  c.threads_per_block = 32;
+  CQ(cudaq_dispatch_manager_create(&m));
+  CQ(cudaq_dispatcher_create(m, &c, &d));
+  CQ(cudaq_host_ringbuffer_alloc(&rb, slots, slot_size, CUDAQ_RING_ALLOC_MAPPED));
+  cudaq_function_entry_t *t;
+  int *flag;
+  uint64_t *stats;
+  CK(cudaMalloc(&t, sizeof *t));
+  init_table<<<1, 1>>>(t);
+  CK(cudaDeviceSynchronize());
+  CK(cudaMalloc(&flag, sizeof(int))); /* control words in device memory (DESIGN.md) */
+  CK(cudaMalloc(&stats, sizeof(uint64_t)));
+  cudaq_function_table_t table = {t, 1};
+  CQ(cudaq_dispatcher_set_ringbuffer(d, &rb));
+  CQ(cudaq_dispatcher_set_function_table(d, &table));
+  CQ(cudaq_dispatcher_set_control(d, flag, stats));
+  CQ(cudaq_dispatcher_set_launch_fn(d, coop ? cudaq_launch_dispatch_kernel_cooperative : cudaq_launch_dispatch_kernel_regular));
+  int occ;
+  CK(coop ? cudaq_dispatch_kernel_cooperative_query_occupancy(&occ, 32) : cudaq_dispatch_kernel_query_occupancy(&occ, 32));
+  CQ(cudaq_dispatcher_start(d));
+  double p50 = measure_ring(coop ? "device-call cooperative (2x32) round trip" : "device-call regular (1x32) round trip", &rb,
+                            slots, payload, n);
+  CQ(cudaq_dispatcher_stop(d));
+  CQ(cudaq_dispatch_manager_destroy(m));
+  CQ(cudaq_host_ringbuffer_free(&rb));
+  CK(cudaFree(t));
+  CK(cudaFree(flag));
+  CK(cudaFree(stats));
+  return p50;
+}
+
+static double bench_graph(uint32_t payload, uint64_t n) {
+  const uint32_t slots = 32, slot_size = 64 + ((payload + 7) & ~7u);
+  cudaq_ringbuffer_t rb;
+  CQ(cudaq_host_ringbuffer_alloc(&rb, slots, slot_size, CUDAQ_RING_ALLOC_MAPPED));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaq_graph_io_context *io;
+  CK(cudaMalloc(&io, sizeof *io));
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  graph_echo<<<1, 32, 0, s>>>(io);
+  CK(cudaStreamEndCapture(s, &g));
+  CK(cudaGraphInstantiateWithFlags(&ge, g, cudaGraphInstantiateFlagDeviceLaunch));
+  CK(cudaGraphUpload(ge, s));
+  CK(cudaStreamSynchronize(s));
+  cudaq_function_entry_t h;
+  memset(&h, 0, sizeof h);
+  h.handler.graph_exec = ge;
+  h.function_id = FN_ECHO;
+  h.dispatch_mode = CUDAQ_DISPATCH_GRAPH_LAUNCH;
+  cudaq_function_entry_t *dt;
+  CK(cudaMalloc(&dt, sizeof h));
+  CK(cudaMemcpy(dt, &h, sizeof h, cudaMemcpyHostToDevice));
+  int *flag;
+  uint64_t *stats;
+  CK(cudaMalloc(&flag, sizeof(int)));
+  CK(cudaMemset(flag, 0, sizeof(int)));
+  CK(cudaMalloc(&stats, sizeof(uint64_t)));
+  cudaq_dispatch_graph_context *ctx;
+  CK(cudaq_create_dispatch_graph_regular(rb.rx_flags, rb.tx_flags, rb.rx_data, rb.tx_data, rb.rx_stride_sz, rb.tx_stride_sz,
+                                         dt, 1, io, flag, stats, slots, 1, 32, s, &ctx));
+  CK(cudaq_launch_dispatch_graph(ctx, s));
+  double p50 = measure_ring("graph-launch (device-side) round trip", &rb, slots, payload, n);
+  uint64_t failures = 0, relaunches = 0;
+  CK(cudaq_dispatch_graph_get_info(ctx, &failures, &relaunches));
+  printf("%-46s %llu dispatcher relaunches (one per %u graph launches), %llu launch failures\n", "",
+         (unsigned long long)relaunches, CUDAQ_GRAPH_DISPATCH_RELAUNCH_EVERY, (unsigned long long)failures);
+  int one = 1;
+  CK(cudaMemcpyAsync(flag, &one, sizeof one, cudaMemcpyHostToDevice, s));
+  CK(cudaStreamSynchronize(s));
+  CK(cudaq_destroy_dispatch_graph(ctx));
+  CK(cudaGraphExecDestroy(ge));
+  CK(cudaGraphDestroy(g));
+  CK(cudaFree(io));
+  CK(cudaFree(dt));
+  CK(cudaFree(flag));
+  CK(cudaFree(stats));
+  CK(cudaStreamDestroy(s));
+  CQ(cudaq_host_ringbuffer_free(&rb));
+  return p50;
+}
+
+static double bench_unified(uint32_t payload, uint64_t n) {
+  cudaq_emu_transport_t *t;
+  CQ(cudaq_emu_transport_create(32, 64 + ((payload + 7) & ~7u), &t));
+  cudaq_dispatch_manager_t *m;
+  cudaq_dispatcher_t *d;
+  cudaq_dispatcher_config_t c;
+  cudaq_dispatcher_config_init(&c);
+  c.kernel_type = CUDAQ_KERNEL_UNIFIED;
+  cudaq_function_entry_t *dt;
+  CK(cudaMalloc(&dt, sizeof *dt));
+  init_table<<<1, 1>>>(dt);
+  CK(cudaDeviceSynchronize());
+  int *flag;
+  uint64_t *stats;
+  CK(cudaMalloc(&flag, sizeof(int)));
+  CK(cudaMalloc(&stats, sizeof(uint64_t)));
+  cudaq_function_table_t table = {dt, 1};
+  CQ(cudaq_dispatch_manager_create(&m));
+  CQ(cudaq_dispatcher_create(m, &c, &d));
+  CQ(cudaq_dispatcher_set_unified_launch(d, cudaq_launch_unified_dispatch_emu, cudaq_emu_transport_ctx(t)));
+  CQ(cudaq_dispatcher_set_function_table(d, &table));
+  CQ(cudaq_dispatcher_set_control(d, flag, stats));
+  CQ(cudaq_dispatcher_start(d));
+  std::vector<uint8_t> buf(payload + 1, 0x33);
+  std::vector<uint64_t> lat(n);
+  for (uint64_t w = 0; w < n + 2000; ++w) {
+    uint64_t t0 = now_ns();
+    CQ(cudaq_emu_nic_send(t, FN_ECHO, buf.data(), payload, (uint32_t)w, t0));
+    const uint8_t *f;
+    uint64_t tw = now_ns();
+    while (!(f = cudaq_emu_nic_poll(t)))
+      if (now_ns() - tw > 5000000000ull) {
+        fprintf(stderr, "unified: no response\n");
+        exit(1);
+      }
+    if (((const cudaq_rpc_response_t *)f)->request_id != (uint32_t)w) {
+      fprintf(stderr, "unified: bad response\n");
+      exit(1);
+    }
+    cudaq_emu_nic_release(t);
+    if (w >= 2000) lat[w - 2000] = now_ns() - t0;
+  }
+  double p50;
+  report("unified (emulated NIC) round trip", lat, &p50);
+  uint64_t sent = 0, got = 0, t0 = now_ns();
+  while (got < n) {
+    if (sent < n && cudaq_emu_nic_send(t, FN_ECHO, buf.data(), payload, (uint32_t)sent, 0) == CUDAQ_OK) ++sent;
+    if (cudaq_emu_nic_poll(t)) {
+      cudaq_emu_nic_release(t);
+      ++got;
+    }
+  }
+  printf("%-46s throughput %.0f requests/s with 32 frames in flight\n", "", (double)n / ((now_ns() - t0) / 1e9));
+  CQ(cudaq_dispatcher_stop(d));
+  CQ(cudaq_dispatch_manager_destroy(m));
+  CQ(cudaq_emu_transport_destroy(t));
+  CK(cudaFree(dt));
+  CK(cudaFree(flag));
+  CK(cudaFree(stats));
+  return p50;
+}
+
+int main(int argc, char **argv) {
+  uint64_t n = 100000;
+  uint32_t payload = 64;
+  int cpu = 2;
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--requests") && i + 1 < argc) n = strtoull(argv[++i], NULL, 10);
+    else if (!strcmp(argv[i], "--payload") && i + 1 < argc) payload = (uint32_t)atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--cpu") && i + 1 < argc) cpu = atoi(argv[++i]);
+    else {
+      fprintf(stderr, "usage: %s [--requests N] [--payload BYTES] [--cpu C]\n", argv[0]);
+      return 2;
+    }
+  }
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    printf("skipped: no CUDA device\n");
+    return 77;
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set); /* the producer thread */
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  int native = 0;
+  cudaDeviceGetAttribute(&native, cudaDevAttrHostNativeAtomicSupported, 0);
+  printf("GPU dispatch benchmark: %s, hostNativeAtomicSupported=%d, %llu requests, %u-byte payload, host thread on CPU %d\n",
+         prop.name, native, (unsigned long long)n, payload, cpu);
+  double floor_plain = run_floor<false>(n, "floor: host <-> persistent kernel (mapped)");
+  double floor_fenced = run_floor<true>(n, "floor: same, fence before each device poll");
+  double reg = bench_device_call(false, payload, n);
+  double coop = bench_device_call(true, payload, n);
+  double graph = bench_graph(payload, n);
+  double uni = bench_unified(payload, n);
+  double best_floor = floor_plain < floor_fenced ? floor_plain : floor_fenced;
+  printf("p50 / best floor: device-call regular %.2fx, cooperative %.2fx, graph-launch %.2fx, unified %.2fx (target: device-call <= 1.5x)\n",
+         reg / best_floor, coop / best_floor, graph / best_floor, uni / best_floor);
+  return 0;
+}

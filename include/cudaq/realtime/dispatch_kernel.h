@@ -1,0 +1,162 @@
+/*
+ * cudaq/realtime/dispatch_kernel.h - the GPU dispatch path: persistent
+ * dispatch kernels, their launch helpers, graph-launch dispatch and the
+ * device-side handler convention.
+ *
+ * Spec: realtime-host-api.txt ("Kernel Launch Helper Functions", "Occupancy
+ * Query and Eager Module Loading", "CUDA Graph Dispatch Mode", "Unified
+ * Dispatch Mode"). Needs the CUDA toolkit; link the static library
+ * cudaq_realtime_dispatch with relocatable device code (-rdc=true, CMake
+ * CUDA_SEPARABLE_COMPILATION) so the dispatch kernel can call __device__
+ * handlers defined in your own .cu files.
+ *
+ * Device-call handlers use the same convention as host handlers:
+ *   __device__ int handler(const void *args, void *result, uint32_t arg_len,
+ *                          uint32_t max_result_len, uint32_t *result_len);
+ * The regular kernel calls a handler from every thread of one block, the
+ * cooperative kernel from every thread of the grid (so a handler may use
+ * __syncthreads(), and in the cooperative kernel this_grid().sync()); the
+ * status and *result_len of thread 0 (of block 0) are used. args points to
+ * a copy of the payload in shared memory when it fits (else to the RX slot),
+ * result to the TX slot's result area. The kernel writes the response
+ * header and publishes the TX flag.
+ */
+#ifndef CUDAQ_REALTIME_DISPATCH_KERNEL_H
+#define CUDAQ_REALTIME_DISPATCH_KERNEL_H
+
+#include <cuda_runtime.h>
+
+#include "cudaq/realtime/cudaq_realtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int (*cudaq_device_rpc_fn_t)(const void *args, void *result, uint32_t arg_len,
+                                     uint32_t max_result_len, uint32_t *result_len);
+
+/* ---- persistent dispatch kernels (3-kernel / ring-buffer path) ---------- */
+
+/* Launch the persistent dispatch kernel on `stream` (non-blocking streams
+ * recommended). With num_blocks > 1 the regular kernel gives block b the
+ * slots b, b + num_blocks, ...; each request is handled by one block. The
+ * ring's slot stride must be a multiple of 4. Launch errors are reported
+ * through cudaGetLastError(), as for any kernel launch. */
+void cudaq_launch_dispatch_kernel_regular(
+    volatile uint64_t *rx_flags, volatile uint64_t *tx_flags, uint8_t *rx_data, uint8_t *tx_data,
+    size_t rx_stride_sz, size_t tx_stride_sz, cudaq_function_entry_t *function_table,
+    size_t func_count, volatile int *shutdown_flag, uint64_t *stats, size_t num_slots,
+    uint32_t num_blocks, uint32_t threads_per_block, cudaStream_t stream);
+
+/* The same with a cooperative launch: the whole grid handles each request
+ * and handlers may synchronise the grid. num_blocks must not exceed the
+ * number of co-resident blocks (see the occupancy query). */
+void cudaq_launch_dispatch_kernel_cooperative(
+    volatile uint64_t *rx_flags, volatile uint64_t *tx_flags, uint8_t *rx_data, uint8_t *tx_data,
+    size_t rx_stride_sz, size_t tx_stride_sz, cudaq_function_entry_t *function_table,
+    size_t func_count, volatile int *shutdown_flag, uint64_t *stats, size_t num_slots,
+    uint32_t num_blocks, uint32_t threads_per_block, cudaStream_t stream);
+
+/* Max active blocks per SM of each kernel for a block size; also forces the
+ * module to load eagerly (call before start, spec). *out_blocks is 0 on
+ * error. */
+cudaError_t cudaq_dispatch_kernel_query_occupancy(int *out_blocks, uint32_t threads_per_block);
+cudaError_t cudaq_dispatch_kernel_cooperative_query_occupancy(int *out_blocks,
+                                                              uint32_t threads_per_block);
+
+/* Counters of the dispatch kernel whose stats buffer is `stats` (the same
+ * pointer passed to the launch helper): processed, drops and protocol
+ * errors, as cudaq_dispatcher_counters_t (extension). The kernel keeps them
+ * in device memory owned by this library; stats[0] stays the spec's
+ * processed count. Returns cudaErrorInvalidValue for an unknown stats. */
+cudaError_t cudaq_dispatch_kernel_get_counters(const uint64_t *stats,
+                                               cudaq_dispatcher_counters_t *out);
+
+/* ---- graph-launch dispatch (CUDAQ_DISPATCH_GRAPH_LAUNCH, sm_90+) --------- */
+
+/* Tells a launched handler graph which request it serves. The dispatch
+ * kernel fills it before each launch; the graph reads its input from
+ * rx_slot + CUDAQ_RPC_HEADER_SIZE (arg_len bytes), writes its result to
+ * tx_slot + CUDAQ_RPC_HEADER_SIZE (at most max_result_len bytes), and ends
+ * with cudaq_graph_io_complete(). Lives in device memory (cudaMalloc). */
+typedef struct cudaq_graph_io_context {
+  const uint8_t *rx_slot;      /* request slot (header + payload), device view */
+  uint8_t *tx_slot;            /* response slot, device view */
+  volatile uint64_t *tx_flag;  /* TX flag to publish, device view */
+  uint64_t tx_flag_value;      /* value to publish (the TX slot's address) */
+  uint64_t ptp_timestamp;      /* echoed */
+  uint32_t request_id;         /* echoed */
+  uint32_t function_id;
+  uint32_t arg_len;
+  uint32_t max_result_len;
+  uint32_t slot;
+  uint32_t busy; /* 1 from launch until cudaq_graph_io_complete (one request at a time) */
+} cudaq_graph_io_context;
+
+typedef struct cudaq_dispatch_graph_context cudaq_dispatch_graph_context;
+
+/* Builds a graph holding the graph-launch dispatch kernel, instantiates it
+ * for device launch and uploads it. function_table entries must be
+ * CUDAQ_DISPATCH_GRAPH_LAUNCH with graph_exec instantiated with
+ * cudaGraphInstantiateFlagDeviceLaunch and uploaded. The kernel relaunches
+ * itself (tail launch) every CUDAQ_GRAPH_DISPATCH_RELAUNCH_EVERY child
+ * launches, so it runs for as long as requests come. */
+cudaError_t cudaq_create_dispatch_graph_regular(
+    volatile uint64_t *rx_flags, volatile uint64_t *tx_flags, uint8_t *rx_data, uint8_t *tx_data,
+    size_t rx_stride_sz, size_t tx_stride_sz, cudaq_function_entry_t *function_table,
+    size_t func_count, void *graph_io_ctx, volatile int *shutdown_flag, uint64_t *stats,
+    size_t num_slots, uint32_t num_blocks, uint32_t threads_per_block, cudaStream_t stream,
+    cudaq_dispatch_graph_context **out_context);
+
+/* Launches the dispatch graph (from the host) into `stream`. */
+cudaError_t cudaq_launch_dispatch_graph(cudaq_dispatch_graph_context *context, cudaStream_t stream);
+
+/* Destroys the context; call after the dispatch graph has exited. */
+cudaError_t cudaq_destroy_dispatch_graph(cudaq_dispatch_graph_context *context);
+
+/* Number of device-side launch failures the graph dispatcher saw (each was
+ * answered with CUDAQ_RPC_ERR_LAUNCH_FAILED) and relaunches it made
+ * (extension, for tests and benchmarks). */
+cudaError_t cudaq_dispatch_graph_get_info(cudaq_dispatch_graph_context *context,
+                                          uint64_t *out_launch_failures, uint64_t *out_relaunches);
+
+#define CUDAQ_GRAPH_DISPATCH_RELAUNCH_EVERY 100u
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+/* ---- device-side helpers ------------------------------------------------- */
+#if defined(__CUDACC__)
+#include <cuda/atomic>
+
+/* Ends a graph-launched request: writes the response header (magic,
+ * status, result_len clamped to max_result_len, request_id and
+ * ptp_timestamp echoed) into the TX slot, publishes the TX flag with
+ * system-scope release, and frees the I/O context for the next request.
+ * Call from exactly one thread, after every result byte is written (e.g.
+ * the last kernel of the graph, thread 0, after __syncthreads()). */
+static __device__ inline void cudaq_graph_io_complete(cudaq_graph_io_context *ctx, int32_t status,
+                                                      uint32_t result_len) {
+  cudaq_rpc_response_t r;
+  r.magic = CUDAQ_RPC_MAGIC_RESPONSE;
+  r.status = result_len > ctx->max_result_len ? (int32_t)CUDAQ_RPC_ERR_RESULT_TOO_LARGE : status;
+  r.result_len = result_len > ctx->max_result_len ? 0u : result_len;
+  r.request_id = ctx->request_id;
+  r.ptp_timestamp = ctx->ptp_timestamp;
+  uint32_t *dst = reinterpret_cast<uint32_t *>(ctx->tx_slot);
+  const uint32_t *src = reinterpret_cast<const uint32_t *>(&r);
+  for (int i = 0; i < 6; ++i) dst[i] = src[i];
+  /* G1 publishes the result and the header; pairs with A2 in the consumer
+   * (cudaq_host_ringbuffer_poll_tx_flag). */
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> flag(
+      *const_cast<uint64_t *>(ctx->tx_flag));
+  flag.store(ctx->tx_flag_value, cuda::memory_order_release);
+  /* G2 hands the context back; pairs with G3 in the graph dispatch kernel,
+   * which waits for busy == 0 before filling the context again. */
+  cuda::atomic_ref<uint32_t, cuda::thread_scope_device> busy(ctx->busy);
+  busy.store(0u, cuda::memory_order_release);
+}
+#endif
+
+#endif /* CUDAQ_REALTIME_DISPATCH_KERNEL_H */

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# One visit to a GPU machine: GPU tests, compute-sanitizer, benchmarks.
+# Build here first (same nvcc as the GPU machine, sm_90):
+#   scripts/gpu-build.sh          -> build-gpu/ (Release) with the libraries it needs
+# then run this script on the GPU machine from the repository root with
+# build-gpu carried along. Results go to $OUT (default ./gpu-out).
+# Binaries run directly (not through ctest), since the build folder's
+# absolute paths differ there.
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-out}
+B=${BUILD:-build-gpu}
+SCALE_SAN=${SCALE_SAN:-0.01}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$PWD/$B/src:$PWD/$B/libs:${LD_LIBRARY_PATH:-}
+export PATH=$PATH:/usr/local/cuda/bin
+fails=0 passes=0
+run() { # run NAME CMD... : logs to $OUT/NAME.log, counts pass/fail
+  local name=$1; shift
+  echo "== $name: $*"
+  if timeout -k 10 "${STEP_TIMEOUT:-240}" "$@" > "$OUT/$name.log" 2>&1; then passes=$((passes + 1)); echo "   ok"; else
+    local rc=$?; fails=$((fails + 1)); echo "   FAILED (rc $rc)"; tail -30 "$OUT/$name.log"; fi
+}
+{
+  date -u; git rev-parse HEAD 2>/dev/null || cat "$B/commit.txt"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  lscpu | grep -E "Model name|^CPU\(s\)"
+  which compute-sanitizer || ls /usr/local/cuda*/bin | head -50
+} > "$OUT/machine.txt" 2>&1
+cat "$OUT/machine.txt"
+
+run test_gpu_dispatch "$B/tests/test_gpu_dispatch"
+tail -3 "$OUT/test_gpu_dispatch.log"
+grep -h "graph launch:" "$OUT/test_gpu_dispatch.log"
+for t in test_wire test_api test_host_slot test_host_dispatch test_host_stress; do run "$t" "$B/tests/$t"; done
+
+if command -v compute-sanitizer >/dev/null; then
+  for tool in memcheck racecheck synccheck; do
+    run "sanitizer_$tool" env CUDAQ_TEST_SCALE="$SCALE_SAN" compute-sanitizer --tool "$tool" \
+      --error-exitcode 1 "$B/tests/test_gpu_dispatch"
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sanitizer_$tool.log" | tail -3
+  done
+else
+  echo "compute-sanitizer: not found on this machine"; fails=$((fails + 1))
+fi
+
+run bench_gpu_dispatch "$B/bench/bench_gpu_dispatch" --requests "${BENCH_REQUESTS:-200000}" --cpu 2
+cat "$OUT/bench_gpu_dispatch.log"
+run bench_host_dispatch "$B/bench/bench_host_dispatch" --requests 500000 --cpus 2,4
+cat "$OUT/bench_host_dispatch.log"
+echo "gpu-run: $passes passed, $fails failed"

@@ -1,0 +1,53 @@
+/* dispatch_internal.cuh - private declarations of the CUDA launch layer. */
+#ifndef CUDAQ_SRC_DISPATCH_INTERNAL_CUH
+#define CUDAQ_SRC_DISPATCH_INTERNAL_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "cudaq/realtime/dispatch_kernel.h"
+
+/* The request the polling thread parsed, as every thread handling it needs it. */
+struct cudaq__request_state {
+  uint32_t cmd;
+  uint32_t slot;
+  uint32_t arg_len;
+  uint32_t request_id;
+  uint64_t ptp;
+  int32_t status;     /* the answer for CMD_ANSWER */
+  uint32_t drop_kind; /* 0 bad magic, 1 unknown function */
+  cudaq_device_rpc_fn_t fn;
+};
+
+/* Per-dispatcher state in device memory: counters in the order of
+ * cudaq_dispatcher_counters_t (written only by the polling thread), and
+ * the request broadcast area of the cooperative kernel. */
+struct cudaq__device_state {
+  uint64_t processed;
+  uint64_t dropped_bad_magic;
+  uint64_t dropped_unknown_function;
+  uint64_t err_payload_too_large;
+  uint64_t err_arg_len_mismatch;
+  uint64_t err_result_too_large;
+  uint64_t err_unsupported_mode;
+  uint64_t handler_errors;
+  cudaq__request_state bcast;
+};
+
+/* The device state of the dispatcher whose stats buffer is `stats`;
+ * created (zeroed) on first use when create is true. NULL on failure. */
+cudaq__device_state *cudaq__state_for(const uint64_t *stats, bool create);
+
+/* Reports a launch-helper argument error the way CUDA reports launch
+ * errors: the next cudaGetLastError() returns cudaErrorInvalidConfiguration. */
+void cudaq__report_bad_launch(void);
+
+/* cudaMemset on a private non-blocking stream: never waits behind a
+ * persistent kernel running on a blocking stream. */
+cudaError_t cudaq__memset_private_stream(void *dev, int value, size_t bytes);
+
+/* Copies device-resident counters to the host (on a private non-blocking
+ * stream, so it never waits for a persistent kernel). */
+cudaError_t cudaq__read_device_counters(const cudaq__device_state *dev, cudaq_dispatcher_counters_t *out);
+
+#endif

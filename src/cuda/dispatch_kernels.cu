@@ -1,0 +1,498 @@
+/*
+ * dispatch_kernels.cu - persistent dispatch kernels (regular, cooperative)
+ * and their launch layer.
+ *
+ * Critical path of one request (mapped pinned ring, GPU polling host memory
+ * across PCIe): the warp polling the RX flag sees it set (one PCIe read),
+ * the block reads header and payload in one parallel step (one more PCIe
+ * read, every load issued at once), the handler runs out of shared memory,
+ * results and the response header go out as posted writes, and one
+ * system-scope release store publishes the TX flag. Control words (the
+ * function table, counters) live in device memory; the shutdown flag is
+ * read only every SHUTDOWN_POLL_INTERVAL loop iterations, so a flag in host
+ * memory costs the request path nothing.
+ *
+ * Memory ordering: the GPU never does read-modify-write on host memory
+ * (hostNativeAtomicSupported is 0 on the measured machine): flags are only
+ * loaded (acquire) and stored (release) with system scope.
+ */
+#include <cooperative_groups.h>
+#include <cuda/atomic>
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cudaq/realtime/dispatch_kernel.h"
+#include "dispatch_internal.cuh"
+
+namespace cg = cooperative_groups;
+
+namespace {
+
+constexpr uint32_t SHUTDOWN_POLL_INTERVAL = 64; /* loop iterations between shutdown checks */
+constexpr uint32_t IDLE_SCAN_INTERVAL = 256;    /* idle polls between out-of-order scans */
+constexpr uint32_t MAX_CACHED_ENTRIES = 16;     /* function-table entries kept in shared memory */
+constexpr uint32_t MAX_STAGE_BYTES = 32 * 1024; /* payload staged in shared memory up to this */
+
+enum : uint32_t { CMD_NONE = 0, CMD_CALL = 1, CMD_ANSWER = 2, CMD_DROP = 3, CMD_EXIT = 4 };
+
+struct dispatch_params {
+  uint64_t *rx_flags;
+  uint64_t *tx_flags;
+  uint8_t *rx_data;
+  uint8_t *tx_data;
+  uint32_t rx_stride;
+  uint32_t tx_stride;
+  const cudaq_function_entry_t *table;
+  uint32_t table_count;
+  int *shutdown;
+  uint64_t *stats;
+  cudaq__device_state *state;
+  uint32_t num_slots;
+  uint32_t stage_bytes;
+};
+
+/* A function-table entry reduced to what the loop reads. */
+struct cached_entry {
+  uint32_t function_id;
+  uint32_t mode;
+  uint32_t fixed_len; /* UINT32_MAX: any length */
+  cudaq_device_rpc_fn_t fn;
+};
+
+using request_state = cudaq__request_state;
+
+__device__ inline uint64_t load_acquire_sys(uint64_t *p) {
+  return cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p).load(cuda::memory_order_acquire);
+}
+__device__ inline void store_release_sys(uint64_t *p, uint64_t v) {
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p).store(v, cuda::memory_order_release);
+}
+__device__ inline int load_relaxed_sys(int *p) {
+  return cuda::atomic_ref<int, cuda::thread_scope_system>(*p).load(cuda::memory_order_relaxed);
+}
+/* Single-writer counter bump (only the leader thread writes). */
+__device__ inline void bump(uint64_t *c) { *c += 1; }
+
+__device__ uint32_t find_entry(const cached_entry *cache, uint32_t cached, const dispatch_params &p,
+                               uint32_t function_id, cached_entry *out) {
+  for (uint32_t i = 0; i < cached; ++i)
+    if (cache[i].function_id == function_id) {
+      *out = cache[i];
+      return 1;
+    }
+  for (uint32_t i = cached; i < p.table_count; ++i) /* tables larger than the cache */
+    if (p.table[i].function_id == function_id) {
+      uint32_t total = 0;
+      int fixed = 0;
+      out->function_id = function_id;
+      out->mode = p.table[i].dispatch_mode;
+      out->fn = reinterpret_cast<cudaq_device_rpc_fn_t>(p.table[i].handler.device_fn_ptr);
+      out->fixed_len = (p.table[i].schema.num_args > 0 &&
+                        cudaq_schema_arg_layout(&p.table[i].schema, nullptr, &total, &fixed) == CUDAQ_OK &&
+                        fixed)
+                           ? total
+                           : UINT32_MAX;
+      return 1;
+    }
+  return 0;
+}
+
+__device__ void cache_table(const dispatch_params &p, cached_entry *cache, uint32_t *cached) {
+  uint32_t n = p.table_count < MAX_CACHED_ENTRIES ? p.table_count : MAX_CACHED_ENTRIES;
+  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const cudaq_function_entry_t &e = p.table[i];
+    uint32_t total = 0;
+    int fixed = 0;
+    cache[i].function_id = e.function_id;
+    cache[i].mode = e.dispatch_mode;
+    cache[i].fn = reinterpret_cast<cudaq_device_rpc_fn_t>(e.handler.device_fn_ptr);
+    cache[i].fixed_len = (e.schema.num_args > 0 &&
+                          cudaq_schema_arg_layout(&e.schema, nullptr, &total, &fixed) == CUDAQ_OK && fixed)
+                             ? total
+                             : UINT32_MAX;
+  }
+  if (threadIdx.x == 0) *cached = n;
+}
+
+/* Warp 0 of the leader block polls. Lane 0 watches the current slot; every
+ * IDLE_SCAN_INTERVAL idle polls all lanes look at up to 32 of this block's
+ * slots at once (one PCIe round trip) so a request signalled out of ring
+ * order is found. Returns the ready slot, or UINT32_MAX when shutdown is
+ * seen. Every lane of warp 0 must call it. */
+__device__ uint32_t poll_ready_slot(const dispatch_params &p, uint32_t slot, uint32_t first,
+                                    uint32_t step, uint32_t *iter) {
+  const uint32_t lane = threadIdx.x & 31u;
+  const uint32_t my_slots = (p.num_slots - first + step - 1) / step; /* slots of this block */
+  uint32_t idle = 0, window = 0;
+  for (;;) {
+    /* Checked every SHUTDOWN_POLL_INTERVAL calls and idle polls alike, so
+     * a dispatcher that is never idle still stops. */
+    if (++*iter % SHUTDOWN_POLL_INTERVAL == 0) {
+      int stop = lane == 0 ? load_relaxed_sys(p.shutdown) : 0;
+      if (__shfl_sync(0xFFFFFFFFu, stop, 0)) return UINT32_MAX;
+    }
+    uint32_t found = UINT32_MAX;
+    if (lane == 0) {
+      /* A1 pairs with R1 in cudaq_host_ringbuffer_signal_slot: a nonzero
+       * flag makes the request bytes visible to this thread. */
+      if (load_acquire_sys(&p.rx_flags[slot]) != 0) found = slot;
+    }
+    found = __shfl_sync(0xFFFFFFFFu, found, 0);
+    if (found != UINT32_MAX) return found;
+    if (++idle % IDLE_SCAN_INTERVAL == 0 && my_slots > 1) {
+      /* Out-of-order scan: lane i checks the i-th slot of a window of this
+       * block's slots; the lowest set lane wins. */
+      uint32_t k = window + lane;
+      uint32_t s = first + (k % my_slots) * step;
+      bool set = lane < my_slots && load_acquire_sys(&p.rx_flags[s]) != 0; /* A1 */
+      uint32_t mask = __ballot_sync(0xFFFFFFFFu, set);
+      window = (window + 32u) % my_slots;
+      if (mask) return __shfl_sync(0xFFFFFFFFu, s, __ffs(mask) - 1);
+    }
+  }
+}
+
+/* Leader: reads and checks the header of `slot`, fills st. */
+__device__ void parse_request(const dispatch_params &p, const cached_entry *cache, uint32_t cached,
+                              uint32_t slot, request_state *st) {
+  const uint32_t *h = reinterpret_cast<const uint32_t *>(p.rx_data + (size_t)slot * p.rx_stride);
+  /* The six header words are independent loads: one PCIe round trip. */
+  uint32_t w0 = h[0], w1 = h[1], w2 = h[2], w3 = h[3], w4 = h[4], w5 = h[5];
+  st->slot = slot;
+  st->arg_len = w2;
+  st->request_id = w3;
+  st->ptp = (uint64_t)w4 | ((uint64_t)w5 << 32);
+  st->fn = nullptr;
+  if (w0 != CUDAQ_RPC_MAGIC_REQUEST) {
+    st->cmd = CMD_DROP;
+    st->drop_kind = 0;
+    return;
+  }
+  cached_entry e;
+  if (!find_entry(cache, cached, p, w1, &e)) {
+    st->cmd = CMD_DROP;
+    st->drop_kind = 1;
+    return;
+  }
+  st->cmd = CMD_ANSWER;
+  if (w2 > p.rx_stride - CUDAQ_RPC_HEADER_SIZE) st->status = CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE;
+  else if (e.fixed_len != UINT32_MAX && w2 != e.fixed_len) st->status = CUDAQ_RPC_ERR_ARG_LEN_MISMATCH;
+  else if (e.mode != CUDAQ_DISPATCH_DEVICE_CALL || e.fn == nullptr) st->status = CUDAQ_RPC_ERR_UNSUPPORTED_MODE;
+  else {
+    st->cmd = CMD_CALL;
+    st->fn = e.fn;
+  }
+}
+
+/* Copies the payload into shared memory with every thread of the block
+ * (4-byte loads issued together). Returns the args pointer for handlers. */
+__device__ const void *stage_payload(const dispatch_params &p, const request_state *st, uint8_t *stage) {
+  const uint8_t *src = p.rx_data + (size_t)st->slot * p.rx_stride + CUDAQ_RPC_HEADER_SIZE;
+  if (st->arg_len > p.stage_bytes) return src; /* too large to stage: read in place */
+  const uint32_t words = (st->arg_len + 3u) / 4u;
+  const uint32_t *s32 = reinterpret_cast<const uint32_t *>(src);
+  uint32_t *d32 = reinterpret_cast<uint32_t *>(stage);
+  for (uint32_t i = threadIdx.x; i < words; i += blockDim.x) d32[i] = s32[i];
+  return stage;
+}
+
+/* Leader: writes the response header, publishes TX, clears RX, counts. */
+__device__ void finish_request(const dispatch_params &p, const request_state *st, int32_t status,
+                               uint32_t result_len, uint64_t *processed) {
+  uint8_t *tx = p.tx_data + (size_t)st->slot * p.tx_stride;
+  uint32_t *h = reinterpret_cast<uint32_t *>(tx);
+  h[0] = CUDAQ_RPC_MAGIC_RESPONSE;
+  h[1] = (uint32_t)status;
+  h[2] = result_len;
+  h[3] = st->request_id;
+  h[4] = (uint32_t)st->ptp;
+  h[5] = (uint32_t)(st->ptp >> 32);
+  /* R2 publishes the response (header by this thread, result bytes by the
+   * block, ordered before this by the preceding barrier); pairs with A2 in
+   * cudaq_host_ringbuffer_poll_tx_flag. Stored before RX is cleared so the
+   * producer (which waits for both flags to be 0) cannot reuse the slot
+   * before the consumer has the response. */
+  store_release_sys(&p.tx_flags[st->slot], (uint64_t)(uintptr_t)tx);
+  /* R3 hands the RX slot back; pairs with A3 in slot_available. */
+  store_release_sys(&p.rx_flags[st->slot], 0);
+  cudaq__device_state *c = p.state;
+  switch (status) {
+  case 0: break;
+  case CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE: bump(&c->err_payload_too_large); break;
+  case CUDAQ_RPC_ERR_ARG_LEN_MISMATCH: bump(&c->err_arg_len_mismatch); break;
+  case CUDAQ_RPC_ERR_RESULT_TOO_LARGE: bump(&c->err_result_too_large); break;
+  case CUDAQ_RPC_ERR_UNSUPPORTED_MODE: bump(&c->err_unsupported_mode); break;
+  default: bump(&c->handler_errors); break;
+  }
+  *processed += 1;
+  /* stats[0] (the spec's processed count) may be host memory: a posted
+   * store, read by the host with a relaxed load. */
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(p.stats[0]).store(*processed, cuda::memory_order_relaxed);
+  c->processed = *processed;
+}
+
+__device__ void drop_request(const dispatch_params &p, const request_state *st) {
+  store_release_sys(&p.rx_flags[st->slot], 0); /* R3: consumed, no response */
+  bump(st->drop_kind == 0 ? &p.state->dropped_bad_magic : &p.state->dropped_unknown_function);
+}
+
+/* One persistent loop. Regular: each block serves slots blockIdx.x +
+ * k * gridDim.x and its own threads run the handler; the request is
+ * broadcast in shared memory. Cooperative: block 0 polls, the whole grid
+ * runs the handler; the request is broadcast through device memory
+ * (grid.sync() orders it). */
+template <bool Coop>
+__device__ void dispatch_loop(const dispatch_params &p) {
+  extern __shared__ __align__(16) uint8_t stage[];
+  __shared__ cached_entry cache[MAX_CACHED_ENTRIES];
+  __shared__ uint32_t cached;
+  __shared__ request_state st_shared;
+
+  const uint32_t first = Coop ? 0u : blockIdx.x;
+  const uint32_t step = Coop ? 1u : gridDim.x;
+  if (first >= p.num_slots) return; /* more blocks than slots: nothing to serve */
+  const bool poll_block = !Coop || blockIdx.x == 0;
+  const bool leader = poll_block && threadIdx.x == 0;
+  request_state *st = Coop ? &p.state->bcast : &st_shared;
+  cg::grid_group grid = cg::this_grid();
+  auto barrier = [&]() {
+    if (Coop) grid.sync(); else __syncthreads();
+  };
+
+  cache_table(p, cache, &cached);
+  __syncthreads();
+  uint32_t slot = first, iter = 0, draining = 0, drain_left = 0;
+  uint64_t processed = p.state->processed; /* leader's running count; a restart continues it */
+
+  for (;;) {
+    if (poll_block && threadIdx.x < 32) {
+      uint32_t s = UINT32_MAX;
+      if (!draining) {
+        s = poll_ready_slot(p, slot, first, step, &iter);
+        if (s == UINT32_MAX) { /* shutdown: answer what is already signalled */
+          draining = 1;
+          drain_left = (p.num_slots - first + step - 1) / step;
+        }
+      }
+      if (draining) { /* one lap over this block's slots, in ring order */
+        while (drain_left > 0 && s == UINT32_MAX) {
+          uint32_t ready = threadIdx.x == 0 && load_acquire_sys(&p.rx_flags[slot]) != 0; /* A1 */
+          if (__shfl_sync(0xFFFFFFFFu, ready, 0)) s = slot;
+          else slot = slot + step < p.num_slots ? slot + step : first;
+          --drain_left;
+        }
+      }
+      if (leader) {
+        if (s == UINT32_MAX) st->cmd = CMD_EXIT;
+        else parse_request(p, cache, cached, s, st);
+      }
+    }
+    barrier();
+    const uint32_t cmd = st->cmd;
+    if (cmd == CMD_EXIT) break;
+
+    if (cmd == CMD_CALL) {
+      const void *args = stage_payload(p, st, stage);
+      barrier();
+      uint32_t len = 0;
+      uint8_t *result = p.tx_data + (size_t)st->slot * p.tx_stride + CUDAQ_RPC_HEADER_SIZE;
+      int32_t status = st->fn(args, result, st->arg_len, p.tx_stride - CUDAQ_RPC_HEADER_SIZE, &len);
+      barrier(); /* every result byte is written */
+      if (leader) {
+        if (len > p.tx_stride - CUDAQ_RPC_HEADER_SIZE) {
+          status = CUDAQ_RPC_ERR_RESULT_TOO_LARGE;
+          len = 0;
+        }
+        finish_request(p, st, status, len, &processed);
+      }
+    } else if (leader) {
+      if (cmd == CMD_ANSWER) finish_request(p, st, st->status, 0, &processed);
+      else drop_request(p, st);
+    }
+    if (poll_block && threadIdx.x < 32) slot = st->slot + step < p.num_slots ? st->slot + step : first;
+    barrier(); /* nobody overwrites the request before every thread has read it */
+  }
+}
+
+__global__ void dispatch_kernel_regular(dispatch_params p) { dispatch_loop<false>(p); }
+__global__ void dispatch_kernel_cooperative(dispatch_params p) { dispatch_loop<true>(p); }
+
+/* ---- counters registry ------------------------------------------------- */
+
+/* Counters live in device memory owned by the launch layer, found by the
+ * stats pointer the caller passes (the published launch signature has no
+ * other place for them). Not on any hot path. */
+struct counters_node {
+  counters_node *next;
+  const uint64_t *stats;
+  cudaq__device_state *dev;
+};
+pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+counters_node *registry;
+
+} // namespace
+
+cudaq__device_state *cudaq__state_for(const uint64_t *stats, bool create) {
+  cudaq__device_state *dev = nullptr;
+  pthread_mutex_lock(&registry_lock);
+  for (counters_node *n = registry; n; n = n->next)
+    if (n->stats == stats) dev = n->dev;
+  if (!dev && create) {
+    counters_node *n = static_cast<counters_node *>(calloc(1, sizeof *n));
+    if (n && cudaMalloc(&n->dev, sizeof(cudaq__device_state)) == cudaSuccess &&
+        cudaq__memset_private_stream(n->dev, 0, sizeof(cudaq__device_state)) == cudaSuccess) {
+      n->stats = stats;
+      n->next = registry;
+      registry = n;
+      dev = n->dev;
+    } else {
+      free(n);
+    }
+  }
+  pthread_mutex_unlock(&registry_lock);
+  return dev;
+}
+
+namespace {
+
+template <bool Coop>
+void launch(volatile uint64_t *rx_flags, volatile uint64_t *tx_flags, uint8_t *rx_data,
+            uint8_t *tx_data, size_t rx_stride_sz, size_t tx_stride_sz,
+            cudaq_function_entry_t *function_table, size_t func_count, volatile int *shutdown_flag,
+            uint64_t *stats, size_t num_slots, uint32_t num_blocks, uint32_t threads_per_block,
+            cudaStream_t stream) {
+  dispatch_params p;
+  p.rx_flags = const_cast<uint64_t *>(rx_flags);
+  p.tx_flags = const_cast<uint64_t *>(tx_flags);
+  p.rx_data = rx_data;
+  p.tx_data = tx_data;
+  p.rx_stride = (uint32_t)rx_stride_sz;
+  p.tx_stride = (uint32_t)tx_stride_sz;
+  p.table = function_table;
+  p.table_count = (uint32_t)func_count;
+  p.shutdown = const_cast<int *>(shutdown_flag);
+  p.stats = stats;
+  p.num_slots = (uint32_t)num_slots;
+  if (!rx_flags || !tx_flags || !rx_data || !tx_data || !function_table || !shutdown_flag || !stats ||
+      num_slots == 0 || rx_stride_sz < CUDAQ_RPC_HEADER_SIZE || tx_stride_sz < CUDAQ_RPC_HEADER_SIZE ||
+      rx_stride_sz % 4 || tx_stride_sz % 4 || rx_stride_sz > UINT32_MAX || tx_stride_sz > UINT32_MAX ||
+      threads_per_block < 32 || threads_per_block % 32 || num_blocks == 0) {
+    cudaq__report_bad_launch();
+    return;
+  }
+  p.state = cudaq__state_for(stats, true);
+  if (!p.state) {
+    cudaq__report_bad_launch();
+    return;
+  }
+  size_t payload = rx_stride_sz - CUDAQ_RPC_HEADER_SIZE;
+  p.stage_bytes = (uint32_t)((payload < MAX_STAGE_BYTES ? payload : MAX_STAGE_BYTES) & ~size_t(15));
+  const size_t smem = p.stage_bytes;
+  if (smem > 48 * 1024) {
+    cudaFuncSetAttribute(Coop ? (const void *)dispatch_kernel_cooperative : (const void *)dispatch_kernel_regular,
+                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  }
+  if (Coop) {
+    void *args[] = {&p};
+    cudaLaunchCooperativeKernel((const void *)dispatch_kernel_cooperative, dim3(num_blocks),
+                                dim3(threads_per_block), args, smem, stream);
+  } else {
+    dispatch_kernel_regular<<<num_blocks, threads_per_block, smem, stream>>>(p);
+  }
+}
+
+} // namespace
+
+/* A launch helper returns void (published signature); argument errors are
+ * reported the way launch errors are, through cudaGetLastError(), by a
+ * launch with an empty grid, which CUDA refuses with
+ * cudaErrorInvalidConfiguration without running anything. */
+void cudaq__report_bad_launch(void) { dispatch_kernel_regular<<<0, 0>>>(dispatch_params{}); }
+
+cudaError_t cudaq__memset_private_stream(void *dev, int value, size_t bytes) {
+  cudaStream_t s;
+  cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (e != cudaSuccess) return e;
+  e = cudaMemsetAsync(dev, value, bytes, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  cudaStreamDestroy(s);
+  return e;
+}
+
+cudaError_t cudaq__read_device_counters(const cudaq__device_state *dev, cudaq_dispatcher_counters_t *out) {
+  cudaStream_t s;
+  cudaq__device_state h;
+  cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (e != cudaSuccess) return e;
+  e = cudaMemcpyAsync(&h, dev, sizeof h, cudaMemcpyDeviceToHost, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  cudaStreamDestroy(s);
+  if (e != cudaSuccess) return e;
+  out->processed = h.processed;
+  out->dropped_bad_magic = h.dropped_bad_magic;
+  out->dropped_unknown_function = h.dropped_unknown_function;
+  out->err_payload_too_large = h.err_payload_too_large;
+  out->err_arg_len_mismatch = h.err_arg_len_mismatch;
+  out->err_result_too_large = h.err_result_too_large;
+  out->err_unsupported_mode = h.err_unsupported_mode;
+  out->handler_errors = h.handler_errors;
+  return cudaSuccess;
+}
+
+extern "C" void cudaq_launch_dispatch_kernel_regular(
+    volatile uint64_t *rx_flags, volatile uint64_t *tx_flags, uint8_t *rx_data, uint8_t *tx_data,
+    size_t rx_stride_sz, size_t tx_stride_sz, cudaq_function_entry_t *function_table,
+    size_t func_count, volatile int *shutdown_flag, uint64_t *stats, size_t num_slots,
+    uint32_t num_blocks, uint32_t threads_per_block, cudaStream_t stream) {
+  launch<false>(rx_flags, tx_flags, rx_data, tx_data, rx_stride_sz, tx_stride_sz, function_table,
+                func_count, shutdown_flag, stats, num_slots, num_blocks, threads_per_block, stream);
+}
+
+extern "C" void cudaq_launch_dispatch_kernel_cooperative(
+    volatile uint64_t *rx_flags, volatile uint64_t *tx_flags, uint8_t *rx_data, uint8_t *tx_data,
+    size_t rx_stride_sz, size_t tx_stride_sz, cudaq_function_entry_t *function_table,
+    size_t func_count, volatile int *shutdown_flag, uint64_t *stats, size_t num_slots,
+    uint32_t num_blocks, uint32_t threads_per_block, cudaStream_t stream) {
+  launch<true>(rx_flags, tx_flags, rx_data, tx_data, rx_stride_sz, tx_stride_sz, function_table,
+               func_count, shutdown_flag, stats, num_slots, num_blocks, threads_per_block, stream);
+}
+
+extern "C" cudaError_t cudaq_dispatch_kernel_query_occupancy(int *out_blocks, uint32_t threads_per_block) {
+  if (!out_blocks) return cudaErrorInvalidValue;
+  *out_blocks = 0;
+  cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(out_blocks, dispatch_kernel_regular,
+                                                                (int)threads_per_block, 0);
+  if (e != cudaSuccess) *out_blocks = 0;
+  return e;
+}
+
+extern "C" cudaError_t cudaq_dispatch_kernel_cooperative_query_occupancy(int *out_blocks,
+                                                                         uint32_t threads_per_block) {
+  if (!out_blocks) return cudaErrorInvalidValue;
+  *out_blocks = 0;
+  cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(out_blocks, dispatch_kernel_cooperative,
+                                                                (int)threads_per_block, 0);
+  if (e != cudaSuccess) *out_blocks = 0;
+  return e;
+}
+
+/* Lets cudaq_dispatcher_get_counters() (in the shared library) reach the
+ * counters kept here: registered when this library is loaded. */
+extern "C" void cudaq__register_device_counter_reader(int (*fn)(const uint64_t *, cudaq_dispatcher_counters_t *));
+static int read_counters_for_dispatcher(const uint64_t *stats, cudaq_dispatcher_counters_t *out) {
+  return cudaq_dispatch_kernel_get_counters(stats, out) == cudaSuccess ? 0 : -1;
+}
+__attribute__((constructor)) static void register_counter_reader() {
+  cudaq__register_device_counter_reader(read_counters_for_dispatcher);
+}
+
+extern "C" cudaError_t cudaq_dispatch_kernel_get_counters(const uint64_t *stats,
+                                                          cudaq_dispatcher_counters_t *out) {
+  if (!stats || !out) return cudaErrorInvalidValue;
+  cudaq__device_state *dev = cudaq__state_for(stats, false);
+  if (!dev) return cudaErrorInvalidValue;
+  return cudaq__read_device_counters(dev, out);
+}

@@ -1,0 +1,280 @@
+/*
+ * graph_dispatch.cu - graph-launch dispatch (CUDAQ_DISPATCH_GRAPH_LAUNCH)
+ * from a persistent kernel that runs inside a device-launchable graph.
+ *
+ * For each request one thread validates the header, waits until the graph
+ * I/O context is free (a graph executable runs one launch at a time), fills
+ * the context, marks the slot in flight, launches the handler graph
+ * fire-and-forget and checks the launch result: a failure is answered with
+ * CUDAQ_RPC_ERR_LAUNCH_FAILED and counted, never ignored.
+ *
+ * Running indefinitely: the device runtime allows a parent graph a bounded
+ * number of fire-and-forget launches per execution (about 120; the count
+ * resets when the parent graph is launched again). The dispatcher therefore
+ * relaunches its own graph with a tail launch every
+ * CUDAQ_GRAPH_DISPATCH_RELAUNCH_EVERY child launches and exits; the tail
+ * launch starts once this execution and its children have finished, and the
+ * new kernel resumes from the state kept in device memory.
+ */
+#include <cuda/atomic>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cudaq/realtime/dispatch_kernel.h"
+#include "dispatch_internal.cuh"
+
+namespace {
+
+struct graph_params {
+  uint64_t *rx_flags;
+  uint64_t *tx_flags;
+  uint8_t *rx_data;
+  uint8_t *tx_data;
+  uint32_t rx_stride;
+  uint32_t tx_stride;
+  const cudaq_function_entry_t *table;
+  uint32_t table_count;
+  cudaq_graph_io_context *io;
+  int *shutdown;
+  uint64_t *stats;
+  uint32_t num_slots;
+  struct graph_state *state;
+};
+
+/* Survives relaunches (device memory). */
+struct graph_state {
+  cudaq__device_state *c; /* counters (the registry's, keyed by stats) */
+  uint32_t next_slot;
+  uint32_t exited;       /* 1 once the kernel left without relaunching */
+  uint64_t launch_failures;
+  uint64_t relaunches;
+  uint64_t relaunch_error;
+};
+
+__device__ inline uint64_t load_acquire_sys(uint64_t *p) {
+  return cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p).load(cuda::memory_order_acquire);
+}
+__device__ inline void store_release_sys(uint64_t *p, uint64_t v) {
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p).store(v, cuda::memory_order_release);
+}
+
+__device__ void answer(const graph_params &p, uint32_t slot, int32_t status, uint32_t rid, uint64_t ptp) {
+  uint8_t *tx = p.tx_data + (size_t)slot * p.tx_stride;
+  uint32_t *h = reinterpret_cast<uint32_t *>(tx);
+  h[0] = CUDAQ_RPC_MAGIC_RESPONSE;
+  h[1] = (uint32_t)status;
+  h[2] = 0;
+  h[3] = rid;
+  h[4] = (uint32_t)ptp;
+  h[5] = (uint32_t)(ptp >> 32);
+  store_release_sys(&p.tx_flags[slot], (uint64_t)(uintptr_t)tx); /* R2, pairs with A2 */
+}
+
+__device__ void count_status(cudaq__device_state *c, int32_t status) {
+  switch (status) {
+  case CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE: c->err_payload_too_large++; break;
+  case CUDAQ_RPC_ERR_ARG_LEN_MISMATCH: c->err_arg_len_mismatch++; break;
+  case CUDAQ_RPC_ERR_UNSUPPORTED_MODE: c->err_unsupported_mode++; break;
+  default: c->handler_errors++; break; /* includes CUDAQ_RPC_ERR_LAUNCH_FAILED */
+  }
+}
+
+__global__ void graph_dispatch_kernel(graph_params p) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return; /* one thread does it all */
+  graph_state *gs = p.state;
+  cudaq__device_state *c = gs->c;
+  cuda::atomic_ref<uint32_t, cuda::thread_scope_device> busy(p.io->busy);
+  uint32_t slot = gs->next_slot, launched = 0, iter = 0;
+  bool draining = false;
+  uint32_t drain_left = 0;
+
+  for (;;) {
+    if (!draining && ++iter % 64 == 0 &&
+        cuda::atomic_ref<int, cuda::thread_scope_system>(*p.shutdown).load(cuda::memory_order_relaxed)) {
+      draining = true;
+      drain_left = p.num_slots;
+    }
+    /* A1 pairs with R1 (producer): the request bytes are visible. */
+    if (load_acquire_sys(&p.rx_flags[slot]) == 0) {
+      if (draining) {
+        if (--drain_left == 0) break;
+        slot = slot + 1 == p.num_slots ? 0 : slot + 1;
+      }
+      continue;
+    }
+    const uint32_t *h = reinterpret_cast<const uint32_t *>(p.rx_data + (size_t)slot * p.rx_stride);
+    const uint32_t magic = h[0], fid = h[1], arg_len = h[2], rid = h[3];
+    const uint64_t ptp = (uint64_t)h[4] | ((uint64_t)h[5] << 32);
+    const cudaq_function_entry_t *e = nullptr;
+    for (uint32_t i = 0; i < p.table_count; ++i)
+      if (p.table[i].function_id == fid) e = &p.table[i];
+    if (magic != CUDAQ_RPC_MAGIC_REQUEST || !e) {
+      store_release_sys(&p.rx_flags[slot], 0); /* R3: consumed without response */
+      if (magic != CUDAQ_RPC_MAGIC_REQUEST) c->dropped_bad_magic++;
+      else c->dropped_unknown_function++;
+    } else {
+      uint32_t total = 0;
+      int fixed = 0;
+      int32_t status = 0;
+      if (arg_len > p.rx_stride - CUDAQ_RPC_HEADER_SIZE) status = CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE;
+      else if (e->schema.num_args > 0 &&
+               cudaq_schema_arg_layout(&e->schema, nullptr, &total, &fixed) == CUDAQ_OK && fixed &&
+               arg_len != total)
+        status = CUDAQ_RPC_ERR_ARG_LEN_MISMATCH;
+      else if (e->dispatch_mode != CUDAQ_DISPATCH_GRAPH_LAUNCH || e->handler.graph_exec == nullptr)
+        status = CUDAQ_RPC_ERR_UNSUPPORTED_MODE;
+      if (status == 0) {
+        /* G3 waits until the previous request's graph called
+         * cudaq_graph_io_complete (G2); acquire makes its context reads done. */
+        while (busy.load(cuda::memory_order_acquire) != 0) {}
+        cudaq_graph_io_context *io = p.io;
+        io->rx_slot = p.rx_data + (size_t)slot * p.rx_stride;
+        io->tx_slot = p.tx_data + (size_t)slot * p.tx_stride;
+        io->tx_flag = &p.tx_flags[slot];
+        io->tx_flag_value = (uint64_t)(uintptr_t)io->tx_slot;
+        io->ptp_timestamp = ptp;
+        io->request_id = rid;
+        io->function_id = fid;
+        io->arg_len = arg_len;
+        io->max_result_len = p.tx_stride - CUDAQ_RPC_HEADER_SIZE;
+        io->slot = slot;
+        busy.store(1u, cuda::memory_order_relaxed);
+        /* In flight before RX is cleared: the producer waits for both
+         * flags to be 0, so it cannot overwrite the slot the graph reads. */
+        store_release_sys(&p.tx_flags[slot], CUDAQ_TX_FLAG_IN_FLIGHT);
+        __threadfence(); /* the context is complete before the child starts */
+        cudaError_t err = cudaGraphLaunch(e->handler.graph_exec, cudaStreamGraphFireAndForget);
+        if (err != cudaSuccess) {
+          busy.store(0u, cuda::memory_order_relaxed);
+          gs->launch_failures++;
+          status = CUDAQ_RPC_ERR_LAUNCH_FAILED;
+        } else {
+          ++launched;
+        }
+      }
+      if (status != 0) {
+        answer(p, slot, status, rid, ptp);
+        count_status(c, status);
+      }
+      store_release_sys(&p.rx_flags[slot], 0); /* R3 */
+      c->processed++;
+      cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(p.stats[0]).store(c->processed,
+                                                                              cuda::memory_order_relaxed);
+    }
+    slot = slot + 1 == p.num_slots ? 0 : slot + 1;
+    if (draining && --drain_left == 0) break;
+    if (!draining && launched >= CUDAQ_GRAPH_DISPATCH_RELAUNCH_EVERY) {
+      gs->next_slot = slot;
+      cudaError_t err = cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch);
+      if (err == cudaSuccess) {
+        gs->relaunches++;
+        return; /* the tail launch continues after this execution */
+      }
+      gs->relaunch_error = (uint64_t)err; /* cannot continue past the limit: stop and say so */
+      break;
+    }
+  }
+  gs->next_slot = slot;
+  gs->exited = 1;
+}
+
+} // namespace
+
+struct cudaq_dispatch_graph_context {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  graph_state *state;
+};
+
+extern "C" cudaError_t cudaq_create_dispatch_graph_regular(
+    volatile uint64_t *rx_flags, volatile uint64_t *tx_flags, uint8_t *rx_data, uint8_t *tx_data,
+    size_t rx_stride_sz, size_t tx_stride_sz, cudaq_function_entry_t *function_table,
+    size_t func_count, void *graph_io_ctx, volatile int *shutdown_flag, uint64_t *stats,
+    size_t num_slots, uint32_t num_blocks, uint32_t threads_per_block, cudaStream_t stream,
+    cudaq_dispatch_graph_context **out_context) {
+  if (!rx_flags || !tx_flags || !rx_data || !tx_data || !function_table || !func_count || !graph_io_ctx ||
+      !shutdown_flag || !stats || !num_slots || !out_context || rx_stride_sz < CUDAQ_RPC_HEADER_SIZE ||
+      tx_stride_sz < CUDAQ_RPC_HEADER_SIZE || rx_stride_sz % 4 || tx_stride_sz % 4 || num_blocks == 0 ||
+      threads_per_block == 0)
+    return cudaErrorInvalidValue;
+  *out_context = nullptr;
+  cudaq_dispatch_graph_context *ctx =
+      static_cast<cudaq_dispatch_graph_context *>(calloc(1, sizeof *ctx));
+  if (!ctx) return cudaErrorMemoryAllocation;
+  cudaError_t e = cudaMalloc(&ctx->state, sizeof(graph_state));
+  if (e == cudaSuccess) e = cudaMemsetAsync(ctx->state, 0, sizeof(graph_state), stream);
+  if (e == cudaSuccess) e = cudaMemsetAsync(graph_io_ctx, 0, sizeof(cudaq_graph_io_context), stream);
+  graph_params p;
+  p.rx_flags = const_cast<uint64_t *>(rx_flags);
+  p.tx_flags = const_cast<uint64_t *>(tx_flags);
+  p.rx_data = rx_data;
+  p.tx_data = tx_data;
+  p.rx_stride = (uint32_t)rx_stride_sz;
+  p.tx_stride = (uint32_t)tx_stride_sz;
+  p.table = function_table;
+  p.table_count = (uint32_t)func_count;
+  p.io = static_cast<cudaq_graph_io_context *>(graph_io_ctx);
+  p.shutdown = const_cast<int *>(shutdown_flag);
+  p.stats = stats;
+  p.num_slots = (uint32_t)num_slots;
+  p.state = ctx->state;
+  cudaq__device_state *counters = cudaq__state_for(stats, true);
+  if (e == cudaSuccess && !counters) e = cudaErrorMemoryAllocation;
+  if (e == cudaSuccess)
+    e = cudaMemcpyAsync(&ctx->state->c, &counters, sizeof counters, cudaMemcpyHostToDevice, stream);
+  if (e == cudaSuccess) e = cudaGraphCreate(&ctx->graph, 0);
+  if (e == cudaSuccess) {
+    cudaKernelNodeParams kp = {};
+    void *args[] = {&p};
+    kp.func = (void *)graph_dispatch_kernel;
+    kp.gridDim = dim3(1);
+    kp.blockDim = dim3(32); /* one thread works; a warp is the smallest sensible block */
+    kp.kernelParams = args;
+    cudaGraphNode_t node;
+    e = cudaGraphAddKernelNode(&node, ctx->graph, nullptr, 0, &kp);
+  }
+  if (e == cudaSuccess)
+    e = cudaGraphInstantiateWithFlags(&ctx->exec, ctx->graph, cudaGraphInstantiateFlagDeviceLaunch);
+  if (e == cudaSuccess) e = cudaGraphUpload(ctx->exec, stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+  if (e != cudaSuccess) {
+    cudaq_destroy_dispatch_graph(ctx);
+    return e;
+  }
+  *out_context = ctx;
+  return cudaSuccess;
+}
+
+extern "C" cudaError_t cudaq_launch_dispatch_graph(cudaq_dispatch_graph_context *context,
+                                                   cudaStream_t stream) {
+  if (!context || !context->exec) return cudaErrorInvalidValue;
+  return cudaGraphLaunch(context->exec, stream);
+}
+
+extern "C" cudaError_t cudaq_destroy_dispatch_graph(cudaq_dispatch_graph_context *context) {
+  if (!context) return cudaErrorInvalidValue;
+  cudaError_t first = cudaSuccess, e;
+  if (context->exec && (e = cudaGraphExecDestroy(context->exec)) != cudaSuccess) first = e;
+  if (context->graph && (e = cudaGraphDestroy(context->graph)) != cudaSuccess && first == cudaSuccess) first = e;
+  if (context->state && (e = cudaFree(context->state)) != cudaSuccess && first == cudaSuccess) first = e;
+  free(context);
+  return first;
+}
+
+extern "C" cudaError_t cudaq_dispatch_graph_get_info(cudaq_dispatch_graph_context *context,
+                                                     uint64_t *out_launch_failures,
+                                                     uint64_t *out_relaunches) {
+  if (!context || !out_launch_failures || !out_relaunches) return cudaErrorInvalidValue;
+  cudaStream_t s;
+  graph_state h;
+  cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (e != cudaSuccess) return e;
+  e = cudaMemcpyAsync(&h, context->state, sizeof h, cudaMemcpyDeviceToHost, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  cudaStreamDestroy(s);
+  if (e != cudaSuccess) return e;
+  *out_launch_failures = h.launch_failures;
+  *out_relaunches = h.relaunches;
+  return h.relaunch_error ? (cudaError_t)h.relaunch_error : cudaSuccess;
+}

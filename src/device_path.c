@@ -1,0 +1,143 @@
+/*
+ * device_path.c - the device dispatch path of the host API: memory checks,
+ * start (launch through the launch function on the dispatcher's own
+ * stream), stop (raise the shutdown flag, wait with a grace period) and
+ * statistics. Built only with CUDA.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "atomics.h"
+#include "internal.h"
+
+#define STOP_GRACE_NS 10000000000ull /* stop() gives a kernel 10 s to exit */
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+int cudaq__device_accessible(const void *p, const void **host_view) {
+  struct cudaPointerAttributes a;
+  if (host_view) *host_view = NULL;
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError(); /* clear the sticky-free error of a failed query */
+    return 0;
+  }
+  switch (a.type) {
+  case cudaMemoryTypeDevice: return 1;
+  case cudaMemoryTypeHost:
+  case cudaMemoryTypeManaged:
+    if (host_view) *host_view = a.hostPointer ? a.hostPointer : p;
+    return 1;
+  default: return 0; /* unregistered host memory: the GPU cannot read it */
+  }
+}
+
+/* Stores v into an int the GPU reads: through its host view when it has
+ * one, else with a copy on a private non-blocking stream. */
+static cudaError_t write_control_int(volatile int *flag, int v) {
+  const void *host = NULL;
+  if (!cudaq__device_accessible((const void *)(uintptr_t)flag, &host)) return cudaErrorInvalidValue;
+  if (host) {
+    /* R4 (device path) asks the kernel to exit; the kernel reads it relaxed
+     * every few dozen polls (nothing is published through it). */
+    cudaq__store_release_int((volatile int *)(uintptr_t)host, v);
+    return cudaSuccess;
+  }
+  cudaStream_t s;
+  cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (e != cudaSuccess) return e;
+  e = cudaMemcpyAsync((void *)(uintptr_t)flag, &v, sizeof v, cudaMemcpyHostToDevice, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  cudaStreamDestroy(s);
+  return e;
+}
+
+cudaq_status_t cudaq__device_read_u64(const uint64_t *p, uint64_t *out) {
+  const void *host = NULL;
+  if (!cudaq__device_accessible(p, &host))
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "stats buffer is not device-visible memory");
+  if (host) {
+    *out = atomic_load_explicit(CUDAQ__A64(host), memory_order_relaxed);
+    return cudaq__ok();
+  }
+  cudaStream_t s;
+  cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (e == cudaSuccess) {
+    e = cudaMemcpyAsync(out, p, sizeof *out, cudaMemcpyDeviceToHost, s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    cudaStreamDestroy(s);
+  }
+  return e == cudaSuccess ? cudaq__ok()
+                          : cudaq__fail(CUDAQ_ERR_CUDA, "reading stats: %s", cudaGetErrorString(e));
+}
+
+cudaq_status_t cudaq__device_start(cudaq_dispatcher_t *d) {
+  static const char *fn = "cudaq_dispatcher_start";
+  int prev = 0, ndev = 0;
+  cudaError_t e = cudaGetDeviceCount(&ndev);
+  if (e != cudaSuccess || ndev == 0)
+    return cudaq__fail(CUDAQ_ERR_CUDA, "%s: no CUDA device (%s)", fn, cudaGetErrorString(e));
+  if (d->config.device_id >= ndev)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: device_id %d, but there are %d devices", fn,
+                       d->config.device_id, ndev);
+  cudaGetDevice(&prev);
+  if ((e = cudaSetDevice(d->config.device_id)) != cudaSuccess)
+    return cudaq__fail(CUDAQ_ERR_CUDA, "%s: cudaSetDevice(%d): %s", fn, d->config.device_id,
+                       cudaGetErrorString(e));
+  if ((e = write_control_int(d->shutdown_flag, 0)) != cudaSuccess) {
+    cudaSetDevice(prev);
+    return cudaq__fail(CUDAQ_ERR_CUDA, "%s: clearing the shutdown flag: %s", fn, cudaGetErrorString(e));
+  }
+  if (!d->stream && (e = cudaStreamCreateWithFlags((cudaStream_t *)&d->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+    cudaSetDevice(prev);
+    return cudaq__fail(CUDAQ_ERR_CUDA, "%s: cudaStreamCreate: %s", fn, cudaGetErrorString(e));
+  }
+  cudaGetLastError(); /* launch errors below must be ours */
+  const cudaq_ringbuffer_t *r = &d->ring;
+  if (d->config.kernel_type == CUDAQ_KERNEL_UNIFIED)
+    d->unified_launch_fn(d->transport_ctx, d->table.entries, d->table.count, d->shutdown_flag, d->stats,
+                         (cudaStream_t)d->stream);
+  else
+    d->launch_fn(r->rx_flags, r->tx_flags, r->rx_data, r->tx_data, r->rx_stride_sz, r->tx_stride_sz,
+                 d->table.entries, d->table.count, d->shutdown_flag, d->stats, d->config.num_slots,
+                 d->config.num_blocks, d->config.threads_per_block, (cudaStream_t)d->stream);
+  e = cudaGetLastError();
+  cudaSetDevice(prev);
+  if (e != cudaSuccess)
+    return cudaq__fail(CUDAQ_ERR_CUDA, "%s: the launch function failed: %s (%s)", fn,
+                       cudaGetErrorName(e), cudaGetErrorString(e));
+  return cudaq__ok();
+}
+
+cudaq_status_t cudaq__device_stop(cudaq_dispatcher_t *d) {
+  static const char *fn = "cudaq_dispatcher_stop";
+  cudaError_t e = write_control_int(d->shutdown_flag, 1);
+  if (e != cudaSuccess)
+    return cudaq__fail(CUDAQ_ERR_CUDA, "%s: raising the shutdown flag: %s", fn, cudaGetErrorString(e));
+  /* Wait for the kernel with a grace period instead of hanging (not a hot
+   * path: stream queries are fine here). */
+  const uint64_t t0 = now_ns();
+  while ((e = cudaStreamQuery((cudaStream_t)d->stream)) == cudaErrorNotReady) {
+    if (now_ns() - t0 > STOP_GRACE_NS)
+      return cudaq__fail(CUDAQ_ERR_CUDA,
+                         "%s: the dispatch kernel did not exit within %llu s of the shutdown flag",
+                         fn, STOP_GRACE_NS / 1000000000ull);
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+  if (e != cudaSuccess)
+    return cudaq__fail(CUDAQ_ERR_CUDA, "%s: the dispatch kernel failed: %s (%s)", fn,
+                       cudaGetErrorName(e), cudaGetErrorString(e));
+  return cudaq__ok();
+}
+
+void cudaq__device_release(cudaq_dispatcher_t *d) {
+  if (d->stream) cudaStreamDestroy((cudaStream_t)d->stream);
+  d->stream = NULL;
+}
