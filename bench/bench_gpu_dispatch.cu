@@ -161,10 +161,24 @@ static double measure_ring(const char *name, cudaq_ringbuffer_t *rb, uint32_t sl
   for (uint64_t k = 0; k < n + slots; ++k) {
     uint32_t slot = (uint32_t)(k % slots);
     if (k >= slots) {
-      while (cudaq_host_ringbuffer_poll_tx_flag(rb, slot, NULL) != CUDAQ_TX_READY) {}
+      uint64_t tw = now_ns();
+      while (cudaq_host_ringbuffer_poll_tx_flag(rb, slot, NULL) != CUDAQ_TX_READY)
+        if (now_ns() - tw > 5000000000ull) {
+          printf("%-46s throughput phase: no response in slot %u after 5 s (request %llu); stopped\n", "", slot,
+                 (unsigned long long)(k - slots));
+          return p50;
+        }
       cudaq_host_ringbuffer_clear_slot(rb, slot);
     }
     if (k >= n) continue;
+    {
+      uint64_t tw = now_ns();
+      while (!cudaq_host_ringbuffer_slot_available(rb, slot))
+        if (now_ns() - tw > 5000000000ull) {
+          printf("%-46s throughput phase: slot %u never free after 5 s; stopped\n", "", slot);
+          return p50;
+        }
+    }
     cudaq_host_ringbuffer_write_rpc_request(rb, slot, FN_ECHO, buf.data(), payload, (uint32_t)k, 0);
     cudaq_host_ringbuffer_signal_slot(rb, slot);
   }
@@ -253,8 +267,14 @@ static double bench_graph(uint32_t payload, uint64_t n) {
   CK(cudaq_dispatch_graph_get_info(ctx, &failures, &relaunches));
   printf("%-46s %llu dispatcher relaunches (one per %u graph launches), %llu launch failures\n", "",
          (unsigned long long)relaunches, CUDAQ_GRAPH_DISPATCH_RELAUNCH_EVERY, (unsigned long long)failures);
+  /* Raise the shutdown flag from another stream: the dispatch graph occupies
+   * `s` until it exits, so a copy queued on `s` would wait for it forever. */
   int one = 1;
-  CK(cudaMemcpyAsync(flag, &one, sizeof one, cudaMemcpyHostToDevice, s));
+  cudaStream_t ctl;
+  CK(cudaStreamCreateWithFlags(&ctl, cudaStreamNonBlocking));
+  CK(cudaMemcpyAsync(flag, &one, sizeof one, cudaMemcpyHostToDevice, ctl));
+  CK(cudaStreamSynchronize(ctl));
+  CK(cudaStreamDestroy(ctl));
   CK(cudaStreamSynchronize(s));
   CK(cudaq_destroy_dispatch_graph(ctx));
   CK(cudaGraphExecDestroy(ge));
@@ -313,11 +333,17 @@ static double bench_unified(uint32_t payload, uint64_t n) {
   double p50;
   report("unified (emulated NIC) round trip", lat, &p50);
   uint64_t sent = 0, got = 0, t0 = now_ns();
+  uint64_t tlast = now_ns();
   while (got < n) {
+    if (now_ns() - tlast > 5000000000ull) {
+      printf("unified throughput: stalled at %llu of %llu\n", (unsigned long long)got, (unsigned long long)n);
+      break;
+    }
     if (sent < n && cudaq_emu_nic_send(t, FN_ECHO, buf.data(), payload, (uint32_t)sent, 0) == CUDAQ_OK) ++sent;
     if (cudaq_emu_nic_poll(t)) {
       cudaq_emu_nic_release(t);
       ++got;
+      tlast = now_ns();
     }
   }
   printf("%-46s throughput %.0f requests/s with 32 frames in flight\n", "", (double)n / ((now_ns() - t0) / 1e9));

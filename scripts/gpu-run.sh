@@ -28,14 +28,22 @@ run() { # run NAME CMD... : logs to $OUT/NAME.log, counts pass/fail
 } > "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
 
+# Smoke first: if the basic path is broken, stop here and save the time.
+run smoke env CUDAQ_TEST_FILTER="${SMOKE_FILTER:-test_regular_all*}" CUDAQ_TEST_SCALE=0.05 "$B/tests/test_gpu_dispatch"
+cat "$OUT/smoke.log"
+if [ "$fails" -ne 0 ] && [ -z "${NO_SMOKE_STOP:-}" ]; then echo "gpu-run: smoke test failed, stopping"; exit 1; fi
 run test_gpu_dispatch "$B/tests/test_gpu_dispatch"
 tail -3 "$OUT/test_gpu_dispatch.log"
 grep -h "graph launch:" "$OUT/test_gpu_dispatch.log"
 for t in test_wire test_api test_host_slot test_host_dispatch test_host_stress; do run "$t" "$B/tests/$t"; done
 
+run bench_gpu_dispatch "$B/bench/bench_gpu_dispatch" --requests "${BENCH_REQUESTS:-200000}" --cpu 2
+cat "$OUT/bench_gpu_dispatch.log"
+run bench_host_dispatch "$B/bench/bench_host_dispatch" --requests 500000 --cpus 2,4
+cat "$OUT/bench_host_dispatch.log"
 if command -v compute-sanitizer >/dev/null; then
-  for tool in memcheck racecheck synccheck; do
-    run "sanitizer_$tool" env CUDAQ_TEST_SCALE="$SCALE_SAN" compute-sanitizer --tool "$tool" \
+  for tool in ${SANITIZER_TOOLS:-memcheck racecheck}; do
+    STEP_TIMEOUT=${SAN_TIMEOUT:-180} run "sanitizer_$tool" env CUDAQ_TEST_SCALE="$SCALE_SAN" CUDAQ_TEST_SLOW=1 compute-sanitizer --tool "$tool" \
       --error-exitcode 1 "$B/tests/test_gpu_dispatch"
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sanitizer_$tool.log" | tail -3
   done
@@ -43,8 +51,4 @@ else
   echo "compute-sanitizer: not found on this machine"; fails=$((fails + 1))
 fi
 
-run bench_gpu_dispatch "$B/bench/bench_gpu_dispatch" --requests "${BENCH_REQUESTS:-200000}" --cpu 2
-cat "$OUT/bench_gpu_dispatch.log"
-run bench_host_dispatch "$B/bench/bench_host_dispatch" --requests 500000 --cpus 2,4
-cat "$OUT/bench_host_dispatch.log"
 echo "gpu-run: $passes passed, $fails failed"

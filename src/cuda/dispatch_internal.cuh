@@ -34,6 +34,10 @@ struct cudaq__device_state {
   cudaq__request_state bcast;
 };
 
+/* Prints the device state of the dispatcher using `stats` to stderr (for
+ * tests and debugging; not part of the API). */
+extern "C" void cudaq__dispatch_debug_dump(const uint64_t *stats);
+
 /* The device state of the dispatcher whose stats buffer is `stats`;
  * created (zeroed) on first use when create is true. NULL on failure. */
 cudaq__device_state *cudaq__state_for(const uint64_t *stats, bool create);

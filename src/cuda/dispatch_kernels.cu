@@ -21,6 +21,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,6 +179,9 @@ __device__ void parse_request(const dispatch_params &p, const cached_entry *cach
     return;
   }
   st->cmd = CMD_ANSWER;
+  /* R2a marks the slot in flight (see finish_request for why the order of
+   * the three flag stores is what it is). */
+  store_release_sys(&p.tx_flags[slot], CUDAQ_TX_FLAG_IN_FLIGHT);
   if (w2 > p.rx_stride - CUDAQ_RPC_HEADER_SIZE) st->status = CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE;
   else if (e.fixed_len != UINT32_MAX && w2 != e.fixed_len) st->status = CUDAQ_RPC_ERR_ARG_LEN_MISMATCH;
   else if (e.mode != CUDAQ_DISPATCH_DEVICE_CALL || e.fn == nullptr) st->status = CUDAQ_RPC_ERR_UNSUPPORTED_MODE;
@@ -210,14 +214,20 @@ __device__ void finish_request(const dispatch_params &p, const request_state *st
   h[3] = st->request_id;
   h[4] = (uint32_t)st->ptp;
   h[5] = (uint32_t)(st->ptp >> 32);
+  /* Flag order: TX = in flight (R2a, at parse) -> RX = 0 (R3) -> TX = the
+   * response (R2). Measured on an H100 over PCIe (hostNativeAtomicSupported
+   * 0): when the kernel stored the TX flag and then cleared the RX flag, the
+   * host never saw the TX store nor the response bytes written before it
+   * (requests answered back to back were lost; one at a time they were
+   * not). With the response published by the last store, every response
+   * arrives. The in-flight marker keeps the producer (which reuses a slot
+   * only when both flags are 0) off the slot between R3 and R2.
+   * R3 hands the RX slot back; pairs with A3 in slot_available. */
+  store_release_sys(&p.rx_flags[st->slot], 0);
   /* R2 publishes the response (header by this thread, result bytes by the
    * block, ordered before this by the preceding barrier); pairs with A2 in
-   * cudaq_host_ringbuffer_poll_tx_flag. Stored before RX is cleared so the
-   * producer (which waits for both flags to be 0) cannot reuse the slot
-   * before the consumer has the response. */
+   * cudaq_host_ringbuffer_poll_tx_flag. */
   store_release_sys(&p.tx_flags[st->slot], (uint64_t)(uintptr_t)tx);
-  /* R3 hands the RX slot back; pairs with A3 in slot_available. */
-  store_release_sys(&p.rx_flags[st->slot], 0);
   cudaq__device_state *c = p.state;
   switch (status) {
   case 0: break;
@@ -487,6 +497,31 @@ static int read_counters_for_dispatcher(const uint64_t *stats, cudaq_dispatcher_
 }
 __attribute__((constructor)) static void register_counter_reader() {
   cudaq__register_device_counter_reader(read_counters_for_dispatcher);
+}
+
+extern "C" void cudaq__dispatch_debug_dump(const uint64_t *stats) {
+  cudaq__device_state *dev = cudaq__state_for(stats, false);
+  cudaq__device_state h;
+  cudaStream_t s;
+  if (!dev || cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+    fprintf(stderr, "dispatch debug: no state for stats %p\n", (const void *)stats);
+    return;
+  }
+  cudaError_t e = cudaMemcpyAsync(&h, dev, sizeof h, cudaMemcpyDeviceToHost, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  cudaStreamDestroy(s);
+  if (e != cudaSuccess) {
+    fprintf(stderr, "dispatch debug: read failed: %s\n", cudaGetErrorString(e));
+    return;
+  }
+  fprintf(stderr,
+          "dispatch debug: processed %llu, dropped %llu bad magic / %llu unknown, protocol errors "
+          "%llu/%llu/%llu/%llu, handler errors %llu, last broadcast cmd %u slot %u\n",
+          (unsigned long long)h.processed, (unsigned long long)h.dropped_bad_magic,
+          (unsigned long long)h.dropped_unknown_function, (unsigned long long)h.err_payload_too_large,
+          (unsigned long long)h.err_arg_len_mismatch, (unsigned long long)h.err_result_too_large,
+          (unsigned long long)h.err_unsupported_mode, (unsigned long long)h.handler_errors, h.bcast.cmd,
+          h.bcast.slot);
 }
 
 extern "C" cudaError_t cudaq_dispatch_kernel_get_counters(const uint64_t *stats,

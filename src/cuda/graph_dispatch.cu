@@ -59,6 +59,8 @@ __device__ inline void store_release_sys(uint64_t *p, uint64_t v) {
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p).store(v, cuda::memory_order_release);
 }
 
+/* Answers a request the dispatcher itself rejects. Flag order as in
+ * dispatch_kernels.cu: RX cleared first, the response published last. */
 __device__ void answer(const graph_params &p, uint32_t slot, int32_t status, uint32_t rid, uint64_t ptp) {
   uint8_t *tx = p.tx_data + (size_t)slot * p.tx_stride;
   uint32_t *h = reinterpret_cast<uint32_t *>(tx);
@@ -68,6 +70,7 @@ __device__ void answer(const graph_params &p, uint32_t slot, int32_t status, uin
   h[3] = rid;
   h[4] = (uint32_t)ptp;
   h[5] = (uint32_t)(ptp >> 32);
+  store_release_sys(&p.rx_flags[slot], 0);                         /* R3, pairs with A3 */
   store_release_sys(&p.tx_flags[slot], (uint64_t)(uintptr_t)tx); /* R2, pairs with A2 */
 }
 
@@ -117,6 +120,9 @@ __global__ void graph_dispatch_kernel(graph_params p) {
       uint32_t total = 0;
       int fixed = 0;
       int32_t status = 0;
+      /* In flight from here: the producer leaves the slot alone until the
+       * response is published (by us or by the graph). */
+      store_release_sys(&p.tx_flags[slot], CUDAQ_TX_FLAG_IN_FLIGHT);
       if (arg_len > p.rx_stride - CUDAQ_RPC_HEADER_SIZE) status = CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE;
       else if (e->schema.num_args > 0 &&
                cudaq_schema_arg_layout(&e->schema, nullptr, &total, &fixed) == CUDAQ_OK && fixed &&
@@ -126,8 +132,17 @@ __global__ void graph_dispatch_kernel(graph_params p) {
         status = CUDAQ_RPC_ERR_UNSUPPORTED_MODE;
       if (status == 0) {
         /* G3 waits until the previous request's graph called
-         * cudaq_graph_io_complete (G2); acquire makes its context reads done. */
-        while (busy.load(cuda::memory_order_acquire) != 0) {}
+         * cudaq_graph_io_complete (G2); acquire makes its context reads done.
+         * Bounded (about 1 s): a graph that never completes costs its
+         * later requests a LAUNCH_FAILED answer, not a hung dispatcher. */
+        uint32_t spins = 0;
+        while (busy.load(cuda::memory_order_acquire) != 0 && spins < 10000000u) {
+          __nanosleep(100);
+          ++spins;
+        }
+        if (spins == 10000000u) status = CUDAQ_RPC_ERR_LAUNCH_FAILED;
+      }
+      if (status == 0) {
         cudaq_graph_io_context *io = p.io;
         io->rx_slot = p.rx_data + (size_t)slot * p.rx_stride;
         io->tx_slot = p.tx_data + (size_t)slot * p.tx_stride;
@@ -140,11 +155,21 @@ __global__ void graph_dispatch_kernel(graph_params p) {
         io->max_result_len = p.tx_stride - CUDAQ_RPC_HEADER_SIZE;
         io->slot = slot;
         busy.store(1u, cuda::memory_order_relaxed);
-        /* In flight before RX is cleared: the producer waits for both
-         * flags to be 0, so it cannot overwrite the slot the graph reads. */
-        store_release_sys(&p.tx_flags[slot], CUDAQ_TX_FLAG_IN_FLIGHT);
+        /* RX is cleared before the launch so that the graph's TX store (G1)
+         * is the last flag store of the request (see the flag-order note in
+         * dispatch_kernels.cu); the in-flight marker keeps the producer off
+         * the slot meanwhile. R3, pairs with A3. */
+        store_release_sys(&p.rx_flags[slot], 0);
         __threadfence(); /* the context is complete before the child starts */
-        cudaError_t err = cudaGraphLaunch(e->handler.graph_exec, cudaStreamGraphFireAndForget);
+        /* The previous launch of this graph may still be finishing after it
+         * freed the context (a graph runs one launch at a time): retry for
+         * a bounded time, then report the failure. */
+        cudaError_t err = cudaErrorUnknown;
+        for (uint32_t tries = 0; tries < 100000; ++tries) {
+          err = cudaGraphLaunch(e->handler.graph_exec, cudaStreamGraphFireAndForget);
+          if (err == cudaSuccess) break;
+          __nanosleep(100);
+        }
         if (err != cudaSuccess) {
           busy.store(0u, cuda::memory_order_relaxed);
           gs->launch_failures++;
@@ -154,10 +179,9 @@ __global__ void graph_dispatch_kernel(graph_params p) {
         }
       }
       if (status != 0) {
-        answer(p, slot, status, rid, ptp);
+        answer(p, slot, status, rid, ptp); /* clears RX (again, harmless) then publishes TX */
         count_status(c, status);
       }
-      store_release_sys(&p.rx_flags[slot], 0); /* R3 */
       c->processed++;
       cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(p.stats[0]).store(c->processed,
                                                                               cuda::memory_order_relaxed);

@@ -38,6 +38,9 @@ namespace cg = cooperative_groups;
   } while (0)
 
 static double g_scale = 1.0;
+extern "C" void cudaq__dispatch_debug_dump(const uint64_t *stats);
+static const uint64_t *g_stats; /* the running dispatcher's stats, for diagnostics */
+static uint64_t g_wait_ns = 5000000000ull;
 static uint32_t scaled(uint32_t n) {
   uint32_t v = (uint32_t)(n * g_scale);
   return v < 8 ? 8 : v;
@@ -172,6 +175,7 @@ static void fixture_init(fixture *f, uint32_t num_slots, uint32_t slot_size, cud
   CK(cudaMalloc(&f->d_shutdown, sizeof(int)));
   CK(cudaHostAlloc(&f->h_stats, sizeof(uint64_t), cudaHostAllocMapped));
   *f->h_stats = 0;
+  g_stats = f->h_stats;
   cudaq_function_table_t t = {f->d_table, TABLE_SIZE};
   assert_int_equal(cudaq_dispatcher_set_ringbuffer(f->d, &f->rb), CUDAQ_OK);
   assert_int_equal(cudaq_dispatcher_set_function_table(f->d, &t), CUDAQ_OK);
@@ -195,18 +199,31 @@ static void fixture_fini(fixture *f) {
   CK(cudaFreeHost(f->h_stats));
 }
 
+
 static cudaq_tx_status_t wait_tx(const cudaq_ringbuffer_t *rb, uint32_t slot) {
   uint64_t t0 = now_ns();
   cudaq_tx_status_t st;
   while ((st = cudaq_host_ringbuffer_poll_tx_flag(rb, slot, NULL)) == CUDAQ_TX_EMPTY ||
          st == CUDAQ_TX_IN_FLIGHT)
-    if (now_ns() - t0 > 20000000000ull) fail_msg("no response in slot %u after 20 s", slot);
+    if (now_ns() - t0 > g_wait_ns) {
+      fprintf(stderr, "slot %u timed out; rx/tx data at %p / %p, flags %p / %p, host flags %p / %p\n", slot,
+              (void *)rb->rx_data, (void *)rb->tx_data, (void *)rb->rx_flags, (void *)rb->tx_flags,
+              (void *)rb->rx_flags_host, (void *)rb->tx_flags_host);
+      for (uint32_t i = 0; i < 16; ++i)
+        fprintf(stderr, "  slot %2u: rx flag %llx tx flag %llx\n", i, (unsigned long long)rb->rx_flags_host[i],
+                (unsigned long long)rb->tx_flags_host[i]);
+      if (g_stats) cudaq__dispatch_debug_dump(g_stats);
+      fail_msg("no response in slot %u after %.0f s", slot, g_wait_ns / 1e9);
+    }
   return st;
 }
 static void wait_rx_consumed(const cudaq_ringbuffer_t *rb, uint32_t slot) {
   uint64_t t0 = now_ns();
   while (__atomic_load_n(&rb->rx_flags_host[slot], __ATOMIC_ACQUIRE) != 0)
-    if (now_ns() - t0 > 20000000000ull) fail_msg("slot %u never consumed", slot);
+    if (now_ns() - t0 > g_wait_ns) {
+      if (g_stats) cudaq__dispatch_debug_dump(g_stats);
+      fail_msg("slot %u never consumed", slot);
+    }
 }
 static cudaq_rpc_response_t read_resp(const cudaq_ringbuffer_t *rb, uint32_t slot) {
   cudaq_rpc_response_t r;
@@ -642,7 +659,11 @@ static void test_graph_launch_100k(void **) {
       cudaq_host_ringbuffer_clear_slot(&rb, slot);
     }
     if (k >= n) continue;
-    while (!cudaq_host_ringbuffer_slot_available(&rb, slot)) {}
+    uint64_t tw = now_ns();
+    while (!cudaq_host_ringbuffer_slot_available(&rb, slot))
+      if (now_ns() - tw > g_wait_ns) fail_msg("graph: slot %u never became available (rx %llx tx %llx)", slot,
+                                              (unsigned long long)rb.rx_flags_host[slot],
+                                              (unsigned long long)rb.tx_flags_host[slot]);
     uint8_t buf[100];
     uint32_t len = 1 + k % 100;
     for (uint32_t i = 0; i < len; ++i) buf[i] = (uint8_t)(k + i);
@@ -668,8 +689,14 @@ static void test_graph_launch_100k(void **) {
   assert_true(relaunches >= n / CUDAQ_GRAPH_DISPATCH_RELAUNCH_EVERY - 1);
   printf("graph launch: %u requests answered, %llu relaunches of the dispatcher, %llu launch failures\n", n,
          (unsigned long long)relaunches, (unsigned long long)failures);
+  /* Raise the shutdown flag from another stream: the dispatch graph occupies
+   * `s` until it exits, so a copy queued on `s` would wait for it forever. */
   int one = 1;
-  CK(cudaMemcpyAsync(flag, &one, sizeof one, cudaMemcpyHostToDevice, s));
+  cudaStream_t ctl;
+  CK(cudaStreamCreateWithFlags(&ctl, cudaStreamNonBlocking));
+  CK(cudaMemcpyAsync(flag, &one, sizeof one, cudaMemcpyHostToDevice, ctl));
+  CK(cudaStreamSynchronize(ctl));
+  CK(cudaStreamDestroy(ctl));
   CK(cudaStreamSynchronize(s)); /* waits for the dispatcher and its tail launches */
   cudaq_dispatcher_counters_t c;
   CK(cudaq_dispatch_kernel_get_counters(stats, &c));
@@ -772,6 +799,9 @@ int main(void) {
   }
   const char *sc = getenv("CUDAQ_TEST_SCALE");
   if (sc) g_scale = atof(sc);
+  if (getenv("CUDAQ_TEST_SLOW")) g_wait_ns = 60000000000ull; /* sanitizer runs are slow */
+  const char *filter = getenv("CUDAQ_TEST_FILTER");
+  if (filter) cmocka_set_test_filter(filter);
   CK(cudaSetDeviceFlags(cudaDeviceMapHost));
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_regular_all_slots_many_requests),
