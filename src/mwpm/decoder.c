@@ -35,7 +35,6 @@
 typedef struct cedge {  /* a path between two detection events (b = -1: boundary) */
   int32_t a, b;
   uint64_t obs;
-  int64_t w;
   double wf;
 } cedge_t;
 
@@ -44,10 +43,11 @@ typedef struct node {
   int32_t top;        /* top-level region containing region */
   int32_t source;     /* detection event this node was reached from */
   int32_t shell_next; /* next older node in region's shell (stack) */
-  int64_t roa;        /* radius of region when it reached this node */
-  int64_t wrapped;    /* sum of the frozen radii of blossoms between region and top */
-  int64_t dist;       /* length of the tracked path from source */
-  double distf;
+  /* Local radius (how far the region reaches past this node) is
+   * radius(top) + lr_base, where lr_base = (sum of the frozen radii of the
+   * blossoms between region and top) - (radius of region on arrival). */
+  int64_t lr_base;
+  double distf;       /* length of the tracked path from source */
   uint64_t obs;       /* observables along the tracked path from source */
   uint8_t touched;
   uint8_t is_event;
@@ -113,7 +113,6 @@ struct cudaq_mwpm_decoder {
   size_t npairs;
   uint64_t obs;
   double weight;
-  int64_t iweight;
   uint32_t *events;       /* deduplicated event list of the current shot */
   size_t nevents;
   uint8_t *mark;          /* per node, for deduplication */
@@ -137,7 +136,7 @@ static inline cedge_t rev(cedge_t e) {
 static inline int64_t radius(const region_t *r, int64_t t) { return r->y0 + r->slope * t; }
 
 static inline int64_t local_radius(const cudaq_mwpm_decoder_t *d, const node_t *x) {
-  return radius(&d->regions[x->top], d->now) + x->wrapped - x->roa;
+  return radius(&d->regions[x->top], d->now) + x->lr_base;
 }
 
 /* ------------------------------------------------------------ event heap */
@@ -270,9 +269,7 @@ static void claim(cudaq_mwpm_decoder_t *d, int32_t x, uint32_t k, int32_t y) {
   ny->region = r;
   ny->top = r;
   ny->source = nx->source;
-  ny->wrapped = 0;
-  ny->roa = radius(R, d->now);
-  ny->dist = nx->dist + g->adj_w[k];
+  ny->lr_base = -radius(R, d->now);
   ny->distf = nx->distf + g->adj_wf[k];
   ny->obs = nx->obs ^ g->adj_obs[k];
   ny->shell_next = R->shell;
@@ -309,7 +306,6 @@ static int process_node(cudaq_mwpm_decoder_t *d, int32_t x, mev_t *ev) {
     /* A collision: build the path between the two detection events. */
     ev->e.a = nx->source;
     ev->e.obs = nx->obs ^ g->adj_obs[k];
-    ev->e.w = nx->dist + g->adj_w[k];
     ev->e.wf = nx->distf + g->adj_wf[k];
     ev->r1 = nx->top;
     if (to < 0) {
@@ -321,7 +317,6 @@ static int process_node(cudaq_mwpm_decoder_t *d, int32_t x, mev_t *ev) {
       ev->kind = EV_HIT_REGION;
       ev->e.b = ny->source;
       ev->e.obs ^= ny->obs;
-      ev->e.w += ny->dist;
       ev->e.wf += ny->distf;
       ev->r2 = ny->top;
     }
@@ -340,7 +335,7 @@ static void schedule_shrink(cudaq_mwpm_decoder_t *d, int32_t r) {
   int64_t y = radius(R, d->now);
   int64_t t;
   if (R->shell != NONE && R->shell != R->source)
-    t = d->now + (y - d->nodes[R->shell].roa);
+    t = d->now + (y + d->nodes[R->shell].lr_base);
   else
     t = d->now + y;
   if (t < d->now)
@@ -428,15 +423,22 @@ static void set_slope(cudaq_mwpm_decoder_t *d, int32_t r, int32_t slope) {
   }
 
 /* After a region's growth or top-level status changed: re-plan its nodes
- * and, when it shrinks, its shrink step. */
-static void replan_region(cudaq_mwpm_decoder_t *d, int32_t r) {
+ * and, when it shrinks, its shrink step. Nodes need no re-planning when the
+ * region shrinks (they cannot collide) or when it stopped growing
+ * (`was_growing`): every pending collision time near it can then only move
+ * later, and the events already queued are re-examined when they fire. */
+static void replan_region(cudaq_mwpm_decoder_t *d, int32_t r, int was_growing) {
+  const region_t *R = &d->regions[r];
+  if (R->slope < 0 && R->parent == NONE) {
+    schedule_shrink(d, r);
+    return;
+  }
+  d->ev_desired[rid(d, r)] = NEVER;
+  if (R->slope == 0 && was_growing)
+    return;
   FOR_AREA_BEGIN(d, r, x)
   requeue_node(d, x);
   FOR_AREA_END
-  if (d->regions[r].slope < 0 && d->regions[r].parent == NONE)
-    schedule_shrink(d, r);
-  else
-    d->ev_desired[rid(d, r)] = NEVER;
 }
 
 /* The child of blossom b (a direct child) whose area holds source node s. */
@@ -525,8 +527,8 @@ static void augment_tree(cudaq_mwpm_decoder_t *d, int32_t r, int32_t partner, ce
   for (int32_t i = 0; i < nlist; i++) {
     altnode_t *A = &d->alts[list[i]];
     if (A->inner != NONE)
-      replan_region(d, A->inner);
-    replan_region(d, A->outer);
+      replan_region(d, A->inner, 0);
+    replan_region(d, A->outer, 1);
     free_alt(d, list[i]);
   }
 }
@@ -609,11 +611,11 @@ static void form_blossom(cudaq_mwpm_decoder_t *d, int32_t r1, int32_t r2, cedge_
     int64_t y = d->regions[c].y0;
     FOR_AREA_BEGIN(d, c, x)
     d->nodes[x].top = b;
-    d->nodes[x].wrapped += y;
+    d->nodes[x].lr_base += y;
     FOR_AREA_END
     c = d->regions[c].next;
   } while (c != d->regions[b].child);
-  replan_region(d, b);
+  replan_region(d, b, 0);
 }
 
 /* Region r (not in a tree, matched to another region) is hit by outer
@@ -634,8 +636,8 @@ static void add_pair_to_tree(cudaq_mwpm_decoder_t *d, int32_t o, int32_t r, cedg
   d->regions[m].match = NONE;
   set_slope(d, r, -1);
   set_slope(d, m, 1);
-  replan_region(d, r);
-  replan_region(d, m);
+  replan_region(d, r, 0);
+  replan_region(d, m, 0);
 }
 
 static void handle_hit_region(cudaq_mwpm_decoder_t *d, int32_t r1, int32_t r2, cedge_t e) {
@@ -694,7 +696,7 @@ static void shatter(cudaq_mwpm_decoder_t *d, int32_t b) {
     int32_t ci = cyc[i];
     FOR_AREA_BEGIN(d, ci, x)
     d->nodes[x].top = ci;
-    d->nodes[x].wrapped -= y;
+    d->nodes[x].lr_base -= y;
     FOR_AREA_END
   }
   int32_t fwd = ((io - ip) % k + k) % k;
@@ -743,7 +745,7 @@ static void shatter(cudaq_mwpm_decoder_t *d, int32_t b) {
   d->ev_desired[rid(d, b)] = NEVER;
   d->free_regions[d->nfree_regions++] = b;
   for (int32_t i = 0; i < k; i++)
-    replan_region(d, cyc[i]);
+    replan_region(d, cyc[i], 0);
 }
 
 /* A trivial inner region reached radius zero: its tree parent and child
@@ -755,7 +757,6 @@ static void implode(cudaq_mwpm_decoder_t *d, int32_t r) {
   e.a = N->inner_to_outer.b;
   e.b = N->parent_edge.b;
   e.obs = N->inner_to_outer.obs ^ N->parent_edge.obs;
-  e.w = N->inner_to_outer.w + N->parent_edge.w;
   e.wf = N->inner_to_outer.wf + N->parent_edge.wf;
   form_blossom(d, c, p, e);
 }
@@ -765,7 +766,6 @@ static void implode(cudaq_mwpm_decoder_t *d, int32_t r) {
 static void record(cudaq_mwpm_decoder_t *d, cedge_t e) {
   d->obs ^= e.obs;
   d->weight += e.wf;
-  d->iweight += e.w;
   d->pairs[d->npairs].a = e.a;
   d->pairs[d->npairs].b = e.b;
   d->pair_edges[d->npairs++] = e;
@@ -844,7 +844,6 @@ static void reset(cudaq_mwpm_decoder_t *d) {
 static cudaq_mwpm_status_t run(cudaq_mwpm_decoder_t *d) {
   d->obs = 0;
   d->weight = 0;
-  d->iweight = 0;
   d->npairs = 0;
   d->oom = 0;
   /* One trivial region and one tree per event. */
@@ -863,7 +862,7 @@ static cudaq_mwpm_status_t run(cudaq_mwpm_decoder_t *d) {
     ns->region = ns->top = r;
     ns->source = s;
     ns->shell_next = NONE;
-    ns->roa = ns->wrapped = ns->dist = 0;
+    ns->lr_base = 0;
     ns->distf = 0;
     ns->obs = 0;
   }
