@@ -38,15 +38,20 @@ typedef struct cedge {  /* a path between two detection events (b = -1: boundary
   double wf;
 } cedge_t;
 
-typedef struct node {
+/* The per-node fields read in the inner loops, kept compact (16 bytes) so
+ * that a neighbourhood stays in the first-level cache. */
+typedef struct nhot {
+  int32_t top;        /* top-level region owning the node, or NONE */
   int32_t region;     /* innermost owning region, or NONE */
-  int32_t top;        /* top-level region containing region */
-  int32_t source;     /* detection event this node was reached from */
-  int32_t shell_next; /* next older node in region's shell (stack) */
   /* Local radius (how far the region reaches past this node) is
    * radius(top) + lr_base, where lr_base = (sum of the frozen radii of the
    * blossoms between region and top) - (radius of region on arrival). */
   int64_t lr_base;
+} nhot_t;
+
+typedef struct node {
+  int32_t source;     /* detection event this node was reached from */
+  int32_t shell_next; /* next older node in region's shell (stack) */
   double distf;       /* length of the tracked path from source */
   uint64_t obs;       /* observables along the tracked path from source */
   uint8_t touched;
@@ -80,6 +85,7 @@ typedef struct altnode {
 typedef struct heap_item {
   int64_t t;
   int32_t id;
+  int32_t next;
 } heap_item_t;
 
 typedef struct mev {       /* an event for the matcher */
@@ -94,13 +100,19 @@ struct cudaq_mwpm_decoder {
   const cudaq_mwpm_graph_t *g;
   uint32_t n;
   node_t *nodes;
+  nhot_t *hot;
   region_t *regions;
   int32_t nregions, *free_regions, nfree_regions;
   altnode_t *alts;
   int32_t nalts, *free_alts, nfree_alts;
   int64_t *ev_desired, *ev_queued; /* per id: nodes, then regions */
-  heap_item_t *heap;
-  size_t heap_len, heap_cap;
+  heap_item_t *pool;      /* radix heap entries */
+  size_t pool_cap, pool_used;
+  int32_t pool_free;
+  int32_t bucket[64];
+  uint64_t bucket_mask;
+  int64_t heap_last;
+  size_t heap_len;
   int64_t now;
   uint32_t stamp;
   int32_t *touched;
@@ -135,55 +147,89 @@ static inline cedge_t rev(cedge_t e) {
 
 static inline int64_t radius(const region_t *r, int64_t t) { return r->y0 + r->slope * t; }
 
-static inline int64_t local_radius(const cudaq_mwpm_decoder_t *d, const node_t *x) {
-  return radius(&d->regions[x->top], d->now) + x->lr_base;
+static inline int64_t local_radius(const cudaq_mwpm_decoder_t *d, int32_t x) {
+  const nhot_t *h = &d->hot[x];
+  return radius(&d->regions[h->top], d->now) + h->lr_base;
 }
 
 /* ------------------------------------------------------------ event heap */
 
+/* A radix heap: keys never go below the last key popped (event times only
+ * move forward), so an entry sits in the bucket of the highest bit in which
+ * its key differs from that last key; popping redistributes one bucket into
+ * lower ones. Entries live in one pool, linked by index, reused through a
+ * free list: the pool grows (doubling) only during warm-up. */
+static void heap_clear(cudaq_mwpm_decoder_t *d) {
+  for (int i = 0; i < 64; i++)
+    d->bucket[i] = NONE;
+  d->bucket_mask = 0;
+  d->heap_last = 0;
+  d->heap_len = 0;
+  d->pool_used = 0;
+  d->pool_free = NONE;
+}
+
+static inline int bucket_of(int64_t t, int64_t last) {
+  uint64_t x = (uint64_t)(t ^ last);
+  return x ? 64 - __builtin_clzll(x) : 0;
+}
+
 static int heap_push(cudaq_mwpm_decoder_t *d, int64_t t, int32_t id) {
-  if (d->heap_len == d->heap_cap) {
-    /* Warm-up growth only: the heap is sized generously at creation. */
-    size_t ncap = d->heap_cap * 2;
-    heap_item_t *h = realloc(d->heap, ncap * sizeof *h);
-    if (!h)
-      return -1;
-    d->heap = h;
-    d->heap_cap = ncap;
+  int32_t e;
+  if (d->pool_free != NONE) {
+    e = d->pool_free;
+    d->pool_free = d->pool[e].next;
+  } else {
+    if (d->pool_used == d->pool_cap) {
+      size_t ncap = d->pool_cap * 2;
+      heap_item_t *p = realloc(d->pool, ncap * sizeof *p);
+      if (!p)
+        return -1;
+      d->pool = p;
+      d->pool_cap = ncap;
+    }
+    e = (int32_t)d->pool_used++;
   }
-  heap_item_t *h = d->heap;
-  size_t i = d->heap_len++;
-  while (i > 0) {
-    size_t p = (i - 1) / 2;
-    if (h[p].t <= t)
-      break;
-    h[i] = h[p];
-    i = p;
-  }
-  h[i].t = t;
-  h[i].id = id;
+  int b = bucket_of(t, d->heap_last);
+  heap_item_t *it = &d->pool[e];
+  it->t = t;
+  it->id = id;
+  it->next = d->bucket[b];
+  d->bucket[b] = e;
+  d->bucket_mask |= 1ull << b;
+  d->heap_len++;
   return 0;
 }
 
 static heap_item_t heap_pop(cudaq_mwpm_decoder_t *d) {
-  heap_item_t *h = d->heap;
-  heap_item_t top = h[0];
-  heap_item_t last = h[--d->heap_len];
-  size_t n = d->heap_len, i = 0;
-  for (;;) {
-    size_t c = 2 * i + 1;
-    if (c >= n)
-      break;
-    if (c + 1 < n && h[c + 1].t < h[c].t)
-      c++;
-    if (h[c].t >= last.t)
-      break;
-    h[i] = h[c];
-    i = c;
+  if (d->bucket[0] == NONE) {
+    int b = __builtin_ctzll(d->bucket_mask);
+    int32_t e = d->bucket[b];
+    int64_t m = d->pool[e].t;
+    for (int32_t f = d->pool[e].next; f != NONE; f = d->pool[f].next)
+      if (d->pool[f].t < m)
+        m = d->pool[f].t;
+    d->heap_last = m;
+    d->bucket[b] = NONE;
+    d->bucket_mask &= ~(1ull << b);
+    while (e != NONE) {
+      int32_t nx = d->pool[e].next;
+      int nb = bucket_of(d->pool[e].t, m);
+      d->pool[e].next = d->bucket[nb];
+      d->bucket[nb] = e;
+      d->bucket_mask |= 1ull << nb;
+      e = nx;
+    }
   }
-  if (n)
-    h[i] = last;
-  return top;
+  int32_t e = d->bucket[0];
+  heap_item_t out = d->pool[e];
+  d->bucket[0] = out.next;
+  if (out.next == NONE)
+    d->bucket_mask &= ~1ull;
+  d->pool[e].next = d->pool_free;
+  d->pool_free = e;
+  d->heap_len--;
+  return out;
 }
 
 /* Asks for entity id to be looked at at time t (NEVER: not at all). At most
@@ -211,22 +257,23 @@ static void touch(cudaq_mwpm_decoder_t *d, int32_t x) {
  * edge. Parity note: with even weights, every vertex of a growing or
  * shrinking region has a total dual of the parity of `now`, so a gap between
  * two growing regions is even. */
-static inline int64_t edge_time(cudaq_mwpm_decoder_t *d, const node_t *nx, int32_t slope_x,
+static inline int64_t edge_time(cudaq_mwpm_decoder_t *d, int32_t top_x, int32_t slope_x,
                                 int64_t lrx, int32_t to, int64_t w) {
-  if (to < 0 || d->nodes[to].top < 0) {
+  if (to < 0 || d->hot[to].top < 0) {
     if (slope_x > 0) {
       int64_t gap = w - lrx;
       return d->now + (gap > 0 ? gap : 0);
     }
     return NEVER;
   }
-  const node_t *ny = &d->nodes[to];
-  if (ny->top == nx->top)
+  const nhot_t *hy = &d->hot[to];
+  if (hy->top == top_x)
     return NEVER;
-  int32_t rate = slope_x + d->regions[ny->top].slope;
+  const region_t *ry = &d->regions[hy->top];
+  int32_t rate = slope_x + ry->slope;
   if (rate <= 0)
     return NEVER;
-  int64_t gap = w - lrx - local_radius(d, ny);
+  int64_t gap = w - lrx - (radius(ry, d->now) + hy->lr_base);
   if (gap <= 0)
     return d->now;
   if (rate == 2) {
@@ -238,17 +285,17 @@ static inline int64_t edge_time(cudaq_mwpm_decoder_t *d, const node_t *nx, int32
 }
 
 static int64_t node_next_time(cudaq_mwpm_decoder_t *d, int32_t x) {
-  const node_t *nx = &d->nodes[x];
-  if (nx->top < 0)
+  int32_t top = d->hot[x].top;
+  if (top < 0)
     return NEVER;
-  int32_t slope = d->regions[nx->top].slope;
+  int32_t slope = d->regions[top].slope;
   if (slope < 0)
     return NEVER;
   const cudaq_mwpm_graph_t *g = d->g;
-  int64_t lrx = local_radius(d, nx);
+  int64_t lrx = local_radius(d, x);
   int64_t best = NEVER;
   for (uint32_t k = g->adj_start[x], e = g->adj_start[x + 1]; k < e; k++) {
-    int64_t t = edge_time(d, nx, slope, lrx, g->adj_to[k], g->adj_w[k]);
+    int64_t t = edge_time(d, top, slope, lrx, g->adj_to[k], g->adj_w[k]);
     if (t < best)
       best = t;
   }
@@ -263,13 +310,13 @@ static inline void requeue_node(cudaq_mwpm_decoder_t *d, int32_t x) {
 static void claim(cudaq_mwpm_decoder_t *d, int32_t x, uint32_t k, int32_t y) {
   const cudaq_mwpm_graph_t *g = d->g;
   node_t *nx = &d->nodes[x], *ny = &d->nodes[y];
-  int32_t r = nx->top;
+  int32_t r = d->hot[x].top;
   region_t *R = &d->regions[r];
   touch(d, y);
-  ny->region = r;
-  ny->top = r;
+  d->hot[y].region = r;
+  d->hot[y].top = r;
+  d->hot[y].lr_base = -radius(R, d->now);
   ny->source = nx->source;
-  ny->lr_base = -radius(R, d->now);
   ny->distf = nx->distf + g->adj_wf[k];
   ny->obs = nx->obs ^ g->adj_obs[k];
   ny->shell_next = R->shell;
@@ -280,17 +327,17 @@ static void claim(cudaq_mwpm_decoder_t *d, int32_t x, uint32_t k, int32_t y) {
  * due (x is then looked at again at the same time). */
 static int process_node(cudaq_mwpm_decoder_t *d, int32_t x, mev_t *ev) {
   const cudaq_mwpm_graph_t *g = d->g;
-  node_t *nx = &d->nodes[x];
-  if (nx->top < 0)
+  int32_t top = d->hot[x].top;
+  if (top < 0)
     return 0;
-  int32_t slope = d->regions[nx->top].slope;
+  int32_t slope = d->regions[top].slope;
   if (slope < 0)
     return 0;
-  int64_t lrx = local_radius(d, nx);
+  int64_t lrx = local_radius(d, x);
   int64_t best = NEVER;
   for (uint32_t k = g->adj_start[x], e = g->adj_start[x + 1]; k < e; k++) {
     int32_t to = g->adj_to[k];
-    int64_t t = edge_time(d, nx, slope, lrx, to, g->adj_w[k]);
+    int64_t t = edge_time(d, top, slope, lrx, to, g->adj_w[k]);
     if (t > d->now) {
       if (t < best)
         best = t;
@@ -298,16 +345,17 @@ static int process_node(cudaq_mwpm_decoder_t *d, int32_t x, mev_t *ev) {
     }
     if (t == NEVER)
       continue;
-    if (to >= 0 && d->nodes[to].top < 0) {
+    if (to >= 0 && d->hot[to].top < 0) {
       claim(d, x, k, to);
       requeue_node(d, to);
       continue;
     }
     /* A collision: build the path between the two detection events. */
+    const node_t *nx = &d->nodes[x];
     ev->e.a = nx->source;
     ev->e.obs = nx->obs ^ g->adj_obs[k];
     ev->e.wf = nx->distf + g->adj_wf[k];
-    ev->r1 = nx->top;
+    ev->r1 = top;
     if (to < 0) {
       ev->kind = EV_HIT_BOUNDARY;
       ev->e.b = NONE;
@@ -318,7 +366,7 @@ static int process_node(cudaq_mwpm_decoder_t *d, int32_t x, mev_t *ev) {
       ev->e.b = ny->source;
       ev->e.obs ^= ny->obs;
       ev->e.wf += ny->distf;
-      ev->r2 = ny->top;
+      ev->r2 = d->hot[to].top;
     }
     q_set(d, x, d->now);
     return 1;
@@ -335,7 +383,7 @@ static void schedule_shrink(cudaq_mwpm_decoder_t *d, int32_t r) {
   int64_t y = radius(R, d->now);
   int64_t t;
   if (R->shell != NONE && R->shell != R->source)
-    t = d->now + (y + d->nodes[R->shell].lr_base);
+    t = d->now + (y + d->hot[R->shell].lr_base);
   else
     t = d->now + y;
   if (t < d->now)
@@ -353,13 +401,13 @@ static int process_region(cudaq_mwpm_decoder_t *d, int32_t r, mev_t *ev) {
     int32_t v = R->shell;
     node_t *nv = &d->nodes[v];
     R->shell = nv->shell_next;
-    nv->region = NONE;
-    nv->top = NONE;
+    d->hot[v].region = NONE;
+    d->hot[v].top = NONE;
     nv->shell_next = NONE;
     const cudaq_mwpm_graph_t *g = d->g;
     for (uint32_t k = g->adj_start[v], e = g->adj_start[v + 1]; k < e; k++) {
       int32_t to = g->adj_to[k];
-      if (to >= 0 && d->nodes[to].top >= 0)
+      if (to >= 0 && d->hot[to].top >= 0)
         requeue_node(d, to);
     }
     schedule_shrink(d, r);
@@ -443,7 +491,7 @@ static void replan_region(cudaq_mwpm_decoder_t *d, int32_t r, int was_growing) {
 
 /* The child of blossom b (a direct child) whose area holds source node s. */
 static int32_t child_holding(const cudaq_mwpm_decoder_t *d, int32_t b, int32_t s) {
-  int32_t r = d->nodes[s].region;
+  int32_t r = d->hot[s].region;
   while (d->regions[r].parent != b)
     r = d->regions[r].parent;
   return r;
@@ -610,8 +658,8 @@ static void form_blossom(cudaq_mwpm_decoder_t *d, int32_t r1, int32_t r2, cedge_
   do {
     int64_t y = d->regions[c].y0;
     FOR_AREA_BEGIN(d, c, x)
-    d->nodes[x].top = b;
-    d->nodes[x].lr_base += y;
+    d->hot[x].top = b;
+    d->hot[x].lr_base += y;
     FOR_AREA_END
     c = d->regions[c].next;
   } while (c != d->regions[b].child);
@@ -695,8 +743,8 @@ static void shatter(cudaq_mwpm_decoder_t *d, int32_t b) {
     int64_t y = C->y0;
     int32_t ci = cyc[i];
     FOR_AREA_BEGIN(d, ci, x)
-    d->nodes[x].top = ci;
-    d->nodes[x].lr_base -= y;
+    d->hot[x].top = ci;
+    d->hot[x].lr_base -= y;
     FOR_AREA_END
   }
   int32_t fwd = ((io - ip) % k + k) % k;
@@ -802,7 +850,7 @@ static void resolve(cudaq_mwpm_decoder_t *d, int32_t r0, int32_t s0) {
 static void collect(cudaq_mwpm_decoder_t *d) {
   uint32_t s = ++d->stamp;
   for (size_t i = 0; i < d->nevents; i++) {
-    int32_t r = d->nodes[d->events[i]].top;
+    int32_t r = d->hot[d->events[i]].top;
     region_t *R = &d->regions[r];
     if (R->stamp == s)
       continue;
@@ -826,7 +874,8 @@ static void reset(cudaq_mwpm_decoder_t *d) {
   for (size_t i = 0; i < d->ntouched; i++) {
     int32_t x = d->touched[i];
     node_t *nx = &d->nodes[x];
-    nx->region = nx->top = nx->source = nx->shell_next = NONE;
+    d->hot[x].region = d->hot[x].top = NONE;
+    nx->source = nx->shell_next = NONE;
     nx->touched = 0;
     nx->is_event = 0;
     d->ev_desired[x] = NEVER;
@@ -837,7 +886,7 @@ static void reset(cudaq_mwpm_decoder_t *d) {
   d->nfree_regions = 0;
   d->nalts = 0;
   d->nfree_alts = 0;
-  d->heap_len = 0;
+  heap_clear(d);
   d->now = 0;
 }
 
@@ -859,10 +908,10 @@ static cudaq_mwpm_status_t run(cudaq_mwpm_decoder_t *d) {
     R->alt = a;
     node_t *ns = &d->nodes[s];
     touch(d, s);
-    ns->region = ns->top = r;
+    d->hot[s].region = d->hot[s].top = r;
+    d->hot[s].lr_base = 0;
     ns->source = s;
     ns->shell_next = NONE;
-    ns->lr_base = 0;
     ns->distf = 0;
     ns->obs = 0;
   }
@@ -911,7 +960,7 @@ static cudaq_mwpm_status_t run(cudaq_mwpm_decoder_t *d) {
   if (d->oom)
     return CUDAQ_MWPM_ERR_NO_MEMORY;
   for (size_t i = 0; i < d->nevents; i++) {
-    const region_t *R = &d->regions[d->nodes[d->events[i]].top];
+    const region_t *R = &d->regions[d->hot[d->events[i]].top];
     if (R->match == NONE)
       return CUDAQ_MWPM_ERR_NO_SOLUTION;
   }
@@ -1005,13 +1054,14 @@ void cudaq_mwpm_decoder_destroy(cudaq_mwpm_decoder_t *d) {
   if (!d)
     return;
   free(d->nodes);
+  free(d->hot);
   free(d->regions);
   free(d->free_regions);
   free(d->alts);
   free(d->free_alts);
   free(d->ev_desired);
   free(d->ev_queued);
-  free(d->heap);
+  free(d->pool);
   free(d->touched);
   free(d->scratch_a);
   free(d->scratch_b);
@@ -1044,14 +1094,15 @@ cudaq_mwpm_status_t cudaq_mwpm_decoder_create(const cudaq_mwpm_graph_t *g,
   size_t mr = (size_t)d->max_regions;
   size_t ms = mr > n ? mr : n;
   d->nodes = calloc(n, sizeof *d->nodes);
+  d->hot = calloc(n, sizeof *d->hot);
   d->regions = calloc(mr, sizeof *d->regions);
   d->free_regions = calloc(mr, sizeof *d->free_regions);
   d->alts = calloc(mr, sizeof *d->alts);
   d->free_alts = calloc(mr, sizeof *d->free_alts);
   d->ev_desired = malloc((n + mr) * sizeof *d->ev_desired);
   d->ev_queued = malloc((n + mr) * sizeof *d->ev_queued);
-  d->heap_cap = 4 * (n + mr);
-  d->heap = malloc(d->heap_cap * sizeof *d->heap);
+  d->pool_cap = 2 * (n + mr);
+  d->pool = malloc(d->pool_cap * sizeof *d->pool);
   d->touched = malloc(n * sizeof *d->touched);
   d->scratch_a = malloc(ms * 2 * sizeof *d->scratch_a);
   d->scratch_b = malloc(ms * 2 * sizeof *d->scratch_b);
@@ -1064,8 +1115,8 @@ cudaq_mwpm_status_t cudaq_mwpm_decoder_create(const cudaq_mwpm_graph_t *g,
   d->dj_dist = malloc(n * sizeof *d->dj_dist);
   d->dj_prev_adj = malloc(n * sizeof *d->dj_prev_adj);
   d->dj_list = malloc(n * sizeof *d->dj_list);
-  if (!d->nodes || !d->regions || !d->free_regions || !d->alts || !d->free_alts ||
-      !d->ev_desired || !d->ev_queued || !d->heap || !d->touched || !d->scratch_a ||
+  if (!d->nodes || !d->hot || !d->regions || !d->free_regions || !d->alts || !d->free_alts ||
+      !d->ev_desired || !d->ev_queued || !d->pool || !d->touched || !d->scratch_a ||
       !d->scratch_b || !d->scratch_c || !d->scratch_e || !d->pairs || !d->pair_edges ||
       !d->events || !d->mark || !d->dj_dist || !d->dj_prev_adj || !d->dj_list) {
     cudaq_mwpm_decoder_destroy(d);
@@ -1073,8 +1124,10 @@ cudaq_mwpm_status_t cudaq_mwpm_decoder_create(const cudaq_mwpm_graph_t *g,
   }
   for (size_t i = 0; i < d->n; i++) {
     node_t *x = &d->nodes[i];
-    x->region = x->top = x->source = x->shell_next = NONE;
+    x->source = x->shell_next = NONE;
+    d->hot[i].region = d->hot[i].top = NONE;
   }
+  heap_clear(d);
   for (size_t i = 0; i < n + mr; i++) {
     d->ev_desired[i] = NEVER;
     d->ev_queued[i] = NEVER;
@@ -1092,7 +1145,7 @@ static cudaq_mwpm_status_t path_edges(cudaq_mwpm_decoder_t *d, int32_t a, int32_
                                       uint32_t *out, size_t cap, size_t *n) {
   const cudaq_mwpm_graph_t *g = d->g;
   size_t nlist = 0;
-  d->heap_len = 0;
+  heap_clear(d);
   d->dj_dist[a] = 0;
   d->dj_prev_adj[a] = -1;
   d->mark[a] = 2;
@@ -1165,7 +1218,7 @@ static cudaq_mwpm_status_t path_edges(cudaq_mwpm_decoder_t *d, int32_t a, int32_
   }
   for (size_t i = 0; i < nlist; i++)
     d->mark[d->dj_list[i]] = 0;
-  d->heap_len = 0;
+  heap_clear(d);
   return st;
 }
 
