@@ -75,6 +75,12 @@ def gen(args):
                                           num_detectors=dem.num_detectors)
                 stim.write_shot_data_file(data=obs, path=base + ".obs.01", format="01",
                                           num_observables=dem.num_observables)
+                if args.appended:
+                    both = np.hstack([dets, obs])
+                    for fmt in ("dets", "b8", "01"):
+                        stim.write_shot_data_file(data=both, path=f"{base}.app.{fmt}", format=fmt,
+                                                  num_detectors=dem.num_detectors,
+                                                  num_observables=dem.num_observables)
                 if args.pymatching:
                     m = pymatching.Matching.from_detector_error_model(dem)
                     pred = m.decode_batch(dets)
@@ -121,6 +127,9 @@ def main():
     g.add_argument("--bases", nargs="+", default=["x", "z"], choices=["x", "z"])
     g.add_argument("--shots", type=int, default=10000)
     g.add_argument("--seed", type=int, default=20261122)
+    g.add_argument("--appended", action="store_true",
+                   help="also write detection events with appended observables "
+                        "(.app.dets, .app.b8, .app.01)")
     g.add_argument("--no-pymatching", dest="pymatching", action="store_false",
                    help="skip PyMatching's predictions and weights")
     b = sub.add_parser("bench")
