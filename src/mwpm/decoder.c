@@ -295,7 +295,7 @@ static int64_t node_next_time(cudaq_mwpm_decoder_t *d, int32_t x) {
   int64_t lrx = local_radius(d, x);
   int64_t best = NEVER;
   for (uint32_t k = g->adj_start[x], e = g->adj_start[x + 1]; k < e; k++) {
-    int64_t t = edge_time(d, top, slope, lrx, g->adj_to[k], g->adj_w[k]);
+    int64_t t = edge_time(d, top, slope, lrx, g->adj[k].to, g->adj[k].w);
     if (t < best)
       best = t;
   }
@@ -336,8 +336,8 @@ static int process_node(cudaq_mwpm_decoder_t *d, int32_t x, mev_t *ev) {
   int64_t lrx = local_radius(d, x);
   int64_t best = NEVER;
   for (uint32_t k = g->adj_start[x], e = g->adj_start[x + 1]; k < e; k++) {
-    int32_t to = g->adj_to[k];
-    int64_t t = edge_time(d, top, slope, lrx, to, g->adj_w[k]);
+    int32_t to = g->adj[k].to;
+    int64_t t = edge_time(d, top, slope, lrx, to, g->adj[k].w);
     if (t > d->now) {
       if (t < best)
         best = t;
@@ -406,7 +406,7 @@ static int process_region(cudaq_mwpm_decoder_t *d, int32_t r, mev_t *ev) {
     nv->shell_next = NONE;
     const cudaq_mwpm_graph_t *g = d->g;
     for (uint32_t k = g->adj_start[v], e = g->adj_start[v + 1]; k < e; k++) {
-      int32_t to = g->adj_to[k];
+      int32_t to = g->adj[k].to;
       if (to >= 0 && d->hot[to].top >= 0)
         requeue_node(d, to);
     }
@@ -1165,8 +1165,8 @@ static cudaq_mwpm_status_t path_edges(cudaq_mwpm_decoder_t *d, int32_t a, int32_
       break;
     }
     for (uint32_t k = g->adj_start[x]; k < g->adj_start[x + 1]; k++) {
-      int32_t y = g->adj_to[k];
-      int64_t nd = it.t + g->adj_w[k];
+      int32_t y = g->adj[k].to;
+      int64_t nd = it.t + g->adj[k].w;
       if (y < 0) {
         if (b < 0 && nd < best_boundary) {
           best_boundary = nd;

@@ -52,8 +52,7 @@ void cudaq_mwpm_graph_destroy(cudaq_mwpm_graph_t *g) {
   if (!g)
     return;
   free(g->adj_start);
-  free(g->adj_to);
-  free(g->adj_w);
+  free(g->adj);
   free(g->adj_wf);
   free(g->adj_obs);
   free(g->adj_edge);
@@ -99,13 +98,12 @@ static cudaq_mwpm_status_t build(uint32_t n, uint32_t nobs, raw_edge_t *raw, siz
   for (size_t i = 0; i < k; i++)
     nadj += raw[i].v >= 0 ? 2 : 1;
   size_t a = nadj ? nadj : 1;
-  g->adj_to = malloc(a * sizeof *g->adj_to);
-  g->adj_w = malloc(a * sizeof *g->adj_w);
+  g->adj = malloc(a * sizeof *g->adj);
   g->adj_wf = malloc(a * sizeof *g->adj_wf);
   g->adj_obs = malloc(a * sizeof *g->adj_obs);
   g->adj_edge = malloc(a * sizeof *g->adj_edge);
   g->neg_edges = malloc((k ? k : 1) * sizeof *g->neg_edges);
-  if (!g->edges || !g->adj_start || !g->adj_to || !g->adj_w || !g->adj_wf || !g->adj_obs ||
+  if (!g->edges || !g->adj_start || !g->adj || !g->adj_wf || !g->adj_obs ||
       !g->adj_edge || !g->neg_edges) {
     free(raw);
     cudaq_mwpm_graph_destroy(g);
@@ -142,15 +140,15 @@ static cudaq_mwpm_status_t build(uint32_t n, uint32_t nobs, raw_edge_t *raw, siz
   memcpy(fill, g->adj_start, ((size_t)n + 1) * sizeof *fill);
   for (size_t i = 0; i < k; i++) {
     double aw = fabs(raw[i].w);
-    int64_t iw = 2 * (int64_t)llround(aw * g->scale);
+    int32_t iw = 2 * (int32_t)llround(aw * g->scale);
     for (int side = 0; side < 2; side++) {
       int32_t from = side ? raw[i].v : raw[i].u;
       int32_t to = side ? raw[i].u : raw[i].v;
       if (from < 0)
         continue;
       uint32_t at = fill[from]++;
-      g->adj_to[at] = to;
-      g->adj_w[at] = iw;
+      g->adj[at].to = to;
+      g->adj[at].w = iw;
       g->adj_wf[at] = aw;
       g->adj_obs[at] = raw[i].obs;
       g->adj_edge[at] = (uint32_t)i;

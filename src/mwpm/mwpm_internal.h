@@ -8,17 +8,23 @@
 #include "cudaq/qec/dem.h"
 #include "cudaq/qec/mwpm.h"
 
-/* Immutable matching graph in compressed-sparse-row form. adj_to is -1 for
+/* Immutable matching graph in compressed-sparse-row form. adj[].to is -1 for
  * the boundary. Integer weights are even (so that every event of the sparse
  * blossom algorithm happens at an integer time) and non-negative: edges of
  * negative weight are stored with |w| and listed in neg_edges, and the
  * decoder folds them into each shot. */
+/* One adjacency entry: the neighbour (-1: boundary) and the even integer
+ * weight (at most 2^24), packed so the inner loops read one stream. */
+typedef struct cudaq_mwpm__adj {
+  int32_t to;
+  int32_t w;
+} cudaq_mwpm__adj_t;
+
 struct cudaq_mwpm_graph {
   uint32_t num_nodes;
   uint32_t num_observables;
   uint32_t *adj_start;  /* num_nodes + 1 */
-  int32_t *adj_to;
-  int64_t *adj_w;
+  cudaq_mwpm__adj_t *adj;
   double *adj_wf;       /* |weight| as a double */
   uint64_t *adj_obs;
   uint32_t *adj_edge;   /* index into edges */
