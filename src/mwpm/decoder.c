@@ -38,18 +38,14 @@ typedef struct cedge {  /* a path between two detection events (b = -1: boundary
   double wf;
 } cedge_t;
 
-/* The per-node fields read in the inner loops, kept compact (16 bytes) so
- * that a neighbourhood stays in the first-level cache. */
-typedef struct nhot {
-  int32_t top;        /* top-level region owning the node, or NONE */
-  int32_t region;     /* innermost owning region, or NONE */
-  /* Local radius (how far the region reaches past this node) is
-   * radius(top) + lr_base, where lr_base = (sum of the frozen radii of the
-   * blossoms between region and top) - (radius of region on arrival). */
-  int64_t lr_base;
-} nhot_t;
-
+/* Per node, outside node_t because the inner loops read them: top (4
+ * bytes, so that the whole array stays in the first-level cache) is the
+ * top-level region owning the node, or NONE; the node's local radius (how
+ * far its region reaches past it) is radius(top) + lrb, where lrb = (sum of
+ * the frozen radii of the blossoms between its region and top) - (radius of
+ * its region on arrival). */
 typedef struct node {
+  int32_t region;     /* innermost owning region, or NONE */
   int32_t source;     /* detection event this node was reached from */
   int32_t shell_next; /* next older node in region's shell (stack) */
   double distf;       /* length of the tracked path from source */
@@ -100,7 +96,8 @@ struct cudaq_mwpm_decoder {
   const cudaq_mwpm_graph_t *g;
   uint32_t n;
   node_t *nodes;
-  nhot_t *hot;
+  int32_t *top;
+  int64_t *lrb;
   region_t *regions;
   int32_t nregions, *free_regions, nfree_regions;
   altnode_t *alts;
@@ -148,8 +145,7 @@ static inline cedge_t rev(cedge_t e) {
 static inline int64_t radius(const region_t *r, int64_t t) { return r->y0 + r->slope * t; }
 
 static inline int64_t local_radius(const cudaq_mwpm_decoder_t *d, int32_t x) {
-  const nhot_t *h = &d->hot[x];
-  return radius(&d->regions[h->top], d->now) + h->lr_base;
+  return radius(&d->regions[d->top[x]], d->now) + d->lrb[x];
 }
 
 /* ------------------------------------------------------------ event heap */
@@ -259,21 +255,21 @@ static void touch(cudaq_mwpm_decoder_t *d, int32_t x) {
  * two growing regions is even. */
 static inline int64_t edge_time(cudaq_mwpm_decoder_t *d, int32_t top_x, int32_t slope_x,
                                 int64_t lrx, int32_t to, int64_t w) {
-  if (to < 0 || d->hot[to].top < 0) {
+  if (to < 0 || d->top[to] < 0) {
     if (slope_x > 0) {
       int64_t gap = w - lrx;
       return d->now + (gap > 0 ? gap : 0);
     }
     return NEVER;
   }
-  const nhot_t *hy = &d->hot[to];
-  if (hy->top == top_x)
+  int32_t top_y = d->top[to];
+  if (top_y == top_x)
     return NEVER;
-  const region_t *ry = &d->regions[hy->top];
+  const region_t *ry = &d->regions[top_y];
   int32_t rate = slope_x + ry->slope;
   if (rate <= 0)
     return NEVER;
-  int64_t gap = w - lrx - (radius(ry, d->now) + hy->lr_base);
+  int64_t gap = w - lrx - (radius(ry, d->now) + d->lrb[to]);
   if (gap <= 0)
     return d->now;
   if (rate == 2) {
@@ -285,7 +281,7 @@ static inline int64_t edge_time(cudaq_mwpm_decoder_t *d, int32_t top_x, int32_t 
 }
 
 static int64_t node_next_time(cudaq_mwpm_decoder_t *d, int32_t x) {
-  int32_t top = d->hot[x].top;
+  int32_t top = d->top[x];
   if (top < 0)
     return NEVER;
   int32_t slope = d->regions[top].slope;
@@ -310,12 +306,12 @@ static inline void requeue_node(cudaq_mwpm_decoder_t *d, int32_t x) {
 static void claim(cudaq_mwpm_decoder_t *d, int32_t x, uint32_t k, int32_t y) {
   const cudaq_mwpm_graph_t *g = d->g;
   node_t *nx = &d->nodes[x], *ny = &d->nodes[y];
-  int32_t r = d->hot[x].top;
+  int32_t r = d->top[x];
   region_t *R = &d->regions[r];
   touch(d, y);
-  d->hot[y].region = r;
-  d->hot[y].top = r;
-  d->hot[y].lr_base = -radius(R, d->now);
+  d->nodes[y].region = r;
+  d->top[y] = r;
+  d->lrb[y] = -radius(R, d->now);
   ny->source = nx->source;
   ny->distf = nx->distf + g->adj_wf[k];
   ny->obs = nx->obs ^ g->adj_obs[k];
@@ -327,7 +323,7 @@ static void claim(cudaq_mwpm_decoder_t *d, int32_t x, uint32_t k, int32_t y) {
  * due (x is then looked at again at the same time). */
 static int process_node(cudaq_mwpm_decoder_t *d, int32_t x, mev_t *ev) {
   const cudaq_mwpm_graph_t *g = d->g;
-  int32_t top = d->hot[x].top;
+  int32_t top = d->top[x];
   if (top < 0)
     return 0;
   int32_t slope = d->regions[top].slope;
@@ -345,7 +341,7 @@ static int process_node(cudaq_mwpm_decoder_t *d, int32_t x, mev_t *ev) {
     }
     if (t == NEVER)
       continue;
-    if (to >= 0 && d->hot[to].top < 0) {
+    if (to >= 0 && d->top[to] < 0) {
       claim(d, x, k, to);
       requeue_node(d, to);
       continue;
@@ -366,7 +362,7 @@ static int process_node(cudaq_mwpm_decoder_t *d, int32_t x, mev_t *ev) {
       ev->e.b = ny->source;
       ev->e.obs ^= ny->obs;
       ev->e.wf += ny->distf;
-      ev->r2 = d->hot[to].top;
+      ev->r2 = d->top[to];
     }
     q_set(d, x, d->now);
     return 1;
@@ -383,7 +379,7 @@ static void schedule_shrink(cudaq_mwpm_decoder_t *d, int32_t r) {
   int64_t y = radius(R, d->now);
   int64_t t;
   if (R->shell != NONE && R->shell != R->source)
-    t = d->now + (y + d->hot[R->shell].lr_base);
+    t = d->now + (y + d->lrb[R->shell]);
   else
     t = d->now + y;
   if (t < d->now)
@@ -401,13 +397,13 @@ static int process_region(cudaq_mwpm_decoder_t *d, int32_t r, mev_t *ev) {
     int32_t v = R->shell;
     node_t *nv = &d->nodes[v];
     R->shell = nv->shell_next;
-    d->hot[v].region = NONE;
-    d->hot[v].top = NONE;
+    d->nodes[v].region = NONE;
+    d->top[v] = NONE;
     nv->shell_next = NONE;
     const cudaq_mwpm_graph_t *g = d->g;
     for (uint32_t k = g->adj_start[v], e = g->adj_start[v + 1]; k < e; k++) {
       int32_t to = g->adj[k].to;
-      if (to >= 0 && d->hot[to].top >= 0)
+      if (to >= 0 && d->top[to] >= 0)
         requeue_node(d, to);
     }
     schedule_shrink(d, r);
@@ -491,7 +487,7 @@ static void replan_region(cudaq_mwpm_decoder_t *d, int32_t r, int was_growing) {
 
 /* The child of blossom b (a direct child) whose area holds source node s. */
 static int32_t child_holding(const cudaq_mwpm_decoder_t *d, int32_t b, int32_t s) {
-  int32_t r = d->hot[s].region;
+  int32_t r = d->nodes[s].region;
   while (d->regions[r].parent != b)
     r = d->regions[r].parent;
   return r;
@@ -658,8 +654,8 @@ static void form_blossom(cudaq_mwpm_decoder_t *d, int32_t r1, int32_t r2, cedge_
   do {
     int64_t y = d->regions[c].y0;
     FOR_AREA_BEGIN(d, c, x)
-    d->hot[x].top = b;
-    d->hot[x].lr_base += y;
+    d->top[x] = b;
+    d->lrb[x] += y;
     FOR_AREA_END
     c = d->regions[c].next;
   } while (c != d->regions[b].child);
@@ -743,8 +739,8 @@ static void shatter(cudaq_mwpm_decoder_t *d, int32_t b) {
     int64_t y = C->y0;
     int32_t ci = cyc[i];
     FOR_AREA_BEGIN(d, ci, x)
-    d->hot[x].top = ci;
-    d->hot[x].lr_base -= y;
+    d->top[x] = ci;
+    d->lrb[x] -= y;
     FOR_AREA_END
   }
   int32_t fwd = ((io - ip) % k + k) % k;
@@ -850,7 +846,7 @@ static void resolve(cudaq_mwpm_decoder_t *d, int32_t r0, int32_t s0) {
 static void collect(cudaq_mwpm_decoder_t *d) {
   uint32_t s = ++d->stamp;
   for (size_t i = 0; i < d->nevents; i++) {
-    int32_t r = d->hot[d->events[i]].top;
+    int32_t r = d->top[d->events[i]];
     region_t *R = &d->regions[r];
     if (R->stamp == s)
       continue;
@@ -874,7 +870,7 @@ static void reset(cudaq_mwpm_decoder_t *d) {
   for (size_t i = 0; i < d->ntouched; i++) {
     int32_t x = d->touched[i];
     node_t *nx = &d->nodes[x];
-    d->hot[x].region = d->hot[x].top = NONE;
+    d->nodes[x].region = d->top[x] = NONE;
     nx->source = nx->shell_next = NONE;
     nx->touched = 0;
     nx->is_event = 0;
@@ -908,8 +904,8 @@ static cudaq_mwpm_status_t run(cudaq_mwpm_decoder_t *d) {
     R->alt = a;
     node_t *ns = &d->nodes[s];
     touch(d, s);
-    d->hot[s].region = d->hot[s].top = r;
-    d->hot[s].lr_base = 0;
+    d->nodes[s].region = d->top[s] = r;
+    d->lrb[s] = 0;
     ns->source = s;
     ns->shell_next = NONE;
     ns->distf = 0;
@@ -960,7 +956,7 @@ static cudaq_mwpm_status_t run(cudaq_mwpm_decoder_t *d) {
   if (d->oom)
     return CUDAQ_MWPM_ERR_NO_MEMORY;
   for (size_t i = 0; i < d->nevents; i++) {
-    const region_t *R = &d->regions[d->hot[d->events[i]].top];
+    const region_t *R = &d->regions[d->top[d->events[i]]];
     if (R->match == NONE)
       return CUDAQ_MWPM_ERR_NO_SOLUTION;
   }
@@ -1054,7 +1050,8 @@ void cudaq_mwpm_decoder_destroy(cudaq_mwpm_decoder_t *d) {
   if (!d)
     return;
   free(d->nodes);
-  free(d->hot);
+  free(d->top);
+  free(d->lrb);
   free(d->regions);
   free(d->free_regions);
   free(d->alts);
@@ -1094,7 +1091,8 @@ cudaq_mwpm_status_t cudaq_mwpm_decoder_create(const cudaq_mwpm_graph_t *g,
   size_t mr = (size_t)d->max_regions;
   size_t ms = mr > n ? mr : n;
   d->nodes = calloc(n, sizeof *d->nodes);
-  d->hot = calloc(n, sizeof *d->hot);
+  d->top = calloc(n, sizeof *d->top);
+  d->lrb = calloc(n, sizeof *d->lrb);
   d->regions = calloc(mr, sizeof *d->regions);
   d->free_regions = calloc(mr, sizeof *d->free_regions);
   d->alts = calloc(mr, sizeof *d->alts);
@@ -1115,7 +1113,7 @@ cudaq_mwpm_status_t cudaq_mwpm_decoder_create(const cudaq_mwpm_graph_t *g,
   d->dj_dist = malloc(n * sizeof *d->dj_dist);
   d->dj_prev_adj = malloc(n * sizeof *d->dj_prev_adj);
   d->dj_list = malloc(n * sizeof *d->dj_list);
-  if (!d->nodes || !d->hot || !d->regions || !d->free_regions || !d->alts || !d->free_alts ||
+  if (!d->nodes || !d->top || !d->lrb || !d->regions || !d->free_regions || !d->alts || !d->free_alts ||
       !d->ev_desired || !d->ev_queued || !d->pool || !d->touched || !d->scratch_a ||
       !d->scratch_b || !d->scratch_c || !d->scratch_e || !d->pairs || !d->pair_edges ||
       !d->events || !d->mark || !d->dj_dist || !d->dj_prev_adj || !d->dj_list) {
@@ -1125,7 +1123,7 @@ cudaq_mwpm_status_t cudaq_mwpm_decoder_create(const cudaq_mwpm_graph_t *g,
   for (size_t i = 0; i < d->n; i++) {
     node_t *x = &d->nodes[i];
     x->source = x->shell_next = NONE;
-    d->hot[i].region = d->hot[i].top = NONE;
+    d->nodes[i].region = d->top[i] = NONE;
   }
   heap_clear(d);
   for (size_t i = 0; i < n + mr; i++) {
