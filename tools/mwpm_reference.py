@@ -95,8 +95,9 @@ def gen(args):
 
 
 def bench(args):
-    print("| data set | shots | PyMatching decode_batch us/shot |")
-    print("|---|---|---|")
+    if not args.csv:
+        print("| data set | shots | PyMatching decode_batch us/shot |")
+        print("|---|---|---|")
     for line in open(os.path.join(args.data, "manifest.txt")):
         name, d, p, shots, nd, no = line.split()
         if args.only and name not in args.only:
@@ -112,7 +113,8 @@ def bench(args):
             t0 = time.perf_counter()
             m.decode_batch(dets)
             best = min(best, time.perf_counter() - t0)
-        print(f"| {name} | {len(dets)} | {1e6 * best / len(dets):.3f} |")
+        us = 1e6 * best / len(dets)
+        print(f"{name},{len(dets)},{us:.4f}" if args.csv else f"| {name} | {len(dets)} | {us:.3f} |")
         sys.stdout.flush()
 
 
@@ -136,6 +138,7 @@ def main():
     b.add_argument("--data", required=True)
     b.add_argument("--repeats", type=int, default=3)
     b.add_argument("--only", nargs="*")
+    b.add_argument("--csv", action="store_true", help="print name,shots,us_per_shot lines")
     args = ap.parse_args()
     gen(args) if args.cmd == "gen" else bench(args)
 

@@ -2,13 +2,14 @@
  * Decode-time benchmark of the MWPM decoder on data sets made by
  * tools/mwpm_reference.py gen (DEM + b8 detection events).
  *
- *   bench_mwpm [--repeats R] [--threads T] DATA_DIR NAME...
+ *   bench_mwpm [--repeats R] [--threads T] [--csv 1] DATA_DIR NAME...
  *
  * For each data set: loads every shot into memory, decodes them all once to
  * warm up, then times R passes over all shots on one thread and prints the
  * best pass in microseconds per shot. With --threads T > 1 it also runs T
  * threads, each with its own decoder on the shared graph, each decoding all
- * shots, and prints the aggregate throughput.
+ * shots, and prints the aggregate throughput. --csv 1 prints
+ * "name,shots,events_per_shot,us_per_shot,threads,mshots_per_s" lines instead.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -125,7 +126,7 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  int repeats = 3, threads = 1, i = 1;
+  int repeats = 3, threads = 1, csv = 0, i = 1;
   for (; i < argc && !strncmp(argv[i], "--", 2); i += 2) {
     if (i + 1 >= argc)
       break;
@@ -133,6 +134,8 @@ int main(int argc, char **argv) {
       repeats = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--threads"))
       threads = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--csv"))
+      csv = atoi(argv[i + 1]);
     else
       break;
   }
@@ -141,9 +144,11 @@ int main(int argc, char **argv) {
     return 2;
   }
   const char *dir = argv[i++];
-  printf("| data set | shots | mean events/shot | ours us/shot (1 thread) |%s\n",
-         threads > 1 ? " threads | aggregate Mshots/s | us/shot per thread |" : "");
-  printf("|---|---|---|---|%s\n", threads > 1 ? "---|---|---|" : "");
+  if (!csv) {
+    printf("| data set | shots | mean events/shot | ours us/shot (1 thread) |%s\n",
+           threads > 1 ? " threads | aggregate Mshots/s | us/shot per thread |" : "");
+    printf("|---|---|---|---|%s\n", threads > 1 ? "---|---|---|" : "");
+  }
   for (; i < argc; i++) {
     cudaq_mwpm_graph_t *g;
     shots_t s;
@@ -151,8 +156,10 @@ int main(int argc, char **argv) {
       return 1;
     job_t one = {g, &s, repeats, 0, 0};
     worker(&one);
-    printf("| %s | %zu | %.2f | %.3f |", argv[i], s.n, (double)s.start[s.n] / (double)s.n,
-           1e6 * one.seconds / (double)s.n);
+    double us1 = 1e6 * one.seconds / (double)s.n, evs = (double)s.start[s.n] / (double)s.n;
+    if (!csv)
+      printf("| %s | %zu | %.2f | %.3f |", argv[i], s.n, evs, us1);
+    double mshots = 1.0 / us1;
     if (threads > 1) {
       pthread_t th[256];
       job_t jobs[256];
@@ -169,10 +176,14 @@ int main(int argc, char **argv) {
       for (int t = 0; t < threads; t++)
         if (jobs[t].seconds > worst)
           worst = jobs[t].seconds;
-      printf(" %d | %.3f | %.3f |", threads, (double)threads * (double)s.n / worst / 1e6,
-             1e6 * worst / (double)s.n);
+      mshots = (double)threads * (double)s.n / worst / 1e6;
+      if (!csv)
+        printf(" %d | %.3f | %.3f |", threads, mshots, 1e6 * worst / (double)s.n);
     }
-    printf("\n");
+    if (csv)
+      printf("%s,%zu,%.3f,%.4f,%d,%.4f\n", argv[i], s.n, evs, us1, threads, mshots);
+    else
+      printf("\n");
     fflush(stdout);
     free(s.events);
     free(s.start);
