@@ -419,7 +419,11 @@ static int process_region(cudaq_mwpm_decoder_t *d, int32_t r, mev_t *ev) {
 static int32_t new_region(cudaq_mwpm_decoder_t *d) {
   int32_t r = d->nfree_regions ? d->free_regions[--d->nfree_regions] : d->nregions++;
   region_t *R = &d->regions[r];
-  memset(R, 0, sizeof *R);
+  /* Every field is set here or before it is read (edges: when matched or
+   * linked into a cycle). */
+  R->y0 = 0;
+  R->slope = 0;
+  R->stamp = 0;
   R->parent = R->alt = R->shell = R->child = R->next = R->source = R->match = NONE;
   d->ev_desired[rid(d, r)] = NEVER;
   d->ev_queued[rid(d, r)] = NEVER;
@@ -538,6 +542,15 @@ static int32_t alt_root(const cudaq_mwpm_decoder_t *d, int32_t a) {
  * the augmenting path and the inner-outer pairs elsewhere. */
 static void augment_tree(cudaq_mwpm_decoder_t *d, int32_t r, int32_t partner, cedge_t e) {
   int32_t start = d->regions[r].alt;
+  if (d->alts[start].parent == NONE && d->alts[start].first_child == NONE) {
+    /* A lone root (the common case at low noise). */
+    match_regions(d, r, partner, e);
+    d->regions[r].alt = NONE;
+    set_slope(d, r, 0);
+    replan_region(d, r, 1);
+    free_alt(d, start);
+    return;
+  }
   int32_t root = alt_root(d, start);
   /* Every inner-outer pair of the tree. */
   int32_t *list = d->scratch_a, nlist = 0;
