@@ -1,0 +1,155 @@
+/*
+ * Exact minimum-weight perfect matching (MWPM) decoder.
+ *
+ * A matching graph (detectors plus one boundary) is built once, from a
+ * detector error model or from explicit edges, and is immutable afterwards:
+ * any number of threads may share it. Each thread creates its own decoder
+ * (a small state sized from the graph at creation); decoding a shot then
+ * allocates nothing, takes no lock and makes no system call.
+ *
+ * The decoder implements the sparse blossom algorithm (regions growing on the
+ * detector graph, events on a priority queue, Edmonds' blossoms). Weights are
+ * discretised to even integers with about 2^24 levels up to the largest edge
+ * weight, so the solution is an exact minimum for the discretised weights;
+ * the weight reported is the sum of the original (double) weights of the
+ * edges used, which is within (edges used) x (max weight) x 2^-24 of the
+ * exact minimum.
+ */
+#ifndef CUDAQ_QEC_MWPM_H
+#define CUDAQ_QEC_MWPM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cudaq/qec/dem.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CUDAQ_MWPM_BOUNDARY (-1)
+
+/* How parallel edges (same two endpoints) are merged. */
+typedef enum cudaq_mwpm_merge {
+  /* Independent errors: p = p1 (1 - p2) + p2 (1 - p1); the observables of
+   * the first edge are kept. */
+  CUDAQ_MWPM_MERGE_INDEPENDENT = 0,
+  /* Keep the edge with the smallest weight (and its observables). */
+  CUDAQ_MWPM_MERGE_SMALLEST_WEIGHT = 1
+} cudaq_mwpm_merge_t;
+
+typedef struct cudaq_mwpm_graph_options {
+  cudaq_mwpm_merge_t merge;
+} cudaq_mwpm_graph_options_t;
+
+/* An edge given to or read from a graph: v = CUDAQ_MWPM_BOUNDARY connects u
+ * to the boundary. */
+typedef struct cudaq_mwpm_edge {
+  int32_t u;
+  int32_t v;
+  double weight;
+  uint64_t obs_mask;
+} cudaq_mwpm_edge_t;
+
+typedef struct cudaq_mwpm_graph cudaq_mwpm_graph_t;
+typedef struct cudaq_mwpm_decoder cudaq_mwpm_decoder_t;
+
+/* One matched pair of detection events (b = CUDAQ_MWPM_BOUNDARY when a is
+ * matched to the boundary). */
+typedef struct cudaq_mwpm_pair {
+  int32_t a;
+  int32_t b;
+} cudaq_mwpm_pair_t;
+
+typedef struct cudaq_mwpm_result {
+  uint64_t obs_mask;   /* observables flipped by the correction */
+  double weight;       /* total weight of the edges of the correction */
+  size_t num_pairs;    /* matched pairs, see cudaq_mwpm_decoder_pairs */
+} cudaq_mwpm_result_t;
+
+/* Sets the default options (independent merge). Returns CUDAQ_MWPM_OK or
+ * CUDAQ_MWPM_ERR_INVALID_ARG (opts NULL). */
+cudaq_mwpm_status_t cudaq_mwpm_graph_options_init(cudaq_mwpm_graph_options_t *opts);
+
+/* Builds the matching graph of a parsed model: nodes are its detectors plus
+ * the boundary, weight ln((1-p)/p), parallel edges merged as opts says
+ * (opts NULL: defaults), detector coordinates copied. Errors of probability
+ * 0 add no edge. Returns CUDAQ_MWPM_OK; CUDAQ_MWPM_ERR_INVALID_ARG (dem or
+ * out NULL, bad merge option); CUDAQ_MWPM_ERR_NO_MEMORY. err may be NULL. */
+cudaq_mwpm_status_t cudaq_mwpm_graph_from_dem(const cudaq_dem_t *dem,
+                                              const cudaq_mwpm_graph_options_t *opts,
+                                              cudaq_mwpm_graph_t **out, cudaq_mwpm_error_t *err);
+
+/* Builds a graph from explicit weighted edges (weights may be negative; a
+ * NaN or infinite weight is refused). Returns CUDAQ_MWPM_OK;
+ * CUDAQ_MWPM_ERR_INVALID_ARG (NULL pointers, an endpoint out of range, a
+ * self-loop, a non-finite weight, bad option); CUDAQ_MWPM_ERR_TOO_LARGE
+ * (num_nodes over CUDAQ_DEM_MAX_DETECTORS); CUDAQ_MWPM_ERR_NO_MEMORY. */
+cudaq_mwpm_status_t cudaq_mwpm_graph_from_edges(uint32_t num_nodes, uint32_t num_observables,
+                                                const cudaq_mwpm_edge_t *edges, size_t num_edges,
+                                                const cudaq_mwpm_graph_options_t *opts,
+                                                cudaq_mwpm_graph_t **out);
+
+/* Frees a graph (NULL ignored). Every decoder made from it must be destroyed
+ * first. */
+void cudaq_mwpm_graph_destroy(cudaq_mwpm_graph_t *graph);
+
+/* Read-only queries (thread-safe). A NULL graph gives 0. */
+uint32_t cudaq_mwpm_graph_num_nodes(const cudaq_mwpm_graph_t *graph);
+uint32_t cudaq_mwpm_graph_num_observables(const cudaq_mwpm_graph_t *graph);
+size_t cudaq_mwpm_graph_num_edges(const cudaq_mwpm_graph_t *graph);
+
+/* Copies merged edge i out. Returns CUDAQ_MWPM_OK or
+ * CUDAQ_MWPM_ERR_INVALID_ARG (NULL, i out of range). */
+cudaq_mwpm_status_t cudaq_mwpm_graph_edge(const cudaq_mwpm_graph_t *graph, size_t i,
+                                          cudaq_mwpm_edge_t *out);
+
+/* Coordinates of detector d: *coords points into the graph (valid while it
+ * lives), *n may be 0. Returns CUDAQ_MWPM_OK or CUDAQ_MWPM_ERR_INVALID_ARG. */
+cudaq_mwpm_status_t cudaq_mwpm_graph_coords(const cudaq_mwpm_graph_t *graph, uint32_t d,
+                                            const double **coords, size_t *n);
+
+/* Creates one thread's decoder state for a graph (all memory for decoding is
+ * allocated here). Returns CUDAQ_MWPM_OK; CUDAQ_MWPM_ERR_INVALID_ARG;
+ * CUDAQ_MWPM_ERR_NO_MEMORY. */
+cudaq_mwpm_status_t cudaq_mwpm_decoder_create(const cudaq_mwpm_graph_t *graph,
+                                              cudaq_mwpm_decoder_t **out);
+
+/* Frees a decoder (NULL ignored). */
+void cudaq_mwpm_decoder_destroy(cudaq_mwpm_decoder_t *dec);
+
+/* Decodes one shot given as a list of detectors with a detection event (a
+ * detector listed twice cancels). Hot path: no allocation after warm-up (the
+ * event queue may grow during the first shots), no lock, no system call.
+ * Returns CUDAQ_MWPM_OK; CUDAQ_MWPM_ERR_INVALID_ARG (NULL dec or res, NULL
+ * events with num_events > 0); CUDAQ_MWPM_ERR_OUT_OF_RANGE (a detector index
+ * >= the number of nodes); CUDAQ_MWPM_ERR_NO_SOLUTION (some component of the
+ * graph without a boundary holds an odd number of events);
+ * CUDAQ_MWPM_ERR_NO_MEMORY (the event queue could not grow). */
+cudaq_mwpm_status_t cudaq_mwpm_decode(cudaq_mwpm_decoder_t *dec, const uint32_t *events,
+                                      size_t num_events, cudaq_mwpm_result_t *res);
+
+/* The same with one byte per detector (non-zero = detection event). Returns
+ * the statuses of cudaq_mwpm_decode. */
+cudaq_mwpm_status_t cudaq_mwpm_decode_dense(cudaq_mwpm_decoder_t *dec, const uint8_t *dets,
+                                            cudaq_mwpm_result_t *res);
+
+/* The matched pairs of the last successful decode (*pairs points into the
+ * decoder, valid until its next decode). Returns CUDAQ_MWPM_OK or
+ * CUDAQ_MWPM_ERR_INVALID_ARG. */
+cudaq_mwpm_status_t cudaq_mwpm_decoder_pairs(const cudaq_mwpm_decoder_t *dec,
+                                             const cudaq_mwpm_pair_t **pairs, size_t *num_pairs);
+
+/* The edges (indices for cudaq_mwpm_graph_edge) of the last successful
+ * decode's correction: a shortest path for each matched pair, found on
+ * request (not on the hot path; it runs Dijkstra searches). Writes up to cap
+ * indices and the full count to *num_edges. Returns CUDAQ_MWPM_OK;
+ * CUDAQ_MWPM_ERR_INVALID_ARG; CUDAQ_MWPM_ERR_TOO_LARGE (cap too small: *num_edges
+ * says how many are needed). */
+cudaq_mwpm_status_t cudaq_mwpm_decoder_edges(cudaq_mwpm_decoder_t *dec, uint32_t *edges,
+                                             size_t cap, size_t *num_edges);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

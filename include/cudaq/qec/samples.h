@@ -1,0 +1,60 @@
+/*
+ * Readers and writers for stim's sample formats: 01, b8 and dets.
+ *
+ * A record holds num_dets detector bits followed by num_obs observable bits
+ * (observables appended to detection events, or an observables-only file
+ * with num_dets = 0). In the dets format, D# tokens are detectors and L#
+ * tokens observables.
+ */
+#ifndef CUDAQ_QEC_SAMPLES_H
+#define CUDAQ_QEC_SAMPLES_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cudaq/qec/dem.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum cudaq_sample_format {
+  CUDAQ_SAMPLE_01 = 0,
+  CUDAQ_SAMPLE_B8 = 1,
+  CUDAQ_SAMPLE_DETS = 2
+} cudaq_sample_format_t;
+
+/* Maps "01", "b8" or "dets" to a format. Returns CUDAQ_MWPM_OK or
+ * CUDAQ_MWPM_ERR_INVALID_ARG (NULL or unknown name). */
+cudaq_mwpm_status_t cudaq_sample_format_parse(const char *name, cudaq_sample_format_t *out);
+
+typedef struct cudaq_sample_reader cudaq_sample_reader_t;
+
+/* Wraps an open stream (not closed by the reader). num_obs <= 64. Returns
+ * CUDAQ_MWPM_OK; CUDAQ_MWPM_ERR_INVALID_ARG; CUDAQ_MWPM_ERR_NO_MEMORY. */
+cudaq_mwpm_status_t cudaq_sample_reader_create(FILE *f, cudaq_sample_format_t fmt,
+                                               uint32_t num_dets, uint32_t num_obs,
+                                               cudaq_sample_reader_t **out);
+
+/* Reads the next record: the indices of its set detector bits (at most
+ * num_dets of them) into events, their count into *num_events, and its
+ * observable bits into *obs. Returns CUDAQ_MWPM_OK; CUDAQ_MWPM_EOF (no more
+ * records); CUDAQ_MWPM_ERR_FORMAT (err says which record and why: bad
+ * character, short record, index out of range); CUDAQ_MWPM_ERR_IO;
+ * CUDAQ_MWPM_ERR_INVALID_ARG. err may be NULL. */
+cudaq_mwpm_status_t cudaq_sample_reader_next(cudaq_sample_reader_t *r, uint32_t *events,
+                                             size_t *num_events, uint64_t *obs,
+                                             cudaq_mwpm_error_t *err);
+
+/* Frees a reader (NULL ignored). */
+void cudaq_sample_reader_destroy(cudaq_sample_reader_t *r);
+
+/* Writes one record of num_obs observable bits. Returns CUDAQ_MWPM_OK;
+ * CUDAQ_MWPM_ERR_IO; CUDAQ_MWPM_ERR_INVALID_ARG. */
+cudaq_mwpm_status_t cudaq_sample_write_obs(FILE *f, cudaq_sample_format_t fmt, uint64_t obs,
+                                           uint32_t num_obs);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,233 @@
+/* Readers and writers for stim's 01, b8 and dets sample formats. */
+#include "cudaq/qec/samples.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mwpm_internal.h"
+
+struct cudaq_sample_reader {
+  FILE *f;
+  cudaq_sample_format_t fmt;
+  uint32_t num_dets, num_obs;
+  size_t record;   /* 1-based index of the record being read */
+  uint8_t *buf;    /* b8 record */
+  size_t nbytes;
+};
+
+cudaq_mwpm_status_t cudaq_sample_format_parse(const char *name, cudaq_sample_format_t *out) {
+  if (!name || !out)
+    return CUDAQ_MWPM_ERR_INVALID_ARG;
+  if (!strcmp(name, "01"))
+    *out = CUDAQ_SAMPLE_01;
+  else if (!strcmp(name, "b8"))
+    *out = CUDAQ_SAMPLE_B8;
+  else if (!strcmp(name, "dets"))
+    *out = CUDAQ_SAMPLE_DETS;
+  else
+    return CUDAQ_MWPM_ERR_INVALID_ARG;
+  return CUDAQ_MWPM_OK;
+}
+
+cudaq_mwpm_status_t cudaq_sample_reader_create(FILE *f, cudaq_sample_format_t fmt,
+                                               uint32_t num_dets, uint32_t num_obs,
+                                               cudaq_sample_reader_t **out) {
+  if (!f || !out || num_obs > 64 || (fmt != CUDAQ_SAMPLE_01 && fmt != CUDAQ_SAMPLE_B8 &&
+                                     fmt != CUDAQ_SAMPLE_DETS))
+    return CUDAQ_MWPM_ERR_INVALID_ARG;
+  cudaq_sample_reader_t *r = calloc(1, sizeof *r);
+  if (!r)
+    return CUDAQ_MWPM_ERR_NO_MEMORY;
+  r->f = f;
+  r->fmt = fmt;
+  r->num_dets = num_dets;
+  r->num_obs = num_obs;
+  r->nbytes = ((size_t)num_dets + num_obs + 7) / 8;
+  r->buf = malloc(r->nbytes ? r->nbytes : 1);
+  if (!r->buf) {
+    free(r);
+    return CUDAQ_MWPM_ERR_NO_MEMORY;
+  }
+  *out = r;
+  return CUDAQ_MWPM_OK;
+}
+
+void cudaq_sample_reader_destroy(cudaq_sample_reader_t *r) {
+  if (!r)
+    return;
+  free(r->buf);
+  free(r);
+}
+
+static cudaq_mwpm_status_t fmt_err(cudaq_sample_reader_t *r, cudaq_mwpm_error_t *err,
+                                   const char *msg) {
+  cudaq_mwpm__set_error(err, r->record, "record %zu: %s", r->record, msg);
+  return CUDAQ_MWPM_ERR_FORMAT;
+}
+
+static void put_bit(cudaq_sample_reader_t *r, size_t bit, uint32_t *events, size_t *ne,
+                    uint64_t *obs) {
+  if (bit < r->num_dets)
+    events[(*ne)++] = (uint32_t)bit;
+  else
+    *obs |= 1ull << (bit - r->num_dets);
+}
+
+static cudaq_mwpm_status_t next_01(cudaq_sample_reader_t *r, uint32_t *events, size_t *ne,
+                                   uint64_t *obs, cudaq_mwpm_error_t *err) {
+  size_t width = (size_t)r->num_dets + r->num_obs, i = 0;
+  int c;
+  for (;;) {
+    c = getc(r->f);
+    if (c == EOF) {
+      if (i == 0 && !ferror(r->f))
+        return CUDAQ_MWPM_EOF;
+      if (ferror(r->f))
+        return CUDAQ_MWPM_ERR_IO;
+      break;
+    }
+    if (c == '\n')
+      break;
+    if (c == '\r')
+      continue;
+    if (c != '0' && c != '1')
+      return fmt_err(r, err, "01 format: expected '0' or '1'");
+    if (i >= width)
+      return fmt_err(r, err, "01 format: record longer than expected");
+    if (c == '1')
+      put_bit(r, i, events, ne, obs);
+    i++;
+  }
+  if (i != width)
+    return fmt_err(r, err, "01 format: record shorter than expected");
+  return CUDAQ_MWPM_OK;
+}
+
+static cudaq_mwpm_status_t next_b8(cudaq_sample_reader_t *r, uint32_t *events, size_t *ne,
+                                   uint64_t *obs, cudaq_mwpm_error_t *err) {
+  size_t width = (size_t)r->num_dets + r->num_obs;
+  if (r->nbytes == 0)
+    return CUDAQ_MWPM_EOF; /* zero-width records cannot be counted in b8 */
+  size_t got = fread(r->buf, 1, r->nbytes, r->f);
+  if (got == 0)
+    return ferror(r->f) ? CUDAQ_MWPM_ERR_IO : CUDAQ_MWPM_EOF;
+  if (got != r->nbytes)
+    return fmt_err(r, err, "b8 format: truncated record");
+  for (size_t b = 0; b < r->nbytes; b++) {
+    unsigned v = r->buf[b];
+    while (v) {
+      unsigned bit = (unsigned)__builtin_ctz(v);
+      v &= v - 1;
+      size_t i = b * 8 + bit;
+      if (i < width)
+        put_bit(r, i, events, ne, obs);
+    }
+  }
+  return CUDAQ_MWPM_OK;
+}
+
+static cudaq_mwpm_status_t next_dets(cudaq_sample_reader_t *r, uint32_t *events, size_t *ne,
+                                     uint64_t *obs, cudaq_mwpm_error_t *err) {
+  int c;
+  /* Skip blank lines, then expect "shot". */
+  do {
+    c = getc(r->f);
+  } while (c == '\n' || c == '\r' || c == ' ' || c == '\t');
+  if (c == EOF)
+    return ferror(r->f) ? CUDAQ_MWPM_ERR_IO : CUDAQ_MWPM_EOF;
+  const char *kw = "shot";
+  for (int k = 0; k < 4; k++) {
+    if (c != kw[k])
+      return fmt_err(r, err, "dets format: record must start with 'shot'");
+    c = getc(r->f);
+  }
+  for (;;) {
+    while (c == ' ' || c == '\t' || c == '\r')
+      c = getc(r->f);
+    if (c == '\n' || c == EOF)
+      break;
+    int kind = c;
+    if (kind != 'D' && kind != 'L')
+      return fmt_err(r, err, "dets format: expected a D# or L# token");
+    c = getc(r->f);
+    if (!isdigit(c))
+      return fmt_err(r, err, "dets format: expected a number after D or L");
+    uint64_t v = 0;
+    while (isdigit(c)) {
+      v = v * 10 + (uint64_t)(c - '0');
+      if (v > (1ull << 40))
+        return fmt_err(r, err, "dets format: index too large");
+      c = getc(r->f);
+    }
+    if (c != ' ' && c != '\t' && c != '\r' && c != '\n' && c != EOF)
+      return fmt_err(r, err, "dets format: bad token");
+    if (kind == 'D') {
+      if (v >= r->num_dets)
+        return fmt_err(r, err, "dets format: detector index out of range");
+      /* A detector listed twice cancels; keep the list duplicate-free. */
+      size_t j = 0;
+      while (j < *ne && events[j] != (uint32_t)v)
+        j++;
+      if (j < *ne)
+        events[j] = events[--(*ne)];
+      else
+        events[(*ne)++] = (uint32_t)v;
+    } else {
+      if (v >= r->num_obs)
+        return fmt_err(r, err, "dets format: observable index out of range");
+      *obs ^= 1ull << v;
+    }
+  }
+  if (ferror(r->f))
+    return CUDAQ_MWPM_ERR_IO;
+  return CUDAQ_MWPM_OK;
+}
+
+cudaq_mwpm_status_t cudaq_sample_reader_next(cudaq_sample_reader_t *r, uint32_t *events,
+                                             size_t *num_events, uint64_t *obs,
+                                             cudaq_mwpm_error_t *err) {
+  if (!r || !num_events || !obs || (!events && r->num_dets))
+    return CUDAQ_MWPM_ERR_INVALID_ARG;
+  r->record++;
+  *num_events = 0;
+  *obs = 0;
+  switch (r->fmt) {
+  case CUDAQ_SAMPLE_01:
+    return next_01(r, events, num_events, obs, err);
+  case CUDAQ_SAMPLE_B8:
+    return next_b8(r, events, num_events, obs, err);
+  case CUDAQ_SAMPLE_DETS:
+    return next_dets(r, events, num_events, obs, err);
+  }
+  return CUDAQ_MWPM_ERR_INVALID_ARG;
+}
+
+cudaq_mwpm_status_t cudaq_sample_write_obs(FILE *f, cudaq_sample_format_t fmt, uint64_t obs,
+                                           uint32_t num_obs) {
+  if (!f || num_obs > 64)
+    return CUDAQ_MWPM_ERR_INVALID_ARG;
+  int bad = 0;
+  if (fmt == CUDAQ_SAMPLE_01) {
+    char line[66];
+    for (uint32_t i = 0; i < num_obs; i++)
+      line[i] = (obs >> i) & 1 ? '1' : '0';
+    line[num_obs] = '\n';
+    bad = fwrite(line, 1, num_obs + 1, f) != num_obs + 1;
+  } else if (fmt == CUDAQ_SAMPLE_B8) {
+    uint8_t bytes[8];
+    size_t nb = (num_obs + 7) / 8;
+    for (size_t b = 0; b < nb; b++)
+      bytes[b] = (uint8_t)(obs >> (8 * b));
+    bad = nb && fwrite(bytes, 1, nb, f) != nb;
+  } else if (fmt == CUDAQ_SAMPLE_DETS) {
+    bad = fputs("shot", f) < 0;
+    for (uint32_t i = 0; i < num_obs && !bad; i++)
+      if ((obs >> i) & 1)
+        bad = fprintf(f, " L%u", i) < 0;
+    bad = bad || fputc('\n', f) == EOF;
+  } else {
+    return CUDAQ_MWPM_ERR_INVALID_ARG;
+  }
+  return bad ? CUDAQ_MWPM_ERR_IO : CUDAQ_MWPM_OK;
+}

@@ -1,0 +1,50 @@
+#!/bin/sh
+# qec-decode against PyMatching's command line: the same argument lists must
+# give the same outputs (on d = 3 data where the two never disagree), and bad
+# input must fail with a message naming the line.
+# Usage: test_cli.sh QEC_DECODE REF_DIR VENV_DIR
+set -eu
+QD=$1 REF=$2 VENV=$3
+PM="$VENV/bin/pymatching"
+[ -x "$PM" ] || { echo "missing $PM: run scripts/venv.sh" >&2; exit 1; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pass=0
+check() { # name, then the argument list shared by both tools
+  name=$1; shift
+  "$QD" "$@" > "$T/ours" || fail "$name: qec-decode exited $?"
+  "$PM" "$@" > "$T/theirs" || fail "$name: pymatching exited $?"
+  cmp -s "$T/ours" "$T/theirs" || fail "$name: outputs differ"
+  pass=$((pass + 1))
+}
+for n in x_d3_p0.005 z_d3_p0.005; do
+  D="$REF/$n"
+  check "$n predict b8->01" predict --dem "$D.dem" --in "$D.b8" --in_format b8 --out_format 01
+  check "$n predict b8->b8" predict --dem "$D.dem" --in "$D.b8" --in_format b8 --out_format b8
+  for f in dets b8 01; do
+    check "$n predict $f appended" predict --dem "$D.dem" --in "$D.app.$f" --in_format "$f" \
+      --in_includes_appended_observables --out_format 01
+    check "$n count_mistakes $f appended" count_mistakes --dem "$D.dem" --in "$D.app.$f" \
+      --in_format "$f" --in_includes_appended_observables
+  done
+  check "$n count_mistakes obs_in" count_mistakes --dem "$D.dem" --in "$D.b8" --in_format b8 \
+    --obs_in "$D.obs.01" --obs_in_format 01
+  # --out FILE writes the same bytes as stdout.
+  "$QD" predict --dem "$D.dem" --in "$D.b8" --in_format b8 --out "$T/file.01" --out_format 01
+  "$QD" predict --dem "$D.dem" --in "$D.b8" --in_format b8 --out_format 01 > "$T/stdout.01"
+  cmp -s "$T/file.01" "$T/stdout.01" || fail "--out differs from stdout"
+  pass=$((pass + 1))
+done
+# Bad input: a clear message and a non-zero exit, never a crash.
+printf 'error(0.1) D0 D1\nerror(0.1) D0 D1 D2\n' > "$T/bad.dem"
+if "$QD" predict --dem "$T/bad.dem" --in /dev/null 2> "$T/err"; then fail "bad dem accepted"; fi
+grep -q "bad.dem:2: error is not graph-like" "$T/err" || fail "message: $(cat "$T/err")"
+printf 'error(0.1) D0\nerror(0.1) D0 D1\n' > "$T/ok.dem"
+printf '01\n0x\n' > "$T/bad.01"
+if "$QD" predict --dem "$T/ok.dem" --in "$T/bad.01" 2> "$T/err" > /dev/null; then fail "bad 01 accepted"; fi
+grep -q "record 2" "$T/err" || fail "message: $(cat "$T/err")"
+if "$QD" bogus --dem "$T/ok.dem" 2> /dev/null; then fail "unknown command accepted"; fi
+if "$QD" predict 2> /dev/null; then fail "missing --dem accepted"; fi
+pass=$((pass + 4))
+echo "$pass passed, 0 failed"

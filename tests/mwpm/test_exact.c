@@ -1,0 +1,308 @@
+/* Exactness of the decoder against brute force on small random graphs:
+ * all-pairs shortest paths plus a dynamic program over all pairings of the
+ * detection events (the minimum-weight edge set whose boundary is the event
+ * set is a minimum-weight pairing by shortest paths). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cudaq/qec/mwpm.h"
+#include "mwpm_internal.h"
+
+#define MAXN 64
+#define MAXK 14
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint64_t rnd(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return rng_state;
+}
+static double urand(void) { return (double)(rnd() >> 11) * (1.0 / 9007199254740992.0); }
+
+typedef struct ref {
+  int n;
+  double dist[MAXN + 1][MAXN + 1]; /* node MAXN-indexed slot n is the boundary */
+  uint64_t obs[MAXN + 1][MAXN + 1];
+} ref_t;
+
+/* Floyd-Warshall on |w| with the boundary as node n. */
+static void ref_build(ref_t *r, int n, const cudaq_mwpm_edge_t *edges, size_t m) {
+  r->n = n;
+  for (int i = 0; i <= n; i++)
+    for (int j = 0; j <= n; j++) {
+      r->dist[i][j] = i == j ? 0 : INFINITY;
+      r->obs[i][j] = 0;
+    }
+  for (size_t k = 0; k < m; k++) {
+    int u = edges[k].u, v = edges[k].v < 0 ? n : edges[k].v;
+    double w = fabs(edges[k].weight);
+    if (w < r->dist[u][v]) {
+      r->dist[u][v] = r->dist[v][u] = w;
+      r->obs[u][v] = r->obs[v][u] = edges[k].obs_mask;
+    }
+  }
+  for (int k = 0; k <= n; k++)
+    for (int i = 0; i <= n; i++)
+      for (int j = 0; j <= n; j++)
+        if (r->dist[i][k] + r->dist[k][j] < r->dist[i][j]) {
+          r->dist[i][j] = r->dist[i][k] + r->dist[k][j];
+          r->obs[i][j] = r->obs[i][k] ^ r->obs[k][j];
+        }
+}
+
+/* Minimum pairing cost of the events (each may go to the boundary). */
+static double ref_solve(const ref_t *r, const int *ev, int k, uint64_t *obs) {
+  static double f[1 << MAXK];
+  static uint64_t fo[1 << MAXK];
+  int full = (1 << k) - 1;
+  f[0] = 0;
+  fo[0] = 0;
+  for (int s = 1; s <= full; s++) {
+    int i = __builtin_ctz((unsigned)s);
+    int rest = s & ~(1 << i);
+    double best = f[rest] + r->dist[ev[i]][r->n];
+    uint64_t bo = fo[rest] ^ r->obs[ev[i]][r->n];
+    for (int j = i + 1; j < k; j++) {
+      if (!(rest >> j & 1))
+        continue;
+      double c = f[rest & ~(1 << j)] + r->dist[ev[i]][ev[j]];
+      if (c < best) {
+        best = c;
+        bo = fo[rest & ~(1 << j)] ^ r->obs[ev[i]][ev[j]];
+      }
+    }
+    f[s] = best;
+    fo[s] = bo;
+  }
+  *obs = fo[full];
+  return f[full];
+}
+
+static int random_graph(cudaq_mwpm_edge_t *edges, int n, double pe, double pb, int allow_neg,
+                        int int_weights) {
+  int m = 0;
+  for (int u = 0; u < n; u++) {
+    for (int v = u + 1; v < n; v++)
+      if (urand() < pe) {
+        edges[m].u = u;
+        edges[m].v = v;
+        edges[m].weight = int_weights ? (double)(1 + rnd() % 4) : 0.05 + 10 * urand();
+        edges[m].obs_mask = rnd() & 0xff;
+        m++;
+      }
+    if (urand() < pb) {
+      edges[m].u = u;
+      edges[m].v = -1;
+      edges[m].weight = int_weights ? (double)(1 + rnd() % 4) : 0.05 + 10 * urand();
+      edges[m].obs_mask = rnd() & 0xff;
+      m++;
+    }
+  }
+  if (allow_neg)
+    for (int i = 0; i < m; i++)
+      if (urand() < 0.1)
+        edges[i].weight = -edges[i].weight;
+  return m;
+}
+
+/* Compares decoder and brute force on many random graphs and shots. */
+static void run_random(int trials, int nmin, int nmax, double pe, double pb, int allow_neg,
+                       int int_weights) {
+  cudaq_mwpm_edge_t edges[MAXN * MAXN];
+  ref_t ref;
+  long checked = 0, nosol = 0;
+  for (int t = 0; t < trials; t++) {
+    int n = nmin + (int)(rnd() % (unsigned)(nmax - nmin + 1));
+    int m = random_graph(edges, n, pe, pb, allow_neg, int_weights);
+    cudaq_mwpm_graph_t *g = NULL;
+    assert_int_equal(cudaq_mwpm_graph_from_edges((uint32_t)n, 8, edges, (size_t)m, NULL, &g),
+                     CUDAQ_MWPM_OK);
+    /* The graph merged nothing (no parallel edges); use its edges. */
+    cudaq_mwpm_decoder_t *dec = NULL;
+    assert_int_equal(cudaq_mwpm_decoder_create(g, &dec), CUDAQ_MWPM_OK);
+    ref_build(&ref, n, edges, (size_t)m);
+    double negw = 0;
+    uint64_t nego = 0;
+    int negflip[MAXN] = {0};
+    for (int i = 0; i < m; i++)
+      if (edges[i].weight < 0) {
+        negw += edges[i].weight;
+        nego ^= edges[i].obs_mask;
+        negflip[edges[i].u] ^= 1;
+        if (edges[i].v >= 0)
+          negflip[edges[i].v] ^= 1;
+      }
+    for (int shot = 0; shot < 30; shot++) {
+      uint32_t ev[MAXN];
+      memset(ev, 0, sizeof ev);
+      int k = 0, refev[MAXN], nref = 0;
+      int on[MAXN] = {0};
+      double pev = n > 16 ? 10.0 / n : 0.4;
+      for (int i = 0; i < n; i++)
+        if (urand() < pev) {
+          ev[k++] = (uint32_t)i;
+          on[i] = 1;
+        }
+      for (int i = 0; i < n; i++)
+        if (on[i] ^ negflip[i])
+          refev[nref++] = i;
+      uint64_t robs;
+      double rw = nref <= MAXK ? ref_solve(&ref, refev, nref, &robs) : NAN;
+      if (isnan(rw))
+        continue;
+      cudaq_mwpm_result_t res;
+      cudaq_mwpm_status_t st = cudaq_mwpm_decode(dec, ev, (size_t)k, &res);
+      if (isinf(rw)) {
+        assert_int_equal(st, CUDAQ_MWPM_ERR_NO_SOLUTION);
+        nosol++;
+        continue;
+      }
+      if (st != CUDAQ_MWPM_OK || fabs(res.weight - (rw + negw)) > 1e-5 * (1 + fabs(rw))) {
+        fprintf(stderr, "trial %d shot %d: n=%d m=%d status %d weight %.9f, brute force %.9f\n",
+                t, shot, n, m, st, res.weight, rw + negw);
+        for (int i = 0; i < m; i++)
+          fprintf(stderr, "  edge %d-%d w=%g obs=%llx\n", edges[i].u, edges[i].v,
+                  edges[i].weight, (unsigned long long)edges[i].obs_mask);
+        for (int i = 0; i < k; i++)
+          fprintf(stderr, "  event %u\n", ev[i]);
+        fail();
+      }
+      if (!int_weights)
+        assert_int_equal(res.obs_mask, robs ^ nego); /* unique optimum almost surely */
+      /* Pairs: each at shortest-path distance, covering every event once. */
+      const cudaq_mwpm_pair_t *pairs;
+      size_t np;
+      assert_int_equal(cudaq_mwpm_decoder_pairs(dec, &pairs, &np), CUDAQ_MWPM_OK);
+      double sum = 0;
+      int seen[MAXN] = {0};
+      for (size_t i = 0; i < np; i++) {
+        int a = pairs[i].a, b = pairs[i].b < 0 ? n : pairs[i].b;
+        sum += ref.dist[a][b];
+        seen[a]++;
+        if (b < n)
+          seen[b]++;
+      }
+      for (int i = 0; i < nref; i++)
+        assert_int_equal(seen[refev[i]], 1);
+      assert_true(fabs(sum - rw) < 1e-5 * (1 + rw));
+      /* Edges on request: their weights add up to the total. */
+      uint32_t eidx[MAXN * MAXN * 2];
+      size_t ne;
+      assert_int_equal(cudaq_mwpm_decoder_edges(dec, eidx, MAXN * MAXN * 2, &ne), CUDAQ_MWPM_OK);
+      double ew = 0;
+      uint64_t eo = 0;
+      for (size_t i = 0; i < ne; i++) {
+        cudaq_mwpm_edge_t e;
+        assert_int_equal(cudaq_mwpm_graph_edge(g, eidx[i], &e), CUDAQ_MWPM_OK);
+        ew += e.weight;
+        eo ^= e.obs_mask;
+      }
+      if (negw == 0) {
+        assert_true(fabs(ew - res.weight) < 1e-5 * (1 + fabs(rw)));
+        if (!int_weights)
+          assert_int_equal(eo, res.obs_mask);
+      }
+      checked++;
+    }
+    assert_int_equal(cudaq_mwpm__parity_violations(dec), 0);
+    cudaq_mwpm_decoder_destroy(dec);
+    cudaq_mwpm_graph_destroy(g);
+  }
+  printf("checked %ld shots (%ld without solution)\n", checked, nosol);
+}
+
+static void test_random_sparse(void **state) {
+  (void)state;
+  run_random(3000, 2, 16, 0.25, 0.3, 0, 0);
+}
+
+static void test_random_dense(void **state) {
+  (void)state;
+  run_random(1500, 2, 12, 0.7, 0.5, 0, 0);
+}
+
+static void test_random_no_boundary(void **state) {
+  (void)state;
+  run_random(1500, 2, 12, 0.4, 0.0, 0, 0);
+}
+
+static void test_random_ties(void **state) {
+  (void)state;
+  run_random(3000, 2, 16, 0.35, 0.3, 0, 1);
+}
+
+/* Larger sparse graphs (average degree about 3-4), where blossoms nest. */
+static void test_random_larger(void **state) {
+  (void)state;
+  run_random(300, 30, MAXN, 0.07, 0.1, 0, 0);
+  run_random(300, 30, MAXN, 0.07, 0.1, 0, 1);
+}
+
+static void test_random_negative(void **state) {
+  (void)state;
+  run_random(1000, 2, 12, 0.4, 0.3, 1, 0);
+}
+
+static void test_api_errors(void **state) {
+  (void)state;
+  cudaq_mwpm_edge_t e[2] = {{0, 1, 1.0, 1}, {1, -1, 2.0, 0}};
+  cudaq_mwpm_graph_t *g = NULL;
+  assert_int_equal(cudaq_mwpm_graph_from_edges(2, 1, e, 2, NULL, NULL), CUDAQ_MWPM_ERR_INVALID_ARG);
+  cudaq_mwpm_edge_t bad = {0, 0, 1.0, 0};
+  assert_int_equal(cudaq_mwpm_graph_from_edges(2, 1, &bad, 1, NULL, &g), CUDAQ_MWPM_ERR_INVALID_ARG);
+  bad.v = 5;
+  assert_int_equal(cudaq_mwpm_graph_from_edges(2, 1, &bad, 1, NULL, &g), CUDAQ_MWPM_ERR_INVALID_ARG);
+  bad.v = 1;
+  bad.weight = NAN;
+  assert_int_equal(cudaq_mwpm_graph_from_edges(2, 1, &bad, 1, NULL, &g), CUDAQ_MWPM_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_mwpm_graph_from_edges(2, 1, e, 2, NULL, &g), CUDAQ_MWPM_OK);
+  cudaq_mwpm_decoder_t *d = NULL;
+  assert_int_equal(cudaq_mwpm_decoder_create(NULL, &d), CUDAQ_MWPM_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_mwpm_decoder_create(g, &d), CUDAQ_MWPM_OK);
+  cudaq_mwpm_result_t r;
+  uint32_t ev[3] = {0, 1, 2};
+  assert_int_equal(cudaq_mwpm_decode(d, ev, 3, &r), CUDAQ_MWPM_ERR_OUT_OF_RANGE);
+  assert_int_equal(cudaq_mwpm_decode(d, NULL, 1, &r), CUDAQ_MWPM_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_mwpm_decode(d, ev, 0, &r), CUDAQ_MWPM_OK);
+  assert_int_equal(r.num_pairs, 0);
+  assert_int_equal(cudaq_mwpm_decode(d, ev, 2, &r), CUDAQ_MWPM_OK);
+  assert_int_equal(r.obs_mask, 1);
+  assert_true(r.weight == 1.0);
+  uint32_t twice[2] = {1, 1};
+  assert_int_equal(cudaq_mwpm_decode(d, twice, 2, &r), CUDAQ_MWPM_OK);
+  assert_int_equal(r.num_pairs, 0);
+  uint8_t dense[2] = {0, 1};
+  assert_int_equal(cudaq_mwpm_decode_dense(d, dense, &r), CUDAQ_MWPM_OK);
+  assert_true(r.weight == 2.0);
+  size_t ne;
+  assert_int_equal(cudaq_mwpm_decoder_edges(d, NULL, 0, &ne), CUDAQ_MWPM_ERR_TOO_LARGE);
+  assert_int_equal(ne, 1);
+  cudaq_mwpm_decoder_destroy(d);
+  cudaq_mwpm_graph_destroy(g);
+  /* No boundary, odd number of events. */
+  assert_int_equal(cudaq_mwpm_graph_from_edges(2, 1, e, 1, NULL, &g), CUDAQ_MWPM_OK);
+  assert_int_equal(cudaq_mwpm_decoder_create(g, &d), CUDAQ_MWPM_OK);
+  assert_int_equal(cudaq_mwpm_decode(d, ev, 1, &r), CUDAQ_MWPM_ERR_NO_SOLUTION);
+  assert_int_equal(cudaq_mwpm_decode(d, ev, 2, &r), CUDAQ_MWPM_OK); /* state was cleaned */
+  cudaq_mwpm_decoder_destroy(d);
+  cudaq_mwpm_graph_destroy(g);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_api_errors),       cmocka_unit_test(test_random_sparse),
+      cmocka_unit_test(test_random_dense),     cmocka_unit_test(test_random_no_boundary),
+      cmocka_unit_test(test_random_ties),      cmocka_unit_test(test_random_negative),
+      cmocka_unit_test(test_random_larger),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
