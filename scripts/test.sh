@@ -5,7 +5,8 @@
 #      GPU tests skip (exit 77) without a device
 #   2. ASan + UBSan build: all tests
 #   3. TSan build (clang): the multi-threaded tests
-#   4. libFuzzer over the slot parser, bounded (FUZZ_SECONDS, default 60)
+#   4. libFuzzer over the slot parser and the DEM parser + decoder, bounded
+#      (FUZZ_SECONDS each, default 60)
 #   5. install, then build a consumer with find_package and with pkg-config
 # Long stress and soak runs are separate: see README ("Stress, soak, fuzz").
 set -euo pipefail
@@ -14,6 +15,7 @@ ROOT=$PWD
 JOBS=$(nproc)
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 scripts/install-deps.sh
+scripts/venv.sh   # stim + PyMatching for the MWPM agreement tests (pinned, tools/requirements.txt)
 
 passed=0 failed=0
 tally() { # parses ctest's closing line from $1
@@ -47,20 +49,26 @@ cmake -S . -B build-tsan -G Ninja -DCUDAQ_ENABLE_CUDA=OFF -DCUDAQ_SANITIZE=threa
 cmake --build build-tsan -j"$JOBS"
 run_ctest build-tsan -L mt
 
-echo "== 4. libFuzzer: slot parser, ${FUZZ_SECONDS} s"
+echo "== 4. libFuzzer: slot parser and DEM parser/decoder, ${FUZZ_SECONDS} s each"
 cmake -S . -B build-fuzz -G Ninja -DCUDAQ_ENABLE_CUDA=OFF -DCUDAQ_BUILD_FUZZERS=ON \
   -DCUDAQ_SANITIZE=address -DCUDAQ_BUILD_TESTS=OFF -DCUDAQ_BUILD_BENCH=OFF \
   -DCUDAQ_BUILD_EXAMPLES=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
-cmake --build build-fuzz -j"$JOBS" --target fuzz_slot
-corpus=$(mktemp -d); cp fuzz/corpus/slot/* "$corpus"/
-if ./build-fuzz/fuzz/fuzz_slot -max_total_time="$FUZZ_SECONDS" -max_len=1100 -print_final_stats=1 \
-     "$corpus" > build-fuzz/fuzz.log 2>&1; then
-  grep -E "^Done|stat::number_of_executed_units" build-fuzz/fuzz.log | head -2
-  echo "fuzz_slot: no crash"; passed=$((passed + 1))
-else
-  tail -40 build-fuzz/fuzz.log; echo "fuzz_slot: FAILED"; failed=$((failed + 1))
-fi
-rm -rf "$corpus"
+cmake --build build-fuzz -j"$JOBS" --target fuzz_slot fuzz_dem
+fuzz() { # fuzz NAME SEED_DIR [libFuzzer options]
+  local name=$1 seeds=$2; shift 2
+  local corpus; corpus=$(mktemp -d)
+  [ -d "$seeds" ] && cp "$seeds"/* "$corpus"/ 2>/dev/null
+  if ./build-fuzz/fuzz/"$name" -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 "$@" \
+       "$corpus" > "build-fuzz/$name.log" 2>&1; then
+    grep -E "^Done" "build-fuzz/$name.log" | tail -1
+    echo "$name: no crash"; passed=$((passed + 1))
+  else
+    tail -40 "build-fuzz/$name.log"; echo "$name: FAILED"; failed=$((failed + 1))
+  fi
+  rm -rf "$corpus"
+}
+fuzz fuzz_slot fuzz/corpus/slot -max_len=1100
+fuzz fuzz_dem fuzz/corpus/dem -max_len=4096
 
 echo "== 5. install and consume"
 prefix=$(mktemp -d)

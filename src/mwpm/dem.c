@@ -300,8 +300,10 @@ static int parse_line(parser_t *ps, const char *p, const char *e, size_t *stack,
     ps->tgts[ps->ntgts++] = t;
     in->ntgts++;
   }
-  target_t *tg = ps->tgts + in->tgt0;
-  double *ar = ps->args + in->arg0;
+  /* No arithmetic on a NULL array (an instruction without targets or
+   * arguments before any was stored): undefined behaviour in C. */
+  target_t *tg = ps->tgts ? ps->tgts + in->tgt0 : NULL;
+  double *ar = ps->args ? ps->args + in->arg0 : NULL;
   switch (op) {
   case OP_ERROR:
     if (in->nargs != 1)
@@ -487,8 +489,8 @@ static int exec_detector(exec_state_t *st, const instr_t *in, const target_t *tg
 static int exec_range(exec_state_t *st, const parser_t *ps, size_t first, size_t count) {
   for (size_t i = first; i < first + count; i++) {
     const instr_t *in = &ps->ins[i];
-    const target_t *tg = ps->tgts + in->tgt0;
-    const double *ar = ps->args + in->arg0;
+    const target_t *tg = ps->tgts ? ps->tgts + in->tgt0 : NULL; /* see above: no NULL arithmetic */
+    const double *ar = ps->args ? ps->args + in->arg0 : NULL;
     if (++st->work > CUDAQ_DEM_MAX_EXPANDED_INSTRUCTIONS)
       return xerr(st, in->line, CUDAQ_MWPM_ERR_TOO_LARGE,
                   "model too large after expanding repeat blocks");
