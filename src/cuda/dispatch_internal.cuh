@@ -2,6 +2,7 @@
 #ifndef CUDAQ_SRC_DISPATCH_INTERNAL_CUH
 #define CUDAQ_SRC_DISPATCH_INTERNAL_CUH
 
+#include <cuda/atomic>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -37,6 +38,30 @@ struct cudaq__device_state {
 /* Prints the device state of the dispatcher using `stats` to stderr (for
  * tests and debugging; not part of the API). */
 extern "C" void cudaq__dispatch_debug_dump(const uint64_t *stats);
+
+/* System-scope flag accesses of the device side (the GPU only loads and
+ * stores host-mapped words; it never does read-modify-write on them, since
+ * hostNativeAtomicSupported is 0 on the machines we target). Each call site
+ * names the pairing it takes part in. */
+static __device__ inline uint64_t cudaq__load_acquire_sys(uint64_t *p) {
+  return cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p).load(cuda::memory_order_acquire);
+}
+static __device__ inline void cudaq__store_release_sys(uint64_t *p, uint64_t v) {
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p).store(v, cuda::memory_order_release);
+}
+
+/* Counts an answered request's status (called only by the one thread that
+ * owns the counters of a dispatcher, so plain increments suffice). */
+static __device__ inline void cudaq__count_status(cudaq__device_state *c, int32_t status) {
+  switch (status) {
+  case 0: break;
+  case CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE: c->err_payload_too_large++; break;
+  case CUDAQ_RPC_ERR_ARG_LEN_MISMATCH: c->err_arg_len_mismatch++; break;
+  case CUDAQ_RPC_ERR_RESULT_TOO_LARGE: c->err_result_too_large++; break;
+  case CUDAQ_RPC_ERR_UNSUPPORTED_MODE: c->err_unsupported_mode++; break;
+  default: c->handler_errors++; break; /* includes CUDAQ_RPC_ERR_LAUNCH_FAILED */
+  }
+}
 
 /* The device state of the dispatcher whose stats buffer is `stats`;
  * created (zeroed) on first use when create is true. NULL on failure. */

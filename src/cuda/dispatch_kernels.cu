@@ -65,12 +65,6 @@ struct cached_entry {
 
 using request_state = cudaq__request_state;
 
-__device__ inline uint64_t load_acquire_sys(uint64_t *p) {
-  return cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p).load(cuda::memory_order_acquire);
-}
-__device__ inline void store_release_sys(uint64_t *p, uint64_t v) {
-  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p).store(v, cuda::memory_order_release);
-}
 __device__ inline int load_relaxed_sys(int *p) {
   return cuda::atomic_ref<int, cuda::thread_scope_system>(*p).load(cuda::memory_order_relaxed);
 }
@@ -139,7 +133,7 @@ __device__ uint32_t poll_ready_slot(const dispatch_params &p, uint32_t slot, uin
     if (lane == 0) {
       /* A1 pairs with R1 in cudaq_host_ringbuffer_signal_slot: a nonzero
        * flag makes the request bytes visible to this thread. */
-      if (load_acquire_sys(&p.rx_flags[slot]) != 0) found = slot;
+      if (cudaq__load_acquire_sys(&p.rx_flags[slot]) != 0) found = slot;
     }
     found = __shfl_sync(0xFFFFFFFFu, found, 0);
     if (found != UINT32_MAX) return found;
@@ -148,7 +142,7 @@ __device__ uint32_t poll_ready_slot(const dispatch_params &p, uint32_t slot, uin
        * block's slots; the lowest set lane wins. */
       uint32_t k = window + lane;
       uint32_t s = first + (k % my_slots) * step;
-      bool set = lane < my_slots && load_acquire_sys(&p.rx_flags[s]) != 0; /* A1 */
+      bool set = lane < my_slots && cudaq__load_acquire_sys(&p.rx_flags[s]) != 0; /* A1 */
       uint32_t mask = __ballot_sync(0xFFFFFFFFu, set);
       window = (window + 32u) % my_slots;
       if (mask) return __shfl_sync(0xFFFFFFFFu, s, __ffs(mask) - 1);
@@ -181,7 +175,7 @@ __device__ void parse_request(const dispatch_params &p, const cached_entry *cach
   st->cmd = CMD_ANSWER;
   /* R2a marks the slot in flight (see finish_request for why the order of
    * the three flag stores is what it is). */
-  store_release_sys(&p.tx_flags[slot], CUDAQ_TX_FLAG_IN_FLIGHT);
+  cudaq__store_release_sys(&p.tx_flags[slot], CUDAQ_TX_FLAG_IN_FLIGHT);
   if (w2 > p.rx_stride - CUDAQ_RPC_HEADER_SIZE) st->status = CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE;
   else if (e.fixed_len != UINT32_MAX && w2 != e.fixed_len) st->status = CUDAQ_RPC_ERR_ARG_LEN_MISMATCH;
   else if (e.mode != CUDAQ_DISPATCH_DEVICE_CALL || e.fn == nullptr) st->status = CUDAQ_RPC_ERR_UNSUPPORTED_MODE;
@@ -223,20 +217,13 @@ __device__ void finish_request(const dispatch_params &p, const request_state *st
    * arrives. The in-flight marker keeps the producer (which reuses a slot
    * only when both flags are 0) off the slot between R3 and R2.
    * R3 hands the RX slot back; pairs with A3 in slot_available. */
-  store_release_sys(&p.rx_flags[st->slot], 0);
+  cudaq__store_release_sys(&p.rx_flags[st->slot], 0);
   /* R2 publishes the response (header by this thread, result bytes by the
    * block, ordered before this by the preceding barrier); pairs with A2 in
    * cudaq_host_ringbuffer_poll_tx_flag. */
-  store_release_sys(&p.tx_flags[st->slot], (uint64_t)(uintptr_t)tx);
+  cudaq__store_release_sys(&p.tx_flags[st->slot], (uint64_t)(uintptr_t)tx);
   cudaq__device_state *c = p.state;
-  switch (status) {
-  case 0: break;
-  case CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE: bump(&c->err_payload_too_large); break;
-  case CUDAQ_RPC_ERR_ARG_LEN_MISMATCH: bump(&c->err_arg_len_mismatch); break;
-  case CUDAQ_RPC_ERR_RESULT_TOO_LARGE: bump(&c->err_result_too_large); break;
-  case CUDAQ_RPC_ERR_UNSUPPORTED_MODE: bump(&c->err_unsupported_mode); break;
-  default: bump(&c->handler_errors); break;
-  }
+  cudaq__count_status(c, status);
   *processed += 1;
   /* stats[0] (the spec's processed count) may be host memory: a posted
    * store, read by the host with a relaxed load. */
@@ -245,7 +232,7 @@ __device__ void finish_request(const dispatch_params &p, const request_state *st
 }
 
 __device__ void drop_request(const dispatch_params &p, const request_state *st) {
-  store_release_sys(&p.rx_flags[st->slot], 0); /* R3: consumed, no response */
+  cudaq__store_release_sys(&p.rx_flags[st->slot], 0); /* R3: consumed, no response */
   bump(st->drop_kind == 0 ? &p.state->dropped_bad_magic : &p.state->dropped_unknown_function);
 }
 
@@ -289,7 +276,7 @@ __device__ void dispatch_loop(const dispatch_params &p) {
       }
       if (draining) { /* one lap over this block's slots, in ring order */
         while (drain_left > 0 && s == UINT32_MAX) {
-          uint32_t ready = threadIdx.x == 0 && load_acquire_sys(&p.rx_flags[slot]) != 0; /* A1 */
+          uint32_t ready = threadIdx.x == 0 && cudaq__load_acquire_sys(&p.rx_flags[slot]) != 0; /* A1 */
           if (__shfl_sync(0xFFFFFFFFu, ready, 0)) s = slot;
           else slot = slot + step < p.num_slots ? slot + step : first;
           --drain_left;

@@ -52,12 +52,6 @@ struct graph_state {
   uint64_t relaunch_error;
 };
 
-__device__ inline uint64_t load_acquire_sys(uint64_t *p) {
-  return cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p).load(cuda::memory_order_acquire);
-}
-__device__ inline void store_release_sys(uint64_t *p, uint64_t v) {
-  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p).store(v, cuda::memory_order_release);
-}
 
 /* Answers a request the dispatcher itself rejects. Flag order as in
  * dispatch_kernels.cu: RX cleared first, the response published last. */
@@ -70,18 +64,10 @@ __device__ void answer(const graph_params &p, uint32_t slot, int32_t status, uin
   h[3] = rid;
   h[4] = (uint32_t)ptp;
   h[5] = (uint32_t)(ptp >> 32);
-  store_release_sys(&p.rx_flags[slot], 0);                         /* R3, pairs with A3 */
-  store_release_sys(&p.tx_flags[slot], (uint64_t)(uintptr_t)tx); /* R2, pairs with A2 */
+  cudaq__store_release_sys(&p.rx_flags[slot], 0);                         /* R3, pairs with A3 */
+  cudaq__store_release_sys(&p.tx_flags[slot], (uint64_t)(uintptr_t)tx); /* R2, pairs with A2 */
 }
 
-__device__ void count_status(cudaq__device_state *c, int32_t status) {
-  switch (status) {
-  case CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE: c->err_payload_too_large++; break;
-  case CUDAQ_RPC_ERR_ARG_LEN_MISMATCH: c->err_arg_len_mismatch++; break;
-  case CUDAQ_RPC_ERR_UNSUPPORTED_MODE: c->err_unsupported_mode++; break;
-  default: c->handler_errors++; break; /* includes CUDAQ_RPC_ERR_LAUNCH_FAILED */
-  }
-}
 
 __global__ void graph_dispatch_kernel(graph_params p) {
   if (blockIdx.x != 0 || threadIdx.x != 0) return; /* one thread does it all */
@@ -99,7 +85,7 @@ __global__ void graph_dispatch_kernel(graph_params p) {
       drain_left = p.num_slots;
     }
     /* A1 pairs with R1 (producer): the request bytes are visible. */
-    if (load_acquire_sys(&p.rx_flags[slot]) == 0) {
+    if (cudaq__load_acquire_sys(&p.rx_flags[slot]) == 0) {
       if (draining) {
         if (--drain_left == 0) break;
         slot = slot + 1 == p.num_slots ? 0 : slot + 1;
@@ -113,7 +99,7 @@ __global__ void graph_dispatch_kernel(graph_params p) {
     for (uint32_t i = 0; i < p.table_count; ++i)
       if (p.table[i].function_id == fid) e = &p.table[i];
     if (magic != CUDAQ_RPC_MAGIC_REQUEST || !e) {
-      store_release_sys(&p.rx_flags[slot], 0); /* R3: consumed without response */
+      cudaq__store_release_sys(&p.rx_flags[slot], 0); /* R3: consumed without response */
       if (magic != CUDAQ_RPC_MAGIC_REQUEST) c->dropped_bad_magic++;
       else c->dropped_unknown_function++;
     } else {
@@ -122,7 +108,7 @@ __global__ void graph_dispatch_kernel(graph_params p) {
       int32_t status = 0;
       /* In flight from here: the producer leaves the slot alone until the
        * response is published (by us or by the graph). */
-      store_release_sys(&p.tx_flags[slot], CUDAQ_TX_FLAG_IN_FLIGHT);
+      cudaq__store_release_sys(&p.tx_flags[slot], CUDAQ_TX_FLAG_IN_FLIGHT);
       if (arg_len > p.rx_stride - CUDAQ_RPC_HEADER_SIZE) status = CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE;
       else if (e->schema.num_args > 0 &&
                cudaq_schema_arg_layout(&e->schema, nullptr, &total, &fixed) == CUDAQ_OK && fixed &&
@@ -159,7 +145,7 @@ __global__ void graph_dispatch_kernel(graph_params p) {
          * is the last flag store of the request (see the flag-order note in
          * dispatch_kernels.cu); the in-flight marker keeps the producer off
          * the slot meanwhile. R3, pairs with A3. */
-        store_release_sys(&p.rx_flags[slot], 0);
+        cudaq__store_release_sys(&p.rx_flags[slot], 0);
         __threadfence(); /* the context is complete before the child starts */
         /* The previous launch of this graph may still be finishing after it
          * freed the context (a graph runs one launch at a time): retry for
@@ -180,7 +166,7 @@ __global__ void graph_dispatch_kernel(graph_params p) {
       }
       if (status != 0) {
         answer(p, slot, status, rid, ptp); /* clears RX (again, harmless) then publishes TX */
-        count_status(c, status);
+        cudaq__count_status(c, status);
       }
       c->processed++;
       cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(p.stats[0]).store(c->processed,

@@ -32,12 +32,6 @@ struct cudaq_emu_transport {
 
 namespace {
 
-__device__ inline uint64_t load_acquire_sys(uint64_t *p) {
-  return cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p).load(cuda::memory_order_acquire);
-}
-__device__ inline void store_release_sys(uint64_t *p, uint64_t v) {
-  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p).store(v, cuda::memory_order_release);
-}
 
 struct unified_params {
   uint8_t *frames;
@@ -60,7 +54,7 @@ __global__ void unified_emu_kernel(unified_params p) {
   for (;;) {
     /* U1 pairs with N1 in cudaq_emu_nic_send: frames below `delivered`
      * are complete and visible. */
-    uint64_t delivered = load_acquire_sys(p.delivered);
+    uint64_t delivered = cudaq__load_acquire_sys(p.delivered);
     if (delivered == next) {
       if (++iter % 64 == 0 &&
           cuda::atomic_ref<int, cuda::thread_scope_system>(*p.shutdown).load(cuda::memory_order_relaxed))
@@ -107,14 +101,7 @@ __global__ void unified_emu_kernel(unified_params p) {
       h[3] = rid;
       h[4] = t0;
       h[5] = t1;
-      switch (status) {
-      case 0: break;
-      case CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE: c->err_payload_too_large++; break;
-      case CUDAQ_RPC_ERR_ARG_LEN_MISMATCH: c->err_arg_len_mismatch++; break;
-      case CUDAQ_RPC_ERR_RESULT_TOO_LARGE: c->err_result_too_large++; break;
-      case CUDAQ_RPC_ERR_UNSUPPORTED_MODE: c->err_unsupported_mode++; break;
-      default: c->handler_errors++; break;
-      }
+      cudaq__count_status(c, status);
       c->processed++;
       cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(p.stats[0]).store(c->processed,
                                                                               cuda::memory_order_relaxed);
@@ -122,7 +109,7 @@ __global__ void unified_emu_kernel(unified_params p) {
     ++next;
     /* U2 publishes the response written in place; pairs with N2 in
      * cudaq_emu_nic_poll. */
-    store_release_sys(p.sent, next);
+    cudaq__store_release_sys(p.sent, next);
   }
 }
 
