@@ -186,9 +186,11 @@ cudaq_status_t cudaq_dispatcher_set_ringbuffer(cudaq_dispatcher_t *dispatcher,
   CHECK_ARG(r->rx_data && r->tx_data, fn, "rx_data or tx_data is NULL");
   CHECK_ARG(r->rx_flags != r->tx_flags, fn, "rx_flags and tx_flags are the same array");
   const uint32_t slot = dispatcher->config.slot_size;
-  if (r->rx_stride_sz < slot || r->tx_stride_sz < CUDAQ_RPC_HEADER_SIZE)
+  if (r->rx_stride_sz < slot || r->tx_stride_sz < CUDAQ_RPC_HEADER_SIZE ||
+      r->rx_stride_sz > UINT32_MAX || r->tx_stride_sz > UINT32_MAX)
     return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
-                       "%s: rx_stride_sz %zu must be >= slot_size %u and tx_stride_sz %zu >= %u",
+                       "%s: rx_stride_sz %zu must be >= slot_size %u and tx_stride_sz %zu >= %u "
+                       "(both below 4 GiB)",
                        fn, r->rx_stride_sz, slot, r->tx_stride_sz, CUDAQ_RPC_HEADER_SIZE);
   if (r->rx_data == r->tx_data && r->rx_stride_sz != r->tx_stride_sz)
     return cudaq__fail(CUDAQ_ERR_INVALID_ARG,

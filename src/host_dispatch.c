@@ -28,7 +28,7 @@ void cudaq__host_handle_slot(cudaq_dispatcher_t *d, uint32_t slot) {
   uint8_t *tx = rb->tx_data_host + (size_t)slot * rb->tx_stride_sz;
   int32_t status = 0;
   cudaq__slot_outcome_t outcome = cudaq__host_process_slot(
-      d->host_table, d->host_table_count, rx, d->config.slot_size - CUDAQ_RPC_HEADER_SIZE, tx,
+      d->host_table, d->host_table_count, rx, (uint32_t)(rb->rx_stride_sz - CUDAQ_RPC_HEADER_SIZE), tx,
       rb->tx_stride_sz, &status);
 
   if (outcome == CUDAQ__SLOT_ANSWERED) {

@@ -38,7 +38,7 @@ cudaq_status_t cudaq__host_table_build(const cudaq_function_entry_t *entries, ui
     out[i].function_id = e->function_id;
     out[i].dispatch_mode = e->dispatch_mode;
     out[i].has_fixed_arg_len = (uint8_t)(e->schema.num_args > 0 && fixed);
-    out[i].fixed_arg_len = total;
+    out[i].fixed_arg_len = e->schema.num_args > 0 ? total : 0; /* exact or minimum size */
     out[i].host_fn = e->dispatch_mode == CUDAQ_DISPATCH_HOST_CALL ? e->handler.host_fn : NULL;
   }
   return cudaq__ok();
@@ -71,7 +71,10 @@ cudaq__slot_outcome_t cudaq__host_process_slot(const cudaq__host_entry_t *table,
 
   if (req.arg_len > max_payload) {
     status = CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE;
-  } else if (e->has_fixed_arg_len && req.arg_len != e->fixed_arg_len) {
+  } else if (e->has_fixed_arg_len ? req.arg_len != e->fixed_arg_len
+                                   : req.arg_len < e->fixed_arg_len) {
+    /* Fixed schema: exactly its size. Variable last argument: at least the
+     * fixed arguments before it (fixed_arg_len is 0 without a schema). */
     status = CUDAQ_RPC_ERR_ARG_LEN_MISMATCH;
   } else if (e->dispatch_mode != CUDAQ_DISPATCH_HOST_CALL) {
     status = CUDAQ_RPC_ERR_UNSUPPORTED_MODE;

@@ -3,6 +3,7 @@
  * and the ring allocator.
  */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,6 +47,7 @@ cudaq_status_t cudaq_host_ringbuffer_write_rpc_request(const cudaq_ringbuffer_t 
 }
 
 void cudaq_host_ringbuffer_signal_slot(const cudaq_ringbuffer_t *rb, uint32_t slot_idx) {
+  if (!rb || !rx_flags_h(rb)) return; /* nothing to signal */
   /* R1 publishes the request bytes written into the slot; pairs with A1 in
    * the dispatcher (host loop or dispatch kernel). The value is the slot's
    * device-visible address, the spec's convention; dispatchers use it only
@@ -56,6 +58,7 @@ void cudaq_host_ringbuffer_signal_slot(const cudaq_ringbuffer_t *rb, uint32_t sl
 
 cudaq_tx_status_t cudaq_host_ringbuffer_poll_tx_flag(const cudaq_ringbuffer_t *rb,
                                                      uint32_t slot_idx, int *out_cuda_error) {
+  if (!rb || !tx_flags_h(rb)) return CUDAQ_TX_EMPTY;
   /* A2 pairs with R2 in the dispatcher or worker that answered the slot:
    * after a READY result the response bytes are visible to this thread. */
   uint64_t v = cudaq__load_acquire_u64(&tx_flags_h(rb)[slot_idx]);
@@ -69,6 +72,7 @@ cudaq_tx_status_t cudaq_host_ringbuffer_poll_tx_flag(const cudaq_ringbuffer_t *r
 }
 
 int cudaq_host_ringbuffer_slot_available(const cudaq_ringbuffer_t *rb, uint32_t slot_idx) {
+  if (!rb || !rx_flags_h(rb) || !tx_flags_h(rb)) return 0;
   /* A3 pairs with R3 (dispatcher cleared RX: done reading the request) and
    * R5 (consumer cleared TX: done reading the response); only then may the
    * producer overwrite the slot. */
@@ -77,6 +81,7 @@ int cudaq_host_ringbuffer_slot_available(const cudaq_ringbuffer_t *rb, uint32_t 
 }
 
 void cudaq_host_ringbuffer_clear_slot(const cudaq_ringbuffer_t *rb, uint32_t slot_idx) {
+  if (!rb || !tx_flags_h(rb)) return;
   /* R5 says the consumer is done with the response; pairs with A3 in
    * cudaq_host_ringbuffer_slot_available (the producer). */
   cudaq__store_release_u64(&tx_flags_h(rb)[slot_idx], 0);
@@ -153,8 +158,16 @@ cudaq_status_t cudaq_host_ringbuffer_alloc(cudaq_ringbuffer_t *rb, uint32_t num_
 #endif
 
   const size_t stride = round_up(slot_size, 8);
-  const size_t flags_bytes = round_up((size_t)num_slots * sizeof(uint64_t), RING_ALIGN);
-  const size_t data_bytes = round_up((size_t)num_slots * stride, RING_ALIGN);
+  size_t flags_raw, data_raw;
+  /* Checked arithmetic: a huge ring must be refused, not wrapped to a tiny
+   * allocation. */
+  if (__builtin_mul_overflow((size_t)num_slots, sizeof(uint64_t), &flags_raw) ||
+      __builtin_mul_overflow((size_t)num_slots, stride, &data_raw) ||
+      flags_raw > SIZE_MAX / 4 - RING_ALIGN || data_raw > SIZE_MAX / 4 - RING_ALIGN)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: %u slots of %u bytes overflow the address space",
+                       fn, num_slots, slot_size);
+  const size_t flags_bytes = round_up(flags_raw, RING_ALIGN);
+  const size_t data_bytes = round_up(data_raw, RING_ALIGN);
   const size_t total = 2 * flags_bytes + (in_place ? 1 : 2) * data_bytes;
   ring_node_t *node = calloc(1, sizeof *node);
   if (!node) return cudaq__fail(CUDAQ_ERR_INTERNAL, "%s: out of memory", fn);

@@ -272,6 +272,24 @@ static void test_tx_flag_classification(void **state) {
   assert_int_equal(cudaq_host_ringbuffer_free(&rb), CUDAQ_OK);
 }
 
+/* The slot helpers ignore a NULL or empty ring instead of crashing. */
+static void test_slot_helpers_null_ring(void **state) {
+  (void)state;
+  cudaq_ringbuffer_t zero;
+  memset(&zero, 0, sizeof zero);
+  int err = -1;
+  cudaq_host_ringbuffer_signal_slot(NULL, 0);
+  cudaq_host_ringbuffer_signal_slot(&zero, 0);
+  assert_int_equal(cudaq_host_ringbuffer_poll_tx_flag(NULL, 0, &err), CUDAQ_TX_EMPTY);
+  assert_int_equal(cudaq_host_ringbuffer_poll_tx_flag(&zero, 0, &err), CUDAQ_TX_EMPTY);
+  assert_int_equal(err, -1);
+  assert_int_equal(cudaq_host_ringbuffer_slot_available(NULL, 0), 0);
+  assert_int_equal(cudaq_host_ringbuffer_slot_available(&zero, 0), 0);
+  cudaq_host_ringbuffer_clear_slot(NULL, 0);
+  cudaq_host_ringbuffer_clear_slot(&zero, 0);
+  EXPECT_ERR(cudaq_host_ringbuffer_write_rpc_request(&zero, 0, 1, NULL, 0, 0, 0), CUDAQ_ERR_INVALID_ARG);
+}
+
 static void test_write_request(void **state) {
   (void)state;
   cudaq_ringbuffer_t rb;
@@ -307,6 +325,13 @@ static void test_ring_alloc(void **state) {
   EXPECT_ERR(cudaq_host_ringbuffer_alloc(&rb, 4, 23, 0), CUDAQ_ERR_INVALID_ARG);
   EXPECT_ERR(cudaq_host_ringbuffer_alloc(&rb, 4, 64, 0x80), CUDAQ_ERR_INVALID_ARG);
   EXPECT_ERR(cudaq_host_ringbuffer_alloc(&rb, 4, 64, CUDAQ_RING_ALLOC_HOST | CUDAQ_RING_ALLOC_MAPPED),
+             CUDAQ_ERR_INVALID_ARG);
+
+  /* Sizes that overflow are refused, not wrapped into a small allocation. */
+  EXPECT_ERR(cudaq_host_ringbuffer_alloc(&rb, 0x80000000u, 0xFFFFFFF8u, CUDAQ_RING_ALLOC_HOST),
+             CUDAQ_ERR_INVALID_ARG);
+  assert_non_null(strstr(cudaq_last_error(), "overflow"));
+  EXPECT_ERR(cudaq_host_ringbuffer_alloc(&rb, 0xFFFFFFFFu, 0xFFFFFFFFu, CUDAQ_RING_ALLOC_HOST),
              CUDAQ_ERR_INVALID_ARG);
 
   assert_int_equal(cudaq_host_ringbuffer_alloc(&rb, 5, 100, CUDAQ_RING_ALLOC_HOST), CUDAQ_OK);
@@ -373,6 +398,7 @@ int main(void) {
       cmocka_unit_test(test_dispatcher_create_errors), cmocka_unit_test(test_wiring_errors),
       cmocka_unit_test(test_device_path_start),   cmocka_unit_test(test_tx_flag_classification),
       cmocka_unit_test(test_write_request),       cmocka_unit_test(test_ring_alloc),
+      cmocka_unit_test(test_slot_helpers_null_ring),
       cmocka_unit_test(test_status_strings),
   };
   return cmocka_run_group_tests_name("host_api", tests, NULL, NULL);

@@ -112,10 +112,37 @@ static void test_outcomes(void **state) {
   assert_int_equal(status, CUDAQ_RPC_ERR_RESULT_TOO_LARGE);
 }
 
+/* A schema whose last argument is variable fixes a minimum length: the
+ * fixed arguments before it. Shorter requests never reach the handler. */
+static void test_variable_schema_minimum(void **state) {
+  (void)state;
+  cudaq_function_entry_t e = test_entry(FN_ECHO, h_echo);
+  e.schema.num_args = 2;
+  e.schema.args[0].type_id = CUDAQ_TYPE_INT32;
+  e.schema.args[0].size_bytes = 4;
+  e.schema.args[0].num_elements = 1;
+  e.schema.args[1].type_id = CUDAQ_TYPE_ARRAY_UINT8; /* size 0, count 0: variable */
+  cudaq__host_entry_t t;
+  assert_int_equal(cudaq__host_table_build(&e, 1, &t), CUDAQ_OK);
+  assert_false(t.has_fixed_arg_len);
+  assert_int_equal(t.fixed_arg_len, 4);
+  uint8_t rx[64], tx[64];
+  int32_t status;
+  memset(rx, 0, sizeof rx);
+  const uint32_t lens[] = {0, 3, 4, 5, 40};
+  const int32_t want[] = {CUDAQ_RPC_ERR_ARG_LEN_MISMATCH, CUDAQ_RPC_ERR_ARG_LEN_MISMATCH, 0, 0, 0};
+  for (int i = 0; i < 5; ++i) {
+    put_req(rx, FN_ECHO, lens[i], (uint32_t)i, 9);
+    assert_int_equal(cudaq__host_process_slot(&t, 1, rx, 40, tx, sizeof tx, &status), CUDAQ__SLOT_ANSWERED);
+    assert_int_equal(status, want[i]);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_in_place_header_read_before_handler),
       cmocka_unit_test(test_outcomes),
+      cmocka_unit_test(test_variable_schema_minimum),
   };
   return cmocka_run_group_tests_name("host_slot", tests, NULL, NULL);
 }

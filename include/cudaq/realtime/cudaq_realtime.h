@@ -213,9 +213,14 @@ cudaq_status_t cudaq_dispatcher_create(cudaq_dispatch_manager_t *mgr,
  * CUDAQ_ERR_INVALID_ARG (NULL), or the error of the stop. */
 cudaq_status_t cudaq_dispatcher_destroy(cudaq_dispatcher_t *dispatcher);
 
-/* Wires the ring. Returns CUDAQ_OK; CUDAQ_ERR_INVALID_ARG for a NULL
- * dispatcher or ring, a NULL flag or data pointer, a stride smaller than
- * the config's slot_size, or a running dispatcher. */
+/* Wires the ring. A request's payload may use its whole RX slot:
+ * arg_len <= rx_stride_sz - 24 (the same limit on every path).
+ * Returns CUDAQ_OK; CUDAQ_ERR_INVALID_ARG for a NULL dispatcher or ring, a
+ * NULL flag or data pointer, rx and tx flags at the same address, an
+ * rx_stride_sz smaller than the config's slot_size or a tx_stride_sz below
+ * 24 (or either 4 GiB or more), an in-place ring (tx_data == rx_data) with
+ * different strides, on the device path a stride that is not a multiple of
+ * 4 or memory the GPU cannot read, or a running dispatcher. */
 cudaq_status_t cudaq_dispatcher_set_ringbuffer(cudaq_dispatcher_t *dispatcher,
                                                const cudaq_ringbuffer_t *ringbuffer);
 
@@ -260,8 +265,12 @@ cudaq_status_t cudaq_dispatcher_start(cudaq_dispatcher_t *dispatcher);
 /* Raises the shutdown flag and waits for the dispatcher to exit. Requests
  * whose RX flag is already set when stop is called are still answered
  * (drained) before it returns. Idempotent: stopping a stopped or never
- * started dispatcher returns CUDAQ_OK. Returns CUDAQ_ERR_INVALID_ARG (NULL)
- * or CUDAQ_ERR_CUDA. */
+ * started dispatcher returns CUDAQ_OK. On the device path it waits for the
+ * stream the launch function was given (a launch function must launch on
+ * it) for at most 10 s. Returns CUDAQ_ERR_INVALID_ARG (NULL),
+ * CUDAQ_ERR_INTERNAL (joining the host thread failed) or CUDAQ_ERR_CUDA (a
+ * CUDA failure, or the kernel did not exit in time: it is then still
+ * considered running). */
 cudaq_status_t cudaq_dispatcher_stop(cudaq_dispatcher_t *dispatcher);
 
 /* Reads stats[0], the number of processed (answered) requests. Returns
@@ -270,8 +279,11 @@ cudaq_status_t cudaq_dispatcher_get_processed(cudaq_dispatcher_t *dispatcher,
                                               uint64_t *out_packets);
 
 /* Reads all counters (extension). Safe while running (each value is a
- * consistent snapshot of itself, not of the set). Returns CUDAQ_OK or
- * CUDAQ_ERR_INVALID_ARG. */
+ * consistent snapshot of itself, not of the set). On the device path the
+ * counters live in device memory kept by the dispatch library. Returns
+ * CUDAQ_OK; CUDAQ_ERR_INVALID_ARG (NULL, no control words, no counters for
+ * this stats buffer, or reading them failed); CUDAQ_ERR_UNSUPPORTED (device
+ * path without the dispatch library linked). */
 cudaq_status_t cudaq_dispatcher_get_counters(cudaq_dispatcher_t *dispatcher,
                                              cudaq_dispatcher_counters_t *out);
 
@@ -288,7 +300,11 @@ cudaq_status_t cudaq_host_ringbuffer_write_rpc_request(const cudaq_ringbuffer_t 
                                                        uint32_t request_id,
                                                        uint64_t ptp_timestamp);
 
-/* Publishes slot slot_idx to the dispatcher: stores the slot's
+/* The slot helpers below take slot_idx < the ring's slot count on trust
+ * (the ring struct does not carry it; checking would cost the hot path a
+ * lookup). A NULL ring is ignored (poll reports CUDAQ_TX_EMPTY,
+ * slot_available 0).
+ * Publishes slot slot_idx to the dispatcher: stores the slot's
  * device-visible address into its RX flag with release ordering. */
 void cudaq_host_ringbuffer_signal_slot(const cudaq_ringbuffer_t *rb, uint32_t slot_idx);
 

@@ -113,7 +113,9 @@ CUDAQ_STATIC_ASSERT(offsetof(cudaq_rpc_response_t, ptp_timestamp) == 16, "respon
 typedef enum {
   /* CUDAQ_RPC_HEADER_SIZE + arg_len exceeds the RX slot size. */
   CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE = -1,
-  /* The handler's schema fixes the payload size and arg_len differs from it. */
+  /* The handler's schema fixes the payload size and arg_len differs from it,
+   * or (variable-size last argument) arg_len is shorter than the fixed
+   * arguments before it (host path; the device kernels check exact sizes). */
   CUDAQ_RPC_ERR_ARG_LEN_MISMATCH = -2,
   /* The handler reported more result bytes than fit in the TX slot. */
   CUDAQ_RPC_ERR_RESULT_TOO_LARGE = -3,
