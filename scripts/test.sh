@@ -17,12 +17,13 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 scripts/install-deps.sh
 scripts/venv.sh   # stim + PyMatching for the MWPM agreement tests (pinned, tools/requirements.txt)
 
-passed=0 failed=0
-tally() { # parses ctest's closing line from $1
+passed=0 failed=0 skipped=0
+tally() { # parses ctest's closing line (and its list of skipped tests) from $1
   local line; line=$(grep -E "tests passed, [0-9]+ tests failed out of [0-9]+" "$1" | tail -1)
-  local f t; f=$(sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1/' <<<"$line")
+  local f t s; f=$(sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1/' <<<"$line")
   t=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
-  passed=$((passed + t - f)); failed=$((failed + f))
+  s=$(grep -cE "^\s+[0-9]+ - .*\(Skipped\)" "$1" || true)
+  passed=$((passed + t - f - s)); failed=$((failed + f)); skipped=$((skipped + s))
 }
 run_ctest() { # run_ctest BUILD_DIR [ctest args...]
   local dir=$1; shift
@@ -85,5 +86,5 @@ fi
 rm -rf "$prefix"
 
 echo "== summary"
-echo "all: $passed passed, $failed failed"
+echo "all: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
