@@ -75,6 +75,9 @@ void cudaq__report_bad_launch(void);
  * persistent kernel running on a blocking stream. */
 cudaError_t cudaq__memset_private_stream(void *dev, int value, size_t bytes);
 
+/* cudaMemcpy device -> host on a private non-blocking stream (same reason). */
+cudaError_t cudaq__copy_to_host_private_stream(void *dst, const void *src, size_t bytes);
+
 /* Copies device-resident counters to the host (on a private non-blocking
  * stream, so it never waits for a persistent kernel). */
 cudaError_t cudaq__read_device_counters(const cudaq__device_state *dev, cudaq_dispatcher_counters_t *out);

@@ -419,14 +419,19 @@ cudaError_t cudaq__memset_private_stream(void *dev, int value, size_t bytes) {
   return e;
 }
 
-cudaError_t cudaq__read_device_counters(const cudaq__device_state *dev, cudaq_dispatcher_counters_t *out) {
+cudaError_t cudaq__copy_to_host_private_stream(void *dst, const void *src, size_t bytes) {
   cudaStream_t s;
-  cudaq__device_state h;
   cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   if (e != cudaSuccess) return e;
-  e = cudaMemcpyAsync(&h, dev, sizeof h, cudaMemcpyDeviceToHost, s);
+  e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s);
   if (e == cudaSuccess) e = cudaStreamSynchronize(s);
   cudaStreamDestroy(s);
+  return e;
+}
+
+cudaError_t cudaq__read_device_counters(const cudaq__device_state *dev, cudaq_dispatcher_counters_t *out) {
+  cudaq__device_state h;
+  cudaError_t e = cudaq__copy_to_host_private_stream(&h, dev, sizeof h);
   if (e != cudaSuccess) return e;
   out->processed = h.processed;
   out->dropped_bad_magic = h.dropped_bad_magic;
@@ -489,14 +494,11 @@ __attribute__((constructor)) static void register_counter_reader() {
 extern "C" void cudaq__dispatch_debug_dump(const uint64_t *stats) {
   cudaq__device_state *dev = cudaq__state_for(stats, false);
   cudaq__device_state h;
-  cudaStream_t s;
-  if (!dev || cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+  if (!dev) {
     fprintf(stderr, "dispatch debug: no state for stats %p\n", (const void *)stats);
     return;
   }
-  cudaError_t e = cudaMemcpyAsync(&h, dev, sizeof h, cudaMemcpyDeviceToHost, s);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
-  cudaStreamDestroy(s);
+  cudaError_t e = cudaq__copy_to_host_private_stream(&h, dev, sizeof h);
   if (e != cudaSuccess) {
     fprintf(stderr, "dispatch debug: read failed: %s\n", cudaGetErrorString(e));
     return;

@@ -276,13 +276,8 @@ extern "C" cudaError_t cudaq_dispatch_graph_get_info(cudaq_dispatch_graph_contex
                                                      uint64_t *out_launch_failures,
                                                      uint64_t *out_relaunches) {
   if (!context || !out_launch_failures || !out_relaunches) return cudaErrorInvalidValue;
-  cudaStream_t s;
   graph_state h;
-  cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-  if (e != cudaSuccess) return e;
-  e = cudaMemcpyAsync(&h, context->state, sizeof h, cudaMemcpyDeviceToHost, s);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
-  cudaStreamDestroy(s);
+  cudaError_t e = cudaq__copy_to_host_private_stream(&h, context->state, sizeof h);
   if (e != cudaSuccess) return e;
   *out_launch_failures = h.launch_failures;
   *out_relaunches = h.relaunches;
