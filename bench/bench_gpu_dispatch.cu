@@ -68,19 +68,28 @@ static void report(const char *name, std::vector<uint64_t> &v, double *p50_out =
 }
 
 /* ---- floor ----------------------------------------------------------------- */
-template <bool Fence>
+/* The floor's kernel, plus what a dispatcher adds, one piece at a time:
+ * Reads extra dependent reads of host memory after the flag (as a header
+ * and then a payload read would be), Stores extra system-scope release
+ * stores before the answer (as the in-flight marker and the RX clear are). */
+template <bool Fence, int Reads = 0, int Stores = 0>
 __global__ void pong(uint64_t *req, uint64_t *resp, uint64_t n) {
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system> r(*req), s(*resp);
+  volatile uint64_t *chain = req + 32; /* chain[0] == 0 (set by the host): each read's address depends on the last */
   for (uint64_t i = 1; i <= n; i++) {
     for (;;) {
       if (Fence) __threadfence_system();
       if (r.load(cuda::memory_order_acquire) == i) break;
     }
-    s.store(i, cuda::memory_order_release);
+    uint64_t dep = 0;
+    for (int k = 0; k < Reads; ++k) dep = chain[dep + (uint64_t)k * 8];
+    for (int k = 0; k < Stores; ++k)
+      cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(req[64 + 8 * k]).store(i, cuda::memory_order_release);
+    s.store(i + dep, cuda::memory_order_release);
   }
 }
 
-template <bool Fence>
+template <bool Fence, int Reads = 0, int Stores = 0>
 static double run_floor(uint64_t n, const char *name) {
   uint64_t *h, *d;
   CK(cudaHostAlloc(&h, 4096, cudaHostAllocMapped));
@@ -88,7 +97,7 @@ static double run_floor(uint64_t n, const char *name) {
   CK(cudaHostGetDevicePointer(&d, h, 0));
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  pong<Fence><<<1, 1, 0, s>>>(d, d + 16, n);
+  pong<Fence, Reads, Stores><<<1, 1, 0, s>>>(d, d + 16, n);
   CK(cudaGetLastError());
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system> req(h[0]), resp(h[16]);
   std::vector<uint64_t> lat(n);
@@ -386,6 +395,11 @@ int main(int argc, char **argv) {
          prop.name, native, (unsigned long long)n, payload, cpu);
   double floor_plain = run_floor<false>(n, "floor: host <-> persistent kernel (mapped)");
   double floor_fenced = run_floor<true>(n, "floor: same, fence before each device poll");
+  /* What each piece of a dispatcher's work costs on top of the floor. */
+  run_floor<true, 1, 0>(n / 4, "floor (fenced) + 1 dependent host read");
+  run_floor<true, 2, 0>(n / 4, "floor (fenced) + 2 dependent host reads");
+  run_floor<true, 0, 1>(n / 4, "floor (fenced) + 1 release store");
+  run_floor<true, 0, 2>(n / 4, "floor (fenced) + 2 release stores");
   double reg = bench_device_call(false, payload, n);
   double coop = bench_device_call(true, payload, n);
   double graph = bench_graph(payload, n);

@@ -9,7 +9,8 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 B=${BUILD:-build-gpu}
-SCALE_SAN=${SCALE_SAN:-0.01}
+SCALE_SAN=${SCALE_SAN:-0.002}
+PARTS=${PARTS:-dispatch pipeline onnx} # what this visit runs (each part's script: scripts/gpu-run-PART.sh)
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/$B/src:$PWD/$B/libs:${LD_LIBRARY_PATH:-}
 export PATH=$PATH:/usr/local/cuda/bin
@@ -28,6 +29,7 @@ run() { # run NAME CMD... : logs to $OUT/NAME.log, counts pass/fail
 } > "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
 
+if [[ " $PARTS " == *" dispatch "* ]]; then
 # Smoke first: if the basic path is broken, stop here and save the time.
 run smoke env CUDAQ_TEST_FILTER="${SMOKE_FILTER:-test_regular_all*}" CUDAQ_TEST_SCALE=0.05 "$B/tests/test_gpu_dispatch"
 cat "$OUT/smoke.log"
@@ -43,12 +45,29 @@ run bench_host_dispatch "$B/bench/bench_host_dispatch" --requests 500000 --cpus 
 cat "$OUT/bench_host_dispatch.log"
 if command -v compute-sanitizer >/dev/null; then
   for tool in ${SANITIZER_TOOLS:-memcheck racecheck}; do
-    STEP_TIMEOUT=${SAN_TIMEOUT:-180} run "sanitizer_$tool" env CUDAQ_TEST_SCALE="$SCALE_SAN" CUDAQ_TEST_SLOW=1 compute-sanitizer --tool "$tool" \
+    STEP_TIMEOUT=${SAN_TIMEOUT:-300} run "sanitizer_$tool" env CUDAQ_TEST_SCALE="$SCALE_SAN" CUDAQ_TEST_SLOW=1 compute-sanitizer --tool "$tool" \
       --error-exitcode 1 "$B/tests/test_gpu_dispatch"
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sanitizer_$tool.log" | tail -3
   done
 else
   echo "compute-sanitizer: not found on this machine"; fails=$((fails + 1))
 fi
+fi # dispatch
+
+# The other parts' GPU tests, sanitizer runs and benchmarks; each script
+# prints a last line "PART: N passed, M failed".
+for part in $PARTS; do
+  [ "$part" = dispatch ] && continue
+  if [ -x "scripts/gpu-run-$part.sh" ]; then
+    echo "== part $part"
+    OUT="$OUT/$part" BUILD="$B" "scripts/gpu-run-$part.sh" 2>&1 | tee "$OUT/part-$part.log"
+    line=$(tail -1 "$OUT/part-$part.log")
+    p=$(sed -nE 's/.* ([0-9]+) passed, ([0-9]+) failed.*/\1/p' <<<"$line")
+    f=$(sed -nE 's/.* ([0-9]+) passed, ([0-9]+) failed.*/\2/p' <<<"$line")
+    passes=$((passes + ${p:-0})); fails=$((fails + ${f:-1}))
+  else
+    echo "== part $part: no scripts/gpu-run-$part.sh"
+  fi
+done
 
 echo "gpu-run: $passes passed, $fails failed"

@@ -58,6 +58,23 @@ static cudaError_t write_control_int(volatile int *flag, int v) {
   return e;
 }
 
+/* Zeroes the stats word (through its host view when it has one). */
+static cudaError_t zero_stats(uint64_t *stats) {
+  const void *host = NULL;
+  if (!cudaq__device_accessible(stats, &host)) return cudaErrorInvalidValue;
+  if (host) {
+    atomic_store_explicit(CUDAQ__A64(host), 0, memory_order_relaxed); /* no kernel runs yet */
+    return cudaSuccess;
+  }
+  cudaStream_t s;
+  cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (e != cudaSuccess) return e;
+  e = cudaMemsetAsync(stats, 0, sizeof *stats, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  cudaStreamDestroy(s);
+  return e;
+}
+
 cudaq_status_t cudaq__device_read_u64(const uint64_t *p, uint64_t *out) {
   const void *host = NULL;
   if (!cudaq__device_accessible(p, &host))
@@ -94,6 +111,13 @@ cudaq_status_t cudaq__device_start(cudaq_dispatcher_t *d) {
     cudaSetDevice(prev);
     return cudaq__fail(CUDAQ_ERR_CUDA, "%s: clearing the shutdown flag: %s", fn, cudaGetErrorString(e));
   }
+  /* A new dispatcher counts from 0 even if its stats buffer held another
+   * dispatcher's counts (the launch layer restarts its counters when
+   * stats[0] is 0); a restarted one continues. */
+  if (!d->started_once && (e = zero_stats(d->stats)) != cudaSuccess) {
+    cudaSetDevice(prev);
+    return cudaq__fail(CUDAQ_ERR_CUDA, "%s: clearing the stats buffer: %s", fn, cudaGetErrorString(e));
+  }
   if (!d->stream && (e = cudaStreamCreateWithFlags((cudaStream_t *)&d->stream, cudaStreamNonBlocking)) != cudaSuccess) {
     cudaSetDevice(prev);
     return cudaq__fail(CUDAQ_ERR_CUDA, "%s: cudaStreamCreate: %s", fn, cudaGetErrorString(e));
@@ -109,6 +133,7 @@ cudaq_status_t cudaq__device_start(cudaq_dispatcher_t *d) {
                  d->config.num_blocks, d->config.threads_per_block, (cudaStream_t)d->stream);
   e = cudaGetLastError();
   cudaSetDevice(prev);
+  if (e == cudaSuccess) d->started_once = true;
   if (e != cudaSuccess)
     return cudaq__fail(CUDAQ_ERR_CUDA, "%s: the launch function failed: %s (%s)", fn,
                        cudaGetErrorName(e), cudaGetErrorString(e));

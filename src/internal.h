@@ -85,6 +85,7 @@ struct cudaq_dispatcher_t {
   int cpu_core; /* -1: any CPU */
 
   bool running;
+  bool started_once; /* device path: stats[0] zeroed at the first start */
   pthread_t thread;
   uint32_t next_slot; /* host path: where the loop resumes after a restart */
   void *stream;       /* device path: the dispatcher's cudaStream_t */

@@ -32,6 +32,9 @@ struct cudaq__device_state {
   uint64_t err_result_too_large;
   uint64_t err_unsupported_mode;
   uint64_t handler_errors;
+  /* Per launch (reset by cudaq__state_for_launch): */
+  uint32_t exited_blocks; /* regular kernel: polling blocks that have left */
+  uint32_t pad_;
   cudaq__request_state bcast;
 };
 
@@ -50,22 +53,63 @@ static __device__ inline void cudaq__store_release_sys(uint64_t *p, uint64_t v) 
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p).store(v, cuda::memory_order_release);
 }
 
-/* Counts an answered request's status (called only by the one thread that
- * owns the counters of a dispatcher, so plain increments suffice). */
+/* Adds one to a device-memory counter. Several polling blocks (regular
+ * kernel, num_blocks > 1) count into the same state, so this is a device
+ * atomic; device memory only, never host memory. */
+static __device__ inline void cudaq__bump(uint64_t *c) {
+  atomicAdd(reinterpret_cast<unsigned long long *>(c), 1ull);
+}
+
+/* Counts an answered request's status. */
 static __device__ inline void cudaq__count_status(cudaq__device_state *c, int32_t status) {
   switch (status) {
   case 0: break;
-  case CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE: c->err_payload_too_large++; break;
-  case CUDAQ_RPC_ERR_ARG_LEN_MISMATCH: c->err_arg_len_mismatch++; break;
-  case CUDAQ_RPC_ERR_RESULT_TOO_LARGE: c->err_result_too_large++; break;
-  case CUDAQ_RPC_ERR_UNSUPPORTED_MODE: c->err_unsupported_mode++; break;
-  default: c->handler_errors++; break; /* includes CUDAQ_RPC_ERR_LAUNCH_FAILED */
+  case CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE: cudaq__bump(&c->err_payload_too_large); break;
+  case CUDAQ_RPC_ERR_ARG_LEN_MISMATCH: cudaq__bump(&c->err_arg_len_mismatch); break;
+  case CUDAQ_RPC_ERR_RESULT_TOO_LARGE: cudaq__bump(&c->err_result_too_large); break;
+  case CUDAQ_RPC_ERR_UNSUPPORTED_MODE: cudaq__bump(&c->err_unsupported_mode); break;
+  default: cudaq__bump(&c->handler_errors); break; /* includes CUDAQ_RPC_ERR_LAUNCH_FAILED */
   }
+}
+
+/* Counts one processed request and mirrors the total into stats[0] (the
+ * spec's processed count; it may be host memory: a posted relaxed store,
+ * read by the host with a relaxed load). With several polling blocks two
+ * mirror stores may land out of order, so stats[0] can lag by a request or
+ * two while requests flow; the last block to exit writes the exact total. */
+static __device__ inline void cudaq__count_processed(cudaq__device_state *c, uint64_t *stats) {
+  const uint64_t n = atomicAdd(reinterpret_cast<unsigned long long *>(&c->processed), 1ull) + 1;
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*stats).store(n, cuda::memory_order_relaxed);
+}
+
+/* What a function-table entry's schema demands of arg_len: exactly `len`
+ * bytes (every argument fixed-size), or at least `len` bytes (the fixed
+ * arguments before a variable-size last one); no schema: anything. The
+ * same rule as the host path (host_slot.c). */
+struct cudaq__arg_rule {
+  uint32_t len;
+  bool exact;
+};
+static __host__ __device__ inline cudaq__arg_rule cudaq__arg_rule_of(const cudaq_function_entry_t *e) {
+  uint32_t total = 0;
+  int fixed = 0;
+  if (e->schema.num_args == 0 || cudaq_schema_arg_layout(&e->schema, nullptr, &total, &fixed) != CUDAQ_OK)
+    return {0u, false};
+  return {total, fixed != 0};
+}
+static __host__ __device__ inline bool cudaq__arg_len_ok(cudaq__arg_rule r, uint32_t arg_len) {
+  return r.exact ? arg_len == r.len : arg_len >= r.len;
 }
 
 /* The device state of the dispatcher whose stats buffer is `stats`;
  * created (zeroed) on first use when create is true. NULL on failure. */
 cudaq__device_state *cudaq__state_for(const uint64_t *stats, bool create);
+
+/* cudaq__state_for(stats, true), prepared for a new launch: the counters
+ * start again from 0 when stats[0] reads 0 (a fresh stats buffer, or one
+ * the caller zeroed), else they continue (a restarted dispatcher); the
+ * per-launch fields are always reset. Not on any hot path. */
+cudaq__device_state *cudaq__state_for_launch(const uint64_t *stats);
 
 /* Reports a launch-helper argument error the way CUDA reports launch
  * errors: the next cudaGetLastError() returns cudaErrorInvalidConfiguration. */
@@ -75,7 +119,8 @@ void cudaq__report_bad_launch(void);
  * persistent kernel running on a blocking stream. */
 cudaError_t cudaq__memset_private_stream(void *dev, int value, size_t bytes);
 
-/* cudaMemcpy device -> host on a private non-blocking stream (same reason). */
+/* cudaMemcpy to host memory from device or mapped host memory, on a
+ * private non-blocking stream (same reason). */
 cudaError_t cudaq__copy_to_host_private_stream(void *dst, const void *src, size_t bytes);
 
 /* Copies device-resident counters to the host (on a private non-blocking

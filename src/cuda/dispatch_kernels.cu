@@ -20,6 +20,7 @@
 #include <cuda/atomic>
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +36,12 @@ namespace {
 constexpr uint32_t SHUTDOWN_POLL_INTERVAL = 64; /* loop iterations between shutdown checks */
 constexpr uint32_t IDLE_SCAN_INTERVAL = 256;    /* idle polls between out-of-order scans */
 constexpr uint32_t MAX_CACHED_ENTRIES = 16;     /* function-table entries kept in shared memory */
-constexpr uint32_t MAX_STAGE_BYTES = 32 * 1024; /* payload staged in shared memory up to this */
+constexpr uint32_t MAX_STAGE_BYTES = 32 * 1024; /* request (header + payload) staged in shared memory up to this */
+constexpr uint32_t PREFETCH_WORDS_PER_LANE = 4; /* the polling warp reads 32 x 4 words = 512 bytes at once */
+/* The most dynamic shared memory a launch asks for (the staging area of
+ * the largest slots); the occupancy queries assume it, so a grid sized
+ * from them always fits. */
+constexpr size_t MAX_LAUNCH_SMEM = (CUDAQ_RPC_HEADER_SIZE + MAX_STAGE_BYTES + 15) & ~size_t(15);
 
 enum : uint32_t { CMD_NONE = 0, CMD_CALL = 1, CMD_ANSWER = 2, CMD_DROP = 3, CMD_EXIT = 4 };
 
@@ -52,14 +58,15 @@ struct dispatch_params {
   uint64_t *stats;
   cudaq__device_state *state;
   uint32_t num_slots;
-  uint32_t stage_bytes;
+  uint32_t stage_bytes;    /* shared-memory staging area: header + payload, multiple of 16 */
+  uint32_t prefetch_bytes; /* bytes of a slot the polling warp reads in one step (<= stage_bytes) */
 };
 
 /* A function-table entry reduced to what the loop reads. */
 struct cached_entry {
   uint32_t function_id;
   uint32_t mode;
-  uint32_t fixed_len; /* UINT32_MAX: any length */
+  cudaq__arg_rule rule;
   cudaq_device_rpc_fn_t fn;
 };
 
@@ -68,8 +75,15 @@ using request_state = cudaq__request_state;
 __device__ inline int load_relaxed_sys(int *p) {
   return cuda::atomic_ref<int, cuda::thread_scope_system>(*p).load(cuda::memory_order_relaxed);
 }
-/* Single-writer counter bump (only the leader thread writes). */
-__device__ inline void bump(uint64_t *c) { *c += 1; }
+
+__device__ inline cached_entry make_entry(const cudaq_function_entry_t &e) {
+  cached_entry c;
+  c.function_id = e.function_id;
+  c.mode = e.dispatch_mode;
+  c.rule = cudaq__arg_rule_of(&e);
+  c.fn = reinterpret_cast<cudaq_device_rpc_fn_t>(e.handler.device_fn_ptr);
+  return c;
+}
 
 __device__ uint32_t find_entry(const cached_entry *cache, uint32_t cached, const dispatch_params &p,
                                uint32_t function_id, cached_entry *out) {
@@ -80,16 +94,7 @@ __device__ uint32_t find_entry(const cached_entry *cache, uint32_t cached, const
     }
   for (uint32_t i = cached; i < p.table_count; ++i) /* tables larger than the cache */
     if (p.table[i].function_id == function_id) {
-      uint32_t total = 0;
-      int fixed = 0;
-      out->function_id = function_id;
-      out->mode = p.table[i].dispatch_mode;
-      out->fn = reinterpret_cast<cudaq_device_rpc_fn_t>(p.table[i].handler.device_fn_ptr);
-      out->fixed_len = (p.table[i].schema.num_args > 0 &&
-                        cudaq_schema_arg_layout(&p.table[i].schema, nullptr, &total, &fixed) == CUDAQ_OK &&
-                        fixed)
-                           ? total
-                           : UINT32_MAX;
+      *out = make_entry(p.table[i]);
       return 1;
     }
   return 0;
@@ -97,18 +102,7 @@ __device__ uint32_t find_entry(const cached_entry *cache, uint32_t cached, const
 
 __device__ void cache_table(const dispatch_params &p, cached_entry *cache, uint32_t *cached) {
   uint32_t n = p.table_count < MAX_CACHED_ENTRIES ? p.table_count : MAX_CACHED_ENTRIES;
-  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const cudaq_function_entry_t &e = p.table[i];
-    uint32_t total = 0;
-    int fixed = 0;
-    cache[i].function_id = e.function_id;
-    cache[i].mode = e.dispatch_mode;
-    cache[i].fn = reinterpret_cast<cudaq_device_rpc_fn_t>(e.handler.device_fn_ptr);
-    cache[i].fixed_len = (e.schema.num_args > 0 &&
-                          cudaq_schema_arg_layout(&e.schema, nullptr, &total, &fixed) == CUDAQ_OK && fixed)
-                             ? total
-                             : UINT32_MAX;
-  }
+  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) cache[i] = make_entry(p.table[i]);
   if (threadIdx.x == 0) *cached = n;
 }
 
@@ -116,7 +110,9 @@ __device__ void cache_table(const dispatch_params &p, cached_entry *cache, uint3
  * IDLE_SCAN_INTERVAL idle polls all lanes look at up to 32 of this block's
  * slots at once (one PCIe round trip) so a request signalled out of ring
  * order is found. Returns the ready slot, or UINT32_MAX when shutdown is
- * seen. Every lane of warp 0 must call it. */
+ * seen. Every lane of warp 0 must call it; on return every lane is ordered
+ * after the acquire that found the slot (__syncwarp), so any lane may read
+ * the request. */
 __device__ uint32_t poll_ready_slot(const dispatch_params &p, uint32_t slot, uint32_t first,
                                     uint32_t step, uint32_t *iter) {
   const uint32_t lane = threadIdx.x & 31u;
@@ -131,12 +127,19 @@ __device__ uint32_t poll_ready_slot(const dispatch_params &p, uint32_t slot, uin
     }
     uint32_t found = UINT32_MAX;
     if (lane == 0) {
-      /* A1 pairs with R1 in cudaq_host_ringbuffer_signal_slot: a nonzero
-       * flag makes the request bytes visible to this thread. */
+      /* The fence before each poll makes the poll see a new flag sooner
+       * (measured: the floor's round trip drops from 3.2 to 2.3 us on an
+       * H100; see bench/results). A1 pairs with R1 in
+       * cudaq_host_ringbuffer_signal_slot: a nonzero flag makes the
+       * request bytes visible to this thread. */
+      __threadfence_system();
       if (cudaq__load_acquire_sys(&p.rx_flags[slot]) != 0) found = slot;
     }
     found = __shfl_sync(0xFFFFFFFFu, found, 0);
-    if (found != UINT32_MAX) return found;
+    if (found != UINT32_MAX) {
+      __syncwarp(); /* lane 0's acquire (A1) happens before every lane's reads of the request */
+      return found;
+    }
     if (++idle % IDLE_SCAN_INTERVAL == 0 && my_slots > 1) {
       /* Out-of-order scan: lane i checks the i-th slot of a window of this
        * block's slots; the lowest set lane wins. */
@@ -145,21 +148,46 @@ __device__ uint32_t poll_ready_slot(const dispatch_params &p, uint32_t slot, uin
       bool set = lane < my_slots && cudaq__load_acquire_sys(&p.rx_flags[s]) != 0; /* A1 */
       uint32_t mask = __ballot_sync(0xFFFFFFFFu, set);
       window = (window + 32u) % my_slots;
-      if (mask) return __shfl_sync(0xFFFFFFFFu, s, __ffs(mask) - 1);
+      if (mask) {
+        __syncwarp(); /* the winning lane's acquire (A1) happens before the other lanes' reads */
+        return __shfl_sync(0xFFFFFFFFu, s, __ffs(mask) - 1);
+      }
     }
   }
 }
 
-/* Leader: reads and checks the header of `slot`, fills st. */
+/* Polling warp: reads the first prefetch_bytes of the slot (header and the
+ * start of the payload) into the staging area, every load issued at once:
+ * one PCIe round trip instead of one for the header and one for the
+ * payload. Bytes past arg_len are read too and never used. */
+__device__ void prefetch_request(const dispatch_params &p, uint32_t slot, uint8_t *stage) {
+  const uint32_t *src = reinterpret_cast<const uint32_t *>(p.rx_data + (size_t)slot * p.rx_stride);
+  uint32_t *dst = reinterpret_cast<uint32_t *>(stage);
+  const uint32_t words = p.prefetch_bytes / 4u, lane = threadIdx.x & 31u;
+  uint32_t v[PREFETCH_WORDS_PER_LANE];
+#pragma unroll
+  for (uint32_t k = 0; k < PREFETCH_WORDS_PER_LANE; ++k) {
+    const uint32_t w = lane + 32u * k;
+    v[k] = w < words ? src[w] : 0u;
+  }
+#pragma unroll
+  for (uint32_t k = 0; k < PREFETCH_WORDS_PER_LANE; ++k) {
+    const uint32_t w = lane + 32u * k;
+    if (w < words) dst[w] = v[k];
+  }
+  __syncwarp(); /* the staged header is visible to lane 0 */
+}
+
+/* Leader: checks the staged header of `slot`, fills st, and hands the RX
+ * slot back for every request it keeps (flag order below). */
 __device__ void parse_request(const dispatch_params &p, const cached_entry *cache, uint32_t cached,
-                              uint32_t slot, request_state *st) {
-  const uint32_t *h = reinterpret_cast<const uint32_t *>(p.rx_data + (size_t)slot * p.rx_stride);
-  /* The six header words are independent loads: one PCIe round trip. */
-  uint32_t w0 = h[0], w1 = h[1], w2 = h[2], w3 = h[3], w4 = h[4], w5 = h[5];
+                              uint32_t slot, const uint8_t *stage, request_state *st) {
+  const uint32_t *h = reinterpret_cast<const uint32_t *>(stage);
+  const uint32_t w0 = h[0], w1 = h[1], w2 = h[2];
   st->slot = slot;
   st->arg_len = w2;
-  st->request_id = w3;
-  st->ptp = (uint64_t)w4 | ((uint64_t)w5 << 32);
+  st->request_id = h[3];
+  st->ptp = (uint64_t)h[4] | ((uint64_t)h[5] << 32);
   st->fn = nullptr;
   if (w0 != CUDAQ_RPC_MAGIC_REQUEST) {
     st->cmd = CMD_DROP;
@@ -173,11 +201,25 @@ __device__ void parse_request(const dispatch_params &p, const cached_entry *cach
     return;
   }
   st->cmd = CMD_ANSWER;
-  /* R2a marks the slot in flight (see finish_request for why the order of
-   * the three flag stores is what it is). */
-  cudaq__store_release_sys(&p.tx_flags[slot], CUDAQ_TX_FLAG_IN_FLIGHT);
+  /* Flag order: TX = in flight -> RX = 0 (here) -> TX = the response (the
+   * last store, in finish_request). Measured on an H100 over PCIe
+   * (hostNativeAtomicSupported 0): when the kernel stored the TX flag and
+   * then cleared the RX flag, the host never saw the TX store nor the
+   * response bytes written before it (requests answered back to back were
+   * lost; one at a time they were not). With the response published by the
+   * last store, every response arrives. The in-flight marker keeps the
+   * producer (which reuses a slot only when both flags are 0) off the slot
+   * from here until the response, so the rest of the payload may still be
+   * read after RX is cleared.
+   * The marker itself publishes nothing: a relaxed store, ordered before
+   * the RX clear by R3's release. */
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(p.tx_flags[slot])
+      .store(CUDAQ_TX_FLAG_IN_FLIGHT, cuda::memory_order_relaxed);
+  /* R3 hands the RX slot back (after the in-flight marker); pairs with A3
+   * in slot_available / cudaq_host_ringbuffer_slot_available. */
+  cudaq__store_release_sys(&p.rx_flags[slot], 0);
   if (w2 > p.rx_stride - CUDAQ_RPC_HEADER_SIZE) st->status = CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE;
-  else if (e.fixed_len != UINT32_MAX && w2 != e.fixed_len) st->status = CUDAQ_RPC_ERR_ARG_LEN_MISMATCH;
+  else if (!cudaq__arg_len_ok(e.rule, w2)) st->status = CUDAQ_RPC_ERR_ARG_LEN_MISMATCH;
   else if (e.mode != CUDAQ_DISPATCH_DEVICE_CALL || e.fn == nullptr) st->status = CUDAQ_RPC_ERR_UNSUPPORTED_MODE;
   else {
     st->cmd = CMD_CALL;
@@ -185,21 +227,24 @@ __device__ void parse_request(const dispatch_params &p, const cached_entry *cach
   }
 }
 
-/* Copies the payload into shared memory with every thread of the block
- * (4-byte loads issued together). Returns the args pointer for handlers. */
-__device__ const void *stage_payload(const dispatch_params &p, const request_state *st, uint8_t *stage) {
-  const uint8_t *src = p.rx_data + (size_t)st->slot * p.rx_stride + CUDAQ_RPC_HEADER_SIZE;
-  if (st->arg_len > p.stage_bytes) return src; /* too large to stage: read in place */
-  const uint32_t words = (st->arg_len + 3u) / 4u;
-  const uint32_t *s32 = reinterpret_cast<const uint32_t *>(src);
+/* Completes the staged copy of the payload with every thread of the block
+ * (4-byte loads issued together); `have` bytes of the slot are staged
+ * already. Returns the args pointer for handlers. */
+__device__ const void *stage_payload(const dispatch_params &p, const request_state *st, uint8_t *stage,
+                                     uint32_t have) {
+  const uint8_t *slot = p.rx_data + (size_t)st->slot * p.rx_stride;
+  const uint32_t end = CUDAQ_RPC_HEADER_SIZE + st->arg_len;
+  if (end > p.stage_bytes) return slot + CUDAQ_RPC_HEADER_SIZE; /* too large to stage: read in place */
+  const uint32_t words = (end + 3u) / 4u;
+  const uint32_t *s32 = reinterpret_cast<const uint32_t *>(slot);
   uint32_t *d32 = reinterpret_cast<uint32_t *>(stage);
-  for (uint32_t i = threadIdx.x; i < words; i += blockDim.x) d32[i] = s32[i];
-  return stage;
+  for (uint32_t i = have / 4u + threadIdx.x; i < words; i += blockDim.x) d32[i] = s32[i];
+  return stage + CUDAQ_RPC_HEADER_SIZE;
 }
 
-/* Leader: writes the response header, publishes TX, clears RX, counts. */
+/* Leader: writes the response header, publishes TX, counts. */
 __device__ void finish_request(const dispatch_params &p, const request_state *st, int32_t status,
-                               uint32_t result_len, uint64_t *processed) {
+                               uint32_t result_len) {
   uint8_t *tx = p.tx_data + (size_t)st->slot * p.tx_stride;
   uint32_t *h = reinterpret_cast<uint32_t *>(tx);
   h[0] = CUDAQ_RPC_MAGIC_RESPONSE;
@@ -208,32 +253,31 @@ __device__ void finish_request(const dispatch_params &p, const request_state *st
   h[3] = st->request_id;
   h[4] = (uint32_t)st->ptp;
   h[5] = (uint32_t)(st->ptp >> 32);
-  /* Flag order: TX = in flight (R2a, at parse) -> RX = 0 (R3) -> TX = the
-   * response (R2). Measured on an H100 over PCIe (hostNativeAtomicSupported
-   * 0): when the kernel stored the TX flag and then cleared the RX flag, the
-   * host never saw the TX store nor the response bytes written before it
-   * (requests answered back to back were lost; one at a time they were
-   * not). With the response published by the last store, every response
-   * arrives. The in-flight marker keeps the producer (which reuses a slot
-   * only when both flags are 0) off the slot between R3 and R2.
-   * R3 hands the RX slot back; pairs with A3 in slot_available. */
-  cudaq__store_release_sys(&p.rx_flags[st->slot], 0);
   /* R2 publishes the response (header by this thread, result bytes by the
-   * block, ordered before this by the preceding barrier); pairs with A2 in
+   * block, ordered before this by the preceding barrier); the last flag
+   * store of the request (see parse_request). Pairs with A2 in
    * cudaq_host_ringbuffer_poll_tx_flag. */
   cudaq__store_release_sys(&p.tx_flags[st->slot], (uint64_t)(uintptr_t)tx);
-  cudaq__device_state *c = p.state;
-  cudaq__count_status(c, status);
-  *processed += 1;
-  /* stats[0] (the spec's processed count) may be host memory: a posted
-   * store, read by the host with a relaxed load. */
-  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(p.stats[0]).store(*processed, cuda::memory_order_relaxed);
-  c->processed = *processed;
+  cudaq__count_status(p.state, status);
+  cudaq__count_processed(p.state, p.stats);
 }
 
 __device__ void drop_request(const dispatch_params &p, const request_state *st) {
   cudaq__store_release_sys(&p.rx_flags[st->slot], 0); /* R3: consumed, no response */
-  bump(st->drop_kind == 0 ? &p.state->dropped_bad_magic : &p.state->dropped_unknown_function);
+  cudaq__bump(st->drop_kind == 0 ? &p.state->dropped_bad_magic : &p.state->dropped_unknown_function);
+}
+
+/* Leader, once per polling block on exit: the last block to leave writes
+ * the exact processed total into stats[0] (see cudaq__count_processed). */
+__device__ void leave(const dispatch_params &p, uint32_t polling_blocks) {
+  cudaq__device_state *c = p.state;
+  __threadfence(); /* this block's counts and stats[0] store come before its exit count */
+  const uint32_t gone = atomicAdd(&c->exited_blocks, 1u) + 1u;
+  __threadfence(); /* and the other blocks' before the total read below */
+  if (gone == polling_blocks) {
+    const uint64_t total = atomicAdd(reinterpret_cast<unsigned long long *>(&c->processed), 0ull);
+    cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p.stats).store(total, cuda::memory_order_relaxed);
+  }
 }
 
 /* One persistent loop. Regular: each block serves slots blockIdx.x +
@@ -251,8 +295,13 @@ __device__ void dispatch_loop(const dispatch_params &p) {
   const uint32_t first = Coop ? 0u : blockIdx.x;
   const uint32_t step = Coop ? 1u : gridDim.x;
   if (first >= p.num_slots) return; /* more blocks than slots: nothing to serve */
+  const uint32_t polling_blocks = Coop ? 1u : (gridDim.x < p.num_slots ? gridDim.x : p.num_slots);
   const bool poll_block = !Coop || blockIdx.x == 0;
   const bool leader = poll_block && threadIdx.x == 0;
+  /* Bytes of the request already in this block's staging area once the
+   * request is broadcast: the polling warp's prefetch; other blocks of the
+   * cooperative grid stage everything after the header themselves. */
+  const uint32_t have = poll_block ? p.prefetch_bytes : CUDAQ_RPC_HEADER_SIZE;
   request_state *st = Coop ? &p.state->bcast : &st_shared;
   cg::grid_group grid = cg::this_grid();
   auto barrier = [&]() {
@@ -262,7 +311,6 @@ __device__ void dispatch_loop(const dispatch_params &p) {
   cache_table(p, cache, &cached);
   __syncthreads();
   uint32_t slot = first, iter = 0, draining = 0, drain_left = 0;
-  uint64_t processed = p.state->processed; /* leader's running count; a restart continues it */
 
   for (;;) {
     if (poll_block && threadIdx.x < 32) {
@@ -281,10 +329,12 @@ __device__ void dispatch_loop(const dispatch_params &p) {
           else slot = slot + step < p.num_slots ? slot + step : first;
           --drain_left;
         }
+        __syncwarp(); /* lane 0's acquire happens before the prefetch of every lane */
       }
+      if (s != UINT32_MAX) prefetch_request(p, s, stage);
       if (leader) {
         if (s == UINT32_MAX) st->cmd = CMD_EXIT;
-        else parse_request(p, cache, cached, s, st);
+        else parse_request(p, cache, cached, s, stage, st);
       }
     }
     barrier();
@@ -292,7 +342,7 @@ __device__ void dispatch_loop(const dispatch_params &p) {
     if (cmd == CMD_EXIT) break;
 
     if (cmd == CMD_CALL) {
-      const void *args = stage_payload(p, st, stage);
+      const void *args = stage_payload(p, st, stage, have);
       barrier();
       uint32_t len = 0;
       uint8_t *result = p.tx_data + (size_t)st->slot * p.tx_stride + CUDAQ_RPC_HEADER_SIZE;
@@ -303,15 +353,16 @@ __device__ void dispatch_loop(const dispatch_params &p) {
           status = CUDAQ_RPC_ERR_RESULT_TOO_LARGE;
           len = 0;
         }
-        finish_request(p, st, status, len, &processed);
+        finish_request(p, st, status, len);
       }
     } else if (leader) {
-      if (cmd == CMD_ANSWER) finish_request(p, st, st->status, 0, &processed);
+      if (cmd == CMD_ANSWER) finish_request(p, st, st->status, 0);
       else drop_request(p, st);
     }
     if (poll_block && threadIdx.x < 32) slot = st->slot + step < p.num_slots ? st->slot + step : first;
     barrier(); /* nobody overwrites the request before every thread has read it */
   }
+  if (leader) leave(p, polling_blocks);
 }
 
 __global__ void dispatch_kernel_regular(dispatch_params p) { dispatch_loop<false>(p); }
@@ -353,6 +404,20 @@ cudaq__device_state *cudaq__state_for(const uint64_t *stats, bool create) {
   return dev;
 }
 
+cudaq__device_state *cudaq__state_for_launch(const uint64_t *stats) {
+  cudaq__device_state *dev = cudaq__state_for(stats, true);
+  if (!dev) return nullptr;
+  uint64_t processed = 0;
+  if (cudaq__copy_to_host_private_stream(&processed, stats, sizeof processed) != cudaSuccess) return nullptr;
+  /* Fresh counters for a zeroed stats buffer; else only the per-launch
+   * fields (from exited_blocks on) start again. */
+  const size_t from = processed == 0 ? 0 : offsetof(cudaq__device_state, exited_blocks);
+  if (cudaq__memset_private_stream(reinterpret_cast<uint8_t *>(dev) + from, 0,
+                                   sizeof(cudaq__device_state) - from) != cudaSuccess)
+    return nullptr;
+  return dev;
+}
+
 namespace {
 
 template <bool Coop>
@@ -380,18 +445,21 @@ void launch(volatile uint64_t *rx_flags, volatile uint64_t *tx_flags, uint8_t *r
     cudaq__report_bad_launch();
     return;
   }
-  p.state = cudaq__state_for(stats, true);
+  p.state = cudaq__state_for_launch(stats);
   if (!p.state) {
     cudaq__report_bad_launch();
     return;
   }
-  size_t payload = rx_stride_sz - CUDAQ_RPC_HEADER_SIZE;
-  p.stage_bytes = (uint32_t)((payload < MAX_STAGE_BYTES ? payload : MAX_STAGE_BYTES) & ~size_t(15));
+  /* Staging area: the whole request up to MAX_STAGE_BYTES of payload,
+   * rounded up to 16 bytes (never read past the slot: staging stops at
+   * header + arg_len). The polling warp prefetches up to 512 bytes. */
+  const size_t want = rx_stride_sz < CUDAQ_RPC_HEADER_SIZE + MAX_STAGE_BYTES ? rx_stride_sz
+                                                                             : CUDAQ_RPC_HEADER_SIZE + MAX_STAGE_BYTES;
+  p.stage_bytes = (uint32_t)((want + 15) & ~size_t(15));
+  const size_t pre = 32u * PREFETCH_WORDS_PER_LANE * 4u;
+  p.prefetch_bytes = (uint32_t)(rx_stride_sz < pre ? rx_stride_sz : pre);
   const size_t smem = p.stage_bytes;
-  if (smem > 48 * 1024) {
-    cudaFuncSetAttribute(Coop ? (const void *)dispatch_kernel_cooperative : (const void *)dispatch_kernel_regular,
-                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-  }
+  static_assert(MAX_LAUNCH_SMEM <= 48 * 1024, "staging beyond 48 KiB needs cudaFuncSetAttribute");
   if (Coop) {
     void *args[] = {&p};
     cudaLaunchCooperativeKernel((const void *)dispatch_kernel_cooperative, dim3(num_blocks),
@@ -423,7 +491,8 @@ cudaError_t cudaq__copy_to_host_private_stream(void *dst, const void *src, size_
   cudaStream_t s;
   cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   if (e != cudaSuccess) return e;
-  e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s);
+  /* Default: src may be device memory or mapped host memory (a stats buffer). */
+  e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
   if (e == cudaSuccess) e = cudaStreamSynchronize(s);
   cudaStreamDestroy(s);
   return e;
@@ -466,7 +535,7 @@ extern "C" cudaError_t cudaq_dispatch_kernel_query_occupancy(int *out_blocks, ui
   if (!out_blocks) return cudaErrorInvalidValue;
   *out_blocks = 0;
   cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(out_blocks, dispatch_kernel_regular,
-                                                                (int)threads_per_block, 0);
+                                                                (int)threads_per_block, MAX_LAUNCH_SMEM);
   if (e != cudaSuccess) *out_blocks = 0;
   return e;
 }
@@ -476,7 +545,7 @@ extern "C" cudaError_t cudaq_dispatch_kernel_cooperative_query_occupancy(int *ou
   if (!out_blocks) return cudaErrorInvalidValue;
   *out_blocks = 0;
   cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(out_blocks, dispatch_kernel_cooperative,
-                                                                (int)threads_per_block, 0);
+                                                                (int)threads_per_block, MAX_LAUNCH_SMEM);
   if (e != cudaSuccess) *out_blocks = 0;
   return e;
 }

@@ -100,20 +100,14 @@ __global__ void graph_dispatch_kernel(graph_params p) {
       if (p.table[i].function_id == fid) e = &p.table[i];
     if (magic != CUDAQ_RPC_MAGIC_REQUEST || !e) {
       cudaq__store_release_sys(&p.rx_flags[slot], 0); /* R3: consumed without response */
-      if (magic != CUDAQ_RPC_MAGIC_REQUEST) c->dropped_bad_magic++;
-      else c->dropped_unknown_function++;
+      cudaq__bump(magic != CUDAQ_RPC_MAGIC_REQUEST ? &c->dropped_bad_magic : &c->dropped_unknown_function);
     } else {
-      uint32_t total = 0;
-      int fixed = 0;
       int32_t status = 0;
       /* In flight from here: the producer leaves the slot alone until the
        * response is published (by us or by the graph). */
       cudaq__store_release_sys(&p.tx_flags[slot], CUDAQ_TX_FLAG_IN_FLIGHT);
       if (arg_len > p.rx_stride - CUDAQ_RPC_HEADER_SIZE) status = CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE;
-      else if (e->schema.num_args > 0 &&
-               cudaq_schema_arg_layout(&e->schema, nullptr, &total, &fixed) == CUDAQ_OK && fixed &&
-               arg_len != total)
-        status = CUDAQ_RPC_ERR_ARG_LEN_MISMATCH;
+      else if (!cudaq__arg_len_ok(cudaq__arg_rule_of(e), arg_len)) status = CUDAQ_RPC_ERR_ARG_LEN_MISMATCH;
       else if (e->dispatch_mode != CUDAQ_DISPATCH_GRAPH_LAUNCH || e->handler.graph_exec == nullptr)
         status = CUDAQ_RPC_ERR_UNSUPPORTED_MODE;
       if (status == 0) {
@@ -168,9 +162,7 @@ __global__ void graph_dispatch_kernel(graph_params p) {
         answer(p, slot, status, rid, ptp); /* clears RX (again, harmless) then publishes TX */
         cudaq__count_status(c, status);
       }
-      c->processed++;
-      cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(p.stats[0]).store(c->processed,
-                                                                              cuda::memory_order_relaxed);
+      cudaq__count_processed(c, p.stats);
     }
     slot = slot + 1 == p.num_slots ? 0 : slot + 1;
     if (draining && --drain_left == 0) break;
@@ -206,7 +198,8 @@ extern "C" cudaError_t cudaq_create_dispatch_graph_regular(
   if (!rx_flags || !tx_flags || !rx_data || !tx_data || !function_table || !func_count || !graph_io_ctx ||
       !shutdown_flag || !stats || !num_slots || !out_context || rx_stride_sz < CUDAQ_RPC_HEADER_SIZE ||
       tx_stride_sz < CUDAQ_RPC_HEADER_SIZE || rx_stride_sz % 4 || tx_stride_sz % 4 || num_blocks == 0 ||
-      threads_per_block == 0)
+      threads_per_block == 0 || rx_stride_sz > UINT32_MAX || tx_stride_sz > UINT32_MAX ||
+      func_count > UINT32_MAX || num_slots > UINT32_MAX)
     return cudaErrorInvalidValue;
   *out_context = nullptr;
   cudaq_dispatch_graph_context *ctx =
@@ -229,7 +222,7 @@ extern "C" cudaError_t cudaq_create_dispatch_graph_regular(
   p.stats = stats;
   p.num_slots = (uint32_t)num_slots;
   p.state = ctx->state;
-  cudaq__device_state *counters = cudaq__state_for(stats, true);
+  cudaq__device_state *counters = cudaq__state_for_launch(stats);
   if (e == cudaSuccess && !counters) e = cudaErrorMemoryAllocation;
   if (e == cudaSuccess)
     e = cudaMemcpyAsync(&ctx->state->c, &counters, sizeof counters, cudaMemcpyHostToDevice, stream);

@@ -49,18 +49,24 @@ struct unified_params {
 __global__ void unified_emu_kernel(unified_params p) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return; /* single thread, single block (spec) */
   cudaq__device_state *c = p.state;
-  uint64_t next = c->processed + c->dropped_bad_magic + c->dropped_unknown_function; /* frames consumed */
+  /* The transport keeps the position: frames below `sent` were answered by
+   * an earlier launch on this transport (0 for a fresh one). Only this
+   * kernel writes it, and the previous launch has finished. */
+  uint64_t next = cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p.sent).load(cuda::memory_order_relaxed);
+  uint64_t drain_to = UINT64_MAX; /* set at shutdown: what was delivered by then */
   uint32_t iter = 0;
   for (;;) {
+    /* Shutdown is checked every 64 loop iterations, busy or idle. Frames
+     * delivered before it was seen are still answered (U1 below makes them
+     * visible); later ones are left to the next launch. */
+    if (drain_to == UINT64_MAX && ++iter % 64 == 0 &&
+        cuda::atomic_ref<int, cuda::thread_scope_system>(*p.shutdown).load(cuda::memory_order_relaxed))
+      drain_to = cudaq__load_acquire_sys(p.delivered); /* U1 */
+    if (next == drain_to) break;
     /* U1 pairs with N1 in cudaq_emu_nic_send: frames below `delivered`
      * are complete and visible. */
     uint64_t delivered = cudaq__load_acquire_sys(p.delivered);
-    if (delivered == next) {
-      if (++iter % 64 == 0 &&
-          cuda::atomic_ref<int, cuda::thread_scope_system>(*p.shutdown).load(cuda::memory_order_relaxed))
-        break; /* everything delivered has been answered: nothing to drain */
-      continue;
-    }
+    if (delivered == next) continue;
     uint8_t *f = p.frames + (size_t)(next % p.num_frames) * p.frame_size;
     uint32_t *h = reinterpret_cast<uint32_t *>(f);
     /* Header fields into registers before the handler overwrites the frame. */
@@ -73,17 +79,11 @@ __global__ void unified_emu_kernel(unified_params p) {
     if (magic != CUDAQ_RPC_MAGIC_REQUEST || !e) {
       /* Dropped: the frame goes back without a response (result_len 0,
        * magic left as it was, so the NIC can tell). */
-      if (magic != CUDAQ_RPC_MAGIC_REQUEST) c->dropped_bad_magic++;
-      else c->dropped_unknown_function++;
+      cudaq__bump(magic != CUDAQ_RPC_MAGIC_REQUEST ? &c->dropped_bad_magic : &c->dropped_unknown_function);
     } else {
-      uint32_t total = 0;
-      int fixed = 0;
       const uint32_t room = p.frame_size - CUDAQ_RPC_HEADER_SIZE;
       if (arg_len > room) status = CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE;
-      else if (e->schema.num_args > 0 &&
-               cudaq_schema_arg_layout(&e->schema, nullptr, &total, &fixed) == CUDAQ_OK && fixed &&
-               arg_len != total)
-        status = CUDAQ_RPC_ERR_ARG_LEN_MISMATCH;
+      else if (!cudaq__arg_len_ok(cudaq__arg_rule_of(e), arg_len)) status = CUDAQ_RPC_ERR_ARG_LEN_MISMATCH;
       else if (e->dispatch_mode != CUDAQ_DISPATCH_DEVICE_CALL || !e->handler.device_fn_ptr)
         status = CUDAQ_RPC_ERR_UNSUPPORTED_MODE;
       else {
@@ -102,9 +102,7 @@ __global__ void unified_emu_kernel(unified_params p) {
       h[4] = t0;
       h[5] = t1;
       cudaq__count_status(c, status);
-      c->processed++;
-      cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(p.stats[0]).store(c->processed,
-                                                                              cuda::memory_order_relaxed);
+      cudaq__count_processed(c, p.stats);
     }
     ++next;
     /* U2 publishes the response written in place; pairs with N2 in
@@ -175,7 +173,7 @@ extern "C" void cudaq_launch_unified_dispatch_emu(void *transport_ctx, cudaq_fun
   p.table_count = (uint32_t)func_count;
   p.shutdown = const_cast<int *>(shutdown_flag);
   p.stats = stats;
-  p.state = cudaq__state_for(stats, true);
+  p.state = cudaq__state_for_launch(stats);
   if (!p.state) {
     cudaq__report_bad_launch();
     return;

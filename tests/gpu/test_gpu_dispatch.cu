@@ -61,6 +61,7 @@ static uint64_t now_ns() {
 #define FN_BLOCK cudaq_fnv1a_hash("block_xor")
 #define FN_SLOW cudaq_fnv1a_hash("slow_echo")
 #define FN_GRID cudaq_fnv1a_hash("grid_sum")
+#define FN_VAR cudaq_fnv1a_hash("var_echo") /* echo; schema: int32 + variable-size uint8 array */
 
 /* Every thread of the block calls a handler; they share the work. */
 __device__ int d_echo(const void *args, void *result, uint32_t arg_len, uint32_t max, uint32_t *len) {
@@ -127,9 +128,9 @@ __device__ int d_grid_sum(const void *args, void *result, uint32_t arg_len, uint
 }
 
 __global__ void init_table(cudaq_function_entry_t *e) {
-  cudaq_device_rpc_fn_t fns[] = {d_echo, d_sum, d_fail, d_greedy, nullptr, d_block_xor, d_slow, d_grid_sum};
-  uint32_t ids[] = {FN_ECHO, FN_SUM, FN_FAIL, FN_GREEDY, FN_GRAPH_ONLY, FN_BLOCK, FN_SLOW, FN_GRID};
-  for (int i = 0; i < 8; ++i) {
+  cudaq_device_rpc_fn_t fns[] = {d_echo, d_sum, d_fail, d_greedy, nullptr, d_block_xor, d_slow, d_grid_sum, d_echo};
+  uint32_t ids[] = {FN_ECHO, FN_SUM, FN_FAIL, FN_GREEDY, FN_GRAPH_ONLY, FN_BLOCK, FN_SLOW, FN_GRID, FN_VAR};
+  for (int i = 0; i < 9; ++i) {
     memset(&e[i], 0, sizeof e[i]);
     e[i].handler.device_fn_ptr = (void *)fns[i];
     e[i].function_id = ids[i];
@@ -140,8 +141,14 @@ __global__ void init_table(cudaq_function_entry_t *e) {
   e[1].schema.args[0].size_bytes = 16;
   e[1].schema.args[0].num_elements = 4;
   e[4].dispatch_mode = CUDAQ_DISPATCH_GRAPH_LAUNCH; /* not runnable by the device-call kernel */
+  /* Variable-size schema: at least 4 bytes (the int32 before the array). */
+  e[8].schema.num_args = 2;
+  e[8].schema.args[0].type_id = CUDAQ_TYPE_INT32;
+  e[8].schema.args[0].size_bytes = 4;
+  e[8].schema.args[0].num_elements = 1;
+  e[8].schema.args[1].type_id = CUDAQ_TYPE_ARRAY_UINT8; /* size 0, 0 elements: any length */
 }
-#define TABLE_SIZE 8
+#define TABLE_SIZE 9
 
 /* ---- fixture ------------------------------------------------------------- */
 struct fixture {
@@ -320,8 +327,14 @@ static void test_regular_multi_block(void **) {
   fixture f;
   fixture_init(&f, 16, 256, CUDAQ_KERNEL_REGULAR, 4, 32);
   assert_int_equal(cudaq_dispatcher_start(f.d), CUDAQ_OK);
-  stream_and_check(&f, scaled(20000));
+  const uint32_t n = scaled(20000);
+  stream_and_check(&f, n);
   assert_int_equal(cudaq_dispatcher_stop(f.d), CUDAQ_OK);
+  /* Four blocks count into one set of counters: exact after the stop. */
+  cudaq_dispatcher_counters_t c;
+  assert_int_equal(cudaq_dispatcher_get_counters(f.d, &c), CUDAQ_OK);
+  assert_int_equal(c.processed, n);
+  assert_int_equal(*f.h_stats, n);
   fixture_fini(&f);
 }
 
@@ -410,6 +423,117 @@ static void test_malformed_inputs_and_echo(void **) {
   assert_int_equal(c.handler_errors, 1);
   assert_int_equal(c.processed, 7);
   assert_int_equal(*f.h_stats, 7);
+  fixture_fini(&f);
+}
+
+
+/* Payload sizes around the polling warp's one-step read (512 bytes of the
+ * slot: header + 488 payload bytes), around the shared-memory staging limit
+ * (32 KiB of payload), and beyond it (handler reads the slot in place). */
+static void test_payload_sizes(void **) {
+  fixture f;
+  const uint32_t SLOT = 64 * 1024;
+  fixture_init(&f, 4, SLOT, CUDAQ_KERNEL_REGULAR, 1, 128);
+  assert_int_equal(cudaq_dispatcher_start(f.d), CUDAQ_OK);
+  const uint32_t lens[] = {0, 1, 4, 487, 488, 489, 1000, 32767, 32768, 32769, 40000, SLOT - 24};
+  uint8_t *buf = (uint8_t *)malloc(SLOT);
+  uint32_t k = 0;
+  for (uint32_t len : lens)
+    for (uint32_t fn = 0; fn < 2; ++fn, ++k) {
+      const uint32_t slot = k % 4;
+      for (uint32_t i = 0; i < len; ++i) buf[i] = (uint8_t)(i * 13 + k);
+      assert_int_equal(roundtrip(&f, slot, fn ? FN_BLOCK : FN_ECHO, buf, len, k, k), CUDAQ_TX_READY);
+      cudaq_rpc_response_t r = read_resp(&f.rb, slot);
+      assert_int_equal(r.status, 0);
+      assert_int_equal(r.request_id, k);
+      assert_int_equal(r.result_len, len);
+      const uint8_t *pl = resp_payload(&f.rb, slot);
+      for (uint32_t i = 0; i < len; ++i) {
+        const uint8_t want = fn ? (uint8_t)(buf[i] ^ (i & 0xFF)) : buf[i];
+        if (pl[i] != want) fail_msg("length %u byte %u: got %u want %u", len, i, pl[i], want);
+      }
+      cudaq_host_ringbuffer_clear_slot(&f.rb, slot);
+    }
+  free(buf);
+  assert_int_equal(cudaq_dispatcher_stop(f.d), CUDAQ_OK);
+  fixture_fini(&f);
+}
+
+/* A schema whose last argument is variable-size sets a minimum length
+ * (the fixed arguments before it), enforced like on the host path. */
+static void variable_schema_checks(fixture *f) {
+  uint8_t buf[64];
+  memset(buf, 0x5A, sizeof buf);
+  const uint32_t lens[] = {0, 3, 4, 5, 60};
+  for (uint32_t i = 0; i < 5; ++i) {
+    const uint32_t slot = i % f->num_slots;
+    assert_int_equal(roundtrip(f, slot, FN_VAR, buf, lens[i], 50 + i, 0), CUDAQ_TX_READY);
+    cudaq_rpc_response_t r = read_resp(&f->rb, slot);
+    assert_int_equal(r.request_id, 50 + i);
+    if (lens[i] < 4) {
+      assert_int_equal(r.status, CUDAQ_RPC_ERR_ARG_LEN_MISMATCH);
+      assert_int_equal(r.result_len, 0);
+    } else {
+      assert_int_equal(r.status, 0);
+      assert_int_equal(r.result_len, lens[i]);
+    }
+    cudaq_host_ringbuffer_clear_slot(&f->rb, slot);
+  }
+}
+
+static void test_variable_schema_min_len(void **) {
+  for (int coop = 0; coop < 2; ++coop) {
+    fixture f;
+    fixture_init(&f, 4, 256, coop ? CUDAQ_KERNEL_COOPERATIVE : CUDAQ_KERNEL_REGULAR, coop ? 2 : 1, 32);
+    assert_int_equal(cudaq_dispatcher_start(f.d), CUDAQ_OK);
+    variable_schema_checks(&f);
+    assert_int_equal(cudaq_dispatcher_stop(f.d), CUDAQ_OK);
+    cudaq_dispatcher_counters_t c;
+    assert_int_equal(cudaq_dispatcher_get_counters(f.d, &c), CUDAQ_OK);
+    assert_int_equal(c.err_arg_len_mismatch, 2);
+    fixture_fini(&f);
+  }
+}
+
+/* A new dispatcher given a stats buffer that holds another dispatcher's
+ * count starts from 0; a restarted one continues. */
+static void test_counters_fresh_dispatcher_same_stats(void **) {
+  fixture f;
+  fixture_init(&f, 4, 128, CUDAQ_KERNEL_REGULAR, 1, 32);
+  uint8_t p[4] = {1, 2, 3, 4};
+  assert_int_equal(cudaq_dispatcher_start(f.d), CUDAQ_OK);
+  for (uint32_t k = 0; k < 5; ++k) {
+    assert_int_equal(roundtrip(&f, k % 4, FN_ECHO, p, 4, k, 0), CUDAQ_TX_READY);
+    cudaq_host_ringbuffer_clear_slot(&f.rb, k % 4);
+  }
+  assert_int_equal(cudaq_dispatcher_stop(f.d), CUDAQ_OK);
+  assert_int_equal(*f.h_stats, 5);
+  assert_int_equal(cudaq_dispatcher_destroy(f.d), CUDAQ_OK);
+
+  cudaq_dispatcher_config_t c;
+  cudaq_dispatcher_config_init(&c);
+  c.num_slots = 4;
+  c.slot_size = 128;
+  c.num_blocks = 1;
+  c.threads_per_block = 32;
+  assert_int_equal(cudaq_dispatcher_create(f.mgr, &c, &f.d), CUDAQ_OK);
+  cudaq_function_table_t t = {f.d_table, TABLE_SIZE};
+  assert_int_equal(cudaq_dispatcher_set_ringbuffer(f.d, &f.rb), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_set_function_table(f.d, &t), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_set_control(f.d, f.d_shutdown, f.h_stats), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_set_launch_fn(f.d, cudaq_launch_dispatch_kernel_regular), CUDAQ_OK);
+  for (int run = 0; run < 2; ++run) {
+    assert_int_equal(cudaq_dispatcher_start(f.d), CUDAQ_OK);
+    for (uint32_t k = 0; k < 3; ++k) {
+      assert_int_equal(roundtrip(&f, (k + 1) % 4, FN_ECHO, p, 4, k, 0), CUDAQ_TX_READY);
+      cudaq_host_ringbuffer_clear_slot(&f.rb, (k + 1) % 4);
+    }
+    assert_int_equal(cudaq_dispatcher_stop(f.d), CUDAQ_OK);
+    cudaq_dispatcher_counters_t cnt;
+    assert_int_equal(cudaq_dispatcher_get_counters(f.d, &cnt), CUDAQ_OK);
+    assert_int_equal(cnt.processed, 3u * (run + 1));
+    assert_int_equal(*f.h_stats, 3u * (run + 1));
+  }
   fixture_fini(&f);
 }
 
@@ -626,6 +750,11 @@ static void test_graph_launch_100k(void **) {
   h[0].handler.graph_exec = ge;
   h[0].function_id = FN_ECHO;
   h[0].dispatch_mode = CUDAQ_DISPATCH_GRAPH_LAUNCH;
+  h[0].schema.num_args = 2; /* a uint8 then a variable-size array: at least 1 byte */
+  h[0].schema.args[0].type_id = CUDAQ_TYPE_UINT8;
+  h[0].schema.args[0].size_bytes = 1;
+  h[0].schema.args[0].num_elements = 1;
+  h[0].schema.args[1].type_id = CUDAQ_TYPE_ARRAY_UINT8;
   h[1].handler.device_fn_ptr = nullptr;
   h[1].function_id = FN_SUM;
   h[1].dispatch_mode = CUDAQ_DISPATCH_DEVICE_CALL; /* wrong mode for this dispatcher */
@@ -639,6 +768,16 @@ static void test_graph_launch_100k(void **) {
   CK(cudaHostAlloc(&stats, sizeof(uint64_t), cudaHostAllocMapped));
   *stats = 0;
   cudaq_dispatch_graph_context *ctx = nullptr;
+  /* Sizes beyond 32 bits are refused, not truncated. */
+  const size_t huge = (size_t)1 << 33;
+  assert_int_equal(cudaq_create_dispatch_graph_regular(rb.rx_flags, rb.tx_flags, rb.rx_data, rb.tx_data, huge,
+                                                       rb.tx_stride_sz, dt, 2, io, flag, stats, S, 1, 32, s, &ctx),
+                   cudaErrorInvalidValue);
+  assert_int_equal(cudaq_create_dispatch_graph_regular(rb.rx_flags, rb.tx_flags, rb.rx_data, rb.tx_data,
+                                                       rb.rx_stride_sz, rb.tx_stride_sz, dt, 2, io, flag, stats,
+                                                       huge + S, 1, 32, s, &ctx),
+                   cudaErrorInvalidValue);
+  assert_null(ctx);
   CK(cudaq_create_dispatch_graph_regular(rb.rx_flags, rb.tx_flags, rb.rx_data, rb.tx_data, rb.rx_stride_sz,
                                          rb.tx_stride_sz, dt, 2, io, flag, stats, S, 1, 32, s, &ctx));
   CK(cudaq_launch_dispatch_graph(ctx, s));
@@ -677,6 +816,12 @@ static void test_graph_launch_100k(void **) {
   assert_int_equal(wait_tx(&rb, n % S), CUDAQ_TX_READY);
   assert_int_equal(read_resp(&rb, n % S).status, CUDAQ_RPC_ERR_UNSUPPORTED_MODE);
   cudaq_host_ringbuffer_clear_slot(&rb, n % S);
+  /* Below the schema's minimum length (1 byte): answered with a mismatch. */
+  assert_int_equal(cudaq_host_ringbuffer_write_rpc_request(&rb, (n + 2) % S, FN_ECHO, NULL, 0, 3, 4), CUDAQ_OK);
+  cudaq_host_ringbuffer_signal_slot(&rb, (n + 2) % S);
+  assert_int_equal(wait_tx(&rb, (n + 2) % S), CUDAQ_TX_READY);
+  assert_int_equal(read_resp(&rb, (n + 2) % S).status, CUDAQ_RPC_ERR_ARG_LEN_MISMATCH);
+  cudaq_host_ringbuffer_clear_slot(&rb, (n + 2) % S);
   uint32_t us = (n + 1) % S;
   assert_int_equal(cudaq_host_ringbuffer_write_rpc_request(&rb, us, 0x1234u, NULL, 0, 1, 2), CUDAQ_OK);
   cudaq_host_ringbuffer_signal_slot(&rb, us);
@@ -700,10 +845,11 @@ static void test_graph_launch_100k(void **) {
   CK(cudaStreamSynchronize(s)); /* waits for the dispatcher and its tail launches */
   cudaq_dispatcher_counters_t c;
   CK(cudaq_dispatch_kernel_get_counters(stats, &c));
-  assert_int_equal(c.processed, n + 1);
+  assert_int_equal(c.processed, n + 2);
   assert_int_equal(c.dropped_unknown_function, 1);
   assert_int_equal(c.err_unsupported_mode, 1);
-  assert_int_equal(*stats, n + 1);
+  assert_int_equal(c.err_arg_len_mismatch, 1);
+  assert_int_equal(*stats, n + 2);
   CK(cudaq_destroy_dispatch_graph(ctx));
   CK(cudaGraphExecDestroy(ge));
   CK(cudaGraphDestroy(g));
@@ -791,6 +937,92 @@ static void test_unified_emu(void **) {
   CK(cudaFreeHost(stats));
 }
 
+/* Unified mode: stop while frames are queued answers every frame delivered
+ * before the stop; a restart on the same transport continues at its
+ * position; a fresh transport starts at frame 0 even though the stats
+ * buffer (and the counters) carry on. Variable-size schemas too. */
+static void unified_roundtrip(cudaq_emu_transport_t *t, uint32_t fn, uint32_t len, uint32_t rid, int32_t want_status) {
+  uint8_t buf[64];
+  memset(buf, (int)rid, sizeof buf);
+  assert_int_equal(cudaq_emu_nic_send(t, fn, buf, len, rid, rid), CUDAQ_OK);
+  const uint8_t *f;
+  uint64_t t0 = now_ns();
+  while (!(f = cudaq_emu_nic_poll(t)))
+    if (now_ns() - t0 > g_wait_ns) fail_msg("unified: no answer to request %u", rid);
+  cudaq_rpc_response_t r;
+  memcpy(&r, f, sizeof r);
+  assert_int_equal(r.magic, CUDAQ_RPC_MAGIC_RESPONSE);
+  assert_int_equal(r.request_id, rid);
+  assert_int_equal(r.status, want_status);
+  assert_int_equal(r.result_len, want_status ? 0 : len);
+  cudaq_emu_nic_release(t);
+}
+
+static void test_unified_shutdown_busy_new_transport(void **) {
+  cudaq_emu_transport_t *t, *t2;
+  assert_int_equal(cudaq_emu_transport_create(8, 256, &t), CUDAQ_OK);
+  assert_int_equal(cudaq_emu_transport_create(8, 256, &t2), CUDAQ_OK);
+  cudaq_dispatch_manager_t *m;
+  cudaq_dispatcher_t *d;
+  cudaq_dispatcher_config_t c;
+  cudaq_dispatcher_config_init(&c);
+  c.kernel_type = CUDAQ_KERNEL_UNIFIED;
+  c.dispatch_mode = CUDAQ_DISPATCH_DEVICE_CALL;
+  cudaq_function_entry_t *dt;
+  CK(cudaMalloc(&dt, TABLE_SIZE * sizeof *dt));
+  init_table<<<1, 1>>>(dt);
+  CK(cudaDeviceSynchronize());
+  int *flag;
+  uint64_t *stats;
+  CK(cudaMalloc(&flag, sizeof(int)));
+  CK(cudaHostAlloc(&stats, sizeof(uint64_t), cudaHostAllocMapped));
+  cudaq_function_table_t table = {dt, TABLE_SIZE};
+  assert_int_equal(cudaq_dispatch_manager_create(&m), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_create(m, &c, &d), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_set_unified_launch(d, cudaq_launch_unified_dispatch_emu, cudaq_emu_transport_ctx(t)),
+                   CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_set_function_table(d, &table), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_set_control(d, flag, stats), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_start(d), CUDAQ_OK);
+  /* Busy: six slow frames (about 2 ms each) queued, then stop at once. */
+  uint8_t p[4] = {1, 2, 3, 4};
+  for (uint32_t k = 0; k < 6; ++k) assert_int_equal(cudaq_emu_nic_send(t, FN_SLOW, p, 4, k, k), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_stop(d), CUDAQ_OK);
+  for (uint32_t k = 0; k < 6; ++k) {
+    const uint8_t *f = cudaq_emu_nic_poll(t);
+    if (!f) fail_msg("unified: frame %u delivered before the stop was not answered", k);
+    cudaq_rpc_response_t r;
+    memcpy(&r, f, sizeof r);
+    assert_int_equal(r.magic, CUDAQ_RPC_MAGIC_RESPONSE);
+    assert_int_equal(r.request_id, k);
+    cudaq_emu_nic_release(t);
+  }
+  /* Restart on the same transport: continues at frame 6. */
+  assert_int_equal(cudaq_dispatcher_start(d), CUDAQ_OK);
+  unified_roundtrip(t, FN_ECHO, 8, 100, 0);
+  unified_roundtrip(t, FN_VAR, 3, 101, CUDAQ_RPC_ERR_ARG_LEN_MISMATCH);
+  unified_roundtrip(t, FN_VAR, 4, 102, 0);
+  unified_roundtrip(t, FN_VAR, 40, 103, 0);
+  assert_int_equal(cudaq_dispatcher_stop(d), CUDAQ_OK);
+  /* A fresh transport: frame 0 again. */
+  assert_int_equal(cudaq_dispatcher_set_unified_launch(d, cudaq_launch_unified_dispatch_emu, cudaq_emu_transport_ctx(t2)),
+                   CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_start(d), CUDAQ_OK);
+  for (uint32_t k = 0; k < 20; ++k) unified_roundtrip(t2, FN_ECHO, 1 + k, 200 + k, 0);
+  assert_int_equal(cudaq_dispatcher_stop(d), CUDAQ_OK);
+  cudaq_dispatcher_counters_t cnt;
+  assert_int_equal(cudaq_dispatcher_get_counters(d, &cnt), CUDAQ_OK);
+  assert_int_equal(cnt.processed, 6 + 4 + 20);
+  assert_int_equal(cnt.err_arg_len_mismatch, 1);
+  assert_int_equal(*stats, 30);
+  assert_int_equal(cudaq_dispatch_manager_destroy(m), CUDAQ_OK);
+  assert_int_equal(cudaq_emu_transport_destroy(t), CUDAQ_OK);
+  assert_int_equal(cudaq_emu_transport_destroy(t2), CUDAQ_OK);
+  CK(cudaFree(dt));
+  CK(cudaFree(flag));
+  CK(cudaFreeHost(stats));
+}
+
 int main(void) {
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -807,6 +1039,9 @@ int main(void) {
       cmocka_unit_test(test_regular_all_slots_many_requests),
       cmocka_unit_test(test_regular_multi_block),
       cmocka_unit_test(test_malformed_inputs_and_echo),
+      cmocka_unit_test(test_payload_sizes),
+      cmocka_unit_test(test_variable_schema_min_len),
+      cmocka_unit_test(test_counters_fresh_dispatcher_same_stats),
       cmocka_unit_test(test_cooperative_grid_handler),
       cmocka_unit_test(test_in_place_ring),
       cmocka_unit_test(test_shutdown_idle_busy_restart),
@@ -815,6 +1050,7 @@ int main(void) {
       cmocka_unit_test(test_device_wiring_errors),
       cmocka_unit_test(test_graph_launch_100k),
       cmocka_unit_test(test_unified_emu),
+      cmocka_unit_test(test_unified_shutdown_busy_new_transport),
   };
   return cmocka_run_group_tests_name("gpu_dispatch", tests, NULL, NULL);
 }

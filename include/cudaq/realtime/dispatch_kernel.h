@@ -57,9 +57,10 @@ void cudaq_launch_dispatch_kernel_cooperative(
     size_t func_count, volatile int *shutdown_flag, uint64_t *stats, size_t num_slots,
     uint32_t num_blocks, uint32_t threads_per_block, cudaStream_t stream);
 
-/* Max active blocks per SM of each kernel for a block size; also forces the
- * module to load eagerly (call before start, spec). *out_blocks is 0 on
- * error. */
+/* Max active blocks per SM of each kernel for a block size, assuming the
+ * largest staging area a launch uses (32 KiB of shared memory), so a grid
+ * sized from it always fits; also forces the module to load eagerly (call
+ * before start, spec). *out_blocks is 0 on error. */
 cudaError_t cudaq_dispatch_kernel_query_occupancy(int *out_blocks, uint32_t threads_per_block);
 cudaError_t cudaq_dispatch_kernel_cooperative_query_occupancy(int *out_blocks,
                                                               uint32_t threads_per_block);
@@ -68,7 +69,12 @@ cudaError_t cudaq_dispatch_kernel_cooperative_query_occupancy(int *out_blocks,
  * pointer passed to the launch helper): processed, drops and protocol
  * errors, as cudaq_dispatcher_counters_t (extension). The kernel keeps them
  * in device memory owned by this library; stats[0] stays the spec's
- * processed count. Returns cudaErrorInvalidValue for an unknown stats. */
+ * processed count. A launch with stats[0] == 0 starts every counter from 0;
+ * a launch with the nonzero stats of an earlier launch continues them (a
+ * restarted dispatcher; cudaq_dispatcher_start zeroes stats[0] at a
+ * dispatcher's first start). With several blocks stats[0] may lag by a
+ * request or two while requests flow and is exact once the kernel has
+ * exited. Returns cudaErrorInvalidValue for an unknown stats. */
 cudaError_t cudaq_dispatch_kernel_get_counters(const uint64_t *stats,
                                                cudaq_dispatcher_counters_t *out);
 
