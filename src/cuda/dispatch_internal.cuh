@@ -41,6 +41,8 @@ struct cudaq__device_state {
 /* Prints the device state of the dispatcher using `stats` to stderr (for
  * tests and debugging; not part of the API). */
 extern "C" void cudaq__dispatch_debug_dump(const uint64_t *stats);
+/* The same for a graph-launch dispatcher: its relaunch state. */
+extern "C" void cudaq__graph_debug_dump(cudaq_dispatch_graph_context *context);
 
 /* System-scope flag accesses of the device side (the GPU only loads and
  * stores host-mapped words; it never does read-modify-write on them, since

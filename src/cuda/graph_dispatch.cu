@@ -18,6 +18,7 @@
  */
 #include <cuda/atomic>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -275,4 +276,18 @@ extern "C" cudaError_t cudaq_dispatch_graph_get_info(cudaq_dispatch_graph_contex
   *out_launch_failures = h.launch_failures;
   *out_relaunches = h.relaunches;
   return h.relaunch_error ? (cudaError_t)h.relaunch_error : cudaSuccess;
+}
+
+extern "C" void cudaq__graph_debug_dump(cudaq_dispatch_graph_context *context) {
+  graph_state h;
+  if (!context) return;
+  cudaError_t e = cudaq__copy_to_host_private_stream(&h, context->state, sizeof h);
+  if (e != cudaSuccess) {
+    fprintf(stderr, "graph debug: read failed: %s\n", cudaGetErrorString(e));
+    return;
+  }
+  fprintf(stderr,
+          "graph debug: next_slot %u exited %u launch_failures %llu relaunches %llu relaunch_error %llu\n",
+          h.next_slot, h.exited, (unsigned long long)h.launch_failures, (unsigned long long)h.relaunches,
+          (unsigned long long)h.relaunch_error);
 }
