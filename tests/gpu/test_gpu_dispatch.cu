@@ -876,30 +876,50 @@ static void test_graph_launch_100k(void **) {
 }
 
 /* ---- unified mode over the emulated NIC ---------------------------------- */
-static void test_unified_emu(void **) {
+struct unified_fixture {
   cudaq_emu_transport_t *t;
-  assert_int_equal(cudaq_emu_transport_create(8, 256, &t), CUDAQ_OK);
   cudaq_dispatch_manager_t *m;
   cudaq_dispatcher_t *d;
+  cudaq_function_entry_t *dt;
+  int *flag;
+  uint64_t *stats; /* mapped pinned */
+};
+
+static void unified_init(unified_fixture *u) {
+  assert_int_equal(cudaq_emu_transport_create(8, 256, &u->t), CUDAQ_OK);
   cudaq_dispatcher_config_t c;
   cudaq_dispatcher_config_init(&c);
   c.kernel_type = CUDAQ_KERNEL_UNIFIED;
   c.dispatch_mode = CUDAQ_DISPATCH_DEVICE_CALL; /* num_slots, slot_size may be 0 */
-  cudaq_function_entry_t *dt;
-  CK(cudaMalloc(&dt, TABLE_SIZE * sizeof *dt));
-  init_table<<<1, 1>>>(dt);
+  CK(cudaMalloc(&u->dt, TABLE_SIZE * sizeof *u->dt));
+  init_table<<<1, 1>>>(u->dt);
   CK(cudaDeviceSynchronize());
-  int *flag;
-  uint64_t *stats;
-  CK(cudaMalloc(&flag, sizeof(int)));
-  CK(cudaHostAlloc(&stats, sizeof(uint64_t), cudaHostAllocMapped));
-  cudaq_function_table_t table = {dt, TABLE_SIZE};
-  assert_int_equal(cudaq_dispatch_manager_create(&m), CUDAQ_OK);
-  assert_int_equal(cudaq_dispatcher_create(m, &c, &d), CUDAQ_OK);
-  assert_int_equal(cudaq_dispatcher_set_unified_launch(d, cudaq_launch_unified_dispatch_emu, cudaq_emu_transport_ctx(t)),
+  CK(cudaMalloc(&u->flag, sizeof(int)));
+  CK(cudaHostAlloc(&u->stats, sizeof(uint64_t), cudaHostAllocMapped));
+  cudaq_function_table_t table = {u->dt, TABLE_SIZE};
+  assert_int_equal(cudaq_dispatch_manager_create(&u->m), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_create(u->m, &c, &u->d), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_set_unified_launch(u->d, cudaq_launch_unified_dispatch_emu,
+                                                       cudaq_emu_transport_ctx(u->t)),
                    CUDAQ_OK);
-  assert_int_equal(cudaq_dispatcher_set_function_table(d, &table), CUDAQ_OK);
-  assert_int_equal(cudaq_dispatcher_set_control(d, flag, stats), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_set_function_table(u->d, &table), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_set_control(u->d, u->flag, u->stats), CUDAQ_OK);
+}
+
+static void unified_fini(unified_fixture *u) {
+  assert_int_equal(cudaq_dispatch_manager_destroy(u->m), CUDAQ_OK); /* stops and destroys the dispatcher */
+  assert_int_equal(cudaq_emu_transport_destroy(u->t), CUDAQ_OK);
+  CK(cudaFree(u->dt));
+  CK(cudaFree(u->flag));
+  CK(cudaFreeHost(u->stats));
+}
+
+static void test_unified_emu(void **) {
+  unified_fixture u;
+  unified_init(&u);
+  cudaq_emu_transport_t *t = u.t;
+  cudaq_dispatcher_t *d = u.d;
+  uint64_t *stats = u.stats;
   assert_int_equal(cudaq_dispatcher_start(d), CUDAQ_OK);
   const uint32_t n = scaled(20000);
   uint32_t sent = 0, got = 0;
@@ -944,11 +964,7 @@ static void test_unified_emu(void **) {
   assert_int_equal(cnt.processed, n);
   assert_int_equal(cnt.dropped_unknown_function, 1);
   assert_int_equal(*stats, n);
-  assert_int_equal(cudaq_dispatch_manager_destroy(m), CUDAQ_OK);
-  assert_int_equal(cudaq_emu_transport_destroy(t), CUDAQ_OK);
-  CK(cudaFree(dt));
-  CK(cudaFree(flag));
-  CK(cudaFreeHost(stats));
+  unified_fini(&u);
 }
 
 /* Unified mode: stop while frames are queued answers every frame delivered
@@ -973,30 +989,11 @@ static void unified_roundtrip(cudaq_emu_transport_t *t, uint32_t fn, uint32_t le
 }
 
 static void test_unified_shutdown_busy_new_transport(void **) {
-  cudaq_emu_transport_t *t, *t2;
-  assert_int_equal(cudaq_emu_transport_create(8, 256, &t), CUDAQ_OK);
+  unified_fixture u;
+  unified_init(&u);
+  cudaq_emu_transport_t *t = u.t, *t2;
   assert_int_equal(cudaq_emu_transport_create(8, 256, &t2), CUDAQ_OK);
-  cudaq_dispatch_manager_t *m;
-  cudaq_dispatcher_t *d;
-  cudaq_dispatcher_config_t c;
-  cudaq_dispatcher_config_init(&c);
-  c.kernel_type = CUDAQ_KERNEL_UNIFIED;
-  c.dispatch_mode = CUDAQ_DISPATCH_DEVICE_CALL;
-  cudaq_function_entry_t *dt;
-  CK(cudaMalloc(&dt, TABLE_SIZE * sizeof *dt));
-  init_table<<<1, 1>>>(dt);
-  CK(cudaDeviceSynchronize());
-  int *flag;
-  uint64_t *stats;
-  CK(cudaMalloc(&flag, sizeof(int)));
-  CK(cudaHostAlloc(&stats, sizeof(uint64_t), cudaHostAllocMapped));
-  cudaq_function_table_t table = {dt, TABLE_SIZE};
-  assert_int_equal(cudaq_dispatch_manager_create(&m), CUDAQ_OK);
-  assert_int_equal(cudaq_dispatcher_create(m, &c, &d), CUDAQ_OK);
-  assert_int_equal(cudaq_dispatcher_set_unified_launch(d, cudaq_launch_unified_dispatch_emu, cudaq_emu_transport_ctx(t)),
-                   CUDAQ_OK);
-  assert_int_equal(cudaq_dispatcher_set_function_table(d, &table), CUDAQ_OK);
-  assert_int_equal(cudaq_dispatcher_set_control(d, flag, stats), CUDAQ_OK);
+  cudaq_dispatcher_t *d = u.d;
   assert_int_equal(cudaq_dispatcher_start(d), CUDAQ_OK);
   /* Busy: six slow frames (about 2 ms each) queued, then stop at once. */
   uint8_t p[4] = {1, 2, 3, 4};
@@ -1028,13 +1025,9 @@ static void test_unified_shutdown_busy_new_transport(void **) {
   assert_int_equal(cudaq_dispatcher_get_counters(d, &cnt), CUDAQ_OK);
   assert_int_equal(cnt.processed, 6 + 4 + 20);
   assert_int_equal(cnt.err_arg_len_mismatch, 1);
-  assert_int_equal(*stats, 30);
-  assert_int_equal(cudaq_dispatch_manager_destroy(m), CUDAQ_OK);
-  assert_int_equal(cudaq_emu_transport_destroy(t), CUDAQ_OK);
+  assert_int_equal(*u.stats, 30);
+  unified_fini(&u);
   assert_int_equal(cudaq_emu_transport_destroy(t2), CUDAQ_OK);
-  CK(cudaFree(dt));
-  CK(cudaFree(flag));
-  CK(cudaFreeHost(stats));
 }
 
 int main(void) {
