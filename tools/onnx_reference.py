@@ -13,8 +13,8 @@ The C test (tests/nn/test_onnx_reference.c) loads every model, runs the CPU
 executor on the same inputs and compares; it checks every refusal's status and
 that the error message names the problem.
 
-export-cnn --out DIR exports predecoder-shaped 3D CNNs from PyTorch (GPU
-machine only, where torch is installed) for bench/nn.
+The predecoder-shaped CNNs of the benchmark are exported from PyTorch by
+bench/nn/torch_cnn.py on the GPU machine.
 """
 import argparse
 import os
@@ -356,82 +356,13 @@ def gen(args):
     print(f"onnx_reference: {len(g.manifest)} cases in {args.out}")
 
 
-def export_cnn(args):
-    """Exports predecoder-shaped 3D CNNs from PyTorch (for bench/nn) and times
-    them in PyTorch (eager cuDNN with CUDA graph replay) on the same GPU."""
-    import torch
-    os.makedirs(args.out, exist_ok=True)
-    torch.manual_seed(0)
-    rows = []
-    for d in args.distances:
-        for layers in args.layers:
-            for ch in args.channels:
-                mods, cin = [], 4
-                for _ in range(layers):
-                    mods += [torch.nn.Conv3d(cin, ch, 3, padding=1), torch.nn.ReLU()]
-                    cin = ch
-                mods += [torch.nn.Conv3d(cin, 1, 3, padding=1)]
-                net = torch.nn.Sequential(*mods).eval()
-                name = f"cnn3d_d{d}_l{layers}_c{ch}"
-                x = torch.randn(1, 4, d, d, d)
-                path = os.path.join(args.out, name + ".onnx")
-                torch.onnx.export(net, (x,), path, input_names=["x"], output_names=["y"], opset_version=17,
-                                  dynamo=False)
-                for prec in ["fp32", "fp16"]:
-                    p50, p99 = time_torch(net, x, prec, args.iters)
-                    rows.append(f"{name} {prec} {p50:.2f} {p99:.2f}")
-    with open(os.path.join(args.out, "torch_times.txt"), "w") as f:
-        f.write("\n".join(rows) + "\n")
-    print("\n".join(rows))
-
-
-def time_torch(net, x, prec, iters):
-    import torch
-    dev = torch.device("cuda")
-    dt = torch.float16 if prec == "fp16" else torch.float32
-    torch.backends.cudnn.benchmark = True
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    n = net.to(dev, dt)
-    xs = x.to(dev, dt)
-    with torch.no_grad():
-        for _ in range(10):
-            n(xs)
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        s = torch.cuda.Stream()
-        with torch.cuda.stream(s):
-            with torch.cuda.graph(g):
-                n(xs)
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        ts = []
-        import time
-        for _ in range(iters):
-            t0 = time.perf_counter()
-            g.replay()
-            torch.cuda.synchronize()
-            ts.append((time.perf_counter() - t0) * 1e6)
-    ts.sort()
-    return ts[len(ts) // 2], ts[min(len(ts) - 1, int(len(ts) * 0.99))]
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("gen")
     a.add_argument("--out", required=True)
-    b = sub.add_parser("export-cnn")
-    b.add_argument("--out", required=True)
-    b.add_argument("--distances", type=int, nargs="+", default=[7, 13])
-    b.add_argument("--layers", type=int, nargs="+", default=[3, 5])
-    b.add_argument("--channels", type=int, nargs="+", default=[32, 64, 128])
-    b.add_argument("--iters", type=int, default=2000)
     args = p.parse_args()
-    if args.cmd == "gen":
-        gen(args)
-    else:
-        export_cnn(args)
+    gen(args)
 
 
 if __name__ == "__main__":

@@ -5,10 +5,16 @@
  * graph. PyTorch times of the same models (tools/onnx_reference.py
  * export-cnn, same GPU, same run) are printed beside when given.
  *
- * Usage: bench_nn_gpu [--iters N] [--torch torch_times.txt] MODEL.onnx...
+ * --check DIR: for MODEL.onnx with DIR/MODEL.in.bin and DIR/MODEL.out.bin
+ * (bench/nn/torch_cnn.py writes PyTorch's FP32 output there), the engine's
+ * FP32 and FP16 outputs are compared with PyTorch's (1e-4 and 1e-2 of the
+ * output's largest magnitude); a mismatch fails the run.
+ *
+ * Usage: bench_nn_gpu [--iters N] [--torch torch_times.txt] [--check DIR] MODEL.onnx...
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime_api.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,13 +91,77 @@ static int torch_time(const char *file, const char *model, const char *prec, sta
   return found;
 }
 
+static void *read_all(const char *path, size_t *len) {
+  *len = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  rewind(f);
+  void *buf = malloc(n > 0 ? (size_t)n : 1);
+  if (buf && n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); buf = NULL; }
+  fclose(f);
+  if (buf) *len = (size_t)n;
+  return buf;
+}
+
+/* Engine output against PyTorch's FP32 output for the same input; returns
+ * 0 when within tolerance, 1 when not, -1 when there is nothing to check. */
+static int check_against_torch(cudaq_nn_gpu_t *g, const cudaq_nn_model_t *m, const char *dir,
+                               const char *model, int half) {
+  if (!dir || cudaq_nn_model_num_inputs(m) != 1) return -1;
+  char path[1024];
+  size_t nin = 0, nout = 0;
+  snprintf(path, sizeof path, "%s/%s.in.bin", dir, model);
+  float *in = read_all(path, &nin);
+  snprintf(path, sizeof path, "%s/%s.out.bin", dir, model);
+  float *want = read_all(path, &nout);
+  cudaq_nn_binding_t bi, bo;
+  cudaq_nn_model_input(m, 0, &bi);
+  cudaq_nn_model_output(m, 0, &bo);
+  int rc = -1;
+  if (in && want && nin == bi.size_bytes && nout == bo.size_bytes && bo.dtype == CUDAQ_NN_FLOAT) {
+    float *got = malloc(nout);
+    const void *ins[1] = {in};
+    void *outs[8] = {got};
+    size_t isz[1] = {nin}, osz[8] = {nout};
+    for (size_t i = 1; i < cudaq_nn_model_num_outputs(m) && i < 8; i++) {
+      cudaq_nn_binding_t b;
+      cudaq_nn_model_output(m, i, &b);
+      outs[i] = malloc(b.size_bytes + 1);
+      osz[i] = b.size_bytes;
+    }
+    cudaq_nn_error_t err;
+    if (cudaq_nn_gpu_run(g, ins, isz, outs, osz, &err) == CUDAQ_NN_OK) {
+      double maxabs = 0, maxerr = 0;
+      for (size_t i = 0; i < bo.num_elements; i++) {
+        maxabs = fmax(maxabs, fabs(want[i]));
+        maxerr = fmax(maxerr, fabs((double)got[i] - want[i]));
+      }
+      double tol = (half ? 1e-2 : 1e-4) * fmax(maxabs, 1e-3);
+      rc = maxerr <= tol ? 0 : 1;
+      printf("#   check vs PyTorch %s: max |err| %.3g (largest |output| %.3g): %s\n", half ? "fp16" : "fp32",
+             maxerr, maxabs, rc ? "MISMATCH" : "ok");
+    } else {
+      printf("#   check vs PyTorch: run failed: %s\n", err.message);
+      rc = 1;
+    }
+    for (size_t i = 1; i < 8; i++) free(i < cudaq_nn_model_num_outputs(m) ? outs[i] : NULL);
+    free(got);
+  }
+  free(in);
+  free(want);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   int iters = 5000;
-  const char *torch = NULL;
+  const char *torch = NULL, *check = NULL;
   int first = 1;
   while (first < argc && !strncmp(argv[first], "--", 2)) {
     if (!strcmp(argv[first], "--iters") && first + 1 < argc) iters = atoi(argv[++first]);
     else if (!strcmp(argv[first], "--torch") && first + 1 < argc) torch = argv[++first];
+    else if (!strcmp(argv[first], "--check") && first + 1 < argc) check = argv[++first];
     else { fprintf(stderr, "unknown option %s\n", argv[first]); return 2; }
     first++;
   }
@@ -129,7 +199,12 @@ int main(int argc, char **argv) {
         o.precision = half ? CUDAQ_NN_FP16 : CUDAQ_NN_FP32;
         o.conv_impl = (cudaq_nn_conv_impl_t)impl;
         cudaq_nn_gpu_t *g = NULL;
-        if (cudaq_nn_gpu_create(m, &o, &g, &err) != CUDAQ_NN_OK) {
+        cudaq_nn_status_t st = cudaq_nn_gpu_create(m, &o, &g, &err);
+        if (st == CUDAQ_NN_ERR_UNSUPPORTED && impl != CUDAQ_NN_CONV_AUTO) {
+          printf("%-26s %-4s %-6s n/a: %s\n", model, prec, impl == 1 ? "cudnn" : "own", err.message);
+          continue;
+        }
+        if (st != CUDAQ_NN_OK) {
           fprintf(stderr, "%s %s: %s\n", model, prec, err.message);
           fails++;
           continue;
@@ -150,6 +225,7 @@ int main(int argc, char **argv) {
           char desc[8192];
           cudaq_nn_gpu_describe(g, desc, sizeof desc);
           for (char *line = strtok(desc, "\n"); line; line = strtok(NULL, "\n")) printf("#   %s\n", line);
+          if (check_against_torch(g, m, check, model, half) == 1) fails++;
         }
         cudaq_nn_gpu_destroy(g);
       }

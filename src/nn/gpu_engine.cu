@@ -483,14 +483,23 @@ static cudaq_nn_status_t tune_conv(cudaq_nn_gpu *g, conv_state *c, cudaq_nn_erro
       nn__set_error(err, "cudnnFindConvolutionForwardAlgorithmEx failed: %s", cudnnGetErrorString(s));
       return CUDAQ_NN_ERR_CUDA;
     }
-    for (int i = 0; i < found; i++) {
+    int chosen = 0;
+    for (int i = 0; i < found && !chosen; i++) {
       if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > ws_limit) continue;
-      /* FP32 stays in FP32 arithmetic (no TF32 tensor-core algorithms). */
-      if (!g->half && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH) continue;
+      /* FP32 stays in FP32 arithmetic: no TF32 tensor-core math, and no FFT
+       * or Winograd transforms (their rounding exceeds 1e-5 relative). */
+      if (!g->half && (perf[i].mathType != CUDNN_FMA_MATH || perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT ||
+                       perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+                       perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD ||
+                       perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED))
+        continue;
       c->algo = perf[i].algo;
       c->ws = perf[i].memory;
-      break;
+      chosen = 1;
     }
+    if (!chosen) c->cudnn_ok = 0;
+  }
+  if (c->cudnn_ok && g->opts.conv_impl != CUDAQ_NN_CONV_OWN) {
     if (c->ws > g->ws_bytes) {
       if (g->ws) cudaFree(g->ws);
       g->ws = NULL;
@@ -582,7 +591,7 @@ static cudaq_nn_status_t write_plan(cudaq_nn_gpu *g, const char *path, cudaq_nn_
   fputs(g->key, f);
   for (int i = 0; i < g->n_convs; i++) {
     const conv_state *c = &g->convs[i];
-    fprintf(f, "conv %d %d %d %llu %.3f %.3f\n", c->node, c->impl, c->algo, (unsigned long long)c->ws,
+    fprintf(f, "conv %d %d %d %llu %.9g %.9g\n", c->node, c->impl, c->algo, (unsigned long long)c->ws,
             c->t_own, c->t_cudnn);
   }
   fputs("end\n", f);

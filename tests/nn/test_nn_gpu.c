@@ -107,8 +107,27 @@ static size_t compare(const io_t *io, int half, const char *what) {
       }
     }
     /* FP16 may flip thresholded (integer) outputs whose logit sits near the
-     * threshold: allow 2% of them. */
-    if (half && b->dtype != CUDAQ_NN_FLOAT && bad * 50 <= b->num_elements) bad = 0;
+     * threshold, or move a float cast to an integer by one: allow that on
+     * 2% of the elements (at least one), never a larger difference. */
+    if (half && b->dtype != CUDAQ_NN_FLOAT && bad > 0) {
+      size_t off_by_one = 0, worse = 0;
+      for (size_t i = 0; i < b->num_elements; i++) {
+        double g, c;
+        switch (b->dtype) {
+          case CUDAQ_NN_INT32: g = ((int32_t *)io->gpu[o])[i]; c = ((int32_t *)io->cpu[o])[i]; break;
+          case CUDAQ_NN_INT64: g = (double)((int64_t *)io->gpu[o])[i]; c = (double)((int64_t *)io->cpu[o])[i]; break;
+          default: g = ((uint8_t *)io->gpu[o])[i]; c = ((uint8_t *)io->cpu[o])[i]; break;
+        }
+        if (fabs(g - c) > 1.0) worse++;
+        else if (g != c) off_by_one++;
+      }
+      size_t allowed = b->num_elements / 50 > 1 ? b->num_elements / 50 : 1;
+      if (worse == 0 && off_by_one <= allowed) {
+        if (off_by_one) printf("  %s: output '%s': %zu of %zu elements off by one (FP16 rounding)\n", what,
+                               b->name, off_by_one, b->num_elements);
+        bad = 0;
+      }
+    }
     bad_total += bad;
   }
   return bad_total;
