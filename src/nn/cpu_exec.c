@@ -114,7 +114,13 @@ static int64_t ld_i(const void *p, cudaq_nn_dtype_t t, int64_t i) {
   switch (t) {
     case CUDAQ_NN_INT32: return ((const int32_t *)p)[i];
     case CUDAQ_NN_INT64: return ((const int64_t *)p)[i];
-    case CUDAQ_NN_FLOAT: return (int64_t)((const float *)p)[i];
+    case CUDAQ_NN_FLOAT: { /* truncation like C, defined for every float (NaN -> 0, saturating) */
+      float f = ((const float *)p)[i];
+      if (!(f == f)) return 0;
+      if (f >= 9.2233715e18f) return INT64_MAX;
+      if (f <= -9.2233715e18f) return INT64_MIN;
+      return (int64_t)f;
+    }
     default: return ((const uint8_t *)p)[i];
   }
 }

@@ -694,6 +694,10 @@ static cudaq_nn_status_t infer_slice(loader_t *L, nn_node_t *node, cudaq_nn_mode
       nn__set_error(L->err, "%s: step 0", L->where);
       return CUDAQ_NN_ERR_SHAPE;
     }
+    /* Steps beyond the dimension select at most one element either way;
+     * clamping them keeps the arithmetic below free of overflow. */
+    if (step > n + 1) step = n + 1;
+    if (step < -(n + 1)) step = -(n + 1);
     if (s < 0) s += n;
     if (e < 0) e += n;
     int64_t len;
@@ -805,7 +809,6 @@ static cudaq_nn_status_t infer_node(loader_t *L, const Onnx__NodeProto *pn, nn_n
   int rank = 0;
   int64_t dims[CUDAQ_NN_MAX_RANK] = {0};
   cudaq_nn_status_t st = CUDAQ_NN_OK;
-  cudaq_nn_dtype_t dt = node->n_in > 0 ? IN(0)->dtype : CUDAQ_NN_FLOAT;
   for (int k = 0; k < node->n_in; k++) {
     if (node->in[k] < 0 && !((node->op == NN_OP_CONV || node->op == NN_OP_GEMM) && k == 2) &&
         !(node->op == NN_OP_SLICE && k >= 3) && !(node->op == NN_OP_SQUEEZE && k == 1)) {
@@ -813,6 +816,7 @@ static cudaq_nn_status_t infer_node(loader_t *L, const Onnx__NodeProto *pn, nn_n
       return CUDAQ_NN_ERR_MODEL;
     }
   }
+  cudaq_nn_dtype_t dt = node->n_in > 0 ? IN(0)->dtype : CUDAQ_NN_FLOAT;
   switch (node->op) {
     case NN_OP_CONV:
       st = infer_conv(L, pn, node, m, &rank, dims);
