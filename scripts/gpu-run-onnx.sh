@@ -47,10 +47,13 @@ fi
 if [ -z "${NO_BENCH:-}" ]; then
   # PyTorch builds, exports (ONNX) and times the predecoder-shaped CNNs; the
   # engine then loads the exported files and is timed in the same run.
-  run nn_torch $PY bench/nn/torch_cnn.py --out "$OUT/cnn" --iters "${TORCH_ITERS:-2000}"
+  # The exported models (tens of MB) stay in $CNN_DIR; the times go to $OUT.
+  CNN_DIR=${CNN_DIR:-/tmp/nn-cnn}
+  run nn_torch $PY bench/nn/torch_cnn.py --out "$CNN_DIR" --iters "${TORCH_ITERS:-2000}"
   cat "$OUT/nn_torch.log"
+  cp "$CNN_DIR/torch_times.txt" "$OUT/" 2>/dev/null
   STEP_TIMEOUT=${BENCH_TIMEOUT:-540} run nn_bench "$B/bench/nn/bench_nn_gpu" --iters "${BENCH_ITERS:-3000}" \
-    --torch "$OUT/cnn/torch_times.txt" --check "$OUT/cnn" $(ls "$OUT"/cnn/*.onnx 2>/dev/null)
+    --torch "$CNN_DIR/torch_times.txt" --check "$CNN_DIR" $(ls "$CNN_DIR"/cnn3d_*.onnx 2>/dev/null)
   cat "$OUT/nn_bench.log"
 fi
 echo "gpu-run-onnx: $passes passed, $fails failed"
