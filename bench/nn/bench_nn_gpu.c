@@ -142,6 +142,20 @@ static int check_against_torch(cudaq_nn_gpu_t *g, const cudaq_nn_model_t *m, con
       rc = maxerr <= tol ? 0 : 1;
       printf("#   check vs PyTorch %s: max |err| %.3g (largest |output| %.3g): %s\n", half ? "fp16" : "fp32",
              maxerr, maxabs, rc ? "MISMATCH" : "ok");
+      /* The CPU executor on the same exported model, where it is quick. */
+      const cudaq_nn_binding_t *pb = &bi;
+      if (!half && pb->num_elements <= 4 * 7 * 7 * 7) {
+        cudaq_nn_cpu_t *cpu = NULL;
+        if (cudaq_nn_cpu_create(m, &cpu) == CUDAQ_NN_OK &&
+            cudaq_nn_cpu_run(cpu, ins, isz, outs, osz, &err) == CUDAQ_NN_OK) {
+          double cerr = 0;
+          for (size_t i = 0; i < bo.num_elements; i++) cerr = fmax(cerr, fabs((double)got[i] - want[i]));
+          int bad = cerr > 1e-4 * fmax(maxabs, 1e-3);
+          printf("#   check CPU executor vs PyTorch fp32: max |err| %.3g: %s\n", cerr, bad ? "MISMATCH" : "ok");
+          rc |= bad;
+        }
+        cudaq_nn_cpu_destroy(cpu);
+      }
     } else {
       printf("#   check vs PyTorch: run failed: %s\n", err.message);
       rc = 1;

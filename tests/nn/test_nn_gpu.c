@@ -313,6 +313,42 @@ static void check_cache(void) {
   cudaq_nn_model_destroy(b);
 }
 
+/* Bad options, devices and buffer sizes are refused with a message. */
+static void check_errors(void) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/predecoder_int32.onnx", g_dir);
+  cudaq_nn_model_t *m = NULL;
+  cudaq_nn_error_t err;
+  if (cudaq_nn_model_load_file(path, &m, &err) != CUDAQ_NN_OK) {
+    CHECK(0, "%s", err.message);
+    return;
+  }
+  cudaq_nn_gpu_options_t o;
+  cudaq_nn_gpu_options_init(&o);
+  cudaq_nn_gpu_t *g = NULL;
+  o.precision = (cudaq_nn_precision_t)7;
+  CHECK(cudaq_nn_gpu_create(m, &o, &g, &err) == CUDAQ_NN_ERR_INVALID_ARG && !g, "bad precision");
+  cudaq_nn_gpu_options_init(&o);
+  o.device = 1000;
+  CHECK(cudaq_nn_gpu_create(m, &o, &g, &err) == CUDAQ_NN_ERR_INVALID_ARG && !g, "bad device");
+  CHECK(strstr(err.message, "device 1000") != NULL, "message names the device: %s", err.message);
+  CHECK(cudaq_nn_gpu_create(NULL, NULL, &g, &err) == CUDAQ_NN_ERR_INVALID_ARG, "NULL model");
+  CHECK(cudaq_nn_gpu_create(m, NULL, &g, &err) == CUDAQ_NN_OK, "defaults: %s", err.message);
+  if (g) {
+    cudaq_nn_binding_t b;
+    cudaq_nn_model_input(m, 0, &b);
+    char in[4096] = {0}, out[4096];
+    const void *ins[1] = {in};
+    void *outs[2] = {out, out + 2048};
+    size_t isz[1] = {b.size_bytes - 4}, osz[2] = {0, 0};
+    CHECK(cudaq_nn_gpu_run(g, ins, isz, outs, osz, &err) == CUDAQ_NN_ERR_INVALID_ARG, "short input");
+    CHECK(strstr(err.message, "input 0 ('x')") != NULL, "message names the input: %s", err.message);
+    CHECK(cudaq_nn_gpu_launch(NULL, NULL) == CUDAQ_NN_ERR_INVALID_ARG, "NULL engine");
+    cudaq_nn_gpu_destroy(g);
+  }
+  cudaq_nn_model_destroy(m);
+}
+
 int main(int argc, char **argv) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
@@ -347,6 +383,7 @@ int main(int argc, char **argv) {
   check_graph_replay("mlp_head", 0);
   check_graph_replay("pre_post", 0);
   check_cache();
+  check_errors();
   printf("%s: %d models, %d failures\n", g_fail ? "FAILED" : "PASSED", models, g_fail);
   return g_fail ? 1 : 0;
 }
