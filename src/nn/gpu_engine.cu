@@ -199,7 +199,7 @@ static cudaq_nn_status_t build_conv(cudaq_nn_gpu *g, int ni, int relu, cudaq_nn_
   /* cuDNN: 5-D NCDHW descriptors (1D/2D as depth/height 1); symmetric pads only. */
   int sym = 1;
   for (int i = 0; i < 3; i++) sym &= a->pad0[i] == a->pad1[i];
-  c->cudnn_ok = sym;
+  c->cudnn_ok = sym && p->N > 0 && p->C > 0 && p->M > 0; /* cuDNN refuses empty tensors */
   if (!sym) return CUDAQ_NN_OK;
   cudnnDataType_t dt = g->half ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
   int xdims[5] = {p->N, p->C, p->in3[0], p->in3[1], p->in3[2]};

@@ -287,6 +287,7 @@ cudaError_t nnk_launch_move(const nnk_move &p, cudaStream_t s) {
 }
 
 cudaError_t nnk_launch_conv(const nnk_conv &p, int half, cudaStream_t s) {
+  if ((int64_t)p.out3[0] * p.out3[1] * p.out3[2] == 0 || p.M == 0 || p.N == 0) return cudaSuccess; /* empty output */
   return half ? launch_conv_pick<__half>(p, s) : launch_conv_pick<float>(p, s);
 }
 
