@@ -12,3 +12,9 @@ mkdir -p build-gpu/libs
 cp -L /usr/lib/x86_64-linux-gnu/libcmocka.so.0 build-gpu/libs/
 git rev-parse HEAD > build-gpu/commit.txt
 du -sh build-gpu
+# NN engine: protobuf-c for the ONNX loader, and the reference models with
+# their onnxruntime outputs (the GPU machine has no onnx/onnxruntime).
+cp -L /usr/lib/x86_64-linux-gnu/libprotobuf-c.so.1 build-gpu/libs/
+scripts/venv.sh
+rm -rf build-gpu/nn-ref && .venv/bin/python tools/onnx_reference.py gen --out build-gpu/nn-ref >/dev/null
+du -sh build-gpu

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Predecoder-shaped 3D CNNs in PyTorch, for bench/nn (GPU machine only).
+
+For each shape (4 input channels on a (T, d, d) grid with T = d; 3 or 5
+hidden Conv3d+ReLU layers of 32, 64 or 128 channels, kernel 3, padding 1;
+a final Conv3d to 1 channel), this script:
+  - exports the model to OUT/NAME.onnx (torch.onnx.export, opset 17),
+  - writes a random input and PyTorch's FP32 output (OUT/NAME.in.bin,
+    OUT/NAME.out.bin) so bench_nn_gpu --check can compare the engine,
+  - times batch-1 inference in PyTorch with CUDA graph replay (cuDNN,
+    benchmark mode; TF32 off for FP32), FP32 and FP16: p50/p99 in µs of
+    g.replay() + torch.cuda.synchronize() on the host,
+and writes OUT/torch_times.txt ("NAME PREC P50 P99" per line).
+"""
+import argparse
+import os
+import time
+
+import torch
+
+
+def build(layers, ch):
+    mods, cin = [], 4
+    for _ in range(layers):
+        mods += [torch.nn.Conv3d(cin, ch, 3, padding=1), torch.nn.ReLU()]
+        cin = ch
+    mods.append(torch.nn.Conv3d(cin, 1, 3, padding=1))
+    return torch.nn.Sequential(*mods).eval()
+
+
+def export(net, x, path):
+    """TorchScript exporter (opset 17) where this torch still has it, else
+    the dynamo exporter (opset 18); weights embedded either way."""
+    try:
+        torch.onnx.export(net, (x,), path, input_names=["x"], output_names=["y"], opset_version=17,
+                          dynamo=False)
+    except Exception as e:  # noqa: BLE001 - report and fall back
+        print(f"# TorchScript export failed ({type(e).__name__}: {e}); using dynamo=True", flush=True)
+        torch.onnx.export(net, (x,), path, input_names=["x"], output_names=["y"], opset_version=18,
+                          dynamo=True, external_data=False)
+
+
+def time_replay(net, x, half, iters):
+    dev = torch.device("cuda")
+    dt = torch.float16 if half else torch.float32
+    n = build_copy(net).to(dev, dt)
+    xs = x.to(dev, dt)
+    with torch.no_grad():
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(20):
+                n(xs)
+        torch.cuda.current_stream().wait_stream(s)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            n(xs)
+        torch.cuda.synchronize()
+        for _ in range(200):
+            g.replay()
+        torch.cuda.synchronize()
+        ts = []
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            g.replay()
+            torch.cuda.synchronize()
+            ts.append((time.perf_counter() - t0) * 1e6)
+    ts.sort()
+    return ts[len(ts) // 2], ts[min(len(ts) - 1, int(len(ts) * 0.99))]
+
+
+def build_copy(net):
+    import copy
+    return copy.deepcopy(net)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True)
+    p.add_argument("--distances", type=int, nargs="+", default=[7, 13])
+    p.add_argument("--layers", type=int, nargs="+", default=[3, 5])
+    p.add_argument("--channels", type=int, nargs="+", default=[32, 64, 128])
+    p.add_argument("--iters", type=int, default=2000)
+    a = p.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.manual_seed(0)
+    print(f"# torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name(0)}")
+    rows = []
+    for d in a.distances:
+        for layers in a.layers:
+            for ch in a.channels:
+                name = f"cnn3d_d{d}_l{layers}_c{ch}"
+                net = build(layers, ch)
+                x = torch.randn(1, 4, d, d, d)
+                export(net, x, os.path.join(a.out, name + ".onnx"))
+                with torch.no_grad():
+                    y = net.to("cuda")(x.to("cuda")).cpu()
+                net = net.cpu()
+                x.numpy().astype("float32").tofile(os.path.join(a.out, name + ".in.bin"))
+                y.numpy().astype("float32").tofile(os.path.join(a.out, name + ".out.bin"))
+                for half in (False, True):
+                    p50, p99 = time_replay(net, x, half, a.iters)
+                    rows.append(f"{name} {'fp16' if half else 'fp32'} {p50:.2f} {p99:.2f}")
+                    print(rows[-1], flush=True)
+    with open(os.path.join(a.out, "torch_times.txt"), "w") as f:
+        f.write("\n".join(rows) + "\n")
+
+
+if __name__ == "__main__":
+    main()

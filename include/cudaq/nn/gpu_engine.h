@@ -1,0 +1,121 @@
+/*
+ * GPU engine for a loaded ONNX model (cudaq/nn/nn.h): FP32 or FP16 execution,
+ * convolutions through cuDNN or through the engine's own direct-convolution
+ * kernel (chosen per layer by timing both at the first load, unless forced),
+ * and the whole inference captured into one CUDA graph over fixed device
+ * input and output buffers. A pipeline worker copies the payload into
+ * cudaq_nn_gpu_input(..., 0), launches the graph (cudaq_nn_gpu_launch, or
+ * the graph itself as a child node of its own graph) and reads the outputs.
+ *
+ * Bindings keep the element types the model declares (INT32, uint8 or
+ * float); in FP16 mode float tensors are converted at the graph's edges.
+ *
+ * Engine cache: with options.plan_path set, the first create selects the
+ * convolution algorithms and writes a plan file there; later creates read
+ * it and skip the selection. A plan is used only when its model hash, GPU
+ * (name, compute capability, UUID), CUDA runtime and cuDNN versions and
+ * precision all match; otherwise it is rebuilt and rewritten.
+ *
+ * Built without CUDA, cudaq_nn_gpu_create returns CUDAQ_NN_ERR_NO_DEVICE.
+ * One engine is used by one thread at a time (its graph has one set of
+ * buffers); create several for concurrent workers.
+ */
+#ifndef CUDAQ_NN_GPU_ENGINE_H
+#define CUDAQ_NN_GPU_ENGINE_H
+
+#include <stddef.h>
+
+#include "cudaq/nn/nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum cudaq_nn_precision {
+  CUDAQ_NN_FP32 = 0,
+  CUDAQ_NN_FP16 = 1
+} cudaq_nn_precision_t;
+
+typedef enum cudaq_nn_conv_impl {
+  CUDAQ_NN_CONV_AUTO = 0,   /* time both per layer, keep the faster */
+  CUDAQ_NN_CONV_CUDNN = 1,  /* cuDNN, fastest algorithm found by cudnnFind */
+  CUDAQ_NN_CONV_OWN = 2     /* the engine's direct convolution kernel */
+} cudaq_nn_conv_impl_t;
+
+typedef enum cudaq_nn_plan_state {
+  CUDAQ_NN_PLAN_NONE = 0,    /* no plan_path: selected, not saved */
+  CUDAQ_NN_PLAN_HIT = 1,     /* read a matching plan, no selection */
+  CUDAQ_NN_PLAN_BUILT = 2,   /* no plan file: selected and written */
+  CUDAQ_NN_PLAN_REBUILT = 3  /* a plan existed but did not match: rebuilt */
+} cudaq_nn_plan_state_t;
+
+typedef struct cudaq_nn_gpu_options {
+  cudaq_nn_precision_t precision;
+  cudaq_nn_conv_impl_t conv_impl;
+  const char *plan_path;   /* engine cache file, or NULL */
+  int device;              /* CUDA device ordinal */
+  int tune_iterations;     /* timed launches per candidate (default 20) */
+} cudaq_nn_gpu_options_t;
+
+typedef struct cudaq_nn_gpu cudaq_nn_gpu_t;
+
+/* Defaults: FP32, AUTO, no plan, device 0, 20 iterations. Returns
+ * CUDAQ_NN_OK or CUDAQ_NN_ERR_INVALID_ARG (NULL). */
+cudaq_nn_status_t cudaq_nn_gpu_options_init(cudaq_nn_gpu_options_t *opts);
+
+/* Writes the conventional plan path next to a model file into out:
+ * "dir/name.onnx" -> "dir/name.fp32.plan" (or .fp16.plan). Returns
+ * CUDAQ_NN_OK or CUDAQ_NN_ERR_INVALID_ARG (NULL, out too small). */
+cudaq_nn_status_t cudaq_nn_plan_path(const char *model_path, cudaq_nn_precision_t precision,
+                                     char *out, size_t out_len);
+
+/* Builds the engine: device buffers for every tensor, weights uploaded (as
+ * FP16 in FP16 mode), convolution algorithms selected or read from the
+ * plan, the inference captured into a CUDA graph and instantiated. The
+ * model must outlive the engine. opts NULL: defaults. Returns CUDAQ_NN_OK;
+ * CUDAQ_NN_ERR_INVALID_ARG; CUDAQ_NN_ERR_NO_DEVICE (no device, or no CUDA in
+ * this build); CUDAQ_NN_ERR_CUDA (err names the call); CUDAQ_NN_ERR_IO (the
+ * plan cannot be written); CUDAQ_NN_ERR_NO_MEMORY. err may be NULL. */
+cudaq_nn_status_t cudaq_nn_gpu_create(const cudaq_nn_model_t *model,
+                                      const cudaq_nn_gpu_options_t *opts, cudaq_nn_gpu_t **out,
+                                      cudaq_nn_error_t *err);
+
+/* Frees the engine (NULL is ignored). */
+void cudaq_nn_gpu_destroy(cudaq_nn_gpu_t *gpu);
+
+/* Device buffer of input / output `index` (declared type and shape, the
+ * binding's size_bytes), or NULL for a bad index. Fixed for the engine's
+ * life: the graph reads and writes exactly these. */
+void *cudaq_nn_gpu_input(const cudaq_nn_gpu_t *gpu, size_t index);
+void *cudaq_nn_gpu_output(const cudaq_nn_gpu_t *gpu, size_t index);
+
+/* The instantiated graph (a cudaGraphExec_t) and the graph it was
+ * instantiated from (a cudaGraph_t, for use as a child graph node). */
+void *cudaq_nn_gpu_graph_exec(const cudaq_nn_gpu_t *gpu);
+void *cudaq_nn_gpu_graph(const cudaq_nn_gpu_t *gpu);
+
+/* Launches the inference graph on stream (a cudaStream_t; NULL: the legacy
+ * default stream). Allocates nothing. Returns CUDAQ_NN_OK,
+ * CUDAQ_NN_ERR_INVALID_ARG, CUDAQ_NN_ERR_CUDA. */
+cudaq_nn_status_t cudaq_nn_gpu_launch(cudaq_nn_gpu_t *gpu, void *stream);
+
+/* Convenience for tests and tools: copies the inputs in, launches, copies
+ * the outputs out and waits. Sizes must equal the bindings' size_bytes.
+ * Returns CUDAQ_NN_OK, CUDAQ_NN_ERR_INVALID_ARG, CUDAQ_NN_ERR_CUDA. */
+cudaq_nn_status_t cudaq_nn_gpu_run(cudaq_nn_gpu_t *gpu, const void *const *inputs,
+                                   const size_t *input_sizes, void *const *outputs,
+                                   const size_t *output_sizes, cudaq_nn_error_t *err);
+
+/* What happened to the plan at create. */
+cudaq_nn_plan_state_t cudaq_nn_gpu_plan_state(const cudaq_nn_gpu_t *gpu);
+
+/* Writes a one-line-per-convolution description of the choices (cuDNN
+ * algorithm or own kernel, measured times) into buf. Returns CUDAQ_NN_OK or
+ * CUDAQ_NN_ERR_INVALID_ARG. */
+cudaq_nn_status_t cudaq_nn_gpu_describe(const cudaq_nn_gpu_t *gpu, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CUDAQ_NN_GPU_ENGINE_H */

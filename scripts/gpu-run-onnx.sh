@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# One visit to a GPU machine for the NN engine: the GPU test (engine vs CPU
+# executor, graph replay, engine cache), compute-sanitizer memcheck on it,
+# and the benchmark beside PyTorch. Build here first:
+#   scripts/gpu-build.sh   -> build-gpu/ with libs/ and the reference models (nn-ref/)
+# then run this from the repository root on the GPU machine with build-gpu
+# carried along. Results go to $OUT (default ./gpu-out).
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-out}
+B=${BUILD:-build-gpu}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$PWD/$B/src:$PWD/$B/libs:${LD_LIBRARY_PATH:-}
+export PATH=$PATH:/usr/local/cuda/bin
+PY=${PYTHON:-python3}
+# cuDNN: from the CUDA toolkit; else the copy PyTorch ships.
+if ! ldconfig -p 2>/dev/null | grep -q libcudnn.so.9 && [ ! -e /usr/local/cuda/lib64/libcudnn.so.9 ]; then
+  d=$($PY -c 'import os, nvidia.cudnn as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null || true)
+  [ -n "$d" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d
+fi
+export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/usr/local/cuda/lib64
+fails=0 passes=0
+run() { # run NAME CMD... : logs to $OUT/NAME.log, counts pass/fail
+  local name=$1; shift
+  echo "== $name: $*"
+  if timeout -k 10 "${STEP_TIMEOUT:-300}" "$@" > "$OUT/$name.log" 2>&1; then passes=$((passes + 1)); echo "   ok"; else
+    local rc=$?; fails=$((fails + 1)); echo "   FAILED (rc $rc)"; tail -30 "$OUT/$name.log"; fi
+}
+{
+  date -u; git rev-parse HEAD 2>/dev/null || cat "$B/commit.txt"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  lscpu | grep -E "Model name|^CPU\(s\)"
+  $PY -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())' 2>&1
+} > "$OUT/nn-machine.txt" 2>&1
+cat "$OUT/nn-machine.txt"
+
+run nn_gpu "$B/tests/nn/test_nn_gpu" "$B/nn-ref"
+grep -E "^(graph|plan|PASSED|FAILED)|^conv #" "$OUT/nn_gpu.log"
+# memcheck checks device memory accesses; API errors are not reported by
+# default (SAN_API_ERRORS=explicit to see them) because cuDNN probes with
+# calls that fail on purpose, and the engine checks every CUDA call itself.
+if [ -z "${NO_SANITIZER:-}" ]; then
+  if command -v compute-sanitizer >/dev/null; then
+    STEP_TIMEOUT=${SAN_TIMEOUT:-420} run nn_gpu_memcheck env CUDAQ_NN_TEST_FILTER="${SAN_FILTER:-conv3d,predecoder,mlp_head,pre_post,gather,where}" \
+      compute-sanitizer --tool memcheck --report-api-errors "${SAN_API_ERRORS:-no}" --error-exitcode 1 \
+      "$B/tests/nn/test_nn_gpu" "$B/nn-ref"
+    grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/nn_gpu_memcheck.log" | tail -3
+  else
+    echo "compute-sanitizer: not found on this machine"; fails=$((fails + 1))
+  fi
+fi
+if [ -z "${NO_BENCH:-}" ]; then
+  # PyTorch builds, exports (ONNX) and times the predecoder-shaped CNNs; the
+  # engine then loads the exported files and is timed in the same run.
+  # The exported models (tens of MB) stay in $CNN_DIR; the times go to $OUT.
+  CNN_DIR=${CNN_DIR:-/tmp/nn-cnn}
+  run nn_torch $PY bench/nn/torch_cnn.py --out "$CNN_DIR" --iters "${TORCH_ITERS:-2000}"
+  cat "$OUT/nn_torch.log"
+  cp "$CNN_DIR/torch_times.txt" "$OUT/" 2>/dev/null
+  STEP_TIMEOUT=${BENCH_TIMEOUT:-540} run nn_bench "$B/bench/nn/bench_nn_gpu" --iters "${BENCH_ITERS:-3000}" \
+    --torch "$CNN_DIR/torch_times.txt" --check "$CNN_DIR" $(ls "$CNN_DIR"/cnn3d_*.onnx 2>/dev/null)
+  cat "$OUT/nn_bench.log"
+fi
+echo "gpu-run-onnx: $passes passed, $fails failed"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,314 @@
+/* Thin kernels of the NN GPU engine (see gpu_kernels.cuh). */
+#include <cuda_runtime.h>
+
+#include "gpu_kernels.cuh"
+#include "nn_internal.h"
+
+namespace {
+
+__device__ __forceinline__ float ldf(const void *p, int dt, int64_t i) {
+  switch (dt) {
+    case CUDAQ_NN_FLOAT: return static_cast<const float *>(p)[i];
+    case CUDAQ_NN_FLOAT16: return __half2float(static_cast<const __half *>(p)[i]);
+    case CUDAQ_NN_INT32: return (float)static_cast<const int32_t *>(p)[i];
+    case CUDAQ_NN_INT64: return (float)static_cast<const int64_t *>(p)[i];
+    default: return (float)static_cast<const uint8_t *>(p)[i];
+  }
+}
+
+__device__ __forceinline__ long long ldi(const void *p, int dt, int64_t i) {
+  switch (dt) {
+    case CUDAQ_NN_FLOAT: return (long long)static_cast<const float *>(p)[i];
+    case CUDAQ_NN_FLOAT16: return (long long)__half2float(static_cast<const __half *>(p)[i]);
+    case CUDAQ_NN_INT32: return static_cast<const int32_t *>(p)[i];
+    case CUDAQ_NN_INT64: return static_cast<const int64_t *>(p)[i];
+    default: return static_cast<const uint8_t *>(p)[i];
+  }
+}
+
+__device__ __forceinline__ void stf(void *p, int dt, int64_t i, float v) {
+  switch (dt) {
+    case CUDAQ_NN_FLOAT: static_cast<float *>(p)[i] = v; break;
+    case CUDAQ_NN_FLOAT16: static_cast<__half *>(p)[i] = __float2half(v); break;
+    case CUDAQ_NN_INT32: static_cast<int32_t *>(p)[i] = (int32_t)v; break;
+    case CUDAQ_NN_INT64: static_cast<int64_t *>(p)[i] = (int64_t)v; break;
+    case CUDAQ_NN_BOOL: static_cast<uint8_t *>(p)[i] = v != 0.0f; break;
+    default: static_cast<uint8_t *>(p)[i] = (uint8_t)(int)v; break;
+  }
+}
+
+__device__ __forceinline__ void sti(void *p, int dt, int64_t i, long long v) {
+  switch (dt) {
+    case CUDAQ_NN_FLOAT: static_cast<float *>(p)[i] = (float)v; break;
+    case CUDAQ_NN_FLOAT16: static_cast<__half *>(p)[i] = __float2half((float)v); break;
+    case CUDAQ_NN_INT32: static_cast<int32_t *>(p)[i] = (int32_t)v; break;
+    case CUDAQ_NN_INT64: static_cast<int64_t *>(p)[i] = (int64_t)v; break;
+    case CUDAQ_NN_BOOL: static_cast<uint8_t *>(p)[i] = v != 0; break;
+    default: static_cast<uint8_t *>(p)[i] = (uint8_t)v; break;
+  }
+}
+
+__device__ __forceinline__ bool is_float(int dt) { return dt == CUDAQ_NN_FLOAT || dt == CUDAQ_NN_FLOAT16; }
+
+__global__ void k_elementwise(nnk_elementwise p) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < p.n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t off[3] = {0, 0, 0}, r = i;
+    for (int d = p.rank - 1; d >= 0; d--) {
+      int64_t c = r % p.dims[d];
+      r /= p.dims[d];
+      off[0] += c * p.strides[0][d];
+      off[1] += c * p.strides[1][d];
+      off[2] += c * p.strides[2][d];
+    }
+    const int t0 = p.in_dt[0];
+    const bool f = is_float(t0);
+    switch (p.op) {
+      case NN_OP_RELU:
+        if (f) stf(p.out, p.out_dt, i, fmaxf(ldf(p.in[0], t0, off[0]), 0.0f));
+        else { long long v = ldi(p.in[0], t0, off[0]); sti(p.out, p.out_dt, i, v > 0 ? v : 0); }
+        break;
+      case NN_OP_GELU: {
+        float x = ldf(p.in[0], t0, off[0]);
+        float y = p.gelu_tanh ? 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)))
+                              : 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+        stf(p.out, p.out_dt, i, y);
+        break;
+      }
+      case NN_OP_SIGMOID: stf(p.out, p.out_dt, i, 1.0f / (1.0f + expf(-ldf(p.in[0], t0, off[0])))); break;
+      case NN_OP_ERF: stf(p.out, p.out_dt, i, erff(ldf(p.in[0], t0, off[0]))); break;
+      case NN_OP_CAST:
+        if (is_float(p.out_dt) || (f && p.out_dt == CUDAQ_NN_BOOL)) stf(p.out, p.out_dt, i, ldf(p.in[0], t0, off[0]));
+        else sti(p.out, p.out_dt, i, ldi(p.in[0], t0, off[0]));
+        break;
+      case NN_OP_ADD: case NN_OP_SUB: case NN_OP_MUL: case NN_OP_DIV:
+        if (f) {
+          float a = ldf(p.in[0], t0, off[0]), b = ldf(p.in[1], p.in_dt[1], off[1]);
+          stf(p.out, p.out_dt, i, p.op == NN_OP_ADD ? a + b : p.op == NN_OP_SUB ? a - b
+                                  : p.op == NN_OP_MUL ? a * b : a / b);
+        } else {
+          unsigned long long a = (unsigned long long)ldi(p.in[0], t0, off[0]);
+          unsigned long long b = (unsigned long long)ldi(p.in[1], p.in_dt[1], off[1]);
+          long long sa = (long long)a, sb = (long long)b;
+          long long v = p.op == NN_OP_ADD ? (long long)(a + b) : p.op == NN_OP_SUB ? (long long)(a - b)
+                      : p.op == NN_OP_MUL ? (long long)(a * b)
+                      : (sb == 0 || (sb == -1 && sa == (-0x7fffffffffffffffLL - 1))) ? 0 : sa / sb;
+          sti(p.out, p.out_dt, i, v);
+        }
+        break;
+      case NN_OP_GREATER: case NN_OP_LESS: case NN_OP_EQUAL: {
+        bool r2;
+        if (f) {
+          float a = ldf(p.in[0], t0, off[0]), b = ldf(p.in[1], p.in_dt[1], off[1]);
+          r2 = p.op == NN_OP_GREATER ? a > b : p.op == NN_OP_LESS ? a < b : a == b;
+        } else {
+          long long a = ldi(p.in[0], t0, off[0]), b = ldi(p.in[1], p.in_dt[1], off[1]);
+          r2 = p.op == NN_OP_GREATER ? a > b : p.op == NN_OP_LESS ? a < b : a == b;
+        }
+        static_cast<uint8_t *>(p.out)[i] = r2;
+        break;
+      }
+      case NN_OP_WHERE: {
+        bool c = static_cast<const uint8_t *>(p.in[0])[off[0]] != 0;
+        int k = c ? 1 : 2;
+        if (is_float(p.out_dt)) stf(p.out, p.out_dt, i, ldf(p.in[k], p.in_dt[k], off[k]));
+        else sti(p.out, p.out_dt, i, ldi(p.in[k], p.in_dt[k], off[k]));
+        break;
+      }
+      default: break;
+    }
+  }
+}
+
+__global__ void k_move(nnk_move p) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < p.n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const char *src = static_cast<const char *>(p.in[p.src_in[i]]) + (int64_t)p.src_idx[i] * p.elem_size;
+    char *dst = static_cast<char *>(p.out) + i * p.elem_size;
+    switch (p.elem_size) {
+      case 1: *dst = *src; break;
+      case 2: *reinterpret_cast<uint16_t *>(dst) = *reinterpret_cast<const uint16_t *>(src); break;
+      case 4: *reinterpret_cast<uint32_t *>(dst) = *reinterpret_cast<const uint32_t *>(src); break;
+      default: *reinterpret_cast<uint64_t *>(dst) = *reinterpret_cast<const uint64_t *>(src); break;
+    }
+  }
+}
+
+template <typename T> __device__ __forceinline__ float tof(T v);
+template <> __device__ __forceinline__ float tof<float>(float v) { return v; }
+template <> __device__ __forceinline__ float tof<__half>(__half v) { return __half2float(v); }
+template <typename T> __device__ __forceinline__ T fromf(float v);
+template <> __device__ __forceinline__ float fromf<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half fromf<__half>(float v) { return __float2half(v); }
+
+/* Direct convolution: a thread computes OCB output channels at one output
+ * position; the block's weights for one input channel sit in shared memory,
+ * so each input element loaded serves OCB multiply-adds. */
+template <typename T, int OCB>
+__global__ void k_conv(nnk_conv p) {
+  extern __shared__ float wsh[];
+  const int ksz = p.k[0] * p.k[1] * p.k[2];
+  const int P = p.out3[0] * p.out3[1] * p.out3[2];
+  const int isz = p.in3[0] * p.in3[1] * p.in3[2];
+  const int pos = blockIdx.x * blockDim.x + threadIdx.x;
+  const int oc0 = blockIdx.y * OCB;
+  const int n = blockIdx.z;
+  const bool active = pos < P;
+  const int ow = active ? pos % p.out3[2] : 0;
+  const int oh = active ? (pos / p.out3[2]) % p.out3[1] : 0;
+  const int od = active ? pos / (p.out3[2] * p.out3[1]) : 0;
+  const int id0 = od * p.stride[0] - p.pad0[0], ih0 = oh * p.stride[1] - p.pad0[1];
+  const int iw0 = ow * p.stride[2] - p.pad0[2];
+  const T *X = static_cast<const T *>(p.x);
+  const T *W = static_cast<const T *>(p.w);
+  float acc[OCB];
+#pragma unroll
+  for (int o = 0; o < OCB; o++) acc[o] = 0.0f;
+  for (int ci = 0; ci < p.C; ci++) {
+    __syncthreads();
+    for (int t = threadIdx.x; t < OCB * ksz; t += blockDim.x) {
+      int o = t / ksz, kk = t - o * ksz;
+      wsh[t] = oc0 + o < p.M ? tof<T>(W[((int64_t)(oc0 + o) * p.C + ci) * ksz + kk]) : 0.0f;
+    }
+    __syncthreads();
+    if (!active) continue;
+    const T *xi = X + ((int64_t)n * p.C + ci) * isz;
+    int kk = 0;
+    for (int kd = 0; kd < p.k[0]; kd++) {
+      const int id = id0 + kd * p.dil[0];
+      const bool okd = id >= 0 && id < p.in3[0];
+      for (int kh = 0; kh < p.k[1]; kh++) {
+        const int ih = ih0 + kh * p.dil[1];
+        const bool okh = okd && ih >= 0 && ih < p.in3[1];
+        for (int kw = 0; kw < p.k[2]; kw++, kk++) {
+          const int iw = iw0 + kw * p.dil[2];
+          if (!okh || iw < 0 || iw >= p.in3[2]) continue;
+          const float xv = tof<T>(xi[(id * p.in3[1] + ih) * p.in3[2] + iw]);
+#pragma unroll
+          for (int o = 0; o < OCB; o++) acc[o] += xv * wsh[o * ksz + kk];
+        }
+      }
+    }
+  }
+  if (!active) return;
+  const T *B = static_cast<const T *>(p.b);
+  T *Y = static_cast<T *>(p.y);
+#pragma unroll
+  for (int o = 0; o < OCB; o++) {
+    const int oc = oc0 + o;
+    if (oc >= p.M) break;
+    float v = acc[o] + (B ? tof<T>(B[oc]) : 0.0f);
+    if (p.relu) v = fmaxf(v, 0.0f);
+    Y[((int64_t)n * p.M + oc) * P + pos] = fromf<T>(v);
+  }
+}
+
+template <typename T>
+__global__ void k_bias_act(T *y, const T *b, int M, int64_t plane, int64_t n, int relu) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    float v = tof<T>(y[i]);
+    if (b) v += tof<T>(b[(i / plane) % M]);
+    if (relu) v = fmaxf(v, 0.0f);
+    y[i] = fromf<T>(v);
+  }
+}
+
+template <typename T>
+__global__ void k_gemm(nnk_gemm p) {
+  const int64_t total = p.nb * p.M * p.N;
+  const T *A = static_cast<const T *>(p.a), *B = static_cast<const T *>(p.b), *C = static_cast<const T *>(p.c);
+  T *Y = static_cast<T *>(p.y);
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total; t += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t j = t % p.N, i = (t / p.N) % p.M, bi = t / (p.N * p.M);
+    int64_t oa = 0, ob = 0, r = bi;
+    for (int d = p.br - 1; d >= 0; d--) {
+      int64_t c = r % p.bdims[d];
+      r /= p.bdims[d];
+      oa += c * p.sa[d];
+      ob += c * p.sb[d];
+    }
+    float s = 0.0f;
+    for (int64_t k = 0; k < p.K; k++) s += tof<T>(A[oa + i * p.sai + k * p.sak]) * tof<T>(B[ob + k * p.sbk + j * p.sbj]);
+    float v = p.alpha * s;
+    if (C) v += p.beta * tof<T>(C[i * p.sc0 + j * p.sc1]);
+    Y[t] = fromf<T>(v);
+  }
+}
+
+__global__ void k_convert(const void *in, int in_dt, void *out, int out_dt, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    if (is_float(in_dt)) stf(out, out_dt, i, ldf(in, in_dt, i));
+    else sti(out, out_dt, i, ldi(in, in_dt, i));
+  }
+}
+
+unsigned grid_for(int64_t n, int block) {
+  int64_t g = (n + block - 1) / block;
+  if (g < 1) g = 1;
+  if (g > 4096) g = 4096;
+  return (unsigned)g;
+}
+
+template <typename T, int OCB>
+cudaError_t launch_conv_t(const nnk_conv &p, cudaStream_t s) {
+  const int P = p.out3[0] * p.out3[1] * p.out3[2];
+  const int block = P >= 128 ? 128 : (P >= 64 ? 64 : 32);
+  dim3 grid((P + block - 1) / block, (p.M + OCB - 1) / OCB, p.N);
+  size_t shmem = (size_t)OCB * p.k[0] * p.k[1] * p.k[2] * sizeof(float);
+  k_conv<T, OCB><<<grid, block, shmem, s>>>(p);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_conv_pick(const nnk_conv &p, cudaStream_t s) {
+  /* Fewer output channels per thread when the grid would not fill the GPU. */
+  const int P = p.out3[0] * p.out3[1] * p.out3[2];
+  const long blocks8 = (long)((P + 127) / 128) * ((p.M + 7) / 8) * p.N;
+  if (blocks8 >= 264) return launch_conv_t<T, 8>(p, s);
+  if (blocks8 * 2 >= 264 || p.M <= 4) return launch_conv_t<T, 4>(p, s);
+  return launch_conv_t<T, 2>(p, s);
+}
+
+}  // namespace
+
+int nnk_conv_supported(const nnk_conv &p) {
+  return p.k[0] * p.k[1] * p.k[2] <= 1024 && p.N <= 65535;
+}
+
+cudaError_t nnk_launch_elementwise(const nnk_elementwise &p, int half, cudaStream_t s) {
+  (void)half;
+  k_elementwise<<<grid_for(p.n, 256), 256, 0, s>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t nnk_launch_move(const nnk_move &p, cudaStream_t s) {
+  k_move<<<grid_for(p.n, 256), 256, 0, s>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t nnk_launch_conv(const nnk_conv &p, int half, cudaStream_t s) {
+  if ((int64_t)p.out3[0] * p.out3[1] * p.out3[2] == 0 || p.M == 0 || p.N == 0) return cudaSuccess; /* empty output */
+  return half ? launch_conv_pick<__half>(p, s) : launch_conv_pick<float>(p, s);
+}
+
+cudaError_t nnk_launch_bias_act(void *y, const void *b, int N, int M, int64_t plane, int relu, int half,
+                                cudaStream_t s) {
+  int64_t n = (int64_t)N * M * plane;
+  if (half)
+    k_bias_act<__half><<<grid_for(n, 256), 256, 0, s>>>(static_cast<__half *>(y), static_cast<const __half *>(b), M, plane, n, relu);
+  else
+    k_bias_act<float><<<grid_for(n, 256), 256, 0, s>>>(static_cast<float *>(y), static_cast<const float *>(b), M, plane, n, relu);
+  return cudaGetLastError();
+}
+
+cudaError_t nnk_launch_gemm(const nnk_gemm &p, int half, cudaStream_t s) {
+  int64_t total = p.nb * p.M * p.N;
+  if (half) k_gemm<__half><<<grid_for(total, 128), 128, 0, s>>>(p);
+  else k_gemm<float><<<grid_for(total, 128), 128, 0, s>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t nnk_launch_convert(const void *in, int in_dt, void *out, int out_dt, int64_t n, cudaStream_t s) {
+  k_convert<<<grid_for(n, 256), 256, 0, s>>>(in, in_dt, out, out_dt, n);
+  return cudaGetLastError();
+}

@@ -1,0 +1,389 @@
+/* GPU engine against the CPU executor, on every model tools/onnx_reference.py
+ * wrote: FP32 within 1e-5 relative, FP16 within 1e-2 (threshold outputs of
+ * the predecoders may flip on at most 2% of the elements in FP16); with the
+ * convolution implementation chosen by timing and forced to cuDNN and to the
+ * own kernel. Graph capture and replay through the fixed device buffers;
+ * engine cache hit, invalidation (other model, stale key, garbage) and
+ * rebuild. Without a CUDA device: prints "skipped: no CUDA device", exit 77.
+ * Usage: test_nn_gpu REF_DIR */
+#define _POSIX_C_SOURCE 200809L
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cudaq/nn/gpu_engine.h"
+#include "cudaq/nn/nn.h"
+#include "nn_test_util.h"
+
+static const char *g_dir;
+static int g_fail;
+
+#define CHECK(cond, ...)                                  \
+  do {                                                    \
+    if (!(cond)) {                                        \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                       \
+      fprintf(stderr, "\n");                              \
+      g_fail++;                                           \
+    }                                                     \
+  } while (0)
+
+typedef struct io {
+  size_t n_in, n_out;
+  void *in[8], *cpu[8], *gpu[8];
+  size_t in_sz[8], out_sz[8];
+  cudaq_nn_binding_t ob[8];
+} io_t;
+
+static void io_free(io_t *io) {
+  for (int i = 0; i < 8; i++) {
+    free(io->in[i]);
+    free(io->cpu[i]);
+    free(io->gpu[i]);
+  }
+}
+
+/* Inputs from the reference files (or random ones for seed != 0), CPU
+ * outputs computed. */
+static int io_make(const cudaq_nn_model_t *m, const char *name, unsigned seed, io_t *io) {
+  memset(io, 0, sizeof *io);
+  io->n_in = cudaq_nn_model_num_inputs(m);
+  io->n_out = cudaq_nn_model_num_outputs(m);
+  for (size_t i = 0; i < io->n_in; i++) {
+    cudaq_nn_binding_t b;
+    cudaq_nn_model_input(m, i, &b);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.in%zu.bin", g_dir, name, i);
+    size_t len = 0;
+    io->in[i] = nn_test_read_file(path, &len);
+    if (!io->in[i] || len != b.size_bytes) return -1;
+    io->in_sz[i] = len;
+    if (seed) { /* perturb: flip some bytes within the value range of the type */
+      srand(seed);
+      for (size_t k = 0; k < b.num_elements; k++) {
+        if (rand() % 3) continue;
+        if (b.dtype == CUDAQ_NN_FLOAT) ((float *)io->in[i])[k] = (float)(rand() % 2001 - 1000) / 500.0f;
+        else if (b.dtype == CUDAQ_NN_INT32) ((int32_t *)io->in[i])[k] = rand() % 2;
+        else if (b.dtype == CUDAQ_NN_UINT8) ((uint8_t *)io->in[i])[k] = (uint8_t)(rand() % 2);
+      }
+    }
+  }
+  for (size_t i = 0; i < io->n_out; i++) {
+    cudaq_nn_model_output(m, i, &io->ob[i]);
+    io->out_sz[i] = io->ob[i].size_bytes;
+    io->cpu[i] = calloc(1, io->out_sz[i] + 1);
+    io->gpu[i] = calloc(1, io->out_sz[i] + 1);
+  }
+  cudaq_nn_cpu_t *cpu = NULL;
+  cudaq_nn_error_t err;
+  if (cudaq_nn_cpu_create(m, &cpu) != CUDAQ_NN_OK) return -1;
+  cudaq_nn_status_t st = cudaq_nn_cpu_run(cpu, (const void *const *)io->in, io->in_sz, io->cpu, io->out_sz, &err);
+  cudaq_nn_cpu_destroy(cpu);
+  return st == CUDAQ_NN_OK ? 0 : -1;
+}
+
+/* Compares GPU against CPU outputs; returns the number of bad elements. */
+static size_t compare(const io_t *io, int half, const char *what) {
+  size_t bad_total = 0;
+  for (size_t o = 0; o < io->n_out; o++) {
+    const cudaq_nn_binding_t *b = &io->ob[o];
+    size_t bad = 0;
+    double tol = half ? 1e-2 : 1e-5;
+    for (size_t i = 0; i < b->num_elements; i++) {
+      double g, c;
+      switch (b->dtype) {
+        case CUDAQ_NN_FLOAT: g = ((float *)io->gpu[o])[i]; c = ((float *)io->cpu[o])[i]; break;
+        case CUDAQ_NN_INT32: g = ((int32_t *)io->gpu[o])[i]; c = ((int32_t *)io->cpu[o])[i]; break;
+        case CUDAQ_NN_INT64: g = (double)((int64_t *)io->gpu[o])[i]; c = (double)((int64_t *)io->cpu[o])[i]; break;
+        default: g = ((uint8_t *)io->gpu[o])[i]; c = ((uint8_t *)io->cpu[o])[i]; break;
+      }
+      double lim = b->dtype == CUDAQ_NN_FLOAT ? tol * fmax(1.0, fabs(c)) : 0.0;
+      if (!(fabs(g - c) <= lim)) {
+        if (bad < 3) fprintf(stderr, "  %s: output '%s'[%zu]: gpu %.8g cpu %.8g\n", what, b->name, i, g, c);
+        bad++;
+      }
+    }
+    /* FP16 may flip thresholded (integer) outputs whose logit sits near the
+     * threshold, or move a float cast to an integer by one: allow that on
+     * 2% of the elements (at least one), never a larger difference. */
+    if (half && b->dtype != CUDAQ_NN_FLOAT && bad > 0) {
+      size_t off_by_one = 0, worse = 0;
+      for (size_t i = 0; i < b->num_elements; i++) {
+        double g, c;
+        switch (b->dtype) {
+          case CUDAQ_NN_INT32: g = ((int32_t *)io->gpu[o])[i]; c = ((int32_t *)io->cpu[o])[i]; break;
+          case CUDAQ_NN_INT64: g = (double)((int64_t *)io->gpu[o])[i]; c = (double)((int64_t *)io->cpu[o])[i]; break;
+          default: g = ((uint8_t *)io->gpu[o])[i]; c = ((uint8_t *)io->cpu[o])[i]; break;
+        }
+        if (fabs(g - c) > 1.0) worse++;
+        else if (g != c) off_by_one++;
+      }
+      size_t allowed = b->num_elements / 50 > 1 ? b->num_elements / 50 : 1;
+      if (worse == 0 && off_by_one <= allowed) {
+        if (off_by_one) printf("  %s: output '%s': %zu of %zu elements off by one (FP16 rounding)\n", what,
+                               b->name, off_by_one, b->num_elements);
+        bad = 0;
+      }
+    }
+    bad_total += bad;
+  }
+  return bad_total;
+}
+
+/* CUDAQ_NN_TEST_FILTER="a,b": only models whose name contains a or b. */
+static int selected(const char *name) {
+  const char *f = getenv("CUDAQ_NN_TEST_FILTER");
+  if (!f || !*f) return 1;
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", f);
+  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ","))
+    if (strstr(name, tok)) return 1;
+  return 0;
+}
+
+static const char *impl_name(cudaq_nn_conv_impl_t c) {
+  return c == CUDAQ_NN_CONV_AUTO ? "auto" : c == CUDAQ_NN_CONV_CUDNN ? "cudnn" : "own";
+}
+
+static void check_model(const char *name) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s.onnx", g_dir, name);
+  cudaq_nn_model_t *m = NULL;
+  cudaq_nn_error_t err;
+  if (cudaq_nn_model_load_file(path, &m, &err) != CUDAQ_NN_OK) {
+    CHECK(0, "%s: load: %s", name, err.message);
+    return;
+  }
+  io_t io;
+  if (io_make(m, name, 0, &io) != 0) {
+    CHECK(0, "%s: reference inputs / CPU run failed", name);
+    io_free(&io);
+    cudaq_nn_model_destroy(m);
+    return;
+  }
+  for (int half = 0; half <= 1; half++)
+    for (int impl = CUDAQ_NN_CONV_AUTO; impl <= CUDAQ_NN_CONV_OWN; impl++) {
+      if (impl != CUDAQ_NN_CONV_AUTO && !strstr(name, "conv") && !strstr(name, "predecoder")) continue;
+      cudaq_nn_gpu_options_t o;
+      cudaq_nn_gpu_options_init(&o);
+      o.precision = half ? CUDAQ_NN_FP16 : CUDAQ_NN_FP32;
+      o.conv_impl = (cudaq_nn_conv_impl_t)impl;
+      o.tune_iterations = 3;
+      cudaq_nn_gpu_t *g = NULL;
+      cudaq_nn_status_t st = cudaq_nn_gpu_create(m, &o, &g, &err);
+      char what[300];
+      snprintf(what, sizeof what, "%.200s %s %s", name, half ? "fp16" : "fp32", impl_name((cudaq_nn_conv_impl_t)impl));
+      if (st == CUDAQ_NN_ERR_UNSUPPORTED && impl != CUDAQ_NN_CONV_AUTO) {
+        printf("n/a     %s: %s\n", what, err.message); /* e.g. asymmetric pads: no cuDNN */
+        continue;
+      }
+      if (st != CUDAQ_NN_OK) {
+        CHECK(0, "%s: create: %s: %s", what, cudaq_nn_status_str(st), err.message);
+        continue;
+      }
+      for (size_t i = 0; i < io.n_out; i++) memset(io.gpu[i], 0x5A, io.out_sz[i]);
+      st = cudaq_nn_gpu_run(g, (const void *const *)io.in, io.in_sz, io.gpu, io.out_sz, &err);
+      CHECK(st == CUDAQ_NN_OK, "%s: run: %s", what, err.message);
+      size_t bad = st == CUDAQ_NN_OK ? compare(&io, half, what) : 1;
+      CHECK(bad == 0, "%s: %zu elements differ from the CPU executor", what, bad);
+      if (bad == 0) printf("ok      %s\n", what);
+      cudaq_nn_gpu_destroy(g);
+    }
+  io_free(&io);
+  cudaq_nn_model_destroy(m);
+}
+
+/* The graph over fixed buffers: DMA in, launch the graph, DMA out, for
+ * several inputs, on a caller stream; each result matches the CPU. */
+static void check_graph_replay(const char *name, int half) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s.onnx", g_dir, name);
+  cudaq_nn_model_t *m = NULL;
+  cudaq_nn_error_t err;
+  CHECK(cudaq_nn_model_load_file(path, &m, &err) == CUDAQ_NN_OK, "%s: %s", name, err.message);
+  if (!m) return;
+  cudaq_nn_gpu_options_t o;
+  cudaq_nn_gpu_options_init(&o);
+  o.precision = half ? CUDAQ_NN_FP16 : CUDAQ_NN_FP32;
+  cudaq_nn_gpu_t *g = NULL;
+  CHECK(cudaq_nn_gpu_create(m, &o, &g, &err) == CUDAQ_NN_OK, "%s: %s", name, err.message);
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  CHECK(cudaq_nn_gpu_graph_exec(g) != NULL && cudaq_nn_gpu_graph(g) != NULL, "no graph");
+  size_t nodes = 0;
+  cudaGraphGetNodes((cudaGraph_t)cudaq_nn_gpu_graph(g), NULL, &nodes);
+  printf("graph   %s %s: %zu graph nodes\n", name, half ? "fp16" : "fp32", nodes);
+  for (unsigned round = 1; g && round <= 8; round++) {
+    io_t io;
+    CHECK(io_make(m, name, round * 7919u, &io) == 0, "inputs");
+    for (size_t i = 0; i < io.n_in; i++)
+      cudaMemcpyAsync(cudaq_nn_gpu_input(g, i), io.in[i], io.in_sz[i], cudaMemcpyHostToDevice, s);
+    CHECK(cudaq_nn_gpu_launch(g, s) == CUDAQ_NN_OK, "launch");
+    for (size_t i = 0; i < io.n_out; i++)
+      cudaMemcpyAsync(io.gpu[i], cudaq_nn_gpu_output(g, i), io.out_sz[i], cudaMemcpyDeviceToHost, s);
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync");
+    char what[300];
+    snprintf(what, sizeof what, "%.200s replay %u", name, round);
+    size_t bad = compare(&io, half, what);
+    CHECK(bad == 0, "%s: %zu elements differ", what, bad);
+    io_free(&io);
+  }
+  CHECK(cudaq_nn_gpu_input(g, 99) == NULL && cudaq_nn_gpu_output(g, 99) == NULL, "bad index");
+  cudaStreamDestroy(s);
+  cudaq_nn_gpu_destroy(g);
+  cudaq_nn_model_destroy(m);
+}
+
+static cudaq_nn_plan_state_t create_with_plan(cudaq_nn_model_t *m, const char *plan, char *desc, size_t dlen) {
+  cudaq_nn_gpu_options_t o;
+  cudaq_nn_gpu_options_init(&o);
+  o.precision = CUDAQ_NN_FP16;
+  o.plan_path = plan;
+  o.tune_iterations = 5;
+  cudaq_nn_gpu_t *g = NULL;
+  cudaq_nn_error_t err;
+  cudaq_nn_status_t st = cudaq_nn_gpu_create(m, &o, &g, &err);
+  CHECK(st == CUDAQ_NN_OK, "create with plan %s: %s", plan, err.message);
+  if (st) return (cudaq_nn_plan_state_t)-1;
+  cudaq_nn_plan_state_t ps = cudaq_nn_gpu_plan_state(g);
+  if (desc) cudaq_nn_gpu_describe(g, desc, dlen);
+  cudaq_nn_gpu_destroy(g);
+  return ps;
+}
+
+static void check_cache(void) {
+  char dir[] = "/tmp/nn_plan_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+  char pa[1100], pb[1100], src[1024];
+  cudaq_nn_model_t *a = NULL, *b = NULL;
+  cudaq_nn_error_t err;
+  snprintf(src, sizeof src, "%s/predecoder_int32.onnx", g_dir);
+  cudaq_nn_model_load_file(src, &a, &err);
+  snprintf(src, sizeof src, "%s/predecoder_uint8.onnx", g_dir);
+  cudaq_nn_model_load_file(src, &b, &err);
+  CHECK(a && b, "models");
+  if (!a || !b) return;
+  snprintf(src, sizeof src, "%s/predecoder_int32.onnx", dir);
+  cudaq_nn_plan_path(src, CUDAQ_NN_FP16, pa, sizeof pa);
+  snprintf(src, sizeof src, "%s/predecoder_uint8.onnx", dir);
+  cudaq_nn_plan_path(src, CUDAQ_NN_FP16, pb, sizeof pb);
+  char d1[4096], d2[4096];
+  CHECK(create_with_plan(a, pa, d1, sizeof d1) == CUDAQ_NN_PLAN_BUILT, "first create: BUILT");
+  CHECK(access(pa, R_OK) == 0, "plan file written next to the model: %s", pa);
+  CHECK(create_with_plan(a, pa, d2, sizeof d2) == CUDAQ_NN_PLAN_HIT, "second create: HIT");
+  CHECK(strcmp(d1, d2) == 0, "the plan restores the same choices:\n%s---\n%s", d1, d2);
+  printf("plan    %s\n%s", pa, d1);
+  /* A plan written for another model is detected and rebuilt, never used. */
+  size_t len = 0;
+  char *text = nn_test_read_file(pa, &len);
+  FILE *f = fopen(pb, "wb");
+  fwrite(text, 1, len, f);
+  fclose(f);
+  CHECK(create_with_plan(b, pb, NULL, 0) == CUDAQ_NN_PLAN_REBUILT, "other model's plan: REBUILT");
+  CHECK(create_with_plan(b, pb, NULL, 0) == CUDAQ_NN_PLAN_HIT, "after rebuild: HIT");
+  /* Another GPU / library version: the key line differs. */
+  char *gpu = strstr(text, "\ngpu ");
+  if (gpu) gpu[5] = (char)(gpu[5] == 'X' ? 'Y' : 'X');
+  char *ver = strstr(text, "cudnn ");
+  if (ver) ver[6] = (char)(ver[6] == '1' ? '2' : '1');
+  f = fopen(pa, "wb");
+  fwrite(text, 1, len, f);
+  fclose(f);
+  CHECK(create_with_plan(a, pa, NULL, 0) == CUDAQ_NN_PLAN_REBUILT, "other GPU/version: REBUILT");
+  /* Garbage and a truncated plan. */
+  f = fopen(pa, "wb");
+  fputs("garbage\n", f);
+  fclose(f);
+  CHECK(create_with_plan(a, pa, NULL, 0) == CUDAQ_NN_PLAN_REBUILT, "garbage plan: REBUILT");
+  free(text);
+  text = nn_test_read_file(pa, &len);
+  f = fopen(pa, "wb");
+  fwrite(text, 1, len / 2 + 1, f);
+  fclose(f);
+  CHECK(create_with_plan(a, pa, NULL, 0) == CUDAQ_NN_PLAN_REBUILT, "truncated plan: REBUILT");
+  CHECK(create_with_plan(a, pa, NULL, 0) == CUDAQ_NN_PLAN_HIT, "final: HIT");
+  free(text);
+  remove(pa);
+  remove(pb);
+  rmdir(dir);
+  cudaq_nn_model_destroy(a);
+  cudaq_nn_model_destroy(b);
+}
+
+/* Bad options, devices and buffer sizes are refused with a message. */
+static void check_errors(void) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/predecoder_int32.onnx", g_dir);
+  cudaq_nn_model_t *m = NULL;
+  cudaq_nn_error_t err;
+  if (cudaq_nn_model_load_file(path, &m, &err) != CUDAQ_NN_OK) {
+    CHECK(0, "%s", err.message);
+    return;
+  }
+  cudaq_nn_gpu_options_t o;
+  cudaq_nn_gpu_options_init(&o);
+  cudaq_nn_gpu_t *g = NULL;
+  o.precision = (cudaq_nn_precision_t)7;
+  CHECK(cudaq_nn_gpu_create(m, &o, &g, &err) == CUDAQ_NN_ERR_INVALID_ARG && !g, "bad precision");
+  cudaq_nn_gpu_options_init(&o);
+  o.device = 1000;
+  CHECK(cudaq_nn_gpu_create(m, &o, &g, &err) == CUDAQ_NN_ERR_INVALID_ARG && !g, "bad device");
+  CHECK(strstr(err.message, "device 1000") != NULL, "message names the device: %s", err.message);
+  CHECK(cudaq_nn_gpu_create(NULL, NULL, &g, &err) == CUDAQ_NN_ERR_INVALID_ARG, "NULL model");
+  CHECK(cudaq_nn_gpu_create(m, NULL, &g, &err) == CUDAQ_NN_OK, "defaults: %s", err.message);
+  if (g) {
+    cudaq_nn_binding_t b;
+    cudaq_nn_model_input(m, 0, &b);
+    char in[4096] = {0}, out[4096];
+    const void *ins[1] = {in};
+    void *outs[2] = {out, out + 2048};
+    size_t isz[1] = {b.size_bytes - 4}, osz[2] = {0, 0};
+    CHECK(cudaq_nn_gpu_run(g, ins, isz, outs, osz, &err) == CUDAQ_NN_ERR_INVALID_ARG, "short input");
+    CHECK(strstr(err.message, "input 0 ('x')") != NULL, "message names the input: %s", err.message);
+    CHECK(cudaq_nn_gpu_launch(NULL, NULL) == CUDAQ_NN_ERR_INVALID_ARG, "NULL engine");
+    cudaq_nn_gpu_destroy(g);
+  }
+  cudaq_nn_model_destroy(m);
+}
+
+int main(int argc, char **argv) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    printf("skipped: no CUDA device\n");
+    return 77;
+  }
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s REF_DIR\n", argv[0]);
+    return 2;
+  }
+  g_dir = argv[1];
+  char path[1024], line[1024];
+  snprintf(path, sizeof path, "%s/cases.txt", g_dir);
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    fprintf(stderr, "cannot open %s (run tools/onnx_reference.py gen --out %s)\n", path, g_dir);
+    return 1;
+  }
+  int models = 0;
+  while (fgets(line, sizeof line, f)) {
+    char name[256];
+    if (sscanf(line, "run %255s", name) == 1 && selected(name)) {
+      check_model(name);
+      models++;
+    }
+  }
+  fclose(f);
+  CHECK(models >= 60 || getenv("CUDAQ_NN_TEST_FILTER"), "only %d models", models);
+  check_graph_replay("predecoder_int32", 0);
+  check_graph_replay("predecoder_int32", 1);
+  check_graph_replay("predecoder_uint8", 1);
+  check_graph_replay("mlp_head", 0);
+  check_graph_replay("pre_post", 0);
+  check_cache();
+  check_errors();
+  printf("%s: %d models, %d failures\n", g_fail ? "FAILED" : "PASSED", models, g_fail);
+  return g_fail ? 1 : 0;
+}

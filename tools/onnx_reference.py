@@ -1,0 +1,369 @@
+#!/usr/bin/env python3
+"""Reference data for the NN engine tests (tests/nn).
+
+gen --out DIR builds small ONNX models with onnx.helper (one per operator and
+a few multi-operator models shaped like predecoders), draws random inputs
+with a fixed seed, runs onnxruntime for the reference outputs and writes:
+
+  DIR/NAME.onnx, DIR/NAME.in<i>.bin, DIR/NAME.out<i>.bin   (raw little-endian)
+  DIR/cases.txt: "run NAME NUM_INPUTS NUM_OUTPUTS TOLERANCE"
+                 "refuse FILE STATUS PHRASE|PHRASE..." (models the loader must refuse)
+
+The C test (tests/nn/test_onnx_reference.c) loads every model, runs the CPU
+executor on the same inputs and compares; it checks every refusal's status and
+that the error message names the problem.
+
+The predecoder-shaped CNNs of the benchmark are exported from PyTorch by
+bench/nn/torch_cnn.py on the GPU machine.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto as TP
+from onnx import helper, numpy_helper
+
+NP = {TP.FLOAT: np.float32, TP.INT32: np.int32, TP.UINT8: np.uint8, TP.INT64: np.int64,
+      TP.BOOL: np.bool_}
+
+
+class Gen:
+    def __init__(self, out):
+        self.out = out
+        self.rng = np.random.default_rng(20261123)
+        self.manifest = []
+
+    def rand(self, dtype, shape, lo=None, hi=None):
+        if dtype == TP.FLOAT:
+            return self.rng.standard_normal(shape).astype(np.float32)
+        if dtype == TP.BOOL:
+            return self.rng.integers(0, 2, shape).astype(np.bool_)
+        lo = -5 if lo is None and dtype != TP.UINT8 else (0 if lo is None else lo)
+        hi = 5 if hi is None else hi
+        return self.rng.integers(lo, hi + 1, shape).astype(NP[dtype])
+
+    def model(self, nodes, inputs, outputs, inits=(), opset=17, out_shapes=None):
+        vin = [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs]
+        vout = [helper.make_tensor_value_info(n, t, out_shapes[i] if out_shapes else None)
+                for i, (n, t) in enumerate(outputs)]
+        g = helper.make_graph(nodes, "g", vin, vout, list(inits))
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)],
+                              producer_name="cudaq-onnx-reference")
+        m.ir_version = 9
+        return m
+
+    def case(self, name, nodes, inputs, outputs, inits=(), opset=17, feeds=None, tol=1e-4):
+        """inputs: [(name, dtype, shape)]; outputs: [(name, dtype)]."""
+        import onnxruntime as ort
+        m = self.model(nodes, inputs, outputs, inits, opset)
+        feeds = feeds or {}
+        data = {}
+        for n, t, s in inputs:
+            shape = [1 if isinstance(d, str) else d for d in s]
+            data[n] = feeds[n] if n in feeds else self.rand(t, shape)
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        res = sess.run([n for n, _ in outputs], data)
+        # Declare the output shapes the reference computed (the loader checks them).
+        m = self.model(nodes, inputs, outputs, inits, opset, [list(r.shape) for r in res])
+        onnx.checker.check_model(m)
+        self.save(name, m)
+        for i, (n, _, _) in enumerate(inputs):
+            np.ascontiguousarray(data[n]).tofile(os.path.join(self.out, f"{name}.in{i}.bin"))
+        for i, r in enumerate(res):
+            np.ascontiguousarray(r).tofile(os.path.join(self.out, f"{name}.out{i}.bin"))
+        self.manifest.append(f"run {name} {len(inputs)} {len(outputs)} {tol:g}")
+
+    def save(self, name, m):
+        with open(os.path.join(self.out, f"{name}.onnx"), "wb") as f:
+            f.write(m.SerializeToString())
+
+    def refuse(self, name, m_or_bytes, status, *words):
+        path = os.path.join(self.out, f"{name}.onnx")
+        with open(path, "wb") as f:
+            f.write(m_or_bytes if isinstance(m_or_bytes, bytes) else m_or_bytes.SerializeToString())
+        self.manifest.append(f"refuse {name}.onnx {status} " + "|".join(words))
+
+
+def init(name, arr):
+    return numpy_helper.from_array(arr, name)
+
+
+def node(op, ins, outs, name=None, **attrs):
+    return helper.make_node(op, ins, outs, name=name or f"{op.lower()}_{outs[0]}", **attrs)
+
+
+def single_ops(g):
+    F, I32, U8, I64 = TP.FLOAT, TP.INT32, TP.UINT8, TP.INT64
+    r = g.rng
+    w = lambda *s: r.standard_normal(s).astype(np.float32) * 0.5
+    # Conv 1D / 2D / 3D, padding, strides, dilations, auto_pad.
+    g.case("conv1d", [node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1])],
+           [("x", F, [1, 3, 10])], [("y", F)], [init("w", w(4, 3, 3)), init("b", w(4))])
+    g.case("conv2d_stride_pad", [node("Conv", ["x", "w"], ["y"], strides=[2, 1], pads=[1, 0, 1, 2])],
+           [("x", F, [1, 2, 6, 5])], [("y", F)], [init("w", w(3, 2, 3, 3))])
+    g.case("conv2d_dilation", [node("Conv", ["x", "w", "b"], ["y"], dilations=[2, 2], pads=[2, 2, 2, 2],
+                                    kernel_shape=[3, 3])],
+           [("x", F, [1, 2, 7, 7])], [("y", F)], [init("w", w(3, 2, 3, 3)), init("b", w(3))])
+    g.case("conv3d", [node("Conv", ["x", "w", "b"], ["y"], pads=[1] * 6)],
+           [("x", F, [1, 4, 5, 5, 5])], [("y", F)], [init("w", w(8, 4, 3, 3, 3)), init("b", w(8))])
+    g.case("conv3d_same_stride", [node("Conv", ["x", "w"], ["y"], auto_pad="SAME_UPPER", strides=[2, 2, 2])],
+           [("x", F, [1, 2, 5, 6, 7])], [("y", F)], [init("w", w(3, 2, 3, 3, 3))])
+    g.case("conv3d_same_lower", [node("Conv", ["x", "w"], ["y"], auto_pad="SAME_LOWER")],
+           [("x", F, [1, 2, 4, 4, 4])], [("y", F)], [init("w", w(2, 2, 2, 2, 2))])
+    g.case("conv2d_valid", [node("Conv", ["x", "w"], ["y"], auto_pad="VALID")],
+           [("x", F, [1, 3, 5, 5])], [("y", F)], [init("w", w(2, 3, 3, 3))])
+    # Activations.
+    for op in ["Relu", "Sigmoid", "Erf"]:
+        g.case(op.lower(), [node(op, ["x"], ["y"])], [("x", F, [2, 3, 4])], [("y", F)])
+    g.case("relu_int32", [node("Relu", ["x"], ["y"])], [("x", I32, [3, 5])], [("y", I32)])
+    g.case("gelu", [node("Gelu", ["x"], ["y"])], [("x", F, [4, 6])], [("y", F)], opset=20)
+    g.case("gelu_tanh", [node("Gelu", ["x"], ["y"], approximate="tanh")], [("x", F, [4, 6])], [("y", F)],
+           opset=20)
+    # Arithmetic with broadcasting, float / int32 / uint8 / int64.
+    for op in ["Add", "Sub", "Mul", "Div"]:
+        g.case(f"{op.lower()}_bcast", [node(op, ["a", "b"], ["y"])],
+               [("a", F, [3, 1, 4]), ("b", F, [2, 4])], [("y", F)])
+        g.case(f"{op.lower()}_int32", [node(op, ["a", "b"], ["y"])],
+               [("a", I32, [2, 3, 4]), ("b", I32, [4])], [("y", I32)],
+               feeds={"b": g.rand(I32, [4], 1, 5)})
+    g.case("add_uint8", [node("Add", ["a", "b"], ["y"])], [("a", U8, [3, 4]), ("b", U8, [3, 1])], [("y", U8)])
+    g.case("mul_uint8_scalar", [node("Mul", ["a", "s"], ["y"])], [("a", U8, [5, 4])], [("y", U8)],
+           [init("s", np.array(3, dtype=np.uint8))])
+    g.case("add_int64", [node("Add", ["a", "b"], ["y"])], [("a", I64, [2, 3]), ("b", I64, [1, 3])], [("y", I64)])
+    g.case("div_float_scalar", [node("Div", ["a", "s"], ["y"])], [("a", F, [2, 5])], [("y", F)],
+           [init("s", np.array([2.5], dtype=np.float32))])
+    # MatMul / Gemm.
+    g.case("matmul_2d", [node("MatMul", ["a", "b"], ["y"])], [("a", F, [3, 4]), ("b", F, [4, 5])], [("y", F)])
+    g.case("matmul_batch", [node("MatMul", ["a", "b"], ["y"])], [("a", F, [2, 3, 4])], [("y", F)],
+           [init("b", w(4, 5))])
+    g.case("matmul_bcast", [node("MatMul", ["a", "b"], ["y"])], [("a", F, [3, 4]), ("b", F, [2, 4, 5])], [("y", F)])
+    g.case("matmul_vec", [node("MatMul", ["a", "b"], ["y"])], [("a", F, [4]), ("b", F, [2, 4, 3])], [("y", F)])
+    g.case("matmul_matvec", [node("MatMul", ["a", "b"], ["y"])], [("a", F, [2, 3, 4]), ("b", F, [4])], [("y", F)])
+    g.case("gemm", [node("Gemm", ["a", "b", "c"], ["y"], alpha=0.5, beta=2.0)],
+           [("a", F, [3, 4])], [("y", F)], [init("b", w(4, 5)), init("c", w(5))])
+    g.case("gemm_trans", [node("Gemm", ["a", "b", "c"], ["y"], transA=1, transB=1)],
+           [("a", F, [4, 3]), ("b", F, [5, 4]), ("c", F, [3, 1])], [("y", F)])
+    g.case("gemm_noc", [node("Gemm", ["a", "b"], ["y"], transB=1)], [("a", F, [1, 6])], [("y", F)],
+           [init("b", w(2, 6))])
+    # Shape and data movement.
+    g.case("reshape", [node("Reshape", ["x", "s"], ["y"])], [("x", F, [2, 3, 4])], [("y", F)],
+           [init("s", np.array([0, -1, 2], dtype=np.int64))])
+    g.case("reshape_int32", [node("Reshape", ["x", "s"], ["y"])], [("x", I32, [1, 4, 3, 3])], [("y", I32)],
+           [init("s", np.array([1, 36], dtype=np.int64))])
+    g.case("transpose", [node("Transpose", ["x"], ["y"], perm=[2, 0, 3, 1])], [("x", F, [2, 3, 4, 5])], [("y", F)])
+    g.case("transpose_default_u8", [node("Transpose", ["x"], ["y"])], [("x", U8, [2, 3, 4])], [("y", U8)])
+    g.case("squeeze_axes", [node("Squeeze", ["x", "a"], ["y"])], [("x", F, [1, 3, 1, 4])], [("y", F)],
+           [init("a", np.array([0, -2], dtype=np.int64))])
+    g.case("squeeze_all", [node("Squeeze", ["x"], ["y"])], [("x", I32, [1, 3, 1, 4])], [("y", I32)])
+    g.case("unsqueeze", [node("Unsqueeze", ["x", "a"], ["y"])], [("x", F, [3, 4])], [("y", F)],
+           [init("a", np.array([0, 3], dtype=np.int64))])
+    g.case("concat", [node("Concat", ["a", "b", "c"], ["y"], axis=1)],
+           [("a", F, [2, 1, 3]), ("b", F, [2, 4, 3]), ("c", F, [2, 2, 3])], [("y", F)])
+    g.case("concat_int32_neg_axis", [node("Concat", ["a", "b"], ["y"], axis=-1)],
+           [("a", I32, [2, 3]), ("b", I32, [2, 2])], [("y", I32)])
+    g.case("slice", [node("Slice", ["x", "s", "e", "ax", "st"], ["y"])], [("x", F, [5, 6, 7])], [("y", F)],
+           [init("s", np.array([1, -1, 0], dtype=np.int64)), init("e", np.array([100, -5, 7], dtype=np.int64)),
+            init("ax", np.array([0, 2, 1], dtype=np.int64)), init("st", np.array([2, -1, 3], dtype=np.int64))])
+    g.case("slice_int32_noaxes", [node("Slice", ["x", "s", "e"], ["y"])], [("x", I32, [4, 6])], [("y", I32)],
+           [init("s", np.array([1, 2], dtype=np.int32)), init("e", np.array([3, 6], dtype=np.int32))])
+    g.case("gather", [node("Gather", ["x", "i"], ["y"], axis=1)], [("x", F, [3, 5, 2])], [("y", F)],
+           [init("i", np.array([[0, 4], [-1, 2]], dtype=np.int64))])
+    g.case("gather_int32", [node("Gather", ["x", "i"], ["y"])], [("x", I32, [6, 3])], [("y", I32)],
+           [init("i", np.array([5, 0, 3], dtype=np.int32))])
+    g.case("gather_scalar_u8", [node("Gather", ["x", "i"], ["y"], axis=-1)], [("x", U8, [2, 4])], [("y", U8)],
+           [init("i", np.array(2, dtype=np.int64))])
+    # Cast.
+    g.case("cast_f2i", [node("Cast", ["x"], ["y"], to=I32)], [("x", F, [3, 4])], [("y", I32)],
+           feeds={"x": (g.rng.standard_normal([3, 4]) * 10).astype(np.float32)})
+    g.case("cast_i2f", [node("Cast", ["x"], ["y"], to=F)], [("x", I32, [3, 4])], [("y", F)])
+    g.case("cast_u8_i32", [node("Cast", ["x"], ["y"], to=I32)], [("x", U8, [7])], [("y", I32)],
+           feeds={"x": g.rand(U8, [7], 0, 255)})
+    g.case("cast_i32_u8", [node("Cast", ["x"], ["y"], to=U8)], [("x", I32, [7])], [("y", U8)],
+           feeds={"x": g.rand(I32, [7], 0, 255)})
+    g.case("cast_f_bool_i64", [node("Cast", ["x"], ["b"], to=TP.BOOL), node("Cast", ["b"], ["y"], to=I64)],
+           [("x", F, [6])], [("y", I64)],
+           feeds={"x": np.array([0, 1.5, -2, 0, 0.25, 3], dtype=np.float32)})
+    # Comparisons and Where.
+    for op in ["Greater", "Less", "Equal"]:
+        g.case(f"{op.lower()}_f", [node(op, ["a", "b"], ["c"]), node("Cast", ["c"], ["y"], to=U8)],
+               [("a", F, [3, 4]), ("b", F, [4])], [("y", U8)],
+               feeds={"a": g.rand(I32, [3, 4]).astype(np.float32), "b": g.rand(I32, [4]).astype(np.float32)})
+        g.case(f"{op.lower()}_i32", [node(op, ["a", "b"], ["c"]), node("Cast", ["c"], ["y"], to=I32)],
+               [("a", I32, [2, 3]), ("b", I32, [2, 1])], [("y", I32)])
+    g.case("equal_u8", [node("Equal", ["a", "b"], ["c"]), node("Cast", ["c"], ["y"], to=U8)],
+           [("a", U8, [8]), ("b", U8, [8])], [("y", U8)])
+    g.case("where", [node("Greater", ["a", "z"], ["c"]), node("Where", ["c", "a", "b"], ["y"])],
+           [("a", F, [3, 4]), ("b", F, [1, 4])], [("y", F)], [init("z", np.array(0, dtype=np.float32))])
+    g.case("where_int32", [node("Less", ["a", "b"], ["c"]), node("Where", ["c", "a", "k"], ["y"])],
+           [("a", I32, [2, 5]), ("b", I32, [5])], [("y", I32)], [init("k", np.array([-7], dtype=np.int32))])
+    # Identity / Constant.
+    g.case("identity", [node("Identity", ["x"], ["y"])], [("x", U8, [3, 3])], [("y", U8)])
+    g.case("constant", [helper.make_node("Constant", [], ["k"], value=numpy_helper.from_array(w(2, 3))),
+                        node("Add", ["x", "k"], ["y"])], [("x", F, [2, 3])], [("y", F)])
+    g.case("constant_lists", [helper.make_node("Constant", [], ["s"], value_ints=[3, 2]),
+                              helper.make_node("Constant", [], ["k"], value_floats=[1.5, -2.0]),
+                              helper.make_node("Constant", [], ["f"], value_float=0.25),
+                              node("Reshape", ["x", "s"], ["r"]), node("Mul", ["r", "k"], ["m"]),
+                              node("Add", ["m", "f"], ["y"])], [("x", F, [6])], [("y", F)])
+    g.case("opset13", [node("Unsqueeze", ["x", "a"], ["u"]), node("Relu", ["u"], ["y"])],
+           [("x", F, [3])], [("y", F)], [init("a", np.array([1], dtype=np.int64))], opset=13)
+
+
+def cnn3d(g, name, in_dtype, out_dtype, hidden, d, t, opset=17):
+    """Predecoder-shaped model: (1, 4, T, d, d) detectors -> Cast -> Conv3d+ReLU
+    x len(hidden) -> Conv3d to 1 channel -> Sigmoid -> > 0.5 -> Cast, plus an
+    auxiliary output (a Slice/Gather/ReduceFree 'logical frame')."""
+    r = g.rng
+    nodes, inits = [node("Cast", ["x"], ["xf"], to=TP.FLOAT)], []
+    prev, cin = "xf", 4
+    for i, c in enumerate(hidden + [1]):
+        wname, bname, out = f"w{i}", f"b{i}", f"h{i}"
+        inits += [init(wname, (r.standard_normal([c, cin, 3, 3, 3]) / np.sqrt(cin * 27)).astype(np.float32)),
+                  init(bname, (r.standard_normal([c]) * 0.1).astype(np.float32))]
+        nodes.append(node("Conv", [prev, wname, bname], [out], pads=[1] * 6, kernel_shape=[3, 3, 3]))
+        if i < len(hidden):
+            nodes.append(node("Relu", [out], [out + "r"]))
+            out += "r"
+        prev, cin = out, c
+    inits += [init("half", np.array(0.5, dtype=np.float32)),
+              init("shape", np.array([1, t * d * d], dtype=np.int64)),
+              init("rows", np.array([0, t - 1], dtype=np.int64)),
+              init("s0", np.array([0], dtype=np.int64)), init("s1", np.array([1], dtype=np.int64)),
+              init("ax", np.array([1], dtype=np.int64))]
+    nodes += [node("Sigmoid", [prev], ["p"]), node("Greater", ["p", "half"], ["gt"]),
+              node("Cast", ["gt"], ["gi"], to=out_dtype), node("Reshape", ["gi", "shape"], ["residual"]),
+              # auxiliary output: first and last round of channel 0 of the input
+              node("Slice", ["x", "s0", "s1", "ax"], ["c0"]), node("Gather", ["c0", "rows"], ["lf"], axis=2),
+              node("Cast", ["lf"], ["logical_frame"], to=out_dtype)]
+    feeds = {"x": g.rand(in_dtype, [1, 4, t, d, d], 0, 1)}
+    g.case(name, nodes, [("x", in_dtype, ["batch", 4, t, d, d])],
+           [("residual", out_dtype), ("logical_frame", out_dtype)], inits, opset=opset, feeds=feeds, tol=0)
+
+
+def multi_ops(g):
+    F, I32, U8 = TP.FLOAT, TP.INT32, TP.UINT8
+    r = g.rng
+    cnn3d(g, "predecoder_int32", I32, I32, [8, 8], 5, 5)
+    cnn3d(g, "predecoder_uint8", U8, U8, [8, 16, 8], 3, 4, opset=20)
+    w = lambda *s: (r.standard_normal(s) * 0.3).astype(np.float32)
+    g.case("mlp_head", [node("Reshape", ["x", "s"], ["f"]), node("Gemm", ["f", "w1", "b1"], ["h"], transB=1),
+                        node("Gelu", ["h"], ["a"], approximate="tanh"), node("MatMul", ["a", "w2"], ["o"]),
+                        node("Add", ["o", "b2"], ["y"])],
+           [("x", F, [1, 2, 3, 4])], [("y", F)],
+           [init("s", np.array([1, -1], dtype=np.int64)), init("w1", w(16, 24)), init("b1", w(16)),
+            init("w2", w(16, 5)), init("b2", w(5))], opset=20)
+    g.case("pre_post", [node("Transpose", ["x"], ["t"], perm=[0, 2, 1]),
+                        node("Unsqueeze", ["t", "a1"], ["u"]),
+                        node("Concat", ["u", "u"], ["c"], axis=1),
+                        node("Slice", ["c", "s", "e", "ax"], ["sl"]),
+                        node("Squeeze", ["sl", "a0"], ["sq"]),
+                        node("Gather", ["sq", "gi"], ["ga"], axis=1),
+                        node("Equal", ["ga", "one"], ["eq"]),
+                        node("Less", ["ga", "zero"], ["lt"]),
+                        node("Where", ["eq", "ga", "minus"], ["w1"]),
+                        node("Where", ["lt", "zero", "w1"], ["w2"]),
+                        node("Cast", ["w2"], ["y"], to=U8),
+                        node("Cast", ["eq"], ["y2"], to=I32)],
+           [("x", I32, [1, 6, 4])], [("y", U8), ("y2", I32)],
+           [init("a1", np.array([1], dtype=np.int64)), init("a0", np.array([0, 1], dtype=np.int64)),
+            init("s", np.array([1, 0], dtype=np.int64)), init("e", np.array([2, 3], dtype=np.int64)),
+            init("ax", np.array([1, 2], dtype=np.int64)), init("gi", np.array([5, 0, 2, 2], dtype=np.int64)),
+            init("one", np.array(1, dtype=np.int32)), init("zero", np.array(0, dtype=np.int32)),
+            init("minus", np.array(3, dtype=np.int32))],
+           feeds={"x": g.rand(I32, [1, 6, 4], -1, 2)}, tol=0)
+    g.case("folded_constants", [node("Add", ["k1", "k2"], ["k"]), node("Mul", ["x", "k"], ["y"])],
+           [("x", F, [2, 3])], [("y", F)], [init("k1", w(2, 3)), init("k2", w(3))])
+
+
+def refusals(g):
+    F = TP.FLOAT
+    ok = lambda nodes, inputs, outputs, inits=(), opset=17, shapes=None: g.model(
+        nodes, inputs, outputs, inits, opset, shapes)
+    g.refuse("bad_unknown_op", ok([node("Softmax", ["x"], ["y"], name="sm")], [("x", F, [2, 3])], [("y", F)],
+                                  shapes=[[2, 3]]), "UNSUPPORTED", "node 'sm' (Softmax)", "operator 'Softmax'")
+    g.refuse("bad_unknown_op_unnamed",
+             ok([node("Relu", ["x"], ["r"]), helper.make_node("LayerNormalization", ["r", "x"], ["y"])],
+                [("x", F, [2, 3])], [("y", F)], shapes=[[2, 3]]),
+             "UNSUPPORTED", "node #1 (LayerNormalization)")
+    g.refuse("bad_attr_group", ok([node("Conv", ["x", "w"], ["y"], name="c", group=2)], [("x", F, [1, 2, 5])],
+                                  [("y", F)], [init("w", np.zeros([2, 1, 3], np.float32))], shapes=[[1, 2, 3]]),
+             "UNSUPPORTED", "node 'c' (Conv)", "'group'")
+    g.refuse("bad_attr_unknown", ok([node("Relu", ["x"], ["y"], name="r", alpha=1.0)], [("x", F, [2])], [("y", F)],
+                                    shapes=[[2]]), "UNSUPPORTED", "node 'r' (Relu)", "attribute 'alpha'")
+    g.refuse("bad_cast_fp16", ok([node("Cast", ["x"], ["y"], name="c", to=TP.FLOAT16)], [("x", F, [2])],
+                                 [("y", TP.FLOAT16)], shapes=[[2]]), "UNSUPPORTED", "node 'c' (Cast)", "float16")
+    g.refuse("bad_domain", ok([helper.make_node("Foo", ["x"], ["y"], name="f", domain="com.example")],
+                              [("x", F, [2])], [("y", F)], shapes=[[2]]), "UNSUPPORTED", "node 'f' (Foo)", "com.example")
+    g.refuse("bad_opset11", ok([node("Relu", ["x"], ["y"])], [("x", F, [2])], [("y", F)], opset=11, shapes=[[2]]),
+             "UNSUPPORTED", "opset 11")
+    g.refuse("bad_opset21", ok([node("Relu", ["x"], ["y"])], [("x", F, [2])], [("y", F)], opset=21, shapes=[[2]]),
+             "UNSUPPORTED", "opset 21")
+    g.refuse("bad_symbolic_dim", ok([node("Relu", ["x"], ["y"])], [("x", F, [1, "n"])], [("y", F)], shapes=[[1, 2]]),
+             "UNSUPPORTED", "symbolic dimension 1")
+    g.refuse("bad_input_fp16", ok([node("Relu", ["x"], ["y"])], [("x", TP.FLOAT16, [2])], [("y", TP.FLOAT16)],
+                                  shapes=[[2]]), "UNSUPPORTED", "'x'", "float16")
+    m = ok([node("Add", ["x", "w"], ["y"])], [("x", F, [4])], [("y", F)], [init("w", np.ones(4, np.float32))],
+           shapes=[[4]])
+    w = m.graph.initializer[0]
+    w.ClearField("raw_data")
+    w.data_location = TP.EXTERNAL
+    w.external_data.add(key="location", value="weights.bin")
+    g.refuse("bad_external_data", m, "UNSUPPORTED", "'w'", "external data")
+    g.refuse("bad_reshape_dynamic", ok([node("Reshape", ["x", "s"], ["y"], name="rs")],
+                                       [("x", F, [2, 3]), ("s", TP.INT64, [2])], [("y", F)], shapes=[[3, 2]]),
+             "UNSUPPORTED", "node 'rs' (Reshape)", "constant")
+    g.refuse("bad_gather_dynamic", ok([node("Gather", ["x", "i"], ["y"], name="ga")],
+                                      [("x", F, [4]), ("i", TP.INT64, [2])], [("y", F)], shapes=[[2]]),
+             "UNSUPPORTED", "node 'ga' (Gather)", "constant")
+    g.refuse("bad_shape_broadcast", ok([node("Add", ["a", "b"], ["y"], name="add")],
+                                       [("a", F, [2, 3]), ("b", F, [4])], [("y", F)], shapes=[[2, 3]]),
+             "SHAPE", "node 'add' (Add)", "broadcast")
+    g.refuse("bad_shape_output", ok([node("Relu", ["x"], ["y"])], [("x", F, [2, 3])], [("y", F)], shapes=[[3, 2]]),
+             "SHAPE", "graph output 'y'", "declared")
+    g.refuse("bad_shape_conv", ok([node("Conv", ["x", "w"], ["y"], name="cv")], [("x", F, [1, 3, 5])], [("y", F)],
+                                  [init("w", np.zeros([2, 4, 3], np.float32))], shapes=[[1, 2, 3]]),
+             "SHAPE", "node 'cv' (Conv)", "channels")
+    g.refuse("bad_shape_matmul", ok([node("MatMul", ["a", "b"], ["y"], name="mm")],
+                                    [("a", F, [2, 3]), ("b", F, [4, 5])], [("y", F)], shapes=[[2, 5]]),
+             "SHAPE", "node 'mm' (MatMul)", "inner")
+    g.refuse("bad_shape_reshape", ok([node("Reshape", ["x", "s"], ["y"], name="rs")], [("x", F, [2, 3])], [("y", F)],
+                                     [init("s", np.array([4, 2], np.int64))], shapes=[[4, 2]]),
+             "SHAPE", "node 'rs' (Reshape)", "cannot reshape")
+    g.refuse("bad_unsorted", ok([node("Relu", ["r"], ["y"], name="second"), node("Relu", ["x"], ["r"], name="first")],
+                                [("x", F, [2])], [("y", F)], shapes=[[2]]),
+             "MODEL", "node 'second' (Relu)", "input 'r'")
+    g.refuse("bad_missing_output", ok([node("Relu", ["x"], ["r"])], [("x", F, [2])], [("y", F)], shapes=[[2]]),
+             "MODEL", "graph output 'y'")
+    # Files that are not models.
+    good = open(os.path.join(g.out, "conv3d.onnx"), "rb").read()
+    g.refuse("bad_truncated", good[: len(good) // 2], "PARSE", "truncated")
+    g.refuse("bad_random", bytes(np.random.default_rng(7).integers(0, 256, 300, dtype=np.uint8)), "PARSE",
+             "does not parse")
+    g.refuse("bad_empty", b"", "PARSE", "no graph")
+    g.refuse("bad_text", b"this is not an onnx file\n", "PARSE", "not a valid ONNX model")
+
+
+def gen(args):
+    os.makedirs(args.out, exist_ok=True)
+    g = Gen(args.out)
+    single_ops(g)
+    multi_ops(g)
+    refusals(g)
+    with open(os.path.join(args.out, "cases.txt"), "w") as f:
+        f.write("\n".join(g.manifest) + "\n")
+    print(f"onnx_reference: {len(g.manifest)} cases in {args.out}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("gen")
+    a.add_argument("--out", required=True)
+    args = p.parse_args()
+    gen(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
