@@ -11,7 +11,6 @@ cmake --build build-gpu -j"$(nproc)"
 mkdir -p build-gpu/libs
 cp -L /usr/lib/x86_64-linux-gnu/libcmocka.so.0 build-gpu/libs/
 git rev-parse HEAD > build-gpu/commit.txt
-du -sh build-gpu
 # NN engine: protobuf-c for the ONNX loader, and the reference models with
 # their onnxruntime outputs (the GPU machine has no onnx/onnxruntime).
 cp -L /usr/lib/x86_64-linux-gnu/libprotobuf-c.so.1 build-gpu/libs/
