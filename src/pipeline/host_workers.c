@@ -12,10 +12,6 @@
 #include "../internal.h"
 #include "pool.h"
 
-/* Test hook (tests/test_host_workers.c): replaces the launch ops of a
- * dispatcher's pool before start. Returns CUDAQ_OK or CUDAQ_ERR_INVALID_ARG. */
-cudaq_status_t cudaq__dispatcher_set_launch_ops(cudaq_dispatcher_t *d, const cudaq__launch_ops_t *ops);
-
 static cudaq_status_t set_workers(cudaq_dispatcher_t *d, const cudaq_host_dispatch_worker_t *workers,
                                   uint32_t count, const cudaq__launch_ops_t *ops) {
   static const char *fn = "cudaq_dispatcher_set_host_workers";
@@ -59,15 +55,12 @@ cudaq_status_t cudaq_dispatcher_set_host_workers(cudaq_dispatcher_t *dispatcher,
   return set_workers(dispatcher, workers, count, NULL);
 }
 
-cudaq_status_t cudaq__dispatcher_set_launch_ops(cudaq_dispatcher_t *d, const cudaq__launch_ops_t *ops) {
+cudaq_status_t cudaq__dispatcher_set_host_workers_ops(cudaq_dispatcher_t *d,
+                                                    const cudaq_host_dispatch_worker_t *workers,
+                                                    uint32_t count, const cudaq__launch_ops_t *ops) {
   if (!ops || !ops->launch_graph)
-    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "cudaq__dispatcher_set_launch_ops: incomplete ops");
-  if (!d || !d->pool)
-    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "cudaq__dispatcher_set_launch_ops: no workers wired");
-  if (d->running)
-    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "cudaq__dispatcher_set_launch_ops: running");
-  d->pool->ops = *ops;
-  return cudaq__ok();
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "cudaq__dispatcher_set_host_workers_ops: incomplete ops");
+  return set_workers(d, workers, count, ops);
 }
 
 void cudaq__host_pool_free(cudaq_dispatcher_t *d) {

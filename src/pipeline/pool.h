@@ -92,4 +92,11 @@ cudaq__pool_result_t cudaq__pool_dispatch(cudaq__pool_t *p, uint32_t function_id
  * idle already. */
 int cudaq__pool_release(cudaq__pool_t *p, uint32_t w);
 
+/* cudaq_dispatcher_set_host_workers with given launch ops (tests drive
+ * the host path's GRAPH_LAUNCH workers with an emulated launch). */
+struct cudaq_dispatcher_t;
+cudaq_status_t cudaq__dispatcher_set_host_workers_ops(struct cudaq_dispatcher_t *d,
+                                                    const cudaq_host_dispatch_worker_t *workers,
+                                                    uint32_t count, const cudaq__launch_ops_t *ops);
+
 #endif /* CUDAQ_SRC_PIPELINE_POOL_H */
