@@ -147,7 +147,9 @@ typedef struct {
   int32_t rpc_status; /* (extension) the response status (0 with a CUDA error) */
 } cudaq_completion_t;
 
-/* Called by the consumer thread once per harvested request. */
+/* Called by the consumer thread once per harvested request, in completion
+ * order (out of ring order). The response is still in TX slot c->slot while
+ * the handler runs; the slot is freed when it returns. */
 typedef void (*cudaq_completion_fn_t)(void *user, const cudaq_completion_t *c);
 
 typedef struct {
