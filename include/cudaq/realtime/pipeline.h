@@ -185,8 +185,8 @@ cudaq_status_t cudaq_pipeline_destroy(cudaq_pipeline_t *p);
 
 /* Register the stages and the completion handler; before start only.
  * Return CUDAQ_OK or CUDAQ_ERR_INVALID_ARG (NULL pipeline or function, or
- * the pipeline was started). set_gpu_stage returns CUDAQ_ERR_UNSUPPORTED in
- * a build without CUDA. user of set_cpu_stage is passed to the callback and
+ * the pipeline was started). (In a build without CUDA a GPU stage makes
+ * cudaq_pipeline_start return CUDAQ_ERR_UNSUPPORTED.) user of set_cpu_stage is passed to the callback and
  * is the context's user_context when there is no GPU stage. */
 cudaq_status_t cudaq_pipeline_set_gpu_stage(cudaq_pipeline_t *p, cudaq_gpu_stage_factory_t factory,
                                             void *user);
@@ -198,8 +198,8 @@ cudaq_status_t cudaq_pipeline_set_completion_handler(cudaq_pipeline_t *p, cudaq_
 /* Builds the workers (calling the factory once per worker) and starts all
  * threads. Returns CUDAQ_OK; CUDAQ_ERR_INVALID_ARG (NULL; no stage
  * registered; started before; the factory failed or returned no graph or
- * stream; GPU-only mode with an external ring); CUDAQ_ERR_INTERNAL (thread
- * creation); CUDAQ_ERR_CUDA. */
+ * stream; GPU-only mode with an external ring); CUDAQ_ERR_UNSUPPORTED (a
+ * GPU stage in a build without CUDA); CUDAQ_ERR_INTERNAL (thread creation). */
 cudaq_status_t cudaq_pipeline_start(cudaq_pipeline_t *p);
 
 /* Stops accepting injector requests, waits until every request already
