@@ -571,6 +571,57 @@ static void test_gpu_only(void **state) {
   free(e);
 }
 
+/* ---- a job that completes before its launch call returns (W 9, W 13) ----- */
+
+/* The launch itself runs the "graph" to completion: it stores the ready
+ * flag and waits (up to 1 s) until the CPU worker has published the slot's
+ * response before returning. With the reference order (IN_FLIGHT stored
+ * after the launch) the marker would then overwrite the response and the
+ * request would be lost; see mutation 1 of tools/spin/pipeline.pml. */
+static cudaq_ringbuffer_t g_sync_rb;
+static int sync_launch(void *user, cudaGraphExec_t g, cudaStream_t s) {
+  (void)user, (void)s;
+  emu_worker_t *w = (emu_worker_t *)(void *)g;
+  const uint8_t *slot = (const uint8_t *)*w->mailbox;
+  uint32_t k = (uint32_t)((size_t)(slot - g_sync_rb.rx_data) / g_sync_rb.rx_stride_sz);
+  cudaq_rpc_header_t h;
+  memcpy(&h, slot, sizeof h);
+  w->out_len = h.arg_len;
+  memcpy(w->out, slot + 24, h.arg_len);
+  atomic_store_explicit(w->ready, 1, memory_order_release);
+  uint64_t t0 = test_now_ns();
+  while (test_now_ns() - t0 < 1000000000ull) {
+    cudaq_tx_status_t st = cudaq_host_ringbuffer_poll_tx_flag(&g_sync_rb, k, NULL);
+    if (st == CUDAQ_TX_READY) break;
+    test_spin();
+  }
+  return 0;
+}
+
+static void test_completion_before_launch_returns(void **state) {
+  (void)state;
+  rec_t *r = malloc(sizeof *r);
+  emu_t *e = malloc(sizeof *e);
+  cudaq_pipeline_t *p = make(r, 2, 16, 512);
+  g_sync_rb = r->rb;
+  assert_int_equal(emu_attach(e, p, FN_PASS, 0, NULL), CUDAQ_OK);
+  static const cudaq__launch_ops_t sync_ops = {sync_launch, emu_enqueue, emu_sync, NULL};
+  assert_int_equal(cudaq__pipeline_set_launch_ops(p, &sync_ops), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_after_gpu, NULL), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_start(p), CUDAQ_OK);
+  cudaq_pipeline_injector_t *inj;
+  assert_int_equal(cudaq_pipeline_injector_create(p, &inj), CUDAQ_OK);
+  /* As many requests as slots: a lost one makes stop's drain fail (after
+   * 5 s) instead of blocking the producer. */
+  submit_range(inj, 0, 16);
+  assert_int_equal(cudaq_pipeline_stop(p), CUDAQ_OK); /* drains: nothing lost */
+  check_all(r, 16);
+  cudaq_pipeline_injector_destroy(inj);
+  cudaq_pipeline_destroy(p);
+  free(r);
+  free(e);
+}
+
 /* ---- shutdown (W 11, issue: drain before join, bounded, dump) ----------- */
 
 static int64_t delay_1ms(const uint8_t *slot) {
@@ -651,6 +702,7 @@ int main(void) {
       cmocka_unit_test(test_deferred_completion),
       cmocka_unit_test(test_launch_failure),
       cmocka_unit_test(test_gpu_only),
+      cmocka_unit_test(test_completion_before_launch_returns),
       cmocka_unit_test(test_stop_drains),
       cmocka_unit_test(test_stop_gives_up),
   };
