@@ -15,6 +15,7 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -149,6 +150,137 @@ static void test_gpu_only_2k(void **) { run(1, 2048, 4, scaled(50000)); }
 static void test_gpu_only_16k(void **) { run(1, 16384, 8, scaled(20000)); }
 static void test_cpu_only_mapped(void **) { run(2, 2048, 4, scaled(50000)); }
 
+/* GRAPH_LAUNCH entries of a host-path cudaq_dispatcher_t go to real graph
+ * workers (W 4): the graph ends with the ready signal; a poller thread
+ * claims it by CAS(1 -> 2), answers the origin slot with the GPU output,
+ * stores ready = 0 and releases the worker from its own thread. */
+struct hw_ctx {
+  cudaq_dispatcher_t *d;
+  cudaq_ringbuffer_t rb;
+  int *ready; /* host view, mapped */
+  pgs_stage *st;
+  int nw;
+  volatile int stop;
+};
+
+static void *hw_poller(void *arg) {
+  hw_ctx *c = (hw_ctx *)arg;
+  while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
+    for (int w = 0; w < c->nw; ++w) {
+      int one = 1;
+      if (!__atomic_compare_exchange_n(&c->ready[w], &one, 2, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        continue;
+      uint32_t slot = 0;
+      if (cudaq_host_worker_slot(c->d, (uint32_t)w, &slot) != CUDAQ_OK) abort();
+      const uint8_t *rx = c->rb.rx_data_host + slot * c->rb.rx_stride_sz;
+      uint8_t *tx = c->rb.tx_data_host + slot * c->rb.tx_stride_sz;
+      cudaq_rpc_header_t h;
+      memcpy(&h, rx, sizeof h);
+      memcpy(tx + 24, c->st->w[w].h_out, c->st->payload);
+      cudaq_rpc_response_t resp = {CUDAQ_RPC_MAGIC_RESPONSE, 0, (uint32_t)c->st->payload, h.request_id, 0};
+      memcpy(tx, &resp, sizeof resp);
+      __atomic_store_n((uint64_t *)(uintptr_t)&c->rb.tx_flags_host[slot], (uint64_t)(uintptr_t)tx,
+                       __ATOMIC_RELEASE);
+      __atomic_store_n(&c->ready[w], 0, __ATOMIC_RELEASE);
+      if (cudaq_host_release_worker(c->d, (uint32_t)w) != CUDAQ_OK) abort();
+    }
+  }
+  return NULL;
+}
+
+static void test_host_dispatcher_graph_workers(void **) {
+  const int NW = 4;
+  const uint32_t SLOTS = 16, n = scaled(20000);
+  const size_t payload = 2048;
+  hw_ctx c;
+  memset(&c, 0, sizeof c);
+  c.nw = NW;
+  c.st = (pgs_stage *)calloc(1, sizeof(pgs_stage));
+  c.st->payload = payload;
+  c.st->signal_ready = 1;
+  c.st->function_id = FN_PASS;
+  int *ready_dev = NULL;
+  assert_int_equal(cudaHostAlloc(&c.ready, NW * sizeof(int), cudaHostAllocMapped), cudaSuccess);
+  memset(c.ready, 0, NW * sizeof(int));
+  assert_int_equal(cudaHostGetDevicePointer((void **)&ready_dev, c.ready, 0), cudaSuccess);
+  cudaq_host_dispatch_worker_t workers[NW];
+  memset(workers, 0, sizeof workers);
+  for (int w = 0; w < NW; ++w) {
+    cudaq_gpu_worker_resources_t r;
+    memset(&r, 0, sizeof r);
+    r.ready_flag_dev = &ready_dev[w];
+    assert_int_equal(pgs_factory(c.st, w, &r), 0);
+    workers[w].graph_exec = r.graph_exec;
+    workers[w].stream = r.stream;
+    workers[w].function_id = FN_PASS;
+    workers[w].pre_launch_fn = r.pre_launch_fn;
+    workers[w].pre_launch_data = r.pre_launch_data;
+  }
+  cudaq_dispatch_manager_t *m;
+  cudaq_dispatcher_config_t cfg;
+  assert_int_equal(cudaq_dispatch_manager_create(&m), CUDAQ_OK);
+  cudaq_dispatcher_config_init(&cfg);
+  cfg.num_slots = SLOTS;
+  cfg.slot_size = (uint32_t)(payload + 64);
+  cfg.dispatch_path = CUDAQ_DISPATCH_PATH_HOST;
+  assert_int_equal(cudaq_dispatcher_create(m, &cfg, &c.d), CUDAQ_OK);
+  assert_int_equal(cudaq_host_ringbuffer_alloc(&c.rb, SLOTS, cfg.slot_size, CUDAQ_RING_ALLOC_MAPPED), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_set_ringbuffer(c.d, &c.rb), CUDAQ_OK);
+  cudaq_function_entry_t e;
+  memset(&e, 0, sizeof e);
+  e.handler.graph_exec = workers[0].graph_exec;
+  e.function_id = FN_PASS;
+  e.dispatch_mode = CUDAQ_DISPATCH_GRAPH_LAUNCH;
+  cudaq_function_table_t t = {&e, 1};
+  assert_int_equal(cudaq_dispatcher_set_function_table(c.d, &t), CUDAQ_OK);
+  volatile int shutdown = 0;
+  uint64_t stats[1] = {0};
+  assert_int_equal(cudaq_dispatcher_set_control(c.d, &shutdown, stats), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_set_host_workers(c.d, workers, NW), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_start(c.d), CUDAQ_OK);
+  pthread_t pt;
+  pthread_create(&pt, NULL, hw_poller, &c);
+  uint8_t *buf = (uint8_t *)malloc(payload);
+  uint64_t bad = 0;
+  /* Window of SLOTS requests in flight: before reusing a slot, harvest and
+   * check its previous response. */
+  for (uint64_t rid = 0; rid < n + SLOTS; ++rid) {
+    uint32_t s = (uint32_t)(rid % SLOTS);
+    if (rid >= SLOTS) {
+      uint64_t prev = rid - SLOTS, t0 = now_ns();
+      cudaq_tx_status_t ts;
+      while ((ts = cudaq_host_ringbuffer_poll_tx_flag(&c.rb, s, NULL)) == CUDAQ_TX_EMPTY || ts == CUDAQ_TX_IN_FLIGHT)
+        if (now_ns() - t0 > 5000000000ull) fail_msg("request %llu never answered", (unsigned long long)prev);
+      const uint8_t *tx = c.rb.tx_data_host + s * c.rb.tx_stride_sz;
+      cudaq_rpc_response_t h;
+      memcpy(&h, tx, sizeof h);
+      int ok = ts == CUDAQ_TX_READY && h.request_id == (uint32_t)prev && h.result_len == payload;
+      for (size_t i = 0; ok && i < payload; ++i) ok = tx[24 + i] == byte_of(prev, i);
+      bad += !ok;
+      cudaq_host_ringbuffer_clear_slot(&c.rb, s);
+    }
+    if (rid >= n) continue;
+    while (!cudaq_host_ringbuffer_slot_available(&c.rb, s)) {
+    }
+    for (size_t i = 0; i < payload; ++i) buf[i] = byte_of(rid, i);
+    assert_int_equal(cudaq_host_ringbuffer_write_rpc_request(&c.rb, s, FN_PASS, buf, (uint32_t)payload,
+                                                             (uint32_t)rid, 0), CUDAQ_OK);
+    cudaq_host_ringbuffer_signal_slot(&c.rb, s);
+  }
+  printf("host dispatcher + %d graph workers: %u requests, %llu bad\n", NW, n, (unsigned long long)bad);
+  assert_int_equal(bad, 0);
+  assert_int_equal(cudaq_dispatcher_stop(c.d), CUDAQ_OK);
+  __atomic_store_n(&c.stop, 1, __ATOMIC_RELEASE);
+  pthread_join(pt, NULL);
+  for (int w = 0; w < NW; ++w) cudaStreamSynchronize(workers[w].stream);
+  assert_int_equal(cudaq_dispatch_manager_destroy(m), CUDAQ_OK);
+  cudaq_host_ringbuffer_free(&c.rb);
+  pgs_release(c.st);
+  free(c.st);
+  cudaFreeHost(c.ready);
+  free(buf);
+}
+
 /* The graph-launch floor runs and is sane (prints it for the record). */
 static void test_launch_floor(void **) {
   size_t n = scaled(2000);
@@ -173,7 +305,7 @@ int main(void) {
       cmocka_unit_test(test_launch_floor),     cmocka_unit_test(test_gpu_cpu_one_worker),
       cmocka_unit_test(test_gpu_cpu_2k),       cmocka_unit_test(test_gpu_cpu_16k),
       cmocka_unit_test(test_gpu_only_2k),      cmocka_unit_test(test_gpu_only_16k),
-      cmocka_unit_test(test_cpu_only_mapped),
+      cmocka_unit_test(test_cpu_only_mapped),   cmocka_unit_test(test_host_dispatcher_graph_workers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
