@@ -52,6 +52,7 @@ struct cudaq_pipeline_t {
   uint32_t nslots;
   uint32_t nworkers;
   int state;
+  int stuck; /* stop gave up with work pending */
 
   cudaq_gpu_stage_factory_t factory;
   void *factory_user;
@@ -227,6 +228,13 @@ cudaq_status_t cudaq_pipeline_create(const cudaq_pipeline_config_t *config, cuda
 cudaq_status_t cudaq_pipeline_destroy(cudaq_pipeline_t *p) {
   CHECK_ARG(p, "cudaq_pipeline_destroy", "pipeline is NULL");
   cudaq_status_t st = cudaq_pipeline_stop(p);
+  if (p->stuck && p->factory)
+    /* A graph (or its completion host function) may still run and write
+     * into the ring, the mailboxes or this object: leaking them is the only
+     * safe choice. */
+    return cudaq__fail(CUDAQ_ERR_INTERNAL,
+                       "cudaq_pipeline_destroy: GPU work was still pending at stop; the "
+                       "pipeline's memory is leaked rather than freed under it");
   free_parts(p);
   return st == CUDAQ_OK ? cudaq__ok() : st;
 }
@@ -701,7 +709,10 @@ cudaq_status_t cudaq_pipeline_stop(cudaq_pipeline_t *p) {
     struct timespec ts = {0, 100000};
     nanosleep(&ts, NULL);
   }
-  if (!ok) dump_stuck(p);
+  if (!ok) {
+    dump_stuck(p);
+    p->stuck = 1;
+  }
   join_all(p, 1, 1);
   cudaq_status_t st = cudaq__ok();
   if (ok && p->factory) {

@@ -179,8 +179,10 @@ cudaq_status_t cudaq_pipeline_create(const cudaq_pipeline_config_t *config,
                                      cudaq_pipeline_t **out);
 
 /* Stops (cudaq_pipeline_stop) and frees. Returns CUDAQ_OK,
- * CUDAQ_ERR_INVALID_ARG (NULL) or the stop's error (resources are freed
- * unless work is still in flight on a GPU stream). */
+ * CUDAQ_ERR_INVALID_ARG (NULL), the error of the stop it runs, or
+ * CUDAQ_ERR_INTERNAL when a stop (this one or an earlier one) gave up with
+ * work pending and the pipeline has a GPU stage: then nothing is freed (a
+ * graph or its completion may still write into the pipeline's memory). */
 cudaq_status_t cudaq_pipeline_destroy(cudaq_pipeline_t *p);
 
 /* Register the stages and the completion handler; before start only.
