@@ -50,6 +50,7 @@ struct emu {
   int gpu_only; /* the host function, not the launch, posts the job */
   emu_delay_fn delay;
   _Atomic int stop;
+  _Atomic int release; /* 1: jobs still waiting for their delay complete now */
   _Atomic uint64_t launches;
   pthread_t thread;
   uint32_t function_id;
@@ -92,7 +93,7 @@ static void *emu_main(void *arg) {
       emu_worker_t *w = &e->w[i];
       if (!atomic_load_explicit(&w->pending, memory_order_acquire)) continue;
       any = 1;
-      if (test_now_ns() < w->due_ns) continue;
+      if (test_now_ns() < w->due_ns && !atomic_load_explicit(&e->release, memory_order_relaxed)) continue;
       const uint8_t *slot = (const uint8_t *)*w->mailbox;
       cudaq_rpc_header_t h;
       memcpy(&h, slot, sizeof h);

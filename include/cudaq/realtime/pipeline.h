@@ -217,7 +217,10 @@ cudaq_status_t cudaq_pipeline_stop(cudaq_pipeline_t *p);
 cudaq_status_t cudaq_pipeline_stats(const cudaq_pipeline_t *p, cudaq_pipeline_stats_t *out);
 
 /* Completes a slot whose CPU stage returned CUDAQ_DEFERRED_COMPLETION, with
- * result_len bytes written into its response buffer. Any thread. Returns
+ * result_len bytes written into its response buffer. Any thread, also
+ * before the CPU stage has returned. Call it exactly once per deferred
+ * request: the slot is reused afterwards, so a late second call may
+ * complete the slot's next request. Returns
  * CUDAQ_OK; CUDAQ_ERR_INVALID_ARG (NULL, slot out of range, the slot is not
  * waiting for a deferred completion, result_len larger than the slot). */
 cudaq_status_t cudaq_pipeline_complete_deferred(cudaq_pipeline_t *p, int slot, size_t result_len);
