@@ -34,6 +34,7 @@ static fake_t fakes[NW];
 static _Atomic int hold;       /* 1: the poller leaves jobs pending */
 static _Atomic int fail_next;  /* the next launch fails with this error */
 static _Atomic int poller_stop;
+static _Atomic uint64_t poller_iter; /* poller loop count: lets the test wait out a stale pass */
 static cudaq_dispatcher_t *g_d;
 static cudaq_ringbuffer_t g_rb;
 
@@ -60,6 +61,7 @@ static const cudaq__launch_ops_t fake_ops = {fake_launch, fake_enqueue, fake_syn
 static void *poller(void *arg) {
   (void)arg;
   while (!atomic_load(&poller_stop)) {
+    atomic_fetch_add(&poller_iter, 1);
     for (int w = 0; w < NW; ++w) {
       if (atomic_load(&hold) || !atomic_load_explicit(&fakes[w].pending, memory_order_acquire)) continue;
       uint32_t slot = 99;
@@ -178,6 +180,10 @@ static void test_host_workers(void **state) {
    * stays in its slot (RX still set) and the dispatcher does not advance
    * past it to the echo request behind it. */
   atomic_store(&hold, 1);
+  /* A poller pass that started before the store may still answer a job:
+   * wait until a later pass has begun. */
+  uint64_t it = atomic_load(&poller_iter);
+  while (atomic_load(&poller_iter) < it + 2) test_spin();
   submit(2, FN_GRAPH, 12);
   submit(3, FN_GRAPH, 13);
   submit(4, FN_GRAPH, 14);

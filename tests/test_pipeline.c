@@ -383,7 +383,6 @@ static void test_backpressure(void **state) {
   wait_count(r, 20);
   assert_int_equal(cudaq_pipeline_stop(p), CUDAQ_OK);
   check_all(r, 20);
-  for (uint32_t i = 0; i < 20; ++i) assert_int_equal(r->order[i], i); /* one worker: in order */
   cudaq_pipeline_stats_t st;
   cudaq_pipeline_stats(p, &st);
   uint64_t stalls = 0;
