@@ -162,6 +162,7 @@ cudaq_status_t cudaq_dispatcher_destroy(cudaq_dispatcher_t *dispatcher) {
   if (!dispatcher->running) cudaq__device_release(dispatcher); /* never free a stream a kernel still uses */
 #endif
   free(dispatcher->host_table);
+  cudaq__host_pool_free(dispatcher);
   free(dispatcher);
   return st == CUDAQ_OK ? cudaq__ok() : st;
 }

@@ -104,7 +104,16 @@ static void *host_dispatch_main(void *arg) {
       continue;
     }
     idle = 0;
-    cudaq__host_handle_slot(d, slot);
+    if (d->pool) {
+      int r = cudaq__host_pool_slot(d, slot);
+      if (r == 1) { /* every graph worker busy: stay on this slot (no loss) */
+        cudaq__cpu_relax();
+        continue;
+      }
+      if (r == 2) cudaq__host_handle_slot(d, slot);
+    } else {
+      cudaq__host_handle_slot(d, slot);
+    }
     slot = slot + 1 == n ? 0 : slot + 1;
   }
   /* Drain: answer every request already signalled, in ring order from the
@@ -114,7 +123,18 @@ static void *host_dispatch_main(void *arg) {
   for (uint32_t i = 0; i < 2 * n; ++i) {
     int64_t s = scan_ring(rb, slot, n);
     if (s < 0) break;
-    cudaq__host_handle_slot(d, (uint32_t)s);
+    if (d->pool) {
+      /* Wait (bounded) for a graph worker to be released. */
+      int r = 1;
+      for (uint32_t spins = 0; r == 1 && spins < (1u << 24); ++spins) {
+        r = cudaq__host_pool_slot(d, (uint32_t)s);
+        if (r == 1) cudaq__cpu_relax();
+      }
+      if (r == 1) break; /* left set: a restart continues with it */
+      if (r == 2) cudaq__host_handle_slot(d, (uint32_t)s);
+    } else {
+      cudaq__host_handle_slot(d, (uint32_t)s);
+    }
     slot = (uint32_t)s + 1 == n ? 0 : (uint32_t)s + 1;
   }
   d->next_slot = slot; /* a restart continues here (read after join) */

@@ -90,6 +90,7 @@ struct cudaq_dispatcher_t {
   uint32_t next_slot; /* host path: where the loop resumes after a restart */
   void *stream;       /* device path: the dispatcher's cudaStream_t */
   cudaq__counters_t counters;
+  struct cudaq__pool *pool; /* host path: GRAPH_LAUNCH worker pool, or NULL */
 };
 
 struct cudaq_dispatch_manager_t {
@@ -117,5 +118,14 @@ cudaq_status_t cudaq__host_dispatch_join(cudaq_dispatcher_t *d);
  * processes it, publishes the response, clears the RX flag, counts it.
  * Called only from the dispatcher thread. */
 void cudaq__host_handle_slot(cudaq_dispatcher_t *d, uint32_t slot);
+
+/* Host path, GRAPH_LAUNCH entries (pipeline/host_workers.c): hands slot
+ * `slot` to the worker pool when its request is a valid GRAPH_LAUNCH
+ * request and d has workers. Returns 0 if consumed (RX cleared, counted),
+ * 1 if every worker for it is busy (spin on the slot), 2 if not for the
+ * pool (use cudaq__host_handle_slot). Dispatcher thread only. */
+int cudaq__host_pool_slot(cudaq_dispatcher_t *d, uint32_t slot);
+/* Frees the pool of a dispatcher (destroy). */
+void cudaq__host_pool_free(cudaq_dispatcher_t *d);
 
 #endif /* CUDAQ_SRC_INTERNAL_H */

@@ -2,6 +2,7 @@
 // wire helpers are constexpr there (function ids at compile time).
 #include "cudaq/realtime/cudaq_realtime.h"
 #include "cudaq/realtime/rpc_wire_format.h"
+#include "cudaq/realtime/pipeline.h"
 
 #include <cstdio>
 #include <type_traits>

@@ -1,0 +1,260 @@
+/*
+ * bench_pipeline.c - latency and throughput of the realtime pipeline with a
+ * passthrough payload (issue 4, item 7).
+ *
+ * For each mode, payload size and arrival interval (0 = flat out) it
+ * submits --requests requests through the injector and reports end-to-end
+ * latency (request signalled in the ring -> completion handler) percentiles,
+ * throughput, backpressure stalls and the stage split:
+ *   A dispatch + GPU  signalled -> CPU stage entered (GPU modes), or
+ *                     signalled -> CPU stage entered (cpu mode: dispatch only)
+ *   B CPU stage       time inside the CPU stage callback
+ *   C consumer lag    CPU stage returned -> completion handler
+ * GPU modes (a CUDA build on a GPU machine; see bench_pipeline_gpu.cu): a
+ * captured graph per worker (pre-launch DMA of the payload, passthrough
+ * kernel, output copy into mapped memory, ready signal), and in the same run
+ * the graph-launch floor (bare cudaGraphLaunch until its mapped flag is
+ * seen). Modes: cpu (CPU only), gpu_cpu, gpu_only.
+ *
+ *   bench_pipeline [--modes cpu,gpu_cpu,gpu_only] [--requests N]
+ *                  [--payloads 2048,16384] [--intervals 0,1,10,30]
+ *                  [--workers W] [--cpus D,C,W0] [--yield]
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysinfo.h>
+
+#include "bench_common.h"
+#include "cudaq/realtime/pipeline.h"
+
+#define FN_PASS 0x5a5a0001u
+
+/* Provided by bench_pipeline_gpu.cu in CUDA builds. */
+#ifdef CUDAQ_BENCH_GPU
+int bench_gpu_available(void);
+int bench_gpu_factory(void *user, int worker_id, cudaq_gpu_worker_resources_t *r);
+void bench_gpu_set_payload(size_t bytes, int signal_ready);
+void bench_gpu_release(void);
+int bench_gpu_launch_floor(size_t n, uint64_t *samples_ns, size_t payload_bytes);
+#endif
+
+typedef struct {
+  size_t n;
+  uint64_t *t_sub, *t_cpu0, *t_cpu1, *t_done;
+  _Atomic uint64_t done;
+  size_t payload;
+  uint64_t bad;
+} run_t;
+
+static size_t cpu_stage(void *user, const cudaq_cpu_stage_context_t *ctx) {
+  run_t *r = user;
+  uint64_t t = bench_now_ns();
+  size_t i = ctx->request_id % r->n;
+  r->t_cpu0[i] = t;
+  const void *src = ctx->gpu_output ? ctx->gpu_output : ctx->request;
+  size_t len = ctx->request_size < ctx->max_response_size ? ctx->request_size : ctx->max_response_size;
+  memcpy(ctx->response_buffer, src, len);
+  r->t_cpu1[i] = bench_now_ns();
+  return len ? len : 1;
+}
+
+static void on_done(void *user, const cudaq_completion_t *c) {
+  run_t *r = user;
+  r->t_done[c->request_id % r->n] = bench_now_ns();
+  if (!c->success) r->bad++;
+  atomic_store_explicit(&r->done, atomic_load_explicit(&r->done, memory_order_relaxed) + 1,
+                        memory_order_release);
+}
+
+typedef struct {
+  int dispatcher, consumer, worker_base, workers, yield;
+} opts_t;
+
+/* p50 of the DMA + graph-launch floor per payload size (GPU builds), for
+ * the infrastructure overhead line. */
+static double g_floor_p50[4];
+static size_t g_floor_payload[4];
+static int g_nfloor;
+
+static void run_one(const char *mode, size_t payload, double interval_us, size_t n, const opts_t *o) {
+  int gpu = strcmp(mode, "cpu") != 0, cpu = strcmp(mode, "gpu_only") != 0;
+  run_t r;
+  memset(&r, 0, sizeof r);
+  r.n = n;
+  r.payload = payload;
+  r.t_sub = calloc(n, 8), r.t_cpu0 = calloc(n, 8), r.t_cpu1 = calloc(n, 8), r.t_done = calloc(n, 8);
+  cudaq_pipeline_config_t cfg;
+  cudaq_pipeline_config_init(&cfg);
+  cfg.num_workers = o->workers;
+  cfg.num_slots = 32;
+  cfg.slot_size = payload + 64;
+  cfg.cores.dispatcher = o->dispatcher;
+  cfg.cores.consumer = o->consumer;
+  cfg.cores.worker_base = o->worker_base;
+  cfg.idle_yield = o->yield;
+  cfg.drain_timeout_ms = 10000;
+  cudaq_pipeline_t *p = NULL;
+  if (cudaq_pipeline_create(&cfg, &p) != CUDAQ_OK) {
+    fprintf(stderr, "create: %s\n", cudaq_last_error());
+    exit(1);
+  }
+  cudaq_pipeline_set_completion_handler(p, on_done, &r);
+  if (cpu) cudaq_pipeline_set_cpu_stage(p, cpu_stage, &r);
+#ifdef CUDAQ_BENCH_GPU
+  if (gpu) {
+    bench_gpu_set_payload(payload, cpu);
+    cudaq_pipeline_set_gpu_stage(p, bench_gpu_factory, NULL);
+  }
+#endif
+  if (cudaq_pipeline_start(p) != CUDAQ_OK) {
+    fprintf(stderr, "start: %s\n", cudaq_last_error());
+    exit(1);
+  }
+  cudaq_pipeline_injector_t *inj;
+  cudaq_pipeline_injector_create(p, &inj);
+  uint8_t *buf = malloc(payload);
+  for (size_t i = 0; i < payload; ++i) buf[i] = (uint8_t)i;
+  const uint64_t step = (uint64_t)(interval_us * 1000.0);
+  const uint64_t t0 = bench_now_ns();
+  for (size_t i = 0; i < n; ++i) {
+    if (step)
+      while (bench_now_ns() < t0 + i * step) {
+      }
+    cudaq_pipeline_injector_submit(inj, FN_PASS, buf, payload, i);
+    r.t_sub[i] = bench_now_ns();
+  }
+  while (atomic_load_explicit(&r.done, memory_order_acquire) < n) {
+  }
+  const uint64_t t1 = bench_now_ns();
+  cudaq_pipeline_stats_t st;
+  cudaq_pipeline_stop(p);
+  cudaq_pipeline_stats(p, &st);
+  cudaq_pipeline_injector_destroy(inj);
+  cudaq_pipeline_destroy(p);
+#ifdef CUDAQ_BENCH_GPU
+  if (gpu) bench_gpu_release();
+#endif
+  /* Skip the first 1% (warm-up). */
+  size_t skip = n / 100, m = n - skip;
+  uint64_t *e2e = malloc(m * 8), *a = malloc(m * 8), *b = malloc(m * 8), *c = malloc(m * 8);
+  for (size_t i = 0; i < m; ++i) {
+    size_t k = i + skip;
+    e2e[i] = r.t_done[k] - r.t_sub[k];
+    if (cpu) {
+      a[i] = r.t_cpu0[k] > r.t_sub[k] ? r.t_cpu0[k] - r.t_sub[k] : 0;
+      b[i] = r.t_cpu1[k] - r.t_cpu0[k];
+      c[i] = r.t_done[k] > r.t_cpu1[k] ? r.t_done[k] - r.t_cpu1[k] : 0;
+    }
+  }
+  char name[96];
+  char iv[16];
+  if (step) snprintf(iv, sizeof iv, "%gus", interval_us);
+  else snprintf(iv, sizeof iv, "flat-out");
+  snprintf(name, sizeof name, "%s %zuB %s end-to-end", mode, payload, iv);
+  bench_stats_t es = bench_percentiles(e2e, m);
+  bench_print_row(name, m, es);
+  for (int k = 0; gpu && k < g_nfloor; ++k)
+    if (g_floor_payload[k] == payload)
+      printf("  infrastructure overhead p50: %.2f us over the DMA + graph-launch floor (%.2f us)\n",
+             es.p50 - g_floor_p50[k], g_floor_p50[k]);
+  if (cpu) {
+    snprintf(name, sizeof name, "  A %s", gpu ? "dispatch + GPU" : "dispatch");
+    bench_print_row(name, m, bench_percentiles(a, m));
+    bench_print_row("  B CPU stage", m, bench_percentiles(b, m));
+    bench_print_row("  C consumer lag", m, bench_percentiles(c, m));
+  }
+  printf("  throughput %.0f req/s, backpressure stalls %llu, worker stalls %llu, errors %llu, "
+         "completed %llu of %zu\n",
+         (double)n / ((double)(t1 - t0) / 1e9), (unsigned long long)st.backpressure_stalls,
+         (unsigned long long)st.worker_stalls, (unsigned long long)st.errors,
+         (unsigned long long)st.completed, n);
+  if (st.completed != n || r.bad) {
+    fprintf(stderr, "bench_pipeline: LOST or failed requests\n");
+    exit(1);
+  }
+  free(e2e), free(a), free(b), free(c), free(buf);
+  free(r.t_sub), free(r.t_cpu0), free(r.t_cpu1), free(r.t_done);
+}
+
+static int has_mode(const char *list, const char *mode) {
+  size_t m = strlen(mode);
+  for (const char *t = list; (t = strstr(t, mode)) != NULL; t += m)
+    if ((t == list || t[-1] == ',') && (t[m] == ',' || t[m] == 0)) return 1;
+  return 0;
+}
+
+static int split(const char *s, double *out, int max) {
+  int n = 0;
+  char *copy = strdup(s), *save = NULL;
+  for (char *t = strtok_r(copy, ",", &save); t && n < max; t = strtok_r(NULL, ",", &save))
+    out[n++] = atof(t);
+  free(copy);
+  return n;
+}
+
+int main(int argc, char **argv) {
+  const char *modes = "cpu,gpu_cpu,gpu_only";
+  size_t n = 100000;
+  double payloads[4] = {2048, 16384}, intervals[8] = {0, 1, 10, 30};
+  int np = 2, ni = 4;
+  opts_t o = {-1, -1, -1, 8, 0};
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--modes") && i + 1 < argc) modes = argv[++i];
+    else if (!strcmp(argv[i], "--requests") && i + 1 < argc) n = strtoull(argv[++i], NULL, 10);
+    else if (!strcmp(argv[i], "--payloads") && i + 1 < argc) np = split(argv[++i], payloads, 4);
+    else if (!strcmp(argv[i], "--intervals") && i + 1 < argc) ni = split(argv[++i], intervals, 8);
+    else if (!strcmp(argv[i], "--workers") && i + 1 < argc) o.workers = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--cpus") && i + 1 < argc) {
+      double c[3] = {-1, -1, -1};
+      split(argv[++i], c, 3);
+      o.dispatcher = (int)c[0], o.consumer = (int)c[1], o.worker_base = (int)c[2];
+    } else if (!strcmp(argv[i], "--yield")) o.yield = 1;
+    else {
+      fprintf(stderr, "usage: %s [--modes cpu,gpu_cpu,gpu_only] [--requests N] [--payloads 2048,16384] "
+                      "[--intervals 0,1,10,30] [--workers W] [--cpus D,C,W0] [--yield]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (n < 100) n = 100;
+  int have_gpu = 0;
+#ifdef CUDAQ_BENCH_GPU
+  have_gpu = bench_gpu_available();
+#endif
+  printf("bench_pipeline: %zu requests per row, %d workers, %d CPUs, cores d/c/w0 %d/%d/%d%s, GPU %s\n", n,
+         o.workers, get_nprocs(), o.dispatcher, o.consumer, o.worker_base, o.yield ? ", idle_yield" : "",
+         have_gpu ? "yes" : "no (GPU modes skipped)");
+  bench_print_header();
+#ifdef CUDAQ_BENCH_GPU
+  if (have_gpu) {
+    for (int k = 0; k < np; ++k) {
+      size_t m = n < 20000 ? n : 20000;
+      uint64_t *s = malloc(m * 8);
+      if (bench_gpu_launch_floor(m, s, 0) == 0)
+        bench_print_row("floor: cudaGraphLaunch -> mapped flag", m, bench_percentiles(s, m));
+      char name[80];
+      snprintf(name, sizeof name, "floor: DMA %gB + cudaGraphLaunch -> flag", payloads[k]);
+      if (bench_gpu_launch_floor(m, s, (size_t)payloads[k]) == 0) {
+        bench_stats_t fs = bench_percentiles(s, m);
+        bench_print_row(name, m, fs);
+        g_floor_payload[g_nfloor] = (size_t)payloads[k];
+        g_floor_p50[g_nfloor++] = fs.p50;
+      }
+      free(s);
+    }
+  }
+#endif
+  const char *all[3] = {"cpu", "gpu_cpu", "gpu_only"};
+  for (int mi = 0; mi < 3; ++mi) {
+    if (!has_mode(modes, all[mi])) continue;
+    if (mi > 0 && !have_gpu) continue;
+    for (int k = 0; k < np; ++k)
+      for (int j = 0; j < ni; ++j) run_one(all[mi], (size_t)payloads[k], intervals[j], n, &o);
+  }
+  return 0;
+}

@@ -1,0 +1,50 @@
+/*
+ * bench_pipeline_gpu.cu - the GPU stage of bench_pipeline (CUDA builds):
+ * the passthrough graphs of tests/gpu/pipeline_gpu_stage.cuh and the
+ * graph-launch floor, behind a C interface.
+ */
+#include <time.h>
+
+#include "../tests/gpu/pipeline_gpu_stage.cuh"
+
+static pgs_stage g_stage;
+
+static uint64_t now_ns_fn(void) {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+extern "C" {
+int bench_gpu_available(void);
+int bench_gpu_factory(void *user, int worker_id, cudaq_gpu_worker_resources_t *r);
+void bench_gpu_set_payload(size_t bytes, int signal_ready);
+void bench_gpu_release(void);
+int bench_gpu_launch_floor(size_t n, uint64_t *samples_ns, size_t payload_bytes);
+
+int bench_gpu_available(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    cudaGetLastError();
+    return 0;
+  }
+  return 1;
+}
+
+int bench_gpu_factory(void *user, int worker_id, cudaq_gpu_worker_resources_t *r) {
+  (void)user;
+  return pgs_factory(&g_stage, worker_id, r);
+}
+
+void bench_gpu_set_payload(size_t bytes, int signal_ready) {
+  g_stage.payload = bytes;
+  g_stage.signal_ready = signal_ready;
+  g_stage.function_id = 0x5a5a0001u;
+}
+
+void bench_gpu_release(void) { pgs_release(&g_stage); }
+
+int bench_gpu_launch_floor(size_t n, uint64_t *samples_ns, size_t payload_bytes) {
+  return pgs_launch_floor(n, samples_ns, payload_bytes, now_ns_fn);
+}
+}

@@ -1,0 +1,903 @@
+/*
+ * pipeline.c - the realtime pipeline (realtime-pipeline-api.txt, C
+ * counterpart) built on the worker pool (host-dispatcher-worker-pool.md).
+ *
+ * Threads and what each owns:
+ *   dispatcher  polls RX flags in ring order, hands slots to workers
+ *               (pool.c), clears RX flags; sole writer of `dispatched`.
+ *   worker w    (CPU stage modes) claims its ready flag (CAS 1 -> 2), runs
+ *               the CPU stage, completes the slot, releases itself.
+ *   consumer    scans every TX flag (out of order, spec 7), calls the
+ *               completion handler, clears TX flags; sole writer of
+ *               `completed` and `errors`.
+ *   injector    (caller's thread) writes requests in ring order.
+ * Slot lifecycle (spec 9): idle (rx 0, tx 0) -> written (rx set) -> in
+ * flight (tx IN_FLIGHT, then rx 0) -> completed (tx response or error) ->
+ * harvested (tx 0) -> idle.
+ *
+ * Hot paths (the four loops) do not allocate, lock or make syscalls, except
+ * sched_yield() when the caller asked for idle_yield.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysinfo.h>
+#include <time.h>
+
+#include "../atomics.h"
+#include "../internal.h"
+#include "pipeline_internal.h"
+#include "pool.h"
+
+#define SLOT_NONE UINT64_MAX /* slot_request: no injector request in the slot */
+
+/* Deferred-completion state of a slot (dstate): who completes it. */
+enum { DS_NONE = 0, DS_ARMED = 1 /* CPU stage running */, DS_DEFERRED = 2 };
+
+enum { ST_CREATED = 0, ST_RUNNING = 1, ST_STOPPED = 2 };
+
+typedef struct {
+  cudaq_pipeline_t *p;
+  int id;
+} worker_ctx_t;
+
+struct cudaq_pipeline_t {
+  cudaq_pipeline_config_t cfg;
+  cudaq_ringbuffer_t ring; /* host views filled in */
+  int own_ring;
+  uint32_t nslots;
+  uint32_t nworkers;
+  int state;
+  int stuck; /* stop gave up with work pending */
+
+  cudaq_gpu_stage_factory_t factory;
+  void *factory_user;
+  cudaq_cpu_stage_fn_t cpu_fn;
+  void *cpu_user;
+  cudaq_completion_fn_t done_fn;
+  void *done_user;
+  cudaq__launch_ops_t ops;
+  int have_ops;
+
+  cudaq__pool_t pool;
+  cudaq_gpu_worker_resources_t res[CUDAQ_PIPELINE_MAX_WORKERS];
+  worker_ctx_t wctx[CUDAQ_PIPELINE_MAX_WORKERS];
+
+  /* Mapped block: ready flags [64] then mailboxes [64]. */
+  void *mapped_host, *mapped_dev;
+  int mapped;
+
+  _Atomic uint64_t *slot_request; /* [nslots] injector's request id, SLOT_NONE */
+  _Atomic int *dstate;            /* [nslots] */
+
+  _Atomic int shutdown;     /* threads exit */
+  _Atomic int accepting;    /* injector may submit */
+  _Atomic int producers_in; /* injector calls in progress */
+  _Atomic int have_injector;
+
+  _Atomic uint64_t submitted, completed, dispatched, stalls, worker_stalls, errors, dropped;
+
+  pthread_t dispatcher_thread, consumer_thread, worker_threads[CUDAQ_PIPELINE_MAX_WORKERS];
+  uint32_t nworker_threads;
+};
+
+struct cudaq_pipeline_injector_t {
+  cudaq_pipeline_t *p;
+  uint32_t next;
+  _Atomic uint64_t stalls;
+};
+
+#define CHECK_ARG(cond, fn, what)                                                 \
+  do {                                                                            \
+    if (!(cond)) return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: %s", fn, what);   \
+  } while (0)
+
+/* Single-writer counter bump (relaxed load + store, no locked RMW). */
+static inline void bump(_Atomic uint64_t *c) {
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
+}
+
+static inline void idle_wait(const cudaq_pipeline_t *p) {
+  if (p->cfg.idle_yield)
+    sched_yield();
+  else
+    cudaq__cpu_relax();
+}
+
+static inline uint8_t *rx_slot(const cudaq_pipeline_t *p, uint32_t s) {
+  return p->ring.rx_data_host + (size_t)s * p->ring.rx_stride_sz;
+}
+static inline uint8_t *tx_slot(const cudaq_pipeline_t *p, uint32_t s) {
+  return p->ring.tx_data_host + (size_t)s * p->ring.tx_stride_sz;
+}
+static inline uint64_t tx_value(const cudaq_pipeline_t *p, uint32_t s) {
+  return (uint64_t)(uintptr_t)(p->ring.tx_data + (size_t)s * p->ring.tx_stride_sz);
+}
+
+static int *ready_host_base(const cudaq_pipeline_t *p) { return (int *)p->mapped_host; }
+static void **mailbox_host_base(const cudaq_pipeline_t *p) {
+  return (void **)((uint8_t *)p->mapped_host + CUDAQ_PIPELINE_MAX_WORKERS * sizeof(int));
+}
+
+/* ---- config / create / destroy ----------------------------------------- */
+
+cudaq_status_t cudaq_pipeline_config_init(cudaq_pipeline_config_t *config) {
+  CHECK_ARG(config, "cudaq_pipeline_config_init", "config is NULL");
+  memset(config, 0, sizeof *config);
+  config->num_workers = 8;
+  config->num_slots = 32;
+  config->slot_size = 16384;
+  config->cores.dispatcher = config->cores.consumer = config->cores.worker_base = -1;
+  config->drain_timeout_ms = 5000;
+  return cudaq__ok();
+}
+
+static cudaq_status_t check_core(int core, int count, const char *what) {
+  int ncpu = get_nprocs_conf();
+  if (core < -1 || (core >= 0 && (core + count - 1 >= ncpu || core + count - 1 >= CPU_SETSIZE)))
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                       "cudaq_pipeline_create: cores.%s = %d is not -1 or a CPU of this machine "
+                       "(0..%d, %d needed)", what, core, ncpu - 1, count);
+  return CUDAQ_OK;
+}
+
+static cudaq_status_t bind_external(cudaq_pipeline_t *p, const cudaq_ringbuffer_t *r) {
+  static const char *fn = "cudaq_pipeline_create";
+  CHECK_ARG(r->rx_flags && r->tx_flags && r->rx_data && r->tx_data, fn,
+            "external ring has a NULL flag or data pointer");
+  CHECK_ARG(r->rx_flags != r->tx_flags, fn, "external ring: rx_flags and tx_flags are the same array");
+  if (r->rx_stride_sz < p->cfg.slot_size || r->tx_stride_sz < CUDAQ_RPC_HEADER_SIZE)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                       "%s: external ring strides (rx %zu, tx %zu) below slot_size %zu / 24", fn,
+                       r->rx_stride_sz, r->tx_stride_sz, p->cfg.slot_size);
+  p->ring = *r;
+  if (!p->ring.rx_flags_host) p->ring.rx_flags_host = p->ring.rx_flags;
+  if (!p->ring.tx_flags_host) p->ring.tx_flags_host = p->ring.tx_flags;
+  if (!p->ring.rx_data_host) p->ring.rx_data_host = p->ring.rx_data;
+  if (!p->ring.tx_data_host) p->ring.tx_data_host = p->ring.tx_data;
+  return CUDAQ_OK;
+}
+
+static void free_parts(cudaq_pipeline_t *p) {
+  if (p->own_ring) cudaq_host_ringbuffer_free(&p->ring);
+  if (p->mapped_host) cudaq__mapped_free(p->mapped_host, p->mapped);
+  free(p->slot_request);
+  free(p->dstate);
+  free(p);
+}
+
+cudaq_status_t cudaq_pipeline_create(const cudaq_pipeline_config_t *config, cudaq_pipeline_t **out) {
+  static const char *fn = "cudaq_pipeline_create";
+  CHECK_ARG(config, fn, "config is NULL");
+  CHECK_ARG(out, fn, "out is NULL");
+  const cudaq_pipeline_config_t *c = config;
+  if (c->num_workers < 1 || c->num_workers > CUDAQ_PIPELINE_MAX_WORKERS)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: num_workers %d outside 1..64", fn, c->num_workers);
+  if (c->num_slots < 1)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: num_slots %d < 1", fn, c->num_slots);
+  if (c->slot_size < CUDAQ_RPC_HEADER_SIZE || c->slot_size > UINT32_MAX)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: slot_size %zu outside 24 .. 4 GiB - 1", fn,
+                       c->slot_size);
+  if (c->drain_timeout_ms < 0)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: drain_timeout_ms %d < 0", fn, c->drain_timeout_ms);
+  cudaq_status_t st = check_core(c->cores.dispatcher, 1, "dispatcher");
+  if (st == CUDAQ_OK) st = check_core(c->cores.consumer, 1, "consumer");
+  if (st == CUDAQ_OK) st = check_core(c->cores.worker_base, c->num_workers, "worker_base");
+  if (st != CUDAQ_OK) return st;
+
+  cudaq_pipeline_t *p = calloc(1, sizeof *p);
+  if (!p) return cudaq__fail(CUDAQ_ERR_INTERNAL, "%s: out of memory", fn);
+  p->cfg = *c;
+  if (p->cfg.drain_timeout_ms == 0) p->cfg.drain_timeout_ms = 5000;
+  p->nslots = (uint32_t)c->num_slots;
+  p->nworkers = (uint32_t)c->num_workers;
+  p->slot_request = calloc(p->nslots, sizeof *p->slot_request);
+  p->dstate = calloc(p->nslots, sizeof *p->dstate);
+  if (!p->slot_request || !p->dstate) {
+    free_parts(p);
+    return cudaq__fail(CUDAQ_ERR_INTERNAL, "%s: out of memory", fn);
+  }
+  for (uint32_t s = 0; s < p->nslots; ++s)
+    atomic_store_explicit(&p->slot_request[s], SLOT_NONE, memory_order_relaxed);
+  if (c->external_ringbuffer) {
+    st = bind_external(p, (const cudaq_ringbuffer_t *)c->external_ringbuffer);
+  } else {
+    st = cudaq_host_ringbuffer_alloc(&p->ring, p->nslots, (uint32_t)c->slot_size,
+                                     CUDAQ_RING_ALLOC_DEFAULT);
+    p->own_ring = st == CUDAQ_OK;
+  }
+  if (st != CUDAQ_OK) {
+    free_parts(p);
+    return st;
+  }
+  const size_t mbytes = CUDAQ_PIPELINE_MAX_WORKERS * (sizeof(int) + sizeof(void *));
+  if (cudaq__mapped_alloc(mbytes, &p->mapped_host, &p->mapped_dev, &p->mapped) != 0) {
+    p->mapped_host = NULL;
+    free_parts(p);
+    return cudaq__fail(CUDAQ_ERR_CUDA, "%s: allocating the ready flags and mailboxes failed", fn);
+  }
+  p->state = ST_CREATED;
+  *out = p;
+  return cudaq__ok();
+}
+
+cudaq_status_t cudaq_pipeline_destroy(cudaq_pipeline_t *p) {
+  CHECK_ARG(p, "cudaq_pipeline_destroy", "pipeline is NULL");
+  cudaq_status_t st = cudaq_pipeline_stop(p);
+  if (p->stuck && p->factory)
+    /* A graph (or its completion host function) may still run and write
+     * into the ring, the mailboxes or this object: leaking them is the only
+     * safe choice. */
+    return cudaq__fail(CUDAQ_ERR_INTERNAL,
+                       "cudaq_pipeline_destroy: GPU work was still pending at stop; the "
+                       "pipeline's memory is leaked rather than freed under it");
+  free_parts(p);
+  return st == CUDAQ_OK ? cudaq__ok() : st;
+}
+
+/* ---- registration ------------------------------------------------------ */
+
+#define CHECK_CREATED(p, fn)                                                            \
+  do {                                                                                  \
+    if ((p)->state != ST_CREATED)                                                       \
+      return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: the pipeline was started already", fn); \
+  } while (0)
+
+cudaq_status_t cudaq_pipeline_set_gpu_stage(cudaq_pipeline_t *p, cudaq_gpu_stage_factory_t factory,
+                                            void *user) {
+  static const char *fn = "cudaq_pipeline_set_gpu_stage";
+  CHECK_ARG(p, fn, "pipeline is NULL");
+  CHECK_ARG(factory, fn, "factory is NULL");
+  CHECK_CREATED(p, fn);
+  p->factory = factory;
+  p->factory_user = user;
+  return cudaq__ok();
+}
+
+cudaq_status_t cudaq_pipeline_set_cpu_stage(cudaq_pipeline_t *p, cudaq_cpu_stage_fn_t cpu_fn,
+                                            void *user) {
+  static const char *fn = "cudaq_pipeline_set_cpu_stage";
+  CHECK_ARG(p, fn, "pipeline is NULL");
+  CHECK_ARG(cpu_fn, fn, "callback is NULL");
+  CHECK_CREATED(p, fn);
+  p->cpu_fn = cpu_fn;
+  p->cpu_user = user;
+  return cudaq__ok();
+}
+
+cudaq_status_t cudaq_pipeline_set_completion_handler(cudaq_pipeline_t *p, cudaq_completion_fn_t done,
+                                                     void *user) {
+  static const char *fn = "cudaq_pipeline_set_completion_handler";
+  CHECK_ARG(p, fn, "pipeline is NULL");
+  CHECK_ARG(done, fn, "handler is NULL");
+  CHECK_CREATED(p, fn);
+  p->done_fn = done;
+  p->done_user = user;
+  return cudaq__ok();
+}
+
+cudaq_status_t cudaq__pipeline_set_launch_ops(cudaq_pipeline_t *p, const cudaq__launch_ops_t *ops) {
+  static const char *fn = "cudaq__pipeline_set_launch_ops";
+  CHECK_ARG(p && ops, fn, "NULL argument");
+  CHECK_ARG(ops->launch_graph && ops->enqueue_host_fn && ops->sync_stream, fn, "incomplete ops");
+  CHECK_CREATED(p, fn);
+  p->ops = *ops;
+  p->have_ops = 1;
+  return cudaq__ok();
+}
+
+_Atomic int *cudaq__pipeline_ready_flag(cudaq_pipeline_t *p, int w) {
+  return (_Atomic int *)(void *)&ready_host_base(p)[w];
+}
+
+/* ---- completion of a slot (workers, GPU-only host function, deferred) --- */
+
+/* Writes the response header (request fields echoed from the RX slot,
+ * which the producer cannot reuse while TX is IN_FLIGHT) and publishes the
+ * TX flag. Called exactly once per request by whoever owns its completion. */
+static void complete_slot(cudaq_pipeline_t *p, uint32_t s, int32_t status, uint32_t result_len) {
+  cudaq_rpc_header_t req;
+  memcpy(&req, rx_slot(p, s), sizeof req);
+  cudaq_rpc_response_t resp = {CUDAQ_RPC_MAGIC_RESPONSE, status, result_len, req.request_id,
+                               req.ptp_timestamp};
+  memcpy(tx_slot(p, s), &resp, sizeof resp);
+  /* R2 publishes the response bytes; pairs with A2 in the consumer. */
+  cudaq__store_release_u64(&p->ring.tx_flags_host[s], tx_value(p, s));
+}
+
+static size_t max_result(const cudaq_pipeline_t *p) {
+  return p->ring.tx_stride_sz - CUDAQ_RPC_HEADER_SIZE;
+}
+
+/* GPU-only mode: runs on the CUDA callback thread after worker w's graph. */
+static void gpu_only_complete(void *arg) {
+  worker_ctx_t *wc = arg;
+  cudaq_pipeline_t *p = wc->p;
+  const uint32_t w = (uint32_t)wc->id;
+  const uint32_t s = p->pool.tags[w]; /* owned by this job until the release below */
+  const cudaq_gpu_worker_resources_t *r = &p->res[w];
+  size_t n = r->gpu_output_size < max_result(p) ? r->gpu_output_size : max_result(p);
+  if (r->gpu_output_host && n) memcpy(tx_slot(p, s) + CUDAQ_RPC_HEADER_SIZE, r->gpu_output_host, n);
+  else n = 0;
+  complete_slot(p, s, 0, (uint32_t)n);
+  cudaq__pool_release(&p->pool, w); /* R6 */
+}
+
+/* ---- threads ----------------------------------------------------------- */
+
+/* First slot at or after `from` (ring order) whose RX flag is set, or -1. */
+static int64_t scan_rx(const cudaq_pipeline_t *p, uint32_t from) {
+  for (uint32_t i = 0, s = from; i < p->nslots; ++i, s = s + 1 == p->nslots ? 0 : s + 1)
+    if (cudaq__load_acquire_u64(&p->ring.rx_flags_host[s]) != 0) return s; /* A1 */
+  return -1;
+}
+
+#define IDLE_SCAN_INTERVAL 256u
+
+/* Handles the request in slot s whose RX flag is set. Returns 0 if the
+ * slot was consumed, 1 if every suitable worker is busy (spin on it). */
+static int dispatch_slot(cudaq_pipeline_t *p, uint32_t s) {
+  cudaq_rpc_header_t h;
+  memcpy(&h, rx_slot(p, s), sizeof h);
+  volatile uint64_t *tx = &p->ring.tx_flags_host[s];
+  if (h.magic != CUDAQ_RPC_MAGIC_REQUEST) {
+    bump(&p->dropped); /* not a request: consumed without response (protocol) */
+  } else if (h.arg_len > p->ring.rx_stride_sz - CUDAQ_RPC_HEADER_SIZE) {
+    complete_slot(p, s, CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE, 0);
+  } else {
+    void *slot_dev = p->ring.rx_data + (size_t)s * p->ring.rx_stride_sz;
+    int err = 0;
+    cudaq__pool_result_t r = cudaq__pool_dispatch(&p->pool, h.function_id, s, slot_dev, tx, &err, NULL);
+    if (r == CUDAQ__POOL_BUSY) return 1;
+    if (r == CUDAQ__POOL_NO_WORKER) bump(&p->dropped); /* unknown function: as the host path */
+  }
+  /* R3 hands the RX slot back (we are done reading it); pairs with A3 in
+   * the producer, which also waits for TX to be 0. */
+  cudaq__store_release_u64(&p->ring.rx_flags_host[s], 0);
+  bump(&p->dispatched);
+  return 0;
+}
+
+static void *dispatcher_main(void *arg) {
+  cudaq_pipeline_t *p = arg;
+  uint32_t slot = 0, idle = 0;
+  int stalled = 0;
+  for (;;) {
+    /* A4 pairs with R4 in cudaq_pipeline_stop (nothing published). */
+    if (atomic_load_explicit(&p->shutdown, memory_order_acquire)) break;
+    /* A1 pairs with R1 in cudaq_host_ringbuffer_signal_slot (the producer):
+     * the request bytes are visible once the flag is seen set. */
+    if (cudaq__load_acquire_u64(&p->ring.rx_flags_host[slot]) == 0) {
+      if (++idle == IDLE_SCAN_INTERVAL) { /* a producer that skipped slots */
+        idle = 0;
+        int64_t s = scan_rx(p, slot);
+        if (s >= 0) slot = (uint32_t)s;
+      }
+      idle_wait(p);
+      continue;
+    }
+    idle = 0;
+    if (dispatch_slot(p, slot)) {
+      /* No worker free: stay on this slot (spec 13, no advance, no loss). */
+      if (!stalled) bump(&p->worker_stalls);
+      stalled = 1;
+      idle_wait(p);
+      continue;
+    }
+    stalled = 0;
+    slot = slot + 1 == p->nslots ? 0 : slot + 1;
+  }
+  return NULL;
+}
+
+static void *worker_main(void *arg) {
+  worker_ctx_t *wc = arg;
+  cudaq_pipeline_t *p = wc->p;
+  const uint32_t w = (uint32_t)wc->id;
+  _Atomic int *ready = cudaq__pipeline_ready_flag(p, wc->id);
+  const cudaq_gpu_worker_resources_t *r = &p->res[w];
+  for (;;) {
+    int expect = 1;
+    /* A8: claim the job exactly once (spec 6.1); acquire pairs with R8 (CPU
+     * only: the dispatcher) or the graph's release store of 1, making
+     * tags[w] and the GPU output visible; relaxed on failure so polling adds
+     * no barrier. */
+    if (!atomic_compare_exchange_strong_explicit(ready, &expect, 2, memory_order_acquire,
+                                                 memory_order_relaxed)) {
+      if (atomic_load_explicit(&p->shutdown, memory_order_acquire)) break; /* A4 */
+      idle_wait(p);
+      continue;
+    }
+    const uint32_t s = p->pool.tags[w];
+    cudaq_rpc_header_t h;
+    memcpy(&h, rx_slot(p, s), sizeof h);
+    cudaq_cpu_stage_context_t ctx = {
+        .worker_id = (int)w,
+        .origin_slot = (int)s,
+        .gpu_output = r->gpu_output_host,
+        .gpu_output_size = r->gpu_output_size,
+        .response_buffer = tx_slot(p, s) + CUDAQ_RPC_HEADER_SIZE,
+        .max_response_size = max_result(p),
+        .user_context = p->factory ? r->user_context : p->cpu_user,
+        .request = rx_slot(p, s) + CUDAQ_RPC_HEADER_SIZE,
+        .request_size = h.arg_len,
+        .request_id = h.request_id,
+        .function_id = h.function_id,
+    };
+    /* Arm before the callback: a deferred completion may arrive from
+     * another thread before the callback returns. Relaxed: the slot number
+     * reaches that thread through the callback itself. */
+    atomic_store_explicit(&p->dstate[s], DS_ARMED, memory_order_relaxed);
+    size_t n;
+    int abandoned = 0;
+    for (;;) {
+      n = p->cpu_fn(p->cpu_user, &ctx);
+      if (n != 0) break;
+      /* Poll mode: 0 = not ready. Give up only on shutdown (after stop's
+       * grace period), leaving the slot in flight for the dump. */
+      if (atomic_load_explicit(&p->shutdown, memory_order_acquire)) { /* A4 */
+        abandoned = 1;
+        break;
+      }
+      idle_wait(p);
+    }
+    if (abandoned) break;
+    int armed = DS_ARMED;
+    if (n == CUDAQ_DEFERRED_COMPLETION) {
+      /* R10 hands the completion to cudaq_pipeline_complete_deferred; pairs
+       * with A10 there. Fails only if it completed already. */
+      atomic_compare_exchange_strong_explicit(&p->dstate[s], &armed, DS_DEFERRED,
+                                              memory_order_release, memory_order_relaxed);
+    } else if (atomic_compare_exchange_strong_explicit(&p->dstate[s], &armed, DS_NONE,
+                                                       memory_order_acq_rel,
+                                                       memory_order_relaxed)) {
+      if (n > max_result(p))
+        complete_slot(p, s, CUDAQ_RPC_ERR_RESULT_TOO_LARGE, 0);
+      else
+        complete_slot(p, s, 0, (uint32_t)n);
+    }
+    /* R11 releases the ready flag (release_job, 2 -> 0) before the worker
+     * bit: the dispatcher's next R8 / launch finds it 0. */
+    atomic_store_explicit(ready, 0, memory_order_release);
+    cudaq__pool_release(&p->pool, w); /* R6 */
+  }
+  return NULL;
+}
+
+static void *consumer_main(void *arg) {
+  cudaq_pipeline_t *p = arg;
+  const int internal = p->own_ring;
+  for (;;) {
+    int found = 0;
+    for (uint32_t s = 0; s < p->nslots; ++s) {
+      /* A2 pairs with R2 / R9: the response (or error marker) is visible. */
+      uint64_t v = cudaq__load_acquire_u64(&p->ring.tx_flags_host[s]);
+      if (v == 0 || v == CUDAQ_TX_FLAG_IN_FLIGHT) continue; /* spec 9: ignore in-flight */
+      cudaq_completion_t c = {0, (int)s, 0, 0, 0};
+      if ((v & CUDAQ_TX_FLAG_ERROR_MASK) == CUDAQ_TX_FLAG_ERROR_TAG) {
+        cudaq_rpc_header_t h;
+        memcpy(&h, rx_slot(p, s), sizeof h);
+        c.request_id = h.request_id;
+        c.cuda_error = (int)(uint32_t)(v & 0xFFFFFFFFull);
+        c.rpc_status = 0;
+      } else {
+        cudaq_rpc_response_t r;
+        memcpy(&r, tx_slot(p, s), sizeof r);
+        c.request_id = r.request_id;
+        c.rpc_status = r.status;
+        c.success = r.status == 0;
+      }
+      /* The injector's full 64-bit id; its store is ordered before R1, and
+       * R1 -> A1 ... R2 -> A2 carries it here. */
+      if (internal) {
+        uint64_t id = atomic_load_explicit(&p->slot_request[s], memory_order_relaxed);
+        if (id != SLOT_NONE) c.request_id = id;
+      }
+      if (p->done_fn) p->done_fn(p->done_user, &c);
+      bump(&p->completed);
+      if (!c.success) bump(&p->errors);
+      /* Spec 7.2: reset the slot's request id before the TX flag is cleared,
+       * so a producer that sees the slot free cannot have its new id
+       * clobbered by this reset. The fence is the spec's
+       * __sync_synchronize(); in C11 the release store R5 alone already
+       * orders the reset before the clear. */
+      atomic_store_explicit(&p->slot_request[s], SLOT_NONE, memory_order_relaxed);
+      atomic_thread_fence(memory_order_seq_cst);
+      cudaq_host_ringbuffer_clear_slot(&p->ring, s); /* R5, pairs with A3 (producer) */
+      found = 1;
+    }
+    if (!found) {
+      if (atomic_load_explicit(&p->shutdown, memory_order_acquire)) break; /* A4 */
+      idle_wait(p);
+    }
+  }
+  return NULL;
+}
+
+/* ---- start / stop ------------------------------------------------------ */
+
+static int spawn(pthread_t *t, void *(*main_fn)(void *), void *arg, int core, const char *name) {
+  pthread_attr_t attr;
+  cpu_set_t set;
+  if (pthread_attr_init(&attr) != 0) return EAGAIN;
+  /* Explicit affinity: never inherit the caller's (DESIGN.md). */
+  CPU_ZERO(&set);
+  if (core >= 0) {
+    CPU_SET(core, &set);
+  } else {
+    int ncpu = get_nprocs_conf();
+    for (int c = 0; c < ncpu && c < CPU_SETSIZE; ++c) CPU_SET(c, &set);
+  }
+  pthread_attr_setaffinity_np(&attr, sizeof set, &set);
+  int rc = pthread_create(t, &attr, main_fn, arg);
+  if (rc == EINVAL && core < 0) { /* "all CPUs" refused by a restricted cpuset */
+    pthread_attr_destroy(&attr);
+    pthread_attr_init(&attr);
+    rc = pthread_create(t, &attr, main_fn, arg);
+  }
+  pthread_attr_destroy(&attr);
+  if (rc == 0) pthread_setname_np(*t, name);
+  return rc;
+}
+
+static cudaq_status_t build_workers(cudaq_pipeline_t *p) {
+  static const char *fn = "cudaq_pipeline_start";
+  cudaq__pool_t *pool = &p->pool;
+  memset(pool, 0, sizeof *pool);
+  pool->count = p->nworkers;
+  pool->mailbox = mailbox_host_base(p);
+  pool->ready = cudaq__pipeline_ready_flag(p, 0);
+  int *ready_dev = (int *)p->mapped_dev;
+  void **mailbox_dev = (void **)((uint8_t *)p->mapped_dev + CUDAQ_PIPELINE_MAX_WORKERS * sizeof(int));
+  for (uint32_t w = 0; w < p->nworkers; ++w) {
+    p->wctx[w].p = p;
+    p->wctx[w].id = (int)w;
+    pool->completion_arg[w] = &p->wctx[w];
+    atomic_store_explicit(cudaq__pipeline_ready_flag(p, (int)w), 0, memory_order_relaxed);
+  }
+  if (!p->factory) {
+    pool->cpu_only = 1;
+    cudaq__pool_init(pool);
+    return CUDAQ_OK;
+  }
+  if (!p->have_ops) {
+    const cudaq__launch_ops_t *real = cudaq__cuda_launch_ops();
+    if (!real)
+      return cudaq__fail(CUDAQ_ERR_UNSUPPORTED, "%s: a GPU stage needs a build with CUDA", fn);
+    p->ops = *real;
+  }
+  pool->ops = p->ops;
+  pool->host_completion = p->cpu_fn == NULL;
+  pool->completion_fn = gpu_only_complete;
+  for (uint32_t w = 0; w < p->nworkers; ++w) {
+    cudaq_gpu_worker_resources_t *r = &p->res[w];
+    memset(r, 0, sizeof *r);
+    r->ready_flag_dev = p->mapped ? &ready_dev[w] : NULL;
+    r->mailbox_dev = p->mapped ? &mailbox_dev[w] : NULL;
+    if (!p->mapped && p->have_ops) { /* emulated GPU: host views stand in */
+      r->ready_flag_dev = &ready_host_base(p)[w];
+      r->mailbox_dev = &mailbox_host_base(p)[w];
+    }
+    int rc = p->factory(p->factory_user, (int)w, r);
+    if (rc != 0)
+      return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: the GPU stage factory failed for worker %u (%d)",
+                         fn, w, rc);
+    if (!r->graph_exec || !r->stream)
+      return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                         "%s: the GPU stage factory returned no graph_exec or stream for worker %u",
+                         fn, w);
+    cudaq_host_dispatch_worker_t *wk = &pool->workers[w];
+    wk->graph_exec = r->graph_exec;
+    wk->stream = r->stream;
+    wk->function_id = r->function_id;
+    wk->pre_launch_fn = r->pre_launch_fn;
+    wk->pre_launch_data = r->pre_launch_data;
+    wk->post_launch_fn = r->post_launch_fn;
+    wk->post_launch_data = r->post_launch_data;
+  }
+  cudaq__pool_init(pool);
+  return CUDAQ_OK;
+}
+
+static void join_all(cudaq_pipeline_t *p, int dispatcher, int consumer) {
+  /* R4 asks every thread to exit; pairs with A4 in each loop. */
+  atomic_store_explicit(&p->shutdown, 1, memory_order_release);
+  if (dispatcher) pthread_join(p->dispatcher_thread, NULL);
+  for (uint32_t i = 0; i < p->nworker_threads; ++i) pthread_join(p->worker_threads[i], NULL);
+  p->nworker_threads = 0;
+  if (consumer) pthread_join(p->consumer_thread, NULL);
+}
+
+cudaq_status_t cudaq_pipeline_start(cudaq_pipeline_t *p) {
+  static const char *fn = "cudaq_pipeline_start";
+  CHECK_ARG(p, fn, "pipeline is NULL");
+  if (p->state != ST_CREATED)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: the pipeline was started already (%s)", fn,
+                       p->state == ST_RUNNING ? "running" : "stopped; create a new one");
+  CHECK_ARG(p->factory || p->cpu_fn, fn,
+            "no stage registered (call cudaq_pipeline_set_gpu_stage and/or _set_cpu_stage)");
+  if (p->factory && !p->cpu_fn && p->cfg.external_ringbuffer)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                       "%s: GPU-only mode is not available with an external ring buffer", fn);
+  cudaq_status_t st = build_workers(p);
+  if (st != CUDAQ_OK) return st;
+
+  atomic_store_explicit(&p->shutdown, 0, memory_order_relaxed);
+  int rc = spawn(&p->consumer_thread, consumer_main, p, p->cfg.cores.consumer, "cudaq-consumer");
+  if (rc != 0) return cudaq__fail(CUDAQ_ERR_INTERNAL, "%s: consumer thread: %s", fn, strerror(rc));
+  if (p->cpu_fn) {
+    for (uint32_t w = 0; w < p->nworkers; ++w) {
+      int core = p->cfg.cores.worker_base < 0 ? -1 : p->cfg.cores.worker_base + (int)w;
+      rc = spawn(&p->worker_threads[w], worker_main, &p->wctx[w], core, "cudaq-worker");
+      if (rc != 0) {
+        join_all(p, 0, 1);
+        return cudaq__fail(CUDAQ_ERR_INTERNAL, "%s: worker thread %u: %s", fn, w, strerror(rc));
+      }
+      p->nworker_threads = w + 1;
+    }
+  }
+  rc = spawn(&p->dispatcher_thread, dispatcher_main, p, p->cfg.cores.dispatcher, "cudaq-pl-disp");
+  if (rc != 0) {
+    join_all(p, 0, 1);
+    return cudaq__fail(CUDAQ_ERR_INTERNAL, "%s: dispatcher thread: %s", fn, strerror(rc));
+  }
+  p->state = ST_RUNNING;
+  /* The injector may submit from now on (A12 in the injector). */
+  atomic_store_explicit(&p->accepting, 1, memory_order_seq_cst);
+  return cudaq__ok();
+}
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* Everything signalled was dispatched, finished and harvested. */
+static int drained(const cudaq_pipeline_t *p) {
+  for (uint32_t s = 0; s < p->nslots; ++s)
+    if (cudaq__load_acquire_u64(&p->ring.rx_flags_host[s]) ||
+        cudaq__load_acquire_u64(&p->ring.tx_flags_host[s]))
+      return 0;
+  return atomic_load_explicit(&p->pool.idle_mask, memory_order_acquire) == p->pool.all_mask;
+}
+
+static void dump_stuck(const cudaq_pipeline_t *p) {
+  static const char *ds[] = {"-", "cpu-stage", "deferred"};
+  fprintf(stderr, "cudaq_pipeline_stop: work still pending after %d ms; slots with rx or tx set:\n",
+          p->cfg.drain_timeout_ms);
+  for (uint32_t s = 0; s < p->nslots; ++s) {
+    uint64_t rx = cudaq__load_acquire_u64(&p->ring.rx_flags_host[s]);
+    uint64_t tx = cudaq__load_acquire_u64(&p->ring.tx_flags_host[s]);
+    uint64_t rq = atomic_load_explicit(&p->slot_request[s], memory_order_relaxed);
+    int d = atomic_load_explicit(&p->dstate[s], memory_order_relaxed);
+    if (!rx && !tx) continue;
+    fprintf(stderr, "  slot %3u: rx 0x%016llx tx 0x%016llx%s request %lld completion %s\n", s,
+            (unsigned long long)rx, (unsigned long long)tx,
+            tx == CUDAQ_TX_FLAG_IN_FLIGHT ? " (in flight)" : "",
+            rq == SLOT_NONE ? -1ll : (long long)rq, ds[d >= 0 && d <= 2 ? d : 0]);
+  }
+  uint64_t idle = atomic_load_explicit(&p->pool.idle_mask, memory_order_acquire);
+  fprintf(stderr, "  workers: idle_mask 0x%016llx\n", (unsigned long long)idle);
+  for (uint32_t w = 0; w < p->nworkers; ++w) {
+    if ((idle >> w) & 1) continue;
+    fprintf(stderr, "  worker %2u: busy, origin slot %u, ready flag %d\n", w, p->pool.tags[w],
+            atomic_load_explicit(cudaq__pipeline_ready_flag((cudaq_pipeline_t *)p, (int)w),
+                                 memory_order_acquire));
+  }
+}
+
+cudaq_status_t cudaq_pipeline_stop(cudaq_pipeline_t *p) {
+  CHECK_ARG(p, "cudaq_pipeline_stop", "pipeline is NULL");
+  if (p->state != ST_RUNNING) return cudaq__ok();
+  /* R12 closes the injector, then wait for submits in progress (a
+   * store-load handshake with the injector's A12: both seq_cst). */
+  atomic_store_explicit(&p->accepting, 0, memory_order_seq_cst);
+  while (atomic_load_explicit(&p->producers_in, memory_order_seq_cst) != 0) sched_yield();
+  const uint64_t deadline = now_ns() + (uint64_t)p->cfg.drain_timeout_ms * 1000000ull;
+  int ok = 0;
+  for (;;) {
+    if (drained(p)) {
+      ok = 1;
+      break;
+    }
+    if (now_ns() > deadline) break;
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+  if (!ok) {
+    dump_stuck(p);
+    p->stuck = 1;
+  }
+  join_all(p, 1, 1);
+  cudaq_status_t st = cudaq__ok();
+  if (ok && p->factory) {
+    /* Everything completed, so this returns at once; it makes sure no
+     * work of ours is left on the streams before the caller frees them. */
+    for (uint32_t w = 0; w < p->nworkers; ++w) {
+      int e = p->ops.sync_stream(p->ops.user, p->pool.workers[w].stream);
+      if (e != 0 && st == CUDAQ_OK)
+        st = cudaq__fail(CUDAQ_ERR_CUDA, "cudaq_pipeline_stop: stream of worker %u: error %d", w, e);
+    }
+  }
+  p->state = ST_STOPPED;
+  if (!ok)
+    return cudaq__fail(CUDAQ_ERR_INTERNAL,
+                       "cudaq_pipeline_stop: requests still pending after %d ms (dumped to stderr)",
+                       p->cfg.drain_timeout_ms);
+  return st;
+}
+
+/* ---- queries ----------------------------------------------------------- */
+
+cudaq_status_t cudaq_pipeline_stats(const cudaq_pipeline_t *p, cudaq_pipeline_stats_t *out) {
+  CHECK_ARG(p, "cudaq_pipeline_stats", "pipeline is NULL");
+  CHECK_ARG(out, "cudaq_pipeline_stats", "out is NULL");
+  out->submitted = atomic_load_explicit(&p->submitted, memory_order_relaxed);
+  out->completed = atomic_load_explicit(&p->completed, memory_order_relaxed);
+  out->dispatched = atomic_load_explicit(&p->dispatched, memory_order_relaxed);
+  out->backpressure_stalls = atomic_load_explicit(&p->stalls, memory_order_relaxed);
+  out->worker_stalls = atomic_load_explicit(&p->worker_stalls, memory_order_relaxed);
+  out->errors = atomic_load_explicit(&p->errors, memory_order_relaxed);
+  out->dropped = atomic_load_explicit(&p->dropped, memory_order_relaxed);
+  return cudaq__ok();
+}
+
+cudaq_status_t cudaq_pipeline_complete_deferred(cudaq_pipeline_t *p, int slot, size_t result_len) {
+  static const char *fn = "cudaq_pipeline_complete_deferred";
+  CHECK_ARG(p, fn, "pipeline is NULL");
+  if (slot < 0 || (uint32_t)slot >= p->nslots)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: slot %d outside 0..%u", fn, slot, p->nslots - 1);
+  if (result_len > max_result(p))
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: result_len %zu exceeds the %zu-byte result area",
+                       fn, result_len, max_result(p));
+  _Atomic int *d = &p->dstate[slot];
+  int cur = atomic_load_explicit(d, memory_order_acquire);
+  for (;;) {
+    if (cur != DS_ARMED && cur != DS_DEFERRED)
+      return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                         "%s: slot %d is not waiting for a deferred completion", fn, slot);
+    /* A10 pairs with R10 in the worker; whoever moves the state to NONE
+     * completes the slot, exactly once. */
+    if (atomic_compare_exchange_weak_explicit(d, &cur, DS_NONE, memory_order_acq_rel,
+                                              memory_order_acquire))
+      break;
+  }
+  complete_slot(p, (uint32_t)slot, 0, (uint32_t)result_len);
+  return cudaq__ok();
+}
+
+cudaq_status_t cudaq_pipeline_ringbuffer_bases(const cudaq_pipeline_t *p,
+                                               cudaq_ringbuffer_bases_t *out) {
+  CHECK_ARG(p, "cudaq_pipeline_ringbuffer_bases", "pipeline is NULL");
+  CHECK_ARG(out, "cudaq_pipeline_ringbuffer_bases", "out is NULL");
+  out->rx_data_host = p->ring.rx_data_host;
+  out->rx_data_dev = p->ring.rx_data;
+  return cudaq__ok();
+}
+
+cudaq_status_t cudaq_pipeline_ringbuffer(const cudaq_pipeline_t *p, cudaq_ringbuffer_t *out) {
+  CHECK_ARG(p, "cudaq_pipeline_ringbuffer", "pipeline is NULL");
+  CHECK_ARG(out, "cudaq_pipeline_ringbuffer", "out is NULL");
+  *out = p->ring;
+  return cudaq__ok();
+}
+
+/* ---- injector ---------------------------------------------------------- */
+
+cudaq_status_t cudaq_pipeline_injector_create(cudaq_pipeline_t *p, cudaq_pipeline_injector_t **out) {
+  static const char *fn = "cudaq_pipeline_injector_create";
+  CHECK_ARG(p, fn, "pipeline is NULL");
+  CHECK_ARG(out, fn, "out is NULL");
+  if (p->cfg.external_ringbuffer)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                       "%s: the pipeline uses an external ring (its producer is the FPGA/emulator)", fn);
+  int expect = 0;
+  if (!atomic_compare_exchange_strong(&p->have_injector, &expect, 1))
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: the pipeline has an injector already", fn);
+  cudaq_pipeline_injector_t *inj = calloc(1, sizeof *inj);
+  if (!inj) {
+    atomic_store(&p->have_injector, 0);
+    return cudaq__fail(CUDAQ_ERR_INTERNAL, "%s: out of memory", fn);
+  }
+  inj->p = p;
+  *out = inj;
+  return cudaq__ok();
+}
+
+cudaq_status_t cudaq_pipeline_injector_destroy(cudaq_pipeline_injector_t *inj) {
+  CHECK_ARG(inj, "cudaq_pipeline_injector_destroy", "injector is NULL");
+  atomic_store(&inj->p->have_injector, 0);
+  free(inj);
+  return cudaq__ok();
+}
+
+/* 1 accepted, 0 slot busy, -1 closed. */
+static int try_put(cudaq_pipeline_injector_t *inj, uint32_t function_id, const void *payload,
+                   size_t size, uint64_t request_id) {
+  cudaq_pipeline_t *p = inj->p;
+  const uint32_t s = inj->next;
+  /* A12: announce, then check that the pipeline accepts (pairs with R12 in
+   * stop; seq_cst on both sides so that stop either sees us in progress or
+   * we see it closed). */
+  atomic_fetch_add_explicit(&p->producers_in, 1, memory_order_seq_cst);
+  int r;
+  if (!atomic_load_explicit(&p->accepting, memory_order_seq_cst)) {
+    r = -1;
+  } else if (!cudaq_host_ringbuffer_slot_available(&p->ring, s)) { /* A3: both flags 0 */
+    r = 0;
+  } else {
+    cudaq_host_ringbuffer_write_rpc_request(&p->ring, s, function_id, payload, (uint32_t)size,
+                                            (uint32_t)request_id, 0);
+    /* Ordered before the signal's release (R1) like the request bytes. */
+    atomic_store_explicit(&p->slot_request[s], request_id, memory_order_relaxed);
+    bump(&p->submitted); /* one producer per pipeline (one injector) */
+    cudaq_host_ringbuffer_signal_slot(&p->ring, s); /* R1 */
+    inj->next = s + 1 == p->nslots ? 0 : s + 1;
+    r = 1;
+  }
+  atomic_fetch_sub_explicit(&p->producers_in, 1, memory_order_release);
+  return r;
+}
+
+static cudaq_status_t check_submit(const cudaq_pipeline_injector_t *inj, const void *payload,
+                                   size_t size, const char *fn) {
+  CHECK_ARG(inj, fn, "injector is NULL");
+  CHECK_ARG(payload || size == 0, fn, "payload is NULL with a nonzero size");
+  if (size > inj->p->ring.rx_stride_sz - CUDAQ_RPC_HEADER_SIZE || size > inj->p->cfg.slot_size - CUDAQ_RPC_HEADER_SIZE)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: payload of %zu bytes exceeds slot_size - 24 = %zu",
+                       fn, size, inj->p->cfg.slot_size - CUDAQ_RPC_HEADER_SIZE);
+  return CUDAQ_OK;
+}
+
+cudaq_status_t cudaq_pipeline_injector_try_submit(cudaq_pipeline_injector_t *inj,
+                                                  uint32_t function_id, const void *payload,
+                                                  size_t payload_size, uint64_t request_id,
+                                                  int *out_accepted) {
+  static const char *fn = "cudaq_pipeline_injector_try_submit";
+  CHECK_ARG(out_accepted, fn, "out_accepted is NULL");
+  cudaq_status_t st = check_submit(inj, payload, payload_size, fn);
+  if (st != CUDAQ_OK) return st;
+  int r = try_put(inj, function_id, payload, payload_size, request_id);
+  if (r < 0) return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: the pipeline is not running", fn);
+  if (r == 0) {
+    uint64_t n = atomic_load_explicit(&inj->stalls, memory_order_relaxed) + 1;
+    atomic_store_explicit(&inj->stalls, n, memory_order_relaxed);
+    bump(&inj->p->stalls);
+  }
+  *out_accepted = r;
+  return cudaq__ok();
+}
+
+cudaq_status_t cudaq_pipeline_injector_submit(cudaq_pipeline_injector_t *inj, uint32_t function_id,
+                                              const void *payload, size_t payload_size,
+                                              uint64_t request_id) {
+  static const char *fn = "cudaq_pipeline_injector_submit";
+  cudaq_status_t st = check_submit(inj, payload, payload_size, fn);
+  if (st != CUDAQ_OK) return st;
+  int counted = 0;
+  for (;;) {
+    int r = try_put(inj, function_id, payload, payload_size, request_id);
+    if (r > 0) return cudaq__ok();
+    if (r < 0) return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: the pipeline is not running", fn);
+    if (!counted) {
+      counted = 1;
+      uint64_t n = atomic_load_explicit(&inj->stalls, memory_order_relaxed) + 1;
+      atomic_store_explicit(&inj->stalls, n, memory_order_relaxed);
+      bump(&inj->p->stalls);
+    }
+    idle_wait(inj->p);
+  }
+}
+
+cudaq_status_t cudaq_pipeline_injector_backpressure_stalls(const cudaq_pipeline_injector_t *inj,
+                                                           uint64_t *out) {
+  CHECK_ARG(inj, "cudaq_pipeline_injector_backpressure_stalls", "injector is NULL");
+  CHECK_ARG(out, "cudaq_pipeline_injector_backpressure_stalls", "out is NULL");
+  *out = atomic_load_explicit(&inj->stalls, memory_order_relaxed);
+  return cudaq__ok();
+}

@@ -1,0 +1,91 @@
+/*
+ * pool.c - worker allocation, launch and release of the dynamic worker pool
+ * (host-dispatcher-worker-pool.md sections 2, 4.2, 9, 13). Hot path: no
+ * allocation, no lock, no syscall, no cudaStreamQuery.
+ */
+#include "pool.h"
+
+#include "../atomics.h"
+
+void cudaq__pool_init(cudaq__pool_t *p) {
+  p->all_mask = p->count >= 64 ? ~0ull : (1ull << p->count) - 1;
+  p->nfn = 0;
+  for (uint32_t w = 0; w < p->count; ++w) {
+    uint32_t id = p->workers[w].function_id, k = 0;
+    while (k < p->nfn && p->fn_id[k] != id) ++k;
+    if (k == p->nfn) {
+      p->fn_id[k] = id;
+      p->fn_mask[k] = 0;
+      p->nfn++;
+    }
+    p->fn_mask[k] |= 1ull << w;
+  }
+  atomic_store_explicit(&p->idle_mask, p->all_mask, memory_order_relaxed);
+}
+
+static uint64_t mask_for(const cudaq__pool_t *p, uint32_t function_id) {
+  if (p->cpu_only) return p->all_mask; /* CPU workers serve every function */
+  for (uint32_t k = 0; k < p->nfn; ++k)
+    if (p->fn_id[k] == function_id) return p->fn_mask[k];
+  return 0;
+}
+
+cudaq__pool_result_t cudaq__pool_dispatch(cudaq__pool_t *p, uint32_t function_id, uint32_t slot,
+                                          void *slot_dev, volatile uint64_t *tx_flag,
+                                          int *out_error, int *out_worker) {
+  const uint64_t mask = mask_for(p, function_id);
+  if (!mask) return CUDAQ__POOL_NO_WORKER;
+  /* A6 pairs with R6 in cudaq__pool_release: once w's bit is seen set, the
+   * previous job's finisher is done with tags[w], mailbox[w] and w's
+   * buffers, so this thread may reuse them. */
+  const uint64_t avail = atomic_load_explicit(&p->idle_mask, memory_order_acquire) & mask;
+  if (!avail) return CUDAQ__POOL_BUSY; /* spec 13 "no data loss": caller spins on this slot */
+  const uint32_t w = (uint32_t)__builtin_ctzll(avail); /* bit-scan allocation (spec 2) */
+  const uint64_t bit = 1ull << w;
+  /* Only this thread clears bits, so w's bit is still set; relaxed: the
+   * acquire above already ordered the reuse, and nothing is published. */
+  atomic_fetch_and_explicit(&p->idle_mask, ~bit, memory_order_relaxed);
+  p->tags[w] = slot; /* origin-slot tag, owned by this job until R6 */
+  if (p->mailbox) p->mailbox[w] = slot_dev; /* published to the GPU by the launch below */
+
+  /* R7 marks the slot in flight before anything can complete it; pairs
+   * with A2 in the consumer (which ignores the marker) and A3 in the
+   * producer (which will not reuse the slot while TX != 0). Stored before
+   * the launch: a job may complete (and store its response into this very
+   * flag) before the launch call returns. */
+  cudaq__store_release_u64(tx_flag, CUDAQ_TX_FLAG_IN_FLIGHT);
+
+  const cudaq_host_dispatch_worker_t *wk = &p->workers[w];
+  int err = 0;
+  if (p->cpu_only) {
+    /* R8 hands the slot to CPU worker w (tags[w] above); pairs with A8,
+     * the worker's CAS 1 -> 2. */
+    atomic_store_explicit(&p->ready[w], 1, memory_order_release);
+  } else {
+    if (wk->pre_launch_fn) wk->pre_launch_fn(wk->pre_launch_data, slot_dev, wk->stream);
+    err = p->ops.launch_graph(p->ops.user, wk->graph_exec, wk->stream);
+    if (err == 0) {
+      if (wk->post_launch_fn) wk->post_launch_fn(wk->post_launch_data, slot_dev, wk->stream);
+      if (p->host_completion)
+        err = p->ops.enqueue_host_fn(p->ops.user, wk->stream, p->completion_fn,
+                                     p->completion_arg[w]);
+    }
+  }
+  if (err != 0) {
+    /* R9 publishes the error marker (spec 9); pairs with A2 in the
+     * consumer. The worker goes straight back to the pool (R6). */
+    cudaq__store_release_u64(tx_flag, CUDAQ_TX_FLAG_ERROR(err));
+    atomic_fetch_or_explicit(&p->idle_mask, bit, memory_order_release);
+    if (out_error) *out_error = err;
+    return CUDAQ__POOL_FAILED;
+  }
+  if (out_worker) *out_worker = (int)w;
+  return CUDAQ__POOL_LAUNCHED;
+}
+
+int cudaq__pool_release(cudaq__pool_t *p, uint32_t w) {
+  /* R6 returns worker w: everything its job did with tags[w], mailbox[w]
+   * and its buffers happens before the dispatcher's next use (A6). */
+  uint64_t old = atomic_fetch_or_explicit(&p->idle_mask, 1ull << w, memory_order_release);
+  return (old >> w) & 1 ? -1 : 0;
+}

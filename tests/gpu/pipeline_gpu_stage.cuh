@@ -1,0 +1,182 @@
+/*
+ * pipeline_gpu_stage.cuh - a passthrough GPU stage for the pipeline, with
+ * real captured graphs (host-dispatcher-worker-pool.md section 5): per
+ * worker a stream, device input/output buffers, a mapped output buffer and
+ * a graph of
+ *   1. passthrough_copy_kernel (uint4 loads/stores, 256 threads): in -> out
+ *   2. cudaMemcpyAsync out -> mapped host output (DMA, captured)
+ *   3. signal kernel: ready flag = 1 (system-scope release), when the
+ *      pipeline has a CPU stage
+ * and a pre-launch callback that DMA-copies the request payload from the
+ * ring slot (slot_dev + 24) into the input buffer before each launch.
+ * Shared by tests/gpu/test_pipeline_gpu.cu and bench/bench_pipeline_gpu.cu.
+ */
+#ifndef CUDAQ_PIPELINE_GPU_STAGE_CUH
+#define CUDAQ_PIPELINE_GPU_STAGE_CUH
+
+#include <cuda/atomic>
+#include <cuda_runtime.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cudaq/realtime/pipeline.h"
+
+#define PGS_MAX_WORKERS 64
+
+struct pgs_worker {
+  cudaStream_t stream;
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  uint8_t *d_in, *d_out;
+  uint8_t *h_out, *h_out_dev; /* mapped */
+  size_t bytes;               /* payload bytes copied per request (multiple of 16) */
+};
+
+struct pgs_stage {
+  size_t payload;    /* bytes per request */
+  int signal_ready;  /* graph ends with the ready-flag store (GPU + CPU mode) */
+  uint32_t function_id;
+  int last_error;    /* first CUDA error in the factory */
+  pgs_worker w[PGS_MAX_WORKERS];
+  int nw;
+};
+
+__global__ void pgs_passthrough_kernel(const uint4 *__restrict__ in, uint4 *__restrict__ out, size_t n16) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n16; i += (size_t)gridDim.x * blockDim.x)
+    out[i] = in[i];
+}
+
+__global__ void pgs_signal_kernel(int *ready) {
+  /* Publishes the output copy before it (stream order) to the CPU worker,
+   * whose CAS(1 -> 2) acquires it. Store only: no RMW on mapped memory. */
+  cuda::atomic_ref<int, cuda::thread_scope_system> r(*ready);
+  r.store(1, cuda::memory_order_release);
+}
+
+/* Pre-launch DMA: ring slot payload -> the worker's input buffer. */
+static void pgs_pre_launch(void *user, void *slot_dev, cudaStream_t s) {
+  pgs_worker *w = (pgs_worker *)user;
+  cudaMemcpyAsync(w->d_in, (const uint8_t *)slot_dev + CUDAQ_RPC_HEADER_SIZE, w->bytes, cudaMemcpyDefault, s);
+}
+
+#define PGS_CK(x)                              \
+  do {                                         \
+    cudaError_t e_ = (x);                      \
+    if (e_ != cudaSuccess) {                   \
+      fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); \
+      return (int)e_;                          \
+    }                                          \
+  } while (0)
+
+/* The cudaq_gpu_stage_factory_t: user is a pgs_stage. */
+static int pgs_factory(void *user, int id, cudaq_gpu_worker_resources_t *r) {
+  pgs_stage *st = (pgs_stage *)user;
+  pgs_worker *w = &st->w[id];
+  memset(w, 0, sizeof *w);
+  w->bytes = (st->payload + 15) / 16 * 16;
+  PGS_CK(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
+  PGS_CK(cudaMalloc(&w->d_in, w->bytes));
+  PGS_CK(cudaMalloc(&w->d_out, w->bytes));
+  PGS_CK(cudaMemset(w->d_in, 0, w->bytes));
+  PGS_CK(cudaHostAlloc(&w->h_out, w->bytes, cudaHostAllocMapped));
+  PGS_CK(cudaHostGetDevicePointer((void **)&w->h_out_dev, w->h_out, 0));
+  if (st->signal_ready && !r->ready_flag_dev) return -1;
+  PGS_CK(cudaStreamBeginCapture(w->stream, cudaStreamCaptureModeThreadLocal));
+  size_t n16 = w->bytes / 16;
+  unsigned blocks = (unsigned)((n16 + 255) / 256);
+  if (blocks == 0) blocks = 1;
+  if (blocks > 64) blocks = 64;
+  pgs_passthrough_kernel<<<blocks, 256, 0, w->stream>>>((const uint4 *)w->d_in, (uint4 *)w->d_out, n16);
+  cudaMemcpyAsync(w->h_out_dev, w->d_out, w->bytes, cudaMemcpyDeviceToDevice, w->stream);
+  if (st->signal_ready) pgs_signal_kernel<<<1, 1, 0, w->stream>>>(r->ready_flag_dev);
+  PGS_CK(cudaStreamEndCapture(w->stream, &w->graph));
+  PGS_CK(cudaGraphInstantiate(&w->exec, w->graph, 0));
+  PGS_CK(cudaGraphUpload(w->exec, w->stream));
+  PGS_CK(cudaStreamSynchronize(w->stream));
+  r->graph_exec = w->exec;
+  r->stream = w->stream;
+  r->pre_launch_fn = pgs_pre_launch;
+  r->pre_launch_data = w;
+  r->function_id = st->function_id;
+  r->gpu_output_host = w->h_out;
+  r->gpu_output_size = st->payload;
+  r->user_context = w;
+  if (id + 1 > st->nw) st->nw = id + 1;
+  return 0;
+}
+
+static void pgs_release(pgs_stage *st) {
+  for (int i = 0; i < st->nw; ++i) {
+    pgs_worker *w = &st->w[i];
+    if (w->exec) cudaGraphExecDestroy(w->exec);
+    if (w->graph) cudaGraphDestroy(w->graph);
+    if (w->stream) cudaStreamDestroy(w->stream);
+    cudaFree(w->d_in);
+    cudaFree(w->d_out);
+    if (w->h_out) cudaFreeHost(w->h_out);
+  }
+  st->nw = 0;
+}
+
+/* The graph-launch floor, same process: a graph of one kernel that stores a
+ * sequence number into a mapped flag; the host launches it and spins until
+ * it sees the number. With dma_bytes > 0 a cudaMemcpyAsync of that many
+ * bytes from mapped memory precedes each launch (the pre-launch DMA).
+ * Fills samples_ns[n]; returns 0 or a CUDA error. */
+__global__ void pgs_floor_kernel(uint64_t *flag, uint64_t *seq_dev) {
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> f(*flag);
+  uint64_t s = *seq_dev + 1;
+  *seq_dev = s;
+  f.store(s, cuda::memory_order_release);
+}
+
+static int pgs_launch_floor(size_t n, uint64_t *samples_ns, size_t dma_bytes,
+                            uint64_t (*now_ns)(void)) {
+  cudaStream_t s;
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  uint64_t *flag, *flag_dev, *seq;
+  uint8_t *src = NULL, *src_dev = NULL, *dst = NULL;
+  PGS_CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  PGS_CK(cudaHostAlloc(&flag, sizeof *flag, cudaHostAllocMapped));
+  PGS_CK(cudaHostGetDevicePointer((void **)&flag_dev, flag, 0));
+  PGS_CK(cudaMalloc(&seq, sizeof *seq));
+  PGS_CK(cudaMemset(seq, 0, sizeof *seq));
+  if (dma_bytes) {
+    PGS_CK(cudaHostAlloc(&src, dma_bytes, cudaHostAllocMapped));
+    PGS_CK(cudaHostGetDevicePointer((void **)&src_dev, src, 0));
+    PGS_CK(cudaMalloc(&dst, dma_bytes));
+  }
+  *flag = 0;
+  PGS_CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  pgs_floor_kernel<<<1, 1, 0, s>>>(flag_dev, seq);
+  PGS_CK(cudaStreamEndCapture(s, &g));
+  PGS_CK(cudaGraphInstantiate(&ge, g, 0));
+  PGS_CK(cudaGraphUpload(ge, s));
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> f(*flag);
+  for (size_t i = 0; i < n + 100; ++i) {
+    uint64_t t0 = now_ns();
+    if (dma_bytes) cudaMemcpyAsync(dst, src_dev, dma_bytes, cudaMemcpyDefault, s);
+    cudaError_t e = cudaGraphLaunch(ge, s);
+    if (e != cudaSuccess) return (int)e;
+    while (f.load(cuda::memory_order_acquire) != i + 1) {
+    }
+    uint64_t t1 = now_ns();
+    if (i >= 100) samples_ns[i - 100] = t1 - t0;
+  }
+  cudaStreamSynchronize(s);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  cudaStreamDestroy(s);
+  cudaFreeHost(flag);
+  cudaFree(seq);
+  if (dma_bytes) {
+    cudaFreeHost(src);
+    cudaFree(dst);
+  }
+  return 0;
+}
+
+#endif

@@ -1,0 +1,311 @@
+/*
+ * test_pipeline_gpu.cu - the pipeline with real captured CUDA graphs
+ * (host-dispatcher-worker-pool.md sections 2, 4, 5, 6, 9; the pipeline API
+ * modes): pre-launch DMA of the payload from the mapped ring, a passthrough
+ * copy kernel, the output copied into mapped memory, the ready signal; in
+ * the modes GPU + CPU, GPU only (completion by a host function after the
+ * graph) and CPU only on a mapped ring. Every request must complete exactly
+ * once with its own payload (fill pattern).
+ *
+ * Without a CUDA device: prints "skipped: no CUDA device" and exits 77.
+ * CUDAQ_TEST_SCALE (default 1.0) scales request counts (compute-sanitizer
+ * runs use a small scale).
+ */
+#include <cuda_runtime.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+extern "C" {
+#include <cmocka.h>
+}
+
+#include "cudaq/realtime/pipeline.h"
+#include "pipeline_gpu_stage.cuh"
+
+#define FN_PASS 0x5a5a0001u
+
+static double g_scale = 1.0;
+static uint32_t scaled(uint32_t n) {
+  uint32_t v = (uint32_t)(n * g_scale);
+  return v < 16 ? 16 : v;
+}
+
+static uint64_t now_ns() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static uint8_t byte_of(uint64_t rid, size_t i) { return (uint8_t)((rid * 131u) ^ (i * 7u) ^ (rid >> 8)); }
+
+struct rec_t {
+  uint64_t n;
+  uint8_t *seen;
+  cudaq_ringbuffer_t rb;
+  size_t payload;
+  uint8_t x; /* expected response = payload ^ x */
+  uint64_t bad, dup, failed;
+  volatile uint64_t count;
+};
+
+static void on_done(void *user, const cudaq_completion_t *c) {
+  rec_t *r = (rec_t *)user;
+  if (c->request_id >= r->n) {
+    r->bad++;
+    return;
+  }
+  if (r->seen[c->request_id]++) r->dup++;
+  if (!c->success) r->failed++;
+  const uint8_t *tx = r->rb.tx_data_host + (size_t)c->slot * r->rb.tx_stride_sz;
+  cudaq_rpc_response_t h;
+  memcpy(&h, tx, sizeof h);
+  int ok = h.magic == CUDAQ_RPC_MAGIC_RESPONSE && h.result_len >= r->payload;
+  for (size_t i = 0; ok && i < r->payload; ++i) ok = tx[24 + i] == (uint8_t)(byte_of(c->request_id, i) ^ r->x);
+  if (!ok && r->bad++ < 3) fprintf(stderr, "bad response for request %llu\n", (unsigned long long)c->request_id);
+  __atomic_store_n(&r->count, r->count + 1, __ATOMIC_RELEASE);
+}
+
+/* CPU stage: response = GPU output (the passthrough of the payload) ^ 0x5A,
+ * or request ^ 0x5A without a GPU stage. */
+static size_t cpu_stage(void *user, const cudaq_cpu_stage_context_t *ctx) {
+  (void)user;
+  const uint8_t *in = (const uint8_t *)(ctx->gpu_output ? ctx->gpu_output : ctx->request);
+  uint8_t *out = (uint8_t *)ctx->response_buffer;
+  for (size_t i = 0; i < ctx->request_size; ++i) out[i] = in[i] ^ 0x5A;
+  return ctx->request_size;
+}
+
+/* mode: 0 GPU + CPU, 1 GPU only, 2 CPU only */
+static void run(int mode, size_t payload, int workers, uint32_t n) {
+  rec_t r;
+  memset(&r, 0, sizeof r);
+  pgs_stage *st = (pgs_stage *)calloc(1, sizeof *st);
+  r.n = n;
+  r.seen = (uint8_t *)calloc(n, 1);
+  r.payload = payload;
+  r.x = mode == 1 ? 0 : 0x5A;
+  st->payload = payload;
+  st->signal_ready = mode == 0;
+  st->function_id = FN_PASS;
+  cudaq_pipeline_config_t cfg;
+  cudaq_pipeline_config_init(&cfg);
+  cfg.num_workers = workers;
+  cfg.num_slots = 32;
+  cfg.slot_size = payload + 64;
+  cfg.drain_timeout_ms = 20000;
+  cudaq_pipeline_t *p = NULL;
+  assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_OK);
+  cudaq_pipeline_ringbuffer(p, &r.rb);
+  assert_true(cudaq_host_ringbuffer_is_mapped(&r.rb));
+  assert_int_equal(cudaq_pipeline_set_completion_handler(p, on_done, &r), CUDAQ_OK);
+  if (mode != 2) assert_int_equal(cudaq_pipeline_set_gpu_stage(p, pgs_factory, st), CUDAQ_OK);
+  if (mode != 1) assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_stage, NULL), CUDAQ_OK);
+  cudaq_status_t s = cudaq_pipeline_start(p);
+  if (s != CUDAQ_OK) fail_msg("start: %s", cudaq_last_error());
+  cudaq_pipeline_injector_t *inj;
+  assert_int_equal(cudaq_pipeline_injector_create(p, &inj), CUDAQ_OK);
+  uint8_t *buf = (uint8_t *)malloc(payload);
+  uint64_t t0 = now_ns();
+  for (uint64_t rid = 0; rid < n; ++rid) {
+    for (size_t i = 0; i < payload; ++i) buf[i] = byte_of(rid, i);
+    assert_int_equal(cudaq_pipeline_injector_submit(inj, FN_PASS, buf, payload, rid), CUDAQ_OK);
+  }
+  assert_int_equal(cudaq_pipeline_stop(p), CUDAQ_OK); /* drains */
+  double secs = (double)(now_ns() - t0) / 1e9;
+  cudaq_pipeline_stats_t stt;
+  cudaq_pipeline_stats(p, &stt);
+  uint64_t missing = 0;
+  for (uint64_t i = 0; i < n; ++i) missing += r.seen[i] == 0;
+  static const char *names[] = {"gpu+cpu", "gpu-only", "cpu-only"};
+  printf("pipeline %s %zuB x%d workers: %u requests in %.3f s (%.0f req/s); missing %llu dup %llu bad %llu "
+         "failed %llu; stalls %llu\n",
+         names[mode], payload, workers, n, secs, n / secs, (unsigned long long)missing,
+         (unsigned long long)r.dup, (unsigned long long)r.bad, (unsigned long long)r.failed,
+         (unsigned long long)stt.backpressure_stalls);
+  assert_int_equal(missing, 0);
+  assert_int_equal(r.dup, 0);
+  assert_int_equal(r.bad, 0);
+  assert_int_equal(r.failed, 0);
+  assert_int_equal(stt.completed, n);
+  cudaq_pipeline_injector_destroy(inj);
+  assert_int_equal(cudaq_pipeline_destroy(p), CUDAQ_OK);
+  pgs_release(st);
+  free(st);
+  free(buf);
+  free(r.seen);
+}
+
+static void test_gpu_cpu_2k(void **) { run(0, 2048, 4, scaled(50000)); }
+static void test_gpu_cpu_16k(void **) { run(0, 16384, 8, scaled(20000)); }
+static void test_gpu_cpu_one_worker(void **) { run(0, 2048, 1, scaled(5000)); }
+static void test_gpu_only_2k(void **) { run(1, 2048, 4, scaled(50000)); }
+static void test_gpu_only_16k(void **) { run(1, 16384, 8, scaled(20000)); }
+static void test_cpu_only_mapped(void **) { run(2, 2048, 4, scaled(50000)); }
+
+/* GRAPH_LAUNCH entries of a host-path cudaq_dispatcher_t go to real graph
+ * workers (W 4): the graph ends with the ready signal; a poller thread
+ * claims it by CAS(1 -> 2), answers the origin slot with the GPU output,
+ * stores ready = 0 and releases the worker from its own thread. */
+struct hw_ctx {
+  cudaq_dispatcher_t *d;
+  cudaq_ringbuffer_t rb;
+  int *ready; /* host view, mapped */
+  pgs_stage *st;
+  int nw;
+  volatile int stop;
+};
+
+static void *hw_poller(void *arg) {
+  hw_ctx *c = (hw_ctx *)arg;
+  while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
+    for (int w = 0; w < c->nw; ++w) {
+      int one = 1;
+      if (!__atomic_compare_exchange_n(&c->ready[w], &one, 2, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        continue;
+      uint32_t slot = 0;
+      if (cudaq_host_worker_slot(c->d, (uint32_t)w, &slot) != CUDAQ_OK) abort();
+      const uint8_t *rx = c->rb.rx_data_host + slot * c->rb.rx_stride_sz;
+      uint8_t *tx = c->rb.tx_data_host + slot * c->rb.tx_stride_sz;
+      cudaq_rpc_header_t h;
+      memcpy(&h, rx, sizeof h);
+      memcpy(tx + 24, c->st->w[w].h_out, c->st->payload);
+      cudaq_rpc_response_t resp = {CUDAQ_RPC_MAGIC_RESPONSE, 0, (uint32_t)c->st->payload, h.request_id, 0};
+      memcpy(tx, &resp, sizeof resp);
+      __atomic_store_n((uint64_t *)(uintptr_t)&c->rb.tx_flags_host[slot], (uint64_t)(uintptr_t)tx,
+                       __ATOMIC_RELEASE);
+      __atomic_store_n(&c->ready[w], 0, __ATOMIC_RELEASE);
+      if (cudaq_host_release_worker(c->d, (uint32_t)w) != CUDAQ_OK) abort();
+    }
+  }
+  return NULL;
+}
+
+static void test_host_dispatcher_graph_workers(void **) {
+  const int NW = 4;
+  const uint32_t SLOTS = 16, n = scaled(20000);
+  const size_t payload = 2048;
+  hw_ctx c;
+  memset(&c, 0, sizeof c);
+  c.nw = NW;
+  c.st = (pgs_stage *)calloc(1, sizeof(pgs_stage));
+  c.st->payload = payload;
+  c.st->signal_ready = 1;
+  c.st->function_id = FN_PASS;
+  int *ready_dev = NULL;
+  assert_int_equal(cudaHostAlloc(&c.ready, NW * sizeof(int), cudaHostAllocMapped), cudaSuccess);
+  memset(c.ready, 0, NW * sizeof(int));
+  assert_int_equal(cudaHostGetDevicePointer((void **)&ready_dev, c.ready, 0), cudaSuccess);
+  cudaq_host_dispatch_worker_t workers[NW];
+  memset(workers, 0, sizeof workers);
+  for (int w = 0; w < NW; ++w) {
+    cudaq_gpu_worker_resources_t r;
+    memset(&r, 0, sizeof r);
+    r.ready_flag_dev = &ready_dev[w];
+    assert_int_equal(pgs_factory(c.st, w, &r), 0);
+    workers[w].graph_exec = r.graph_exec;
+    workers[w].stream = r.stream;
+    workers[w].function_id = FN_PASS;
+    workers[w].pre_launch_fn = r.pre_launch_fn;
+    workers[w].pre_launch_data = r.pre_launch_data;
+  }
+  cudaq_dispatch_manager_t *m;
+  cudaq_dispatcher_config_t cfg;
+  assert_int_equal(cudaq_dispatch_manager_create(&m), CUDAQ_OK);
+  cudaq_dispatcher_config_init(&cfg);
+  cfg.num_slots = SLOTS;
+  cfg.slot_size = (uint32_t)(payload + 64);
+  cfg.dispatch_path = CUDAQ_DISPATCH_PATH_HOST;
+  assert_int_equal(cudaq_dispatcher_create(m, &cfg, &c.d), CUDAQ_OK);
+  assert_int_equal(cudaq_host_ringbuffer_alloc(&c.rb, SLOTS, cfg.slot_size, CUDAQ_RING_ALLOC_MAPPED), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_set_ringbuffer(c.d, &c.rb), CUDAQ_OK);
+  cudaq_function_entry_t e;
+  memset(&e, 0, sizeof e);
+  e.handler.graph_exec = workers[0].graph_exec;
+  e.function_id = FN_PASS;
+  e.dispatch_mode = CUDAQ_DISPATCH_GRAPH_LAUNCH;
+  cudaq_function_table_t t = {&e, 1};
+  assert_int_equal(cudaq_dispatcher_set_function_table(c.d, &t), CUDAQ_OK);
+  volatile int shutdown = 0;
+  uint64_t stats[1] = {0};
+  assert_int_equal(cudaq_dispatcher_set_control(c.d, &shutdown, stats), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_set_host_workers(c.d, workers, NW), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_start(c.d), CUDAQ_OK);
+  pthread_t pt;
+  pthread_create(&pt, NULL, hw_poller, &c);
+  uint8_t *buf = (uint8_t *)malloc(payload);
+  uint64_t bad = 0;
+  /* Window of SLOTS requests in flight: before reusing a slot, harvest and
+   * check its previous response. */
+  for (uint64_t rid = 0; rid < n + SLOTS; ++rid) {
+    uint32_t s = (uint32_t)(rid % SLOTS);
+    if (rid >= SLOTS) {
+      uint64_t prev = rid - SLOTS, t0 = now_ns();
+      cudaq_tx_status_t ts;
+      while ((ts = cudaq_host_ringbuffer_poll_tx_flag(&c.rb, s, NULL)) == CUDAQ_TX_EMPTY || ts == CUDAQ_TX_IN_FLIGHT)
+        if (now_ns() - t0 > 5000000000ull) fail_msg("request %llu never answered", (unsigned long long)prev);
+      const uint8_t *tx = c.rb.tx_data_host + s * c.rb.tx_stride_sz;
+      cudaq_rpc_response_t h;
+      memcpy(&h, tx, sizeof h);
+      int ok = ts == CUDAQ_TX_READY && h.request_id == (uint32_t)prev && h.result_len == payload;
+      for (size_t i = 0; ok && i < payload; ++i) ok = tx[24 + i] == byte_of(prev, i);
+      bad += !ok;
+      cudaq_host_ringbuffer_clear_slot(&c.rb, s);
+    }
+    if (rid >= n) continue;
+    while (!cudaq_host_ringbuffer_slot_available(&c.rb, s)) {
+    }
+    for (size_t i = 0; i < payload; ++i) buf[i] = byte_of(rid, i);
+    assert_int_equal(cudaq_host_ringbuffer_write_rpc_request(&c.rb, s, FN_PASS, buf, (uint32_t)payload,
+                                                             (uint32_t)rid, 0), CUDAQ_OK);
+    cudaq_host_ringbuffer_signal_slot(&c.rb, s);
+  }
+  printf("host dispatcher + %d graph workers: %u requests, %llu bad\n", NW, n, (unsigned long long)bad);
+  assert_int_equal(bad, 0);
+  assert_int_equal(cudaq_dispatcher_stop(c.d), CUDAQ_OK);
+  __atomic_store_n(&c.stop, 1, __ATOMIC_RELEASE);
+  pthread_join(pt, NULL);
+  for (int w = 0; w < NW; ++w) cudaStreamSynchronize(workers[w].stream);
+  assert_int_equal(cudaq_dispatch_manager_destroy(m), CUDAQ_OK);
+  cudaq_host_ringbuffer_free(&c.rb);
+  pgs_release(c.st);
+  free(c.st);
+  cudaFreeHost(c.ready);
+  free(buf);
+}
+
+/* The graph-launch floor runs and is sane (prints it for the record). */
+static void test_launch_floor(void **) {
+  size_t n = scaled(2000);
+  uint64_t *s = (uint64_t *)calloc(n, 8);
+  assert_int_equal(pgs_launch_floor(n, s, 0, now_ns), 0);
+  uint64_t mn = s[0];
+  for (size_t i = 0; i < n; ++i) mn = s[i] < mn ? s[i] : mn;
+  printf("graph launch floor: min %.2f us over %zu launches\n", mn / 1000.0, n);
+  assert_true(mn > 0);
+  free(s);
+}
+
+int main(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    printf("skipped: no CUDA device\n");
+    return 77;
+  }
+  const char *sc = getenv("CUDAQ_TEST_SCALE");
+  if (sc && *sc) g_scale = atof(sc);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_launch_floor),     cmocka_unit_test(test_gpu_cpu_one_worker),
+      cmocka_unit_test(test_gpu_cpu_2k),       cmocka_unit_test(test_gpu_cpu_16k),
+      cmocka_unit_test(test_gpu_only_2k),      cmocka_unit_test(test_gpu_only_16k),
+      cmocka_unit_test(test_cpu_only_mapped),   cmocka_unit_test(test_host_dispatcher_graph_workers),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

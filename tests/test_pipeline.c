@@ -1,0 +1,719 @@
+/*
+ * test_pipeline.c - the realtime pipeline without a GPU: argument checks,
+ * the CPU-only mode end to end, and the dispatcher's state machines driven
+ * by an emulated GPU stage (pipeline_emu.h). Spec sections named per test:
+ * W = host-dispatcher-worker-pool.md, P = realtime-pipeline-api.txt.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cudaq/realtime/pipeline.h"
+#include "pipeline_emu.h"
+#include "test_util.h"
+
+#define FN_PASS cudaq_fnv1a_hash("passthrough")
+
+static uint32_t len_of(uint64_t rid) { return 4 + (uint32_t)((rid * 2654435761u) >> 9) % 200; }
+static uint8_t byte_of(uint64_t rid, uint32_t i) { return (uint8_t)((rid * 131u) ^ (i * 7u) ^ (rid >> 8)); }
+
+static void make_payload(uint64_t rid, uint8_t *buf, uint32_t *len) {
+  *len = len_of(rid);
+  for (uint32_t i = 0; i < *len; ++i) buf[i] = byte_of(rid, i);
+}
+
+/* ---- a recorder of completions ------------------------------------------ */
+
+#define MAXREQ 4096
+typedef struct {
+  cudaq_pipeline_t *p;
+  cudaq_ringbuffer_t rb;
+  _Atomic uint32_t count;
+  uint64_t order[MAXREQ]; /* request ids in completion order */
+  uint8_t seen[MAXREQ];
+  int success[MAXREQ];
+  int cuda_error[MAXREQ];
+  int bad; /* a response whose bytes or header did not match */
+} rec_t;
+
+/* Completion handler: records and checks the response bytes (the TX slot is
+ * still the consumer's while the handler runs). Expected result: the
+ * request payload with every byte XOR 0x5A. */
+static void on_done(void *user, const cudaq_completion_t *c) {
+  rec_t *r = user;
+  uint32_t k = atomic_load_explicit(&r->count, memory_order_relaxed);
+  if (c->request_id >= MAXREQ || r->seen[c->request_id]) {
+    r->bad++;
+    return;
+  }
+  r->seen[c->request_id] = 1;
+  r->order[k] = c->request_id;
+  r->success[c->request_id] = c->success;
+  r->cuda_error[c->request_id] = c->cuda_error;
+  if (c->success) {
+    const uint8_t *tx = r->rb.tx_data_host + (size_t)c->slot * r->rb.tx_stride_sz;
+    cudaq_rpc_response_t h;
+    memcpy(&h, tx, sizeof h);
+    if (h.magic != CUDAQ_RPC_MAGIC_RESPONSE || h.request_id != (uint32_t)c->request_id ||
+        h.result_len != len_of(c->request_id))
+      r->bad++;
+    else
+      for (uint32_t i = 0; i < h.result_len; ++i)
+        if (tx[24 + i] != (uint8_t)(byte_of(c->request_id, i) ^ 0x5A)) {
+          r->bad++;
+          break;
+        }
+  }
+  atomic_store_explicit(&r->count, k + 1, memory_order_release);
+}
+
+/* CPU stage of the CPU-only mode: response = request ^ 0x5A. */
+static size_t cpu_xor(void *user, const cudaq_cpu_stage_context_t *ctx) {
+  (void)user;
+  const uint8_t *in = ctx->request;
+  uint8_t *out = ctx->response_buffer;
+  for (size_t i = 0; i < ctx->request_size; ++i) out[i] = in[i] ^ 0x5A;
+  return ctx->request_size;
+}
+
+/* CPU stage after the emulated GPU: response = gpu_output ^ 0x5A. */
+static size_t cpu_after_gpu(void *user, const cudaq_cpu_stage_context_t *ctx) {
+  (void)user;
+  const uint8_t *in = ctx->gpu_output;
+  uint8_t *out = ctx->response_buffer;
+  for (size_t i = 0; i < ctx->request_size; ++i) out[i] = in[i] ^ 0x5A;
+  return ctx->request_size;
+}
+
+static cudaq_pipeline_t *make(rec_t *r, int workers, int slots, size_t slot_size) {
+  cudaq_pipeline_config_t cfg;
+  assert_int_equal(cudaq_pipeline_config_init(&cfg), CUDAQ_OK);
+  cfg.num_workers = workers;
+  cfg.num_slots = slots;
+  cfg.slot_size = slot_size;
+  cfg.idle_yield = 1; /* CI has 2 cores for all these threads */
+  cudaq_pipeline_t *p = NULL;
+  assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_OK);
+  memset(r, 0, sizeof *r);
+  r->p = p;
+  assert_int_equal(cudaq_pipeline_ringbuffer(p, &r->rb), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_set_completion_handler(p, on_done, r), CUDAQ_OK);
+  return p;
+}
+
+static void submit_range(cudaq_pipeline_injector_t *inj, uint64_t from, uint64_t to) {
+  uint8_t buf[256];
+  uint32_t len;
+  for (uint64_t rid = from; rid < to; ++rid) {
+    make_payload(rid, buf, &len);
+    assert_int_equal(cudaq_pipeline_injector_submit(inj, FN_PASS, buf, len, rid), CUDAQ_OK);
+  }
+}
+
+static void wait_count(rec_t *r, uint32_t n) {
+  uint64_t t0 = test_now_ns();
+  while (atomic_load_explicit(&r->count, memory_order_acquire) < n) {
+    if (test_now_ns() - t0 > 20000000000ull) fail_msg("only %u of %u completed", r->count, n);
+    test_spin();
+  }
+}
+
+static void check_all(rec_t *r, uint32_t n) {
+  assert_int_equal(r->bad, 0);
+  assert_int_equal(atomic_load(&r->count), n);
+  for (uint32_t i = 0; i < n; ++i) assert_int_equal(r->seen[i], 1);
+}
+
+/* ---- P (every function): bad input gets a status, never a crash --------- */
+
+static size_t never_called(void *u, const cudaq_cpu_stage_context_t *c) {
+  (void)u, (void)c;
+  return 1;
+}
+
+static void test_api_bad_input(void **state) {
+  (void)state;
+  cudaq_pipeline_config_t cfg;
+  cudaq_pipeline_t *p = NULL;
+  assert_int_equal(cudaq_pipeline_config_init(NULL), CUDAQ_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_pipeline_config_init(&cfg), CUDAQ_OK);
+  assert_int_equal(cfg.num_workers, 8);
+  assert_int_equal(cfg.num_slots, 32);
+  assert_int_equal(cfg.slot_size, 16384);
+  assert_int_equal(cfg.cores.dispatcher, -1);
+  assert_int_equal(cudaq_pipeline_create(NULL, &p), CUDAQ_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_pipeline_create(&cfg, NULL), CUDAQ_ERR_INVALID_ARG);
+  cfg.num_workers = 65;
+  assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_ERR_INVALID_ARG);
+  assert_non_null(strstr(cudaq_last_error(), "num_workers"));
+  cfg.num_workers = 0;
+  assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_ERR_INVALID_ARG);
+  cfg.num_workers = 2;
+  cfg.num_slots = 0;
+  assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_ERR_INVALID_ARG);
+  cfg.num_slots = 4;
+  cfg.slot_size = 23;
+  assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_ERR_INVALID_ARG);
+  cfg.slot_size = 256;
+  cfg.cores.dispatcher = -2;
+  assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_ERR_INVALID_ARG);
+  cfg.cores.dispatcher = 100000;
+  assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_ERR_INVALID_ARG);
+  cfg.cores.dispatcher = -1;
+  cudaq_ringbuffer_t bad_ring;
+  memset(&bad_ring, 0, sizeof bad_ring);
+  cfg.external_ringbuffer = &bad_ring;
+  assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_ERR_INVALID_ARG);
+  cfg.external_ringbuffer = NULL;
+
+  assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_OK);
+  /* No stage registered. */
+  assert_int_equal(cudaq_pipeline_start(p), CUDAQ_ERR_INVALID_ARG);
+  assert_non_null(strstr(cudaq_last_error(), "no stage"));
+  assert_int_equal(cudaq_pipeline_set_cpu_stage(NULL, never_called, NULL), CUDAQ_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_pipeline_set_cpu_stage(p, NULL, NULL), CUDAQ_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_pipeline_set_gpu_stage(p, NULL, NULL), CUDAQ_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_pipeline_set_completion_handler(p, NULL, NULL), CUDAQ_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_pipeline_stats(p, NULL), CUDAQ_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_pipeline_stats(NULL, NULL), CUDAQ_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_pipeline_ringbuffer_bases(p, NULL), CUDAQ_ERR_INVALID_ARG);
+  cudaq_ringbuffer_bases_t b;
+  assert_int_equal(cudaq_pipeline_ringbuffer_bases(p, &b), CUDAQ_OK);
+  assert_non_null(b.rx_data_host);
+  assert_non_null(b.rx_data_dev);
+  assert_int_equal(cudaq_pipeline_complete_deferred(p, -1, 0), CUDAQ_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_pipeline_complete_deferred(p, 4, 0), CUDAQ_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_pipeline_complete_deferred(p, 0, 0), CUDAQ_ERR_INVALID_ARG);
+  assert_non_null(strstr(cudaq_last_error(), "not waiting"));
+  assert_int_equal(cudaq_pipeline_complete_deferred(NULL, 0, 0), CUDAQ_ERR_INVALID_ARG);
+
+  cudaq_pipeline_injector_t *inj = NULL, *inj2 = NULL;
+  assert_int_equal(cudaq_pipeline_injector_create(p, NULL), CUDAQ_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_pipeline_injector_create(p, &inj), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_injector_create(p, &inj2), CUDAQ_ERR_INVALID_ARG);
+  int acc = 0;
+  uint8_t buf[300] = {0};
+  /* Not running yet. */
+  assert_int_equal(cudaq_pipeline_injector_try_submit(inj, FN_PASS, buf, 8, 1, &acc),
+                   CUDAQ_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_pipeline_injector_try_submit(inj, FN_PASS, buf, 8, 1, NULL),
+                   CUDAQ_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_pipeline_injector_try_submit(inj, FN_PASS, NULL, 8, 1, &acc),
+                   CUDAQ_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_pipeline_injector_submit(inj, FN_PASS, buf, 256 - 23, 1),
+                   CUDAQ_ERR_INVALID_ARG); /* larger than slot_size - 24 */
+  assert_int_equal(cudaq_pipeline_injector_submit(NULL, FN_PASS, buf, 8, 1), CUDAQ_ERR_INVALID_ARG);
+  uint64_t stalls = 1;
+  assert_int_equal(cudaq_pipeline_injector_backpressure_stalls(inj, &stalls), CUDAQ_OK);
+  assert_int_equal(stalls, 0);
+  assert_int_equal(cudaq_pipeline_injector_backpressure_stalls(NULL, &stalls), CUDAQ_ERR_INVALID_ARG);
+
+  assert_int_equal(cudaq_pipeline_set_cpu_stage(p, never_called, NULL), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_start(p), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_start(p), CUDAQ_ERR_INVALID_ARG); /* wrong state */
+  assert_int_equal(cudaq_pipeline_set_cpu_stage(p, never_called, NULL), CUDAQ_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_pipeline_stop(p), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_stop(p), CUDAQ_OK); /* idempotent */
+  assert_int_equal(cudaq_pipeline_stop(NULL), CUDAQ_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_pipeline_start(p), CUDAQ_ERR_INVALID_ARG); /* no restart */
+  /* Stopped: the injector refuses. */
+  assert_int_equal(cudaq_pipeline_injector_submit(inj, FN_PASS, buf, 8, 1), CUDAQ_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_pipeline_injector_destroy(inj), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_injector_destroy(NULL), CUDAQ_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_pipeline_destroy(p), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_destroy(NULL), CUDAQ_ERR_INVALID_ARG);
+}
+
+/* P "external_ringbuffer": the injector is refused, GPU-only mode too. */
+static void test_external_ring(void **state) {
+  (void)state;
+  cudaq_ringbuffer_t rb;
+  assert_int_equal(cudaq_host_ringbuffer_alloc(&rb, 4, 256, CUDAQ_RING_ALLOC_HOST), CUDAQ_OK);
+  cudaq_pipeline_config_t cfg;
+  cudaq_pipeline_config_init(&cfg);
+  cfg.num_workers = 2;
+  cfg.num_slots = 4;
+  cfg.slot_size = 256;
+  cfg.idle_yield = 1;
+  cfg.external_ringbuffer = &rb;
+  cudaq_pipeline_t *p = NULL;
+  assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_OK);
+  cudaq_pipeline_injector_t *inj = NULL;
+  assert_int_equal(cudaq_pipeline_injector_create(p, &inj), CUDAQ_ERR_INVALID_ARG);
+  assert_non_null(strstr(cudaq_last_error(), "external"));
+  cudaq_ringbuffer_bases_t b;
+  assert_int_equal(cudaq_pipeline_ringbuffer_bases(p, &b), CUDAQ_OK);
+  assert_ptr_equal(b.rx_data_host, rb.rx_data_host);
+  emu_t *e = calloc(1, sizeof *e);
+  assert_int_equal(emu_attach(e, p, FN_PASS, 1, NULL), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_start(p), CUDAQ_ERR_INVALID_ARG); /* GPU-only + external */
+  assert_non_null(strstr(cudaq_last_error(), "GPU-only"));
+
+  /* CPU-only on the external ring, the caller as producer. */
+  rec_t *r = calloc(1, sizeof *r);
+  r->rb = rb;
+  cudaq_pipeline_destroy(p);
+  assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_set_completion_handler(p, on_done, r), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_xor, NULL), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_start(p), CUDAQ_OK);
+  uint8_t buf[256];
+  uint32_t len;
+  for (uint32_t rid = 0; rid < 200; ++rid) {
+    uint32_t s = rid % 4;
+    while (!cudaq_host_ringbuffer_slot_available(&rb, s)) test_spin();
+    make_payload(rid, buf, &len);
+    assert_int_equal(cudaq_host_ringbuffer_write_rpc_request(&rb, s, FN_PASS, buf, len, rid, 0), CUDAQ_OK);
+    cudaq_host_ringbuffer_signal_slot(&rb, s);
+  }
+  wait_count(r, 200);
+  assert_int_equal(cudaq_pipeline_stop(p), CUDAQ_OK);
+  check_all(r, 200);
+  cudaq_pipeline_destroy(p);
+  cudaq_host_ringbuffer_free(&rb);
+  free(r);
+  free(e);
+}
+
+/* P "CPU only" mode, W 2 (allocate, tag, free), W 9 (slot lifecycle): every
+ * request completes once with its own bytes; stats add up. */
+static void test_cpu_only_end_to_end(void **state) {
+  (void)state;
+  rec_t *r = malloc(sizeof *r);
+  cudaq_pipeline_t *p = make(r, 3, 8, 512);
+  assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_xor, NULL), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_start(p), CUDAQ_OK);
+  cudaq_pipeline_injector_t *inj;
+  assert_int_equal(cudaq_pipeline_injector_create(p, &inj), CUDAQ_OK);
+  submit_range(inj, 0, 3000);
+  wait_count(r, 3000);
+  assert_int_equal(cudaq_pipeline_stop(p), CUDAQ_OK);
+  check_all(r, 3000);
+  cudaq_pipeline_stats_t st;
+  assert_int_equal(cudaq_pipeline_stats(p, &st), CUDAQ_OK);
+  assert_int_equal(st.submitted, 3000);
+  assert_int_equal(st.dispatched, 3000);
+  assert_int_equal(st.completed, 3000);
+  assert_int_equal(st.errors, 0);
+  for (uint32_t i = 0; i < 3000; ++i) assert_int_equal(r->success[i], 1);
+  cudaq_pipeline_injector_destroy(inj);
+  cudaq_pipeline_destroy(p);
+  free(r);
+}
+
+/* ---- emulated GPU stage ------------------------------------------------- */
+
+/* Request 0 waits until the test releases it (emu.release), the rest run
+ * at once. */
+static int64_t delay_first_slow(const uint8_t *slot) {
+  cudaq_rpc_header_t h;
+  memcpy(&h, slot, sizeof h);
+  return h.request_id == 0 ? INT64_MAX / 2 : 0;
+}
+
+/* W 7 (out-of-order consumer), W 2 (no head-of-line blocking): with two
+ * workers, request 0 is slow; requests 1..29 complete on the other worker
+ * and are harvested while 0 is in flight, so 0 completes last. */
+static void test_out_of_order_completion(void **state) {
+  (void)state;
+  rec_t *r = malloc(sizeof *r);
+  emu_t *e = malloc(sizeof *e);
+  cudaq_pipeline_t *p = make(r, 2, 32, 512);
+  assert_int_equal(emu_attach(e, p, FN_PASS, 0, delay_first_slow), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_after_gpu, NULL), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_start(p), CUDAQ_OK);
+  emu_start(e);
+  cudaq_pipeline_injector_t *inj;
+  assert_int_equal(cudaq_pipeline_injector_create(p, &inj), CUDAQ_OK);
+  submit_range(inj, 0, 30);
+  wait_count(r, 29); /* all but request 0, harvested while 0 is in flight */
+  atomic_store(&e->release, 1);
+  wait_count(r, 30);
+  assert_int_equal(cudaq_pipeline_stop(p), CUDAQ_OK);
+  check_all(r, 30);
+  assert_int_equal(r->order[29], 0); /* the slow one last */
+  assert_int_equal(r->order[0], 1);
+  emu_stop(e);
+  cudaq_pipeline_injector_destroy(inj);
+  cudaq_pipeline_destroy(p);
+  free(r);
+  free(e);
+}
+
+static int64_t delay_2ms(const uint8_t *slot) {
+  (void)slot;
+  return 2000000;
+}
+
+/* W 13 "no data loss" (all workers busy: the dispatcher spins on the slot,
+ * no advance), W 9 (the producer waits for rx == 0 and tx == 0), P
+ * try_submit / backpressure_stalls. One worker, four slots, 2 ms jobs. */
+static void test_backpressure(void **state) {
+  (void)state;
+  rec_t *r = malloc(sizeof *r);
+  emu_t *e = malloc(sizeof *e);
+  cudaq_pipeline_t *p = make(r, 1, 4, 512);
+  assert_int_equal(emu_attach(e, p, FN_PASS, 0, delay_2ms), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_after_gpu, NULL), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_start(p), CUDAQ_OK);
+  emu_start(e);
+  cudaq_pipeline_injector_t *inj;
+  assert_int_equal(cudaq_pipeline_injector_create(p, &inj), CUDAQ_OK);
+  uint8_t buf[256];
+  uint32_t len;
+  uint64_t refused = 0;
+  for (uint64_t rid = 0; rid < 20; ++rid) {
+    make_payload(rid, buf, &len);
+    int acc = 0;
+    for (;;) {
+      assert_int_equal(cudaq_pipeline_injector_try_submit(inj, FN_PASS, buf, len, rid, &acc), CUDAQ_OK);
+      if (acc) break;
+      refused++;
+      test_spin();
+    }
+  }
+  wait_count(r, 20);
+  assert_int_equal(cudaq_pipeline_stop(p), CUDAQ_OK);
+  check_all(r, 20);
+  cudaq_pipeline_stats_t st;
+  cudaq_pipeline_stats(p, &st);
+  uint64_t stalls = 0;
+  cudaq_pipeline_injector_backpressure_stalls(inj, &stalls);
+  assert_true(refused > 0);
+  assert_int_equal(stalls, refused);
+  assert_int_equal(st.backpressure_stalls, refused);
+  assert_true(st.worker_stalls > 0); /* the dispatcher waited for the worker */
+  assert_int_equal(st.completed, 20);
+  emu_stop(e);
+  cudaq_pipeline_injector_destroy(inj);
+  cudaq_pipeline_destroy(p);
+  free(r);
+  free(e);
+}
+
+/* ---- deferred completion (P DEFERRED_COMPLETION, complete_deferred) ------ */
+
+typedef struct {
+  cudaq_pipeline_t *p;
+  _Atomic int q[64]; /* slot + 1 of deferred jobs, or 0 */
+  _Atomic int stop;
+  _Atomic uint32_t deferred;
+  _Atomic uint32_t errors;
+} defer_t;
+
+/* Even requests are deferred to another thread, which writes the response
+ * later; odd ones complete at once. */
+static size_t cpu_defer(void *user, const cudaq_cpu_stage_context_t *ctx) {
+  defer_t *d = user;
+  if (ctx->request_id % 2) return cpu_xor(NULL, ctx);
+  int slot = ctx->origin_slot;
+  /* Hand over the slot: release pairs with the deferred thread's acquire. */
+  atomic_store_explicit(&d->q[slot], slot + 1, memory_order_release);
+  atomic_fetch_add(&d->deferred, 1);
+  return CUDAQ_DEFERRED_COMPLETION;
+}
+
+static void *defer_main(void *arg) {
+  defer_t *d = arg;
+  cudaq_ringbuffer_t rb;
+  cudaq_pipeline_ringbuffer(d->p, &rb);
+  while (!atomic_load(&d->stop)) {
+    for (int s = 0; s < 64; ++s) {
+      if (!atomic_load_explicit(&d->q[s], memory_order_acquire)) continue;
+      atomic_store_explicit(&d->q[s], 0, memory_order_relaxed);
+      const uint8_t *rx = rb.rx_data_host + (size_t)s * rb.rx_stride_sz;
+      uint8_t *tx = rb.tx_data_host + (size_t)s * rb.tx_stride_sz;
+      cudaq_rpc_header_t h;
+      memcpy(&h, rx, sizeof h);
+      for (uint32_t i = 0; i < h.arg_len; ++i) tx[24 + i] = rx[24 + i] ^ 0x5A;
+      if (cudaq_pipeline_complete_deferred(d->p, s, h.arg_len) != CUDAQ_OK) atomic_fetch_add(&d->errors, 1);
+    }
+    test_spin();
+  }
+  return NULL;
+}
+
+static void test_deferred_completion(void **state) {
+  (void)state;
+  rec_t *r = malloc(sizeof *r);
+  defer_t *d = calloc(1, sizeof *d);
+  cudaq_pipeline_t *p = make(r, 2, 16, 512);
+  d->p = p;
+  assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_defer, d), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_start(p), CUDAQ_OK);
+  pthread_t t;
+  pthread_create(&t, NULL, defer_main, d);
+  cudaq_pipeline_injector_t *inj;
+  assert_int_equal(cudaq_pipeline_injector_create(p, &inj), CUDAQ_OK);
+  submit_range(inj, 0, 1000);
+  wait_count(r, 1000);
+  assert_int_equal(cudaq_pipeline_stop(p), CUDAQ_OK);
+  atomic_store(&d->stop, 1);
+  pthread_join(t, NULL);
+  check_all(r, 1000);
+  assert_int_equal(atomic_load(&d->deferred), 500);
+  assert_int_equal(atomic_load(&d->errors), 0);
+  /* Every deferred slot was completed once: none is waiting any more. */
+  for (int s = 0; s < 16; ++s)
+    assert_int_equal(cudaq_pipeline_complete_deferred(p, s, 0), CUDAQ_ERR_INVALID_ARG);
+  cudaq_pipeline_injector_destroy(inj);
+  cudaq_pipeline_destroy(p);
+  free(r);
+  free(d);
+}
+
+/* ---- launch failure (W 4.2, W 9, W 13 "in-flight sentinel") ------------- */
+
+static int64_t fail_every_fifth(const uint8_t *slot) {
+  cudaq_rpc_header_t h;
+  memcpy(&h, slot, sizeof h);
+  return h.request_id % 5 == 0 ? -1 : 0;
+}
+
+/* Launches of every fifth request fail: each is completed with success 0
+ * and the CUDA error, the worker goes back to the pool (one worker, so the
+ * later requests prove it), nothing is lost. */
+static void test_launch_failure(void **state) {
+  (void)state;
+  rec_t *r = malloc(sizeof *r);
+  emu_t *e = malloc(sizeof *e);
+  cudaq_pipeline_t *p = make(r, 1, 8, 512);
+  assert_int_equal(emu_attach(e, p, FN_PASS, 0, fail_every_fifth), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_after_gpu, NULL), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_start(p), CUDAQ_OK);
+  emu_start(e);
+  cudaq_pipeline_injector_t *inj;
+  assert_int_equal(cudaq_pipeline_injector_create(p, &inj), CUDAQ_OK);
+  submit_range(inj, 0, 100);
+  wait_count(r, 100);
+  assert_int_equal(cudaq_pipeline_stop(p), CUDAQ_OK);
+  check_all(r, 100);
+  for (uint32_t i = 0; i < 100; ++i) {
+    assert_int_equal(r->success[i], i % 5 != 0);
+    assert_int_equal(r->cuda_error[i], i % 5 == 0 ? 700 : 0);
+  }
+  cudaq_pipeline_stats_t st;
+  cudaq_pipeline_stats(p, &st);
+  assert_int_equal(st.errors, 20);
+  assert_int_equal(atomic_load(&e->launches), 80);
+  emu_stop(e);
+  cudaq_pipeline_injector_destroy(inj);
+  cudaq_pipeline_destroy(p);
+  free(r);
+  free(e);
+}
+
+/* ---- GPU-only mode (P set_cpu_stage not called: host function) ---------- */
+
+/* The completion copies the emulated GPU output (the request payload) into
+ * the response: expected bytes are the payload itself, so this test checks
+ * them here rather than in on_done (which expects ^ 0x5A). */
+static _Atomic int g_only_bad;
+static void on_done_plain(void *user, const cudaq_completion_t *c) {
+  rec_t *r = user;
+  const uint8_t *tx = r->rb.tx_data_host + (size_t)c->slot * r->rb.tx_stride_sz;
+  cudaq_rpc_response_t h;
+  memcpy(&h, tx, sizeof h);
+  int bad = !c->success || h.result_len < len_of(c->request_id) || c->request_id >= MAXREQ ||
+            r->seen[c->request_id];
+  for (uint32_t i = 0; !bad && i < len_of(c->request_id); ++i)
+    if (tx[24 + i] != byte_of(c->request_id, i)) bad = 1;
+  if (bad) atomic_fetch_add(&g_only_bad, 1);
+  if (c->request_id < MAXREQ) r->seen[c->request_id] = 1;
+  atomic_fetch_add_explicit(&r->count, 1, memory_order_release);
+}
+
+static int64_t delay_small(const uint8_t *slot) {
+  cudaq_rpc_header_t h;
+  memcpy(&h, slot, sizeof h);
+  return (h.request_id * 7919) % 50000; /* 0..50 us */
+}
+
+static void test_gpu_only(void **state) {
+  (void)state;
+  rec_t *r = calloc(1, sizeof *r);
+  emu_t *e = malloc(sizeof *e);
+  cudaq_pipeline_config_t cfg;
+  cudaq_pipeline_config_init(&cfg);
+  cfg.num_workers = 4;
+  cfg.num_slots = 8;
+  cfg.slot_size = EMU_OUT + 24;
+  cfg.idle_yield = 1;
+  cudaq_pipeline_t *p = NULL;
+  assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_OK);
+  cudaq_pipeline_ringbuffer(p, &r->rb);
+  assert_int_equal(cudaq_pipeline_set_completion_handler(p, on_done_plain, r), CUDAQ_OK);
+  assert_int_equal(emu_attach(e, p, FN_PASS, 1, delay_small), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_start(p), CUDAQ_OK);
+  emu_start(e);
+  cudaq_pipeline_injector_t *inj;
+  assert_int_equal(cudaq_pipeline_injector_create(p, &inj), CUDAQ_OK);
+  submit_range(inj, 0, 500);
+  /* A function no worker serves: consumed and counted as dropped. */
+  uint8_t b[4] = {0};
+  assert_int_equal(cudaq_pipeline_injector_submit(inj, FN_ECHO, b, 4, 999), CUDAQ_OK);
+  wait_count(r, 500);
+  assert_int_equal(cudaq_pipeline_stop(p), CUDAQ_OK);
+  assert_int_equal(atomic_load(&g_only_bad), 0);
+  for (uint32_t i = 0; i < 500; ++i) assert_int_equal(r->seen[i], 1);
+  cudaq_pipeline_stats_t st;
+  cudaq_pipeline_stats(p, &st);
+  assert_int_equal(st.completed, 500);
+  assert_int_equal(st.dropped, 1);
+  assert_int_equal(st.dispatched, 501);
+  emu_stop(e);
+  cudaq_pipeline_injector_destroy(inj);
+  cudaq_pipeline_destroy(p);
+  free(r);
+  free(e);
+}
+
+/* ---- a job that completes before its launch call returns (W 9, W 13) ----- */
+
+/* The launch itself runs the "graph" to completion: it stores the ready
+ * flag and waits (up to 1 s) until the CPU worker has published the slot's
+ * response before returning. With the reference order (IN_FLIGHT stored
+ * after the launch) the marker would then overwrite the response and the
+ * request would be lost; see mutation 1 of tools/spin/pipeline.pml. */
+static cudaq_ringbuffer_t g_sync_rb;
+static int sync_launch(void *user, cudaGraphExec_t g, cudaStream_t s) {
+  (void)user, (void)s;
+  emu_worker_t *w = (emu_worker_t *)(void *)g;
+  const uint8_t *slot = (const uint8_t *)*w->mailbox;
+  uint32_t k = (uint32_t)((size_t)(slot - g_sync_rb.rx_data) / g_sync_rb.rx_stride_sz);
+  cudaq_rpc_header_t h;
+  memcpy(&h, slot, sizeof h);
+  w->out_len = h.arg_len;
+  memcpy(w->out, slot + 24, h.arg_len);
+  atomic_store_explicit(w->ready, 1, memory_order_release);
+  /* With the marker stored before the launch (the fix) the TX flag is
+   * IN_FLIGHT now: wait until it changes (response, or already harvested).
+   * With the reference order it is 0: wait until the response is there. */
+  const int marked = cudaq_host_ringbuffer_poll_tx_flag(&g_sync_rb, k, NULL) == CUDAQ_TX_IN_FLIGHT;
+  uint64_t t0 = test_now_ns();
+  while (test_now_ns() - t0 < 1000000000ull) {
+    cudaq_tx_status_t st = cudaq_host_ringbuffer_poll_tx_flag(&g_sync_rb, k, NULL);
+    if (marked ? st != CUDAQ_TX_IN_FLIGHT : st == CUDAQ_TX_READY) break;
+    test_spin();
+  }
+  return 0;
+}
+
+static void test_completion_before_launch_returns(void **state) {
+  (void)state;
+  rec_t *r = malloc(sizeof *r);
+  emu_t *e = malloc(sizeof *e);
+  cudaq_pipeline_t *p = make(r, 2, 16, 512);
+  g_sync_rb = r->rb;
+  assert_int_equal(emu_attach(e, p, FN_PASS, 0, NULL), CUDAQ_OK);
+  static const cudaq__launch_ops_t sync_ops = {sync_launch, emu_enqueue, emu_sync, NULL};
+  assert_int_equal(cudaq__pipeline_set_launch_ops(p, &sync_ops), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_after_gpu, NULL), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_start(p), CUDAQ_OK);
+  cudaq_pipeline_injector_t *inj;
+  assert_int_equal(cudaq_pipeline_injector_create(p, &inj), CUDAQ_OK);
+  /* As many requests as slots: a lost one makes stop's drain fail (after
+   * 5 s) instead of blocking the producer. */
+  submit_range(inj, 0, 16);
+  assert_int_equal(cudaq_pipeline_stop(p), CUDAQ_OK); /* drains: nothing lost */
+  check_all(r, 16);
+  cudaq_pipeline_injector_destroy(inj);
+  cudaq_pipeline_destroy(p);
+  free(r);
+  free(e);
+}
+
+/* ---- shutdown (W 11, issue: drain before join, bounded, dump) ----------- */
+
+static int64_t delay_1ms(const uint8_t *slot) {
+  (void)slot;
+  return 1000000;
+}
+
+/* stop right after the last submit: every request signalled before stop is
+ * still completed (the reference design drops queued work). */
+static void test_stop_drains(void **state) {
+  (void)state;
+  rec_t *r = malloc(sizeof *r);
+  emu_t *e = malloc(sizeof *e);
+  cudaq_pipeline_t *p = make(r, 2, 16, 512);
+  assert_int_equal(emu_attach(e, p, FN_PASS, 0, delay_1ms), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_after_gpu, NULL), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_start(p), CUDAQ_OK);
+  emu_start(e);
+  cudaq_pipeline_injector_t *inj;
+  assert_int_equal(cudaq_pipeline_injector_create(p, &inj), CUDAQ_OK);
+  submit_range(inj, 0, 40);
+  assert_int_equal(cudaq_pipeline_stop(p), CUDAQ_OK);
+  check_all(r, 40); /* no wait_count: stop itself drained */
+  emu_stop(e);
+  cudaq_pipeline_injector_destroy(inj);
+  cudaq_pipeline_destroy(p);
+  free(r);
+  free(e);
+}
+
+/* Request 3's CPU stage never becomes ready: stop gives up after the grace
+ * period with an error (and a dump on stderr) instead of hanging. */
+static size_t cpu_stuck_on_3(void *user, const cudaq_cpu_stage_context_t *ctx) {
+  if (ctx->request_id == 3) return 0;
+  return cpu_xor(user, ctx);
+}
+
+static void test_stop_gives_up(void **state) {
+  (void)state;
+  rec_t *r = malloc(sizeof *r);
+  cudaq_pipeline_config_t cfg;
+  cudaq_pipeline_config_init(&cfg);
+  cfg.num_workers = 2;
+  cfg.num_slots = 8;
+  cfg.slot_size = 512;
+  cfg.idle_yield = 1;
+  cfg.drain_timeout_ms = 200;
+  cudaq_pipeline_t *p = NULL;
+  assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_OK);
+  memset(r, 0, sizeof *r);
+  cudaq_pipeline_ringbuffer(p, &r->rb);
+  cudaq_pipeline_set_completion_handler(p, on_done, r);
+  assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_stuck_on_3, NULL), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_start(p), CUDAQ_OK);
+  cudaq_pipeline_injector_t *inj;
+  assert_int_equal(cudaq_pipeline_injector_create(p, &inj), CUDAQ_OK);
+  submit_range(inj, 0, 6);
+  wait_count(r, 5);
+  uint64_t t0 = test_now_ns();
+  assert_int_equal(cudaq_pipeline_stop(p), CUDAQ_ERR_INTERNAL);
+  assert_non_null(strstr(cudaq_last_error(), "pending"));
+  assert_true(test_now_ns() - t0 < 5000000000ull);
+  assert_int_equal(r->seen[3], 0);
+  assert_int_equal(atomic_load(&r->count), 5);
+  assert_int_equal(cudaq_pipeline_stop(p), CUDAQ_OK); /* idempotent after a failed drain */
+  cudaq_pipeline_injector_destroy(inj);
+  assert_int_equal(cudaq_pipeline_destroy(p), CUDAQ_OK); /* no GPU stage: freed */
+  free(r);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_api_bad_input),
+      cmocka_unit_test(test_external_ring),
+      cmocka_unit_test(test_cpu_only_end_to_end),
+      cmocka_unit_test(test_out_of_order_completion),
+      cmocka_unit_test(test_backpressure),
+      cmocka_unit_test(test_deferred_completion),
+      cmocka_unit_test(test_launch_failure),
+      cmocka_unit_test(test_gpu_only),
+      cmocka_unit_test(test_completion_before_launch_returns),
+      cmocka_unit_test(test_stop_drains),
+      cmocka_unit_test(test_stop_gives_up),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
