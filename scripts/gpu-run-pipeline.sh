@@ -23,7 +23,7 @@ run() { # run NAME CMD... : logs to $OUT/NAME.log, counts pass/fail
     local rc=$?; fails=$((fails + 1)); echo "   FAILED (rc $rc)"; tail -30 "$OUT/$name.log"; fi
 }
 {
-  date -u; git rev-parse HEAD 2>/dev/null || cat "$B/commit.txt"
+  date -u; echo "build of commit $(cat "$B/commit.txt" 2>/dev/null)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
   lscpu | grep -E "Model name|^CPU\(s\)"
 } > "$OUT/machine.txt" 2>&1
