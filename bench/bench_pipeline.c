@@ -4,15 +4,16 @@
  *
  * For each mode, payload size and arrival interval (0 = flat out) it
  * submits --requests requests through the injector and reports end-to-end
- * latency (request signalled in the ring -> completion handler) percentiles,
+ * latency (request offered to the injector -> completion handler) percentiles,
  * throughput, backpressure stalls and the stage split:
- *   A dispatch + GPU  signalled -> CPU stage entered (GPU modes), or
- *                     signalled -> CPU stage entered (cpu mode: dispatch only)
+ *   A dispatch + GPU  offered -> CPU stage entered (GPU modes), or
+ *                     offered -> CPU stage entered (cpu mode: dispatch only)
  *   B CPU stage       time inside the CPU stage callback
  *   C consumer lag    CPU stage returned -> completion handler
  * GPU modes (a CUDA build on a GPU machine; see bench_pipeline_gpu.cu): a
- * captured graph per worker (pre-launch DMA of the payload, passthrough
- * kernel, output copy into mapped memory, ready signal), and in the same run
+ * captured one-kernel graph per worker after a pre-launch DMA of the payload
+ * (the kernel copies the payload into mapped host memory and stores the
+ * ready flag), and in the same run
  * the graph-launch floor (bare cudaGraphLaunch until its mapped flag is
  * seen). Modes: cpu (CPU only), gpu_cpu, gpu_only.
  *
@@ -126,8 +127,10 @@ static void run_one(const char *mode, size_t payload, double interval_us, size_t
     if (step)
       while (bench_now_ns() < t0 + i * step) {
       }
-    cudaq_pipeline_injector_submit(inj, FN_PASS, buf, payload, i);
+    /* Timed from the moment the request is offered: a request may complete
+     * before submit returns, and a wait for a free slot is latency too. */
     r.t_sub[i] = bench_now_ns();
+    cudaq_pipeline_injector_submit(inj, FN_PASS, buf, payload, i);
   }
   while (atomic_load_explicit(&r.done, memory_order_acquire) < n) {
   }

@@ -1,13 +1,12 @@
 /*
  * pipeline_gpu_stage.cuh - a passthrough GPU stage for the pipeline, with
  * real captured graphs (host-dispatcher-worker-pool.md section 5): per
- * worker a stream, device input/output buffers, a mapped output buffer and
- * a graph of
- *   1. passthrough_copy_kernel (uint4 loads/stores, 256 threads): in -> out
- *   2. cudaMemcpyAsync out -> mapped host output (DMA, captured)
- *   3. signal kernel: ready flag = 1 (system-scope release), when the
- *      pipeline has a CPU stage
- * and a pre-launch callback that DMA-copies the request payload from the
+ * worker a stream, a device input buffer, a mapped output buffer and a
+ * graph of one kernel that copies the input into the mapped output (uint4
+ * loads, posted stores across PCIe) and, when the pipeline has a CPU stage,
+ * stores the ready flag from the last block to finish (system-scope
+ * release). One node: every extra graph node costs microseconds of launch
+ * latency. And a pre-launch callback that DMA-copies the request payload from the
  * ring slot (slot_dev + 24) into the input buffer before each launch.
  * Shared by tests/gpu/test_pipeline_gpu.cu and bench/bench_pipeline_gpu.cu.
  */
@@ -29,7 +28,8 @@ struct pgs_worker {
   cudaStream_t stream;
   cudaGraph_t graph;
   cudaGraphExec_t exec;
-  uint8_t *d_in, *d_out;
+  uint8_t *d_in;
+  unsigned *d_blocks_done;    /* blocks of the current launch that have finished */
   uint8_t *h_out, *h_out_dev; /* mapped */
   size_t bytes;               /* payload bytes copied per request (multiple of 16) */
 };
@@ -43,16 +43,21 @@ struct pgs_stage {
   int nw;
 };
 
-__global__ void pgs_passthrough_kernel(const uint4 *__restrict__ in, uint4 *__restrict__ out, size_t n16) {
+__global__ void pgs_passthrough_kernel(const uint4 *__restrict__ in, uint4 *__restrict__ out, size_t n16,
+                                       int *ready, unsigned *blocks_done) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n16; i += (size_t)gridDim.x * blockDim.x)
     out[i] = in[i];
-}
-
-__global__ void pgs_signal_kernel(int *ready) {
-  /* Publishes the output copy before it (stream order) to the CPU worker,
-   * whose CAS(1 -> 2) acquires it. Store only: no RMW on mapped memory. */
-  cuda::atomic_ref<int, cuda::thread_scope_system> r(*ready);
-  r.store(1, cuda::memory_order_release);
+  if (!ready) return; /* GPU-only mode: a host function after the graph completes the request */
+  __syncthreads();    /* this block's output stores come before its count */
+  if (threadIdx.x != 0) return;
+  __threadfence_system();
+  if (atomicAdd(blocks_done, 1u) + 1u != gridDim.x) return;
+  /* Last block: every block's stores came before its count (fence above),
+   * and the count is read here, so they come before this release. */
+  *blocks_done = 0; /* for the next launch (stream-ordered after this one) */
+  /* Publishes the output to the CPU worker, whose CAS(1 -> 2) acquires
+   * it. Store only: no RMW on mapped memory. */
+  cuda::atomic_ref<int, cuda::thread_scope_system>(*ready).store(1, cuda::memory_order_release);
 }
 
 /* Pre-launch DMA: ring slot payload -> the worker's input buffer. */
@@ -78,8 +83,9 @@ static int pgs_factory(void *user, int id, cudaq_gpu_worker_resources_t *r) {
   w->bytes = (st->payload + 15) / 16 * 16;
   PGS_CK(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
   PGS_CK(cudaMalloc(&w->d_in, w->bytes));
-  PGS_CK(cudaMalloc(&w->d_out, w->bytes));
+  PGS_CK(cudaMalloc(&w->d_blocks_done, sizeof(unsigned)));
   PGS_CK(cudaMemset(w->d_in, 0, w->bytes));
+  PGS_CK(cudaMemset(w->d_blocks_done, 0, sizeof(unsigned)));
   PGS_CK(cudaHostAlloc(&w->h_out, w->bytes, cudaHostAllocMapped));
   PGS_CK(cudaHostGetDevicePointer((void **)&w->h_out_dev, w->h_out, 0));
   if (st->signal_ready && !r->ready_flag_dev) return -1;
@@ -88,9 +94,9 @@ static int pgs_factory(void *user, int id, cudaq_gpu_worker_resources_t *r) {
   unsigned blocks = (unsigned)((n16 + 255) / 256);
   if (blocks == 0) blocks = 1;
   if (blocks > 64) blocks = 64;
-  pgs_passthrough_kernel<<<blocks, 256, 0, w->stream>>>((const uint4 *)w->d_in, (uint4 *)w->d_out, n16);
-  cudaMemcpyAsync(w->h_out_dev, w->d_out, w->bytes, cudaMemcpyDeviceToDevice, w->stream);
-  if (st->signal_ready) pgs_signal_kernel<<<1, 1, 0, w->stream>>>(r->ready_flag_dev);
+  pgs_passthrough_kernel<<<blocks, 256, 0, w->stream>>>((const uint4 *)w->d_in, (uint4 *)w->h_out_dev, n16,
+                                                         st->signal_ready ? r->ready_flag_dev : nullptr,
+                                                         w->d_blocks_done);
   PGS_CK(cudaStreamEndCapture(w->stream, &w->graph));
   PGS_CK(cudaGraphInstantiate(&w->exec, w->graph, 0));
   PGS_CK(cudaGraphUpload(w->exec, w->stream));
@@ -114,7 +120,7 @@ static void pgs_release(pgs_stage *st) {
     if (w->graph) cudaGraphDestroy(w->graph);
     if (w->stream) cudaStreamDestroy(w->stream);
     cudaFree(w->d_in);
-    cudaFree(w->d_out);
+    cudaFree(w->d_blocks_done);
     if (w->h_out) cudaFreeHost(w->h_out);
   }
   st->nw = 0;
