@@ -108,6 +108,12 @@ def single_ops(g):
            [("x", F, [1, 2, 7, 7])], [("y", F)], [init("w", w(3, 2, 3, 3)), init("b", w(3))])
     g.case("conv3d", [node("Conv", ["x", "w", "b"], ["y"], pads=[1] * 6)],
            [("x", F, [1, 4, 5, 5, 5])], [("y", F)], [init("w", w(8, 4, 3, 3, 3)), init("b", w(8))])
+    # Wide "same" 3D convolutions on a d = 13 grid: the GPU engine's tiled
+    # kernel with 16 and with 8 output channels per block.
+    g.case("conv3d_wide_m128", [node("Conv", ["x", "w", "b"], ["y"], pads=[1] * 6)],
+           [("x", F, [1, 8, 13, 13, 13])], [("y", F)], [init("w", w(128, 8, 3, 3, 3)), init("b", w(128))])
+    g.case("conv3d_wide_m64", [node("Conv", ["x", "w"], ["y"], pads=[1] * 6)],
+           [("x", F, [1, 8, 13, 13, 13])], [("y", F)], [init("w", w(64, 8, 3, 3, 3))])
     g.case("conv3d_same_stride", [node("Conv", ["x", "w"], ["y"], auto_pad="SAME_UPPER", strides=[2, 2, 2])],
            [("x", F, [1, 2, 5, 6, 7])], [("y", F)], [init("w", w(3, 2, 3, 3, 3))])
     g.case("conv3d_same_lower", [node("Conv", ["x", "w"], ["y"], auto_pad="SAME_LOWER")],

@@ -203,6 +203,123 @@ __global__ void k_conv(nnk_conv p) {
   }
 }
 
+/* "Same" 3x3x3 convolution (stride 1, dilation 1, padding 1: the layers of
+ * the 3D-CNN predecoders), tiled in shared memory. A block of threads, one
+ * output position each, computes OCT output channels. Per chunk of CIT
+ * input channels it stages the whole zero-padded input volume (so the 27
+ * taps need no bounds checks) and the weights, laid out [c][tap][o] so that
+ * one 16-byte shared load serves four output channels. Accumulation in
+ * float; T is float or __half. */
+constexpr int CONV3_BLOCK = 128;
+constexpr size_t CONV3_MAX_SMEM = 48 * 1024;
+
+__host__ __device__ inline int conv3_pvol(const nnk_conv &p) {
+  return (p.in3[0] + 2) * (p.in3[1] + 2) * (p.in3[2] + 2);
+}
+
+template <typename T, int OCT>
+__global__ void k_conv3_same(nnk_conv p, int cit) {
+  extern __shared__ __align__(16) float sm3[];
+  const int D = p.in3[0], H = p.in3[1], Wd = p.in3[2];
+  const int PH = H + 2, PW = Wd + 2, pvol = conv3_pvol(p);
+  const int P = D * H * Wd;
+  float *xs = sm3;                                         /* [cit][pvol] */
+  float *ws = sm3 + (((size_t)cit * pvol + 3) & ~size_t(3)); /* [cit][27][OCT], 16-byte aligned */
+  const int oc0 = blockIdx.y * OCT, n = blockIdx.z;
+  const int pos = blockIdx.x * blockDim.x + threadIdx.x;
+  const bool active = pos < P;
+  const int ow = active ? pos % Wd : 0, oh = active ? (pos / Wd) % H : 0, od = active ? pos / (Wd * H) : 0;
+  const int base = (od * PH + oh) * PW + ow; /* tap (kd, kh, kw) is base + (kd * PH + kh) * PW + kw */
+  const T *X = static_cast<const T *>(p.x) + (int64_t)n * p.C * P;
+  const T *Wt = static_cast<const T *>(p.w);
+  float acc[OCT];
+#pragma unroll
+  for (int o = 0; o < OCT; o++) acc[o] = 0.0f;
+  for (int t = threadIdx.x; t < cit * pvol; t += blockDim.x) xs[t] = 0.0f; /* the halo stays 0 */
+  for (int ci0 = 0; ci0 < p.C; ci0 += cit) {
+    __syncthreads(); /* the previous chunk is consumed */
+    for (int t = threadIdx.x; t < cit * P; t += blockDim.x) {
+      const int c = t / P, q = t - c * P;
+      const int w = q % Wd, h = (q / Wd) % H, d = q / (Wd * H);
+      xs[c * pvol + ((d + 1) * PH + h + 1) * PW + w + 1] = ci0 + c < p.C ? tof<T>(X[(int64_t)(ci0 + c) * P + q]) : 0.0f;
+    }
+    for (int t = threadIdx.x; t < cit * 27 * OCT; t += blockDim.x) {
+      const int o = t % OCT, r = t / OCT, kk = r % 27, c = r / 27;
+      ws[t] = (oc0 + o < p.M && ci0 + c < p.C) ? tof<T>(Wt[((int64_t)(oc0 + o) * p.C + ci0 + c) * 27 + kk]) : 0.0f;
+    }
+    __syncthreads(); /* the chunk is staged */
+    if (!active) continue;
+    for (int c = 0; c < cit; c++) {
+      const float *xb = xs + c * pvol + base;
+      const float *wc = ws + c * 27 * OCT;
+#pragma unroll
+      for (int kd = 0; kd < 3; kd++)
+#pragma unroll
+        for (int kh = 0; kh < 3; kh++)
+#pragma unroll
+          for (int kw = 0; kw < 3; kw++) {
+            const float xv = xb[(kd * PH + kh) * PW + kw];
+            const float *wk = wc + ((kd * 3 + kh) * 3 + kw) * OCT;
+            if (OCT % 4 == 0) {
+#pragma unroll
+              for (int o = 0; o < OCT; o += 4) {
+                const float4 w4 = *reinterpret_cast<const float4 *>(wk + o);
+                acc[o] += xv * w4.x;
+                acc[o + 1] += xv * w4.y;
+                acc[o + 2] += xv * w4.z;
+                acc[o + 3] += xv * w4.w;
+              }
+            } else {
+#pragma unroll
+              for (int o = 0; o < OCT; o++) acc[o] += xv * wk[o];
+            }
+          }
+    }
+  }
+  if (!active) return;
+  const T *B = static_cast<const T *>(p.b);
+  T *Y = static_cast<T *>(p.y);
+#pragma unroll
+  for (int o = 0; o < OCT; o++) {
+    const int oc = oc0 + o;
+    if (oc >= p.M) break;
+    float v = acc[o] + (B ? tof<T>(B[oc]) : 0.0f);
+    if (p.relu) v = fmaxf(v, 0.0f);
+    Y[((int64_t)n * p.M + oc) * P + pos] = fromf<T>(v);
+  }
+}
+
+/* Whether k_conv3_same applies: 3D, kernel 3, stride 1, dilation 1,
+ * padding 1 on every side (out == in), and a padded volume that fits in
+ * shared memory with the weights of the widest OCT. */
+bool conv3_same_applies(const nnk_conv &p) {
+  for (int i = 0; i < 3; i++)
+    if (p.k[i] != 3 || p.stride[i] != 1 || p.dil[i] != 1 || p.pad0[i] != 1 || p.out3[i] != p.in3[i]) return false;
+  return (size_t)conv3_pvol(p) * sizeof(float) + 27 * 16 * sizeof(float) + 16 <= CONV3_MAX_SMEM;
+}
+
+template <typename T, int OCT>
+cudaError_t launch_conv3_t(const nnk_conv &p, cudaStream_t s) {
+  const int P = p.in3[0] * p.in3[1] * p.in3[2], pvol = conv3_pvol(p);
+  const size_t wbytes = 27 * OCT * sizeof(float);
+  int cit = p.C < 8 ? p.C : 8; /* input channels per staged chunk: as many as fit */
+  while (cit > 1 && (((size_t)cit * pvol + 3) & ~size_t(3)) * sizeof(float) + cit * wbytes > CONV3_MAX_SMEM) cit--;
+  const size_t smem = (((size_t)cit * pvol + 3) & ~size_t(3)) * sizeof(float) + cit * wbytes;
+  dim3 grid((P + CONV3_BLOCK - 1) / CONV3_BLOCK, (p.M + OCT - 1) / OCT, p.N);
+  k_conv3_same<T, OCT><<<grid, CONV3_BLOCK, smem, s>>>(p, cit);
+  return cudaGetLastError();
+}
+
+/* Output channels per block: the widest that still gives every SM a block. */
+template <typename T>
+cudaError_t launch_conv3_pick(const nnk_conv &p, cudaStream_t s) {
+  const long pb = (long)(p.in3[0] * p.in3[1] * p.in3[2] + CONV3_BLOCK - 1) / CONV3_BLOCK * p.N;
+  if (pb * ((p.M + 15) / 16) >= 132) return launch_conv3_t<T, 16>(p, s);
+  if (pb * ((p.M + 7) / 8) >= 132) return launch_conv3_t<T, 8>(p, s);
+  if (pb * ((p.M + 3) / 4) >= 132 || p.M <= 4) return launch_conv3_t<T, 4>(p, s);
+  return launch_conv3_t<T, 1>(p, s);
+}
+
 template <typename T>
 __global__ void k_bias_act(T *y, const T *b, int M, int64_t plane, int64_t n, int relu) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
@@ -288,6 +405,7 @@ cudaError_t nnk_launch_move(const nnk_move &p, cudaStream_t s) {
 
 cudaError_t nnk_launch_conv(const nnk_conv &p, int half, cudaStream_t s) {
   if ((int64_t)p.out3[0] * p.out3[1] * p.out3[2] == 0 || p.M == 0 || p.N == 0) return cudaSuccess; /* empty output */
+  if (conv3_same_applies(p)) return half ? launch_conv3_pick<__half>(p, s) : launch_conv3_pick<float>(p, s);
   return half ? launch_conv_pick<__half>(p, s) : launch_conv_pick<float>(p, s);
 }
 
