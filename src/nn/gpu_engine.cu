@@ -522,8 +522,17 @@ static cudaq_nn_status_t tune_conv(cudaq_nn_gpu *g, conv_state *c, cudaq_nn_erro
         CK(cudaMalloc(&g->ws, perf[i].memory));
         g->ws_bytes = perf[i].memory;
       }
+      /* A candidate can still fail here: some algorithms that cudnnFind
+       * ran reject the call, or cannot be captured into a graph. Such a
+       * candidate is skipped (its error, which CUDA would report again at
+       * the next launch, is consumed). */
       float t = -1.0f;
-      TRY(time_conv(g, c, IMPL_CUDNN, perf[i].algo, perf[i].memory, &t, err));
+      cudaq_nn_error_t cand_err;
+      cand_err.message[0] = 0;
+      if (time_conv(g, c, IMPL_CUDNN, perf[i].algo, perf[i].memory, &t, &cand_err) != CUDAQ_NN_OK) {
+        (void)cudaGetLastError();
+        continue;
+      }
       tried++;
       if (c->t_cudnn < 0.0f || t < c->t_cudnn) {
         c->t_cudnn = t;
