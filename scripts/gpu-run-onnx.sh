@@ -6,11 +6,8 @@
 # then run this from the repository root on the GPU machine with build-gpu
 # carried along. Results go to $OUT (default ./gpu-out).
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}
-B=${BUILD:-build-gpu}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$PWD/$B/src:$PWD/$B/libs:${LD_LIBRARY_PATH:-}
-export PATH=$PATH:/usr/local/cuda/bin
+STEP_TIMEOUT_DEFAULT=300
+source "$(dirname "$0")/gpu-common.sh"
 PY=${PYTHON:-python3}
 # cuDNN: from the CUDA toolkit; else the copy PyTorch ships.
 if ! ldconfig -p 2>/dev/null | grep -q libcudnn.so.9 && [ ! -e /usr/local/cuda/lib64/libcudnn.so.9 ]; then
@@ -18,17 +15,8 @@ if ! ldconfig -p 2>/dev/null | grep -q libcudnn.so.9 && [ ! -e /usr/local/cuda/l
   [ -n "$d" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d
 fi
 export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/usr/local/cuda/lib64
-fails=0 passes=0
-run() { # run NAME CMD... : logs to $OUT/NAME.log, counts pass/fail
-  local name=$1; shift
-  echo "== $name: $*"
-  if timeout -k 10 "${STEP_TIMEOUT:-300}" "$@" > "$OUT/$name.log" 2>&1; then passes=$((passes + 1)); echo "   ok"; else
-    local rc=$?; fails=$((fails + 1)); echo "   FAILED (rc $rc)"; tail -30 "$OUT/$name.log"; fi
-}
 {
-  date -u; echo "build of commit $(cat "$B/commit.txt" 2>/dev/null)"
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
-  lscpu | grep -E "Model name|^CPU\(s\)"
+  machine_info
   $PY -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())' 2>&1
 } > "$OUT/nn-machine.txt" 2>&1
 cat "$OUT/nn-machine.txt"

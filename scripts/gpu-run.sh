@@ -7,24 +7,11 @@
 # Binaries run directly (not through ctest), since the build folder's
 # absolute paths differ there.
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}
-B=${BUILD:-build-gpu}
+source "$(dirname "$0")/gpu-common.sh"
 SCALE_SAN=${SCALE_SAN:-0.002}
 PARTS=${PARTS:-dispatch pipeline onnx} # what this visit runs (each part's script: scripts/gpu-run-PART.sh)
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$PWD/$B/src:$PWD/$B/libs:${LD_LIBRARY_PATH:-}
-export PATH=$PATH:/usr/local/cuda/bin
-fails=0 passes=0
-run() { # run NAME CMD... : logs to $OUT/NAME.log, counts pass/fail
-  local name=$1; shift
-  echo "== $name: $*"
-  if timeout -k 10 "${STEP_TIMEOUT:-240}" "$@" > "$OUT/$name.log" 2>&1; then passes=$((passes + 1)); echo "   ok"; else
-    local rc=$?; fails=$((fails + 1)); echo "   FAILED (rc $rc)"; tail -30 "$OUT/$name.log"; fi
-}
 {
-  date -u; echo "build of commit $(cat "$B/commit.txt" 2>/dev/null)"
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
-  lscpu | grep -E "Model name|^CPU\(s\)"
+  machine_info
   which compute-sanitizer || ls /usr/local/cuda*/bin | head -50
 } > "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
