@@ -470,6 +470,47 @@ static void test_deferred_completion(void **state) {
   free(d);
 }
 
+/* A deferred completion that arrives before its CPU stage returns frees the
+ * slot at once; with one slot the next request reuses it on the other worker
+ * while the first callback is still running. The first worker's late
+ * "deferred" hand-over must not touch the second request's state, which
+ * would leave that request uncompleted. */
+static _Atomic int g_second_entered;
+static size_t cpu_complete_early(void *user, const cudaq_cpu_stage_context_t *ctx) {
+  cudaq_pipeline_t *p = user;
+  size_t n = cpu_xor(NULL, ctx);
+  if (ctx->request_id == 0) {
+    if (cudaq_pipeline_complete_deferred(p, ctx->origin_slot, n) != CUDAQ_OK) return 0;
+    uint64_t t0 = test_now_ns();
+    while (!atomic_load(&g_second_entered) && test_now_ns() - t0 < 5000000000ull) test_spin();
+    return CUDAQ_DEFERRED_COMPLETION;
+  }
+  atomic_store(&g_second_entered, 1);
+  /* Stay in the callback until the first worker's hand-over has run. */
+  struct timespec ts = {0, 50 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  return n;
+}
+
+static void test_deferred_before_return_then_slot_reused(void **state) {
+  (void)state;
+  rec_t *r = malloc(sizeof *r);
+  cudaq_pipeline_t *p = make(r, 2, 1, 512);
+  atomic_store(&g_second_entered, 0);
+  assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_complete_early, p), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_start(p), CUDAQ_OK);
+  cudaq_pipeline_injector_t *inj;
+  assert_int_equal(cudaq_pipeline_injector_create(p, &inj), CUDAQ_OK);
+  submit_range(inj, 0, 2);
+  wait_count(r, 2);
+  assert_int_equal(atomic_load(&g_second_entered), 1);
+  assert_int_equal(cudaq_pipeline_stop(p), CUDAQ_OK);
+  check_all(r, 2);
+  cudaq_pipeline_injector_destroy(inj);
+  cudaq_pipeline_destroy(p);
+  free(r);
+}
+
 /* ---- launch failure (W 4.2, W 9, W 13 "in-flight sentinel") ------------- */
 
 static int64_t fail_every_fifth(const uint8_t *slot) {
@@ -709,6 +750,7 @@ int main(void) {
       cmocka_unit_test(test_out_of_order_completion),
       cmocka_unit_test(test_backpressure),
       cmocka_unit_test(test_deferred_completion),
+      cmocka_unit_test(test_deferred_before_return_then_slot_reused),
       cmocka_unit_test(test_launch_failure),
       cmocka_unit_test(test_gpu_only),
       cmocka_unit_test(test_completion_before_launch_returns),

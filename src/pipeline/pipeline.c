@@ -35,8 +35,13 @@
 
 #define SLOT_NONE UINT64_MAX /* slot_request: no injector request in the slot */
 
-/* Deferred-completion state of a slot (dstate): who completes it. */
-enum { DS_NONE = 0, DS_ARMED = 1 /* CPU stage running */, DS_DEFERRED = 2 };
+/* Deferred-completion state of a slot (dstate): who completes it. The low
+ * bits (DS_MASK) are the state; ARMED and DEFERRED also carry the worker
+ * (ds_tag), so that a worker's late hand-over cannot hit the state of a
+ * later request in the same slot, armed by another worker after an early
+ * cudaq_pipeline_complete_deferred freed the slot. */
+enum { DS_NONE = 0, DS_ARMED = 1 /* CPU stage running */, DS_DEFERRED = 2, DS_MASK = 3 };
+static inline int ds_tag(uint32_t w) { return (int)(w + 1) << 2; }
 
 enum { ST_CREATED = 0, ST_RUNNING = 1, ST_STOPPED = 2 };
 
@@ -431,7 +436,7 @@ static void *worker_main(void *arg) {
     /* Arm before the callback: a deferred completion may arrive from
      * another thread before the callback returns. Relaxed: the slot number
      * reaches that thread through the callback itself. */
-    atomic_store_explicit(&p->dstate[s], DS_ARMED, memory_order_relaxed);
+    atomic_store_explicit(&p->dstate[s], DS_ARMED | ds_tag(w), memory_order_relaxed);
     size_t n;
     int abandoned = 0;
     for (;;) {
@@ -446,11 +451,11 @@ static void *worker_main(void *arg) {
       idle_wait(p);
     }
     if (abandoned) break;
-    int armed = DS_ARMED;
+    int armed = DS_ARMED | ds_tag(w);
     if (n == CUDAQ_DEFERRED_COMPLETION) {
       /* R10 hands the completion to cudaq_pipeline_complete_deferred; pairs
        * with A10 there. Fails only if it completed already. */
-      atomic_compare_exchange_strong_explicit(&p->dstate[s], &armed, DS_DEFERRED,
+      atomic_compare_exchange_strong_explicit(&p->dstate[s], &armed, DS_DEFERRED | ds_tag(w),
                                               memory_order_release, memory_order_relaxed);
     } else if (atomic_compare_exchange_strong_explicit(&p->dstate[s], &armed, DS_NONE,
                                                        memory_order_acq_rel,
@@ -679,7 +684,7 @@ static void dump_stuck(const cudaq_pipeline_t *p) {
     fprintf(stderr, "  slot %3u: rx 0x%016llx tx 0x%016llx%s request %lld completion %s\n", s,
             (unsigned long long)rx, (unsigned long long)tx,
             tx == CUDAQ_TX_FLAG_IN_FLIGHT ? " (in flight)" : "",
-            rq == SLOT_NONE ? -1ll : (long long)rq, ds[d >= 0 && d <= 2 ? d : 0]);
+            rq == SLOT_NONE ? -1ll : (long long)rq, ds[(d & DS_MASK) <= DS_DEFERRED ? (d & DS_MASK) : 0]);
   }
   uint64_t idle = atomic_load_explicit(&p->pool.idle_mask, memory_order_acquire);
   fprintf(stderr, "  workers: idle_mask 0x%016llx\n", (unsigned long long)idle);
@@ -758,7 +763,7 @@ cudaq_status_t cudaq_pipeline_complete_deferred(cudaq_pipeline_t *p, int slot, s
   _Atomic int *d = &p->dstate[slot];
   int cur = atomic_load_explicit(d, memory_order_acquire);
   for (;;) {
-    if (cur != DS_ARMED && cur != DS_DEFERRED)
+    if ((cur & DS_MASK) != DS_ARMED && (cur & DS_MASK) != DS_DEFERRED)
       return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
                          "%s: slot %d is not waiting for a deferred completion", fn, slot);
     /* A10 pairs with R10 in the worker; whoever moves the state to NONE
