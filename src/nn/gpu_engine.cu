@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "cudaq/nn/gpu_engine.h"
 #include "gpu_kernels.cuh"
@@ -444,6 +445,17 @@ static cudaq_nn_status_t enqueue_all(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
   return CUDAQ_NN_OK;
 }
 
+/* The cuDNN workspace shared by all convolutions, reallocated to bytes. */
+static cudaq_nn_status_t set_workspace(cudaq_nn_gpu *g, size_t bytes, cudaq_nn_error_t *err) {
+  if (bytes == g->ws_bytes) return CUDAQ_NN_OK;
+  if (g->ws) cudaFree(g->ws);
+  g->ws = NULL;
+  g->ws_bytes = 0;
+  if (bytes) CK(cudaMalloc(&g->ws, bytes));
+  g->ws_bytes = bytes;
+  return CUDAQ_NN_OK;
+}
+
 /* Mean time (µs) of one convolution as it runs inside the inference graph:
  * iters back-to-back launches are captured into a graph, which is replayed
  * once to warm up and once timed. Timing stream launches instead would
@@ -486,18 +498,26 @@ static cudaq_nn_status_t time_conv(cudaq_nn_gpu *g, const conv_state *c, int imp
   return st;
 }
 
+/* Workspace that cuDNN algorithms may use while tuning (select_algorithms
+ * allocates it once for all layers, then shrinks it to what the chosen
+ * algorithms need). */
+#define TUNE_WS_LIMIT ((size_t)256 << 20)
+
+/* Times the candidates of one convolution and keeps the fastest. Starts from
+ * nothing: a plan that failed to parse part-way may have filled fields. */
 static cudaq_nn_status_t tune_conv(cudaq_nn_gpu *g, conv_state *c, cudaq_nn_error_t *err) {
-  const size_t ws_limit = (size_t)256 << 20;
   c->impl = IMPL_OWN;
+  c->algo = 0;
+  c->ws = 0;
+  c->t_own = c->t_cudnn = -1.0f;
+  cudaq_nn_error_t cand_err; /* why the last cuDNN candidate was skipped */
+  cand_err.message[0] = 0;
   if (c->cudnn_ok && g->opts.conv_impl != CUDAQ_NN_CONV_OWN) {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int found = 0;
-    void *tmp_ws = NULL;
-    CK(cudaMalloc(&tmp_ws, ws_limit));
     cudnnStatus_t s = cudnnFindConvolutionForwardAlgorithmEx(
         g->cudnn, c->xd, c->p.x, c->wd, c->p.w, c->cd, c->yd, c->p.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-        &found, perf, tmp_ws, ws_limit);
-    cudaFree(tmp_ws);
+        &found, perf, g->ws, g->ws_bytes);
     if (s != CUDNN_STATUS_SUCCESS) {
       nn__set_error(err, "cudnnFindConvolutionForwardAlgorithmEx failed: %s", cudnnGetErrorString(s));
       return CUDAQ_NN_ERR_CUDA;
@@ -507,7 +527,7 @@ static cudaq_nn_status_t tune_conv(cudaq_nn_gpu *g, conv_state *c, cudaq_nn_erro
      * there is kept. */
     int tried = 0;
     for (int i = 0; i < found && tried < 4; i++) {
-      if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > ws_limit) continue;
+      if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > g->ws_bytes) continue;
       /* FP32 stays in FP32 arithmetic: no TF32 tensor-core math, and no FFT
        * or Winograd transforms (their rounding exceeds 1e-5 relative). */
       if (!g->half && (perf[i].mathType != CUDNN_FMA_MATH || perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT ||
@@ -515,38 +535,28 @@ static cudaq_nn_status_t tune_conv(cudaq_nn_gpu *g, conv_state *c, cudaq_nn_erro
                        perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD ||
                        perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED))
         continue;
-      if (perf[i].memory > g->ws_bytes) {
-        if (g->ws) cudaFree(g->ws);
-        g->ws = NULL;
-        g->ws_bytes = 0;
-        CK(cudaMalloc(&g->ws, perf[i].memory));
-        g->ws_bytes = perf[i].memory;
-      }
       /* A candidate can still fail here: some algorithms that cudnnFind
        * ran reject the call, or cannot be captured into a graph. Such a
        * candidate is skipped (its error, which CUDA would report again at
        * the next launch, is consumed). */
       float t = -1.0f;
-      cudaq_nn_error_t cand_err;
-      cand_err.message[0] = 0;
       if (time_conv(g, c, IMPL_CUDNN, perf[i].algo, perf[i].memory, &t, &cand_err) != CUDAQ_NN_OK) {
         (void)cudaGetLastError();
         continue;
       }
-      tried++;
       if (c->t_cudnn < 0.0f || t < c->t_cudnn) {
         c->t_cudnn = t;
         c->algo = perf[i].algo;
         c->ws = perf[i].memory;
       }
     }
-    if (!tried) c->cudnn_ok = 0;
   }
   if (c->own_ok && g->opts.conv_impl != CUDAQ_NN_CONV_CUDNN)
     TRY(time_conv(g, c, IMPL_OWN, 0, 0, &c->t_own, err));
   if (c->t_cudnn < 0.0f && c->t_own < 0.0f) {
-    nn__set_error(err, "node '%s' (Conv): no convolution implementation available for the forced choice",
-                  g->m->nodes[c->node].name);
+    nn__set_error(err, "node '%s' (Conv): no convolution implementation available for the %s choice%s%s",
+                  g->m->nodes[c->node].name, g->opts.conv_impl == CUDAQ_NN_CONV_AUTO ? "automatic" : "forced",
+                  cand_err.message[0] ? "; last cuDNN candidate: " : "", cand_err.message);
     return CUDAQ_NN_ERR_UNSUPPORTED;
   }
   if (c->t_own < 0.0f || (c->t_cudnn >= 0.0f && c->t_cudnn < c->t_own)) c->impl = IMPL_CUDNN;
@@ -611,14 +621,23 @@ static int read_plan(cudaq_nn_gpu *g, const char *path) {
 }
 
 static cudaq_nn_status_t write_plan(cudaq_nn_gpu *g, const char *path, cudaq_nn_error_t *err) {
+  /* A temporary file of this writer's own (engines created at once in one
+   * process write the same plan), renamed over the plan when complete. */
   char tmp[4096];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp) {
+  if (snprintf(tmp, sizeof tmp, "%s.XXXXXX", path) >= (int)sizeof tmp) {
     nn__set_error(err, "plan path too long");
     return CUDAQ_NN_ERR_INVALID_ARG;
   }
-  FILE *f = fopen(tmp, "w");
+  int fd = mkstemp(tmp);
+  FILE *f = NULL;
+  int e = errno;
+  if (fd >= 0 && (fchmod(fd, 0644) != 0 || !(f = fdopen(fd, "w")))) {
+    e = errno;
+    close(fd);
+    remove(tmp);
+  }
   if (!f) {
-    nn__set_error(err, "cannot write the plan '%.200s': %s", tmp, strerror(errno));
+    nn__set_error(err, "cannot write the plan '%.200s': %s", tmp, strerror(e));
     return CUDAQ_NN_ERR_IO;
   }
   fputs(g->key, f);
@@ -647,6 +666,7 @@ static cudaq_nn_status_t select_algorithms(cudaq_nn_gpu *g, cudaq_nn_error_t *er
     g->plan_state = CUDAQ_NN_PLAN_HIT;
   } else {
     int existed = path && access(path, F_OK) == 0;
+    if (g->opts.conv_impl != CUDAQ_NN_CONV_OWN) TRY(set_workspace(g, TUNE_WS_LIMIT, err));
     for (int i = 0; i < g->n_convs; i++) TRY(tune_conv(g, &g->convs[i], err));
     if (path) {
       TRY(write_plan(g, path, err));
@@ -655,17 +675,12 @@ static cudaq_nn_status_t select_algorithms(cudaq_nn_gpu *g, cudaq_nn_error_t *er
       g->plan_state = CUDAQ_NN_PLAN_NONE;
     }
   }
+  /* Exactly what the chosen algorithms need: tuning may have grown the
+   * workspace for a candidate that was not kept. */
   size_t ws = 0;
   for (int i = 0; i < g->n_convs; i++)
     if (g->convs[i].impl == IMPL_CUDNN && g->convs[i].ws > ws) ws = g->convs[i].ws;
-  if (ws > g->ws_bytes) {
-    if (g->ws) cudaFree(g->ws);
-    g->ws = NULL;
-    g->ws_bytes = 0;
-    CK(cudaMalloc(&g->ws, ws));
-    g->ws_bytes = ws;
-  }
-  return CUDAQ_NN_OK;
+  return set_workspace(g, ws, err);
 }
 
 static cudaq_nn_status_t capture(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
