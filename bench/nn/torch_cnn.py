@@ -13,6 +13,7 @@ a final Conv3d to 1 channel), this script:
 and writes OUT/torch_times.txt ("NAME PREC P50 P99" per line).
 """
 import argparse
+import copy
 import os
 import time
 
@@ -40,22 +41,20 @@ def export(net, x, path):
                           dynamo=True, external_data=False)
 
 
-def time_replay(net, x, half, iters):
-    dev = torch.device("cuda")
-    dt = torch.float16 if half else torch.float32
-    n = build_copy(net).to(dev, dt)
-    xs = x.to(dev, dt)
+def graph_replay_us(net, x, iters):
+    """p50 and p99 (µs) of one CUDA-graph replay of net(x) + synchronize,
+    timed on the host; net and x already on the GPU in their dtype/layout."""
     with torch.no_grad():
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):
             for _ in range(20):
-                n(xs)
+                net(x)
         torch.cuda.current_stream().wait_stream(s)
         torch.cuda.synchronize()
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
-            n(xs)
+            net(x)
         torch.cuda.synchronize()
         for _ in range(200):
             g.replay()
@@ -70,9 +69,9 @@ def time_replay(net, x, half, iters):
     return ts[len(ts) // 2], ts[min(len(ts) - 1, int(len(ts) * 0.99))]
 
 
-def build_copy(net):
-    import copy
-    return copy.deepcopy(net)
+def time_replay(net, x, half, iters):
+    dt = torch.float16 if half else torch.float32
+    return graph_replay_us(copy.deepcopy(net).to("cuda", dt), x.to("cuda", dt), iters)
 
 
 def main():
