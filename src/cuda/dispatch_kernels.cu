@@ -439,7 +439,8 @@ void launch(volatile uint64_t *rx_flags, volatile uint64_t *tx_flags, uint8_t *r
   p.stats = stats;
   p.num_slots = (uint32_t)num_slots;
   if (!rx_flags || !tx_flags || !rx_data || !tx_data || !function_table || !shutdown_flag || !stats ||
-      num_slots == 0 || rx_stride_sz < CUDAQ_RPC_HEADER_SIZE || tx_stride_sz < CUDAQ_RPC_HEADER_SIZE ||
+      num_slots == 0 || num_slots > UINT32_MAX || func_count > UINT32_MAX ||
+      rx_stride_sz < CUDAQ_RPC_HEADER_SIZE || tx_stride_sz < CUDAQ_RPC_HEADER_SIZE ||
       rx_stride_sz % 4 || tx_stride_sz % 4 || rx_stride_sz > UINT32_MAX || tx_stride_sz > UINT32_MAX ||
       threads_per_block < 32 || threads_per_block % 32 || num_blocks == 0) {
     cudaq__report_bad_launch();

@@ -159,7 +159,7 @@ extern "C" void cudaq_launch_unified_dispatch_emu(void *transport_ctx, cudaq_fun
                                                   size_t func_count, volatile int *shutdown_flag,
                                                   uint64_t *stats, cudaStream_t stream) {
   cudaq_emu_transport_t *t = static_cast<cudaq_emu_transport_t *>(transport_ctx);
-  if (!t || !function_table || !func_count || !shutdown_flag || !stats) {
+  if (!t || !function_table || !func_count || func_count > UINT32_MAX || !shutdown_flag || !stats) {
     cudaq__report_bad_launch();
     return;
   }

@@ -664,6 +664,26 @@ static void test_two_dispatchers(void **) {
 }
 
 /* Device-path wiring errors caught before anything runs. */
+/* Launch helpers called directly with sizes the kernels' 32-bit fields
+ * cannot hold: refused with a launch error, never truncated. The pointers
+ * are never used, since the check comes first. */
+static void test_launch_sizes_too_large(void **) {
+  volatile uint64_t *f = reinterpret_cast<volatile uint64_t *>(uintptr_t{64});
+  uint8_t *data = reinterpret_cast<uint8_t *>(uintptr_t{64});
+  cudaq_function_entry_t *table = reinterpret_cast<cudaq_function_entry_t *>(uintptr_t{64});
+  volatile int *sd = reinterpret_cast<volatile int *>(uintptr_t{64});
+  uint64_t *stats = reinterpret_cast<uint64_t *>(uintptr_t{64});
+  const size_t big = size_t{UINT32_MAX} + 1;
+  (void)cudaGetLastError();
+  cudaq_launch_dispatch_kernel_regular(f, f, data, data, 256, 256, table, 1, sd, stats, big, 1, 32, 0);
+  assert_int_not_equal(cudaGetLastError(), cudaSuccess);
+  cudaq_launch_dispatch_kernel_regular(f, f, data, data, 256, 256, table, big, sd, stats, 4, 1, 32, 0);
+  assert_int_not_equal(cudaGetLastError(), cudaSuccess);
+  cudaq_launch_unified_dispatch_emu(reinterpret_cast<void *>(uintptr_t{64}), table, big, sd, stats, 0);
+  assert_int_not_equal(cudaGetLastError(), cudaSuccess);
+  assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
+}
+
 static void test_device_wiring_errors(void **) {
   cudaq_dispatch_manager_t *m;
   cudaq_dispatcher_t *d;
@@ -1055,6 +1075,7 @@ int main(void) {
       cmocka_unit_test(test_out_of_order_slots),
       cmocka_unit_test(test_two_dispatchers),
       cmocka_unit_test(test_device_wiring_errors),
+      cmocka_unit_test(test_launch_sizes_too_large),
       cmocka_unit_test(test_graph_launch_100k),
       cmocka_unit_test(test_unified_emu),
       cmocka_unit_test(test_unified_shutdown_busy_new_transport),
