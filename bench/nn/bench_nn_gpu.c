@@ -2,8 +2,8 @@
  * cudaStreamSynchronize, timed on the host) for each model, FP32 and FP16,
  * with the convolutions chosen by timing (auto) and forced to cuDNN and to
  * the own kernel; auto also with the input DMA and output DMA around the
- * graph. PyTorch times of the same models (tools/onnx_reference.py
- * export-cnn, same GPU, same run) are printed beside when given.
+ * graph. PyTorch times of the same models (bench/nn/torch_cnn.py, same
+ * GPU, same visit) are printed beside when given.
  *
  * --check DIR: for MODEL.onnx with DIR/MODEL.in.bin and DIR/MODEL.out.bin
  * (bench/nn/torch_cnn.py writes PyTorch's FP32 output there), the engine's
