@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Exports a trained predecoder for one circuit as an ONNX model (the
+contract of models/README.md) and records it in the manifest.
+
+    python3 export.py --ckpt ckpt.pt --basis z --distance 13 [--rounds 13] [--p 0.003]
+                      --out models/predecoder_d13_z.onnx [--manifest models/manifest.json]
+
+The graph: detectors INT32 [1, N] -> float -> scattered onto the (T, H, W)
+grid (Gather from the events with a zero appended) -> the site masks
+concatenated -> the convolutions -> edges = (logit > 0) x the edge slots
+that exist -> syndrome counts by a fixed convolution -> gathered back to
+detector order -> residual = (events + counts) mod 2 in INT32; frame =
+(edges . observable masks) mod 2 by MatMul. `mod 2` is x - (x / 2) * 2 with
+integer division, so only operators the project's NN engine runs are used.
+
+The exported model is checked against the PyTorch arithmetic on stim shots
+(onnxruntime, FP32): every residual bit and frame bit must agree.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+
+import numpy as np
+import onnx
+import torch
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import layout as L  # noqa: E402
+import net  # noqa: E402
+
+OPSET = 17
+INPUT, RESIDUAL, FRAME = "detectors", "residual_detectors", "logical_frame"
+
+
+def build_onnx(model: net.Predecoder, lay: L.Layout, spec: dict) -> onnx.ModelProto:
+    T, H, W = lay.shape
+    thw, n, nobs, K = T * H * W, lay.num_detectors, lay.num_observables, L.NUM_EDGE_TYPES
+    inits, nodes = [], []
+
+    def const(name, arr):
+        inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
+        return name
+
+    def node(op, ins, out, **attrs):
+        nodes.append(helper.make_node(op, ins, [out], name=out, **attrs))
+        return out
+
+    ev = node("Cast", [INPUT], "events_f", to=TensorProto.FLOAT)
+    pad = node("Concat", [ev, const("zero_1x1", np.zeros((1, 1), np.float32))], "events_pad", axis=1)
+    flat = node("Gather", [pad, const("cell_source", lay.cell_source())], "grid_flat", axis=1)
+    grid = node("Reshape", [flat, const("grid_shape", np.array([1, 1, T, H, W], np.int64))], "grid")
+    sites = const("site_masks", np.stack([lay.site_x, lay.site_z])[None].astype(np.float32))
+    x = node("Concat", [grid, sites], "net_input", axis=1)
+    for i, conv in enumerate(model.convs):
+        w = const(f"conv{i}.weight", conv.weight.detach().float().cpu().numpy())
+        b = const(f"conv{i}.bias", conv.bias.detach().float().cpu().numpy())
+        x = node("Conv", [x, w, b], f"conv{i}", kernel_shape=[3, 3, 3], pads=[1] * 6)
+        if i + 1 < len(model.convs):
+            x = node("Relu", [x], f"relu{i}")
+    above = node("Greater", [x, const("zero", np.array(0.0, np.float32))], "edge_above")
+    edges_f = node("Cast", [above], "edges_all", to=TensorProto.FLOAT)
+    edges = node("Mul", [edges_f, const("slot_valid", lay.slot_valid[None])], "edges")
+    kw, reach = L.syndrome_kernel()
+    counts = node("Conv", [edges, const("syndrome_kernel", kw)], "syndrome_counts",
+                  kernel_shape=list(kw.shape[2:]), pads=list(reach) * 2)
+    counts = node("Reshape", [counts, const("flat_shape", np.array([1, thw], np.int64))], "counts_flat")
+    counts = node("Gather", [counts, const("detector_cell", lay.det_cell)], "counts_dets", axis=1)
+    counts = node("Cast", [counts], "counts_i", to=TensorProto.INT32)
+    two = const("two_i", np.array(2, np.int32))
+
+    def mod2(src, out):
+        half = node("Div", [src, two], out + "_half")
+        return node("Sub", [src, node("Mul", [half, two], out + "_even")], out)
+
+    total = node("Add", [INPUT, counts], "events_plus_counts")
+    mod2(total, RESIDUAL)
+    flat_edges = node("Reshape", [edges, const("edges_flat_shape", np.array([1, K * thw], np.int64))],
+                      "edges_flat")
+    obs = const("slot_observables", lay.slot_obs.reshape(K * thw, nobs).astype(np.float32))
+    fr = node("MatMul", [flat_edges, obs], "frame_counts")
+    mod2(node("Cast", [fr], "frame_counts_i", to=TensorProto.INT32), FRAME)
+
+    graph = helper.make_graph(
+        nodes, "surface_code_predecoder",
+        [helper.make_tensor_value_info(INPUT, TensorProto.INT32, [1, n])],
+        [helper.make_tensor_value_info(RESIDUAL, TensorProto.INT32, [1, n]),
+         helper.make_tensor_value_info(FRAME, TensorProto.INT32, [1, nobs])],
+        initializer=inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                          producer_name="cudaq-realtime tools/predecoder")
+    m.ir_version = 8
+    helper.set_model_props(m, {"circuit": L.spec_str(spec), "edge_types": json.dumps(L.EDGE_TYPES),
+                               "architecture": json.dumps(model.config())})
+    onnx.checker.check_model(m)
+    return m
+
+
+def load_model(ckpt_path: str) -> tuple[net.Predecoder, dict]:
+    ck = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+    model = net.Predecoder(**ck["config"])
+    model.load_state_dict(ck["model"])
+    return model.eval(), ck
+
+
+def verify(m: onnx.ModelProto, model: net.Predecoder, lay: L.Layout, circuit, shots=200, seed=12345):
+    """onnxruntime vs the PyTorch arithmetic on stim shots: all bits equal."""
+    import onnxruntime as ort
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    dets, _ = circuit.compile_detector_sampler(seed=seed).sample(shots, separate_observables=True)
+    geo = net.Geometry(lay, "cpu")
+    dt = torch.tensor(dets, dtype=torch.float32)
+    with torch.no_grad():
+        g = geo.grid_from_dets(dt)
+        _, res, frame = geo.apply_corrections(model(geo.inputs(g)), g)
+    res_dets = res.flatten(1)[:, geo.det_cell].numpy().astype(np.int32)
+    frame = frame.numpy().astype(np.int32)
+    bad = 0
+    for i in range(shots):
+        r, f = sess.run(None, {INPUT: dets[i:i + 1].astype(np.int32)})
+        bad += int(not (np.array_equal(r[0], res_dets[i]) and np.array_equal(f[0], frame[i])))
+    return bad
+
+
+def manifest_entry(path, model, ck, lay, spec, manifest_dir):
+    T, H, W = lay.shape
+    rel = os.path.relpath(path, manifest_dir)
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    return {
+        "file": rel, "sha256": digest,
+        "distance": spec["distance"], "rounds": spec["rounds"],
+        "basis": spec["task"].rsplit("_", 1)[1].upper(),
+        "circuit": spec,
+        "num_detectors": lay.num_detectors, "num_observables": lay.num_observables,
+        "inputs": [{"name": INPUT, "dtype": "int32", "shape": [1, lay.num_detectors]}],
+        "outputs": [{"name": RESIDUAL, "dtype": "int32", "shape": [1, lay.num_detectors]},
+                    {"name": FRAME, "dtype": "int32", "shape": [1, lay.num_observables]}],
+        "detector_order": "stim detector index of the circuit's detector error model (D0..D{N-1})",
+        "grid": {"shape_t_h_w": [T, H, W],
+                 "cell_of_detector": "t * H * W + ((x - min x) / 2) * W + (y - min y) / 2 from stim "
+                                     "detector coordinates (x, y, t), t counted from the first round"},
+        "architecture": {**model.config(), "kernel": 3, "in_channels": L.NUM_IN_CHANNELS,
+                         "out_channels": L.NUM_EDGE_TYPES,
+                         "parameters": net.count_params(model),
+                         "flops_per_inference": net.flops_per_inference(model, lay.shape)},
+        "training": {"steps": ck["step"], "seconds": round(ck.get("trained_s", 0)),
+                     "device": ck.get("device", "?"), **ck.get("train_args", {})},
+    }
+
+
+def update_manifest(manifest_path, entry):
+    data = {"contract": "models/README.md", "models": []}
+    if os.path.exists(manifest_path):
+        with open(manifest_path) as f:
+            data = json.load(f)
+    data["models"] = [m for m in data["models"] if m["file"] != entry["file"]] + [entry]
+    data["models"].sort(key=lambda m: (m["distance"], m["basis"], m["file"]))
+    with open(manifest_path, "w") as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ckpt", required=True)
+    ap.add_argument("--basis", required=True, choices=["x", "z", "X", "Z"])
+    ap.add_argument("--distance", type=int, required=True)
+    ap.add_argument("--rounds", type=int)
+    ap.add_argument("--p", type=float, default=0.003, help="noise strength of the circuit named in the manifest")
+    ap.add_argument("--noise", default="depolarizing", choices=["depolarizing", "si1000"])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--manifest")
+    ap.add_argument("--verify-shots", type=int, default=200)
+    a = ap.parse_args(argv)
+    spec = L.circuit_spec(a.basis, a.distance, a.rounds or a.distance, a.p, a.noise)
+    circuit = L.make_circuit(spec)
+    lay = L.build_layout(circuit)
+    model, ck = load_model(a.ckpt)
+    m = build_onnx(model, lay, spec)
+    onnx.save(m, a.out)
+    bad = verify(m, model, lay, circuit, a.verify_shots) if a.verify_shots else 0
+    size = os.path.getsize(a.out)
+    print(f"{a.out}: {size / 1e6:.2f} MB, {lay.num_detectors} detectors, grid {lay.shape}, "
+          f"verify: {bad} of {a.verify_shots} shots differ from PyTorch")
+    if bad:
+        sys.exit(1)
+    if a.manifest:
+        update_manifest(a.manifest, manifest_entry(a.out, model, ck, lay, spec,
+                                                   os.path.dirname(os.path.abspath(a.manifest))))
+
+
+if __name__ == "__main__":
+    main()
