@@ -1,0 +1,197 @@
+/*
+ * Predecoders for the hybrid decoder: something that removes detection
+ * events it is confident about before MWPM decodes the rest.
+ *
+ * Two kinds share one interface (cudaq_predecoder_run):
+ *
+ *  - an ONNX model following the model contract of models/README.md: input
+ *    0 `detectors` INT32 [1, N], output 0 `residual_detectors` INT32 [1, N],
+ *    output 1 `logical_frame` INT32 [1, L] (N detectors and L observables of
+ *    the detector error model). It runs on the CPU executor of cudaq/nn/nn.h
+ *    or on the GPU engine of cudaq/nn/gpu_engine.h;
+ *
+ *  - the rule-based local predecoder: on the matching graph, two detection
+ *    events that are each other's only neighbouring event (within one edge)
+ *    and are joined by a likely edge are removed, and the frame is flipped
+ *    by that edge's observables. Events next to the boundary only are kept.
+ *
+ * The final prediction is frame XOR MWPM(residual).obs_mask.
+ *
+ * A predecoder is used by one thread at a time (it owns its buffers);
+ * cudaq_predecoder_run allocates nothing.
+ */
+#ifndef CUDAQ_QEC_PREDECODER_H
+#define CUDAQ_QEC_PREDECODER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cudaq/nn/nn.h"
+#include "cudaq/qec/mwpm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum cudaq_predecoder_status {
+  CUDAQ_PREDECODER_OK = 0,
+  CUDAQ_PREDECODER_ERR_INVALID_ARG = -1,   /* NULL pointer, bad option */
+  CUDAQ_PREDECODER_ERR_MODEL = -2,         /* model I/O does not fit the contract or the DEM */
+  CUDAQ_PREDECODER_ERR_NN = -3,            /* the NN engine failed (load, create, run) */
+  CUDAQ_PREDECODER_ERR_NO_DEVICE = -4,     /* GPU asked for, no CUDA device or no CUDA build */
+  CUDAQ_PREDECODER_ERR_OUTPUT = -5,        /* a model output value is not 0 or 1 */
+  CUDAQ_PREDECODER_ERR_OUT_OF_RANGE = -6,  /* an event index >= the number of detectors */
+  CUDAQ_PREDECODER_ERR_NO_MEMORY = -7,
+  CUDAQ_PREDECODER_ERR_UNSUPPORTED = -8    /* built without the NN engine */
+} cudaq_predecoder_status_t;
+
+#define CUDAQ_PREDECODER_ERROR_LEN 320
+
+/* What went wrong, in a sentence naming the binding, value or option. */
+typedef struct cudaq_predecoder_error {
+  char message[CUDAQ_PREDECODER_ERROR_LEN];
+} cudaq_predecoder_error_t;
+
+typedef struct cudaq_predecoder cudaq_predecoder_t;
+
+/* Local predecoder options. An edge between two detectors is likely when
+ * its weight is at most weight_factor x the smallest weight of a
+ * detector-detector edge of the graph (or at most 0). */
+typedef struct cudaq_local_predecoder_options {
+  double weight_factor;
+} cudaq_local_predecoder_options_t;
+
+#define CUDAQ_LOCAL_PREDECODER_DEFAULT_WEIGHT_FACTOR 1.3
+
+/* Defaults: weight_factor = CUDAQ_LOCAL_PREDECODER_DEFAULT_WEIGHT_FACTOR.
+ * Returns CUDAQ_PREDECODER_OK or CUDAQ_PREDECODER_ERR_INVALID_ARG (NULL). */
+cudaq_predecoder_status_t cudaq_local_predecoder_options_init(cudaq_local_predecoder_options_t *opts);
+
+/* Creates the local predecoder over a matching graph (read at create only:
+ * the graph may be destroyed afterwards). opts NULL: defaults. err may be
+ * NULL. Returns CUDAQ_PREDECODER_OK; CUDAQ_PREDECODER_ERR_INVALID_ARG
+ * (graph or out NULL, weight_factor not finite or <= 0);
+ * CUDAQ_PREDECODER_ERR_NO_MEMORY. */
+cudaq_predecoder_status_t cudaq_predecoder_create_local(const cudaq_mwpm_graph_t *graph,
+                                                        const cudaq_local_predecoder_options_t *opts,
+                                                        cudaq_predecoder_t **out,
+                                                        cudaq_predecoder_error_t *err);
+
+/* The local predecoder's weight threshold (edges of weight <= it are
+ * likely); NaN for a NULL or an ONNX predecoder. */
+double cudaq_predecoder_local_threshold(const cudaq_predecoder_t *p);
+
+typedef enum cudaq_predecoder_device {
+  CUDAQ_PREDECODER_CPU = 0,  /* the NN CPU executor */
+  CUDAQ_PREDECODER_GPU = 1   /* the NN GPU engine */
+} cudaq_predecoder_device_t;
+
+typedef enum cudaq_predecoder_precision {
+  CUDAQ_PREDECODER_FP32 = 0,
+  CUDAQ_PREDECODER_FP16 = 1  /* GPU only */
+} cudaq_predecoder_precision_t;
+
+typedef struct cudaq_onnx_predecoder_options {
+  cudaq_predecoder_device_t device;
+  cudaq_predecoder_precision_t precision;
+  int gpu_ordinal;          /* CUDA device ordinal (GPU) */
+  const char *plan_path;    /* GPU engine cache file, or NULL (GPU) */
+} cudaq_onnx_predecoder_options_t;
+
+/* Defaults: CPU, FP32, GPU 0, no plan. Returns CUDAQ_PREDECODER_OK or
+ * CUDAQ_PREDECODER_ERR_INVALID_ARG (NULL). */
+cudaq_predecoder_status_t cudaq_onnx_predecoder_options_init(cudaq_onnx_predecoder_options_t *opts);
+
+/* Checks a loaded model against the model contract for a DEM of
+ * num_detectors detectors and num_observables observables: exactly one
+ * input, named `detectors`, INT32, shape [1, num_detectors]; at least two
+ * outputs, output 0 `residual_detectors` INT32 [1, num_detectors], output 1
+ * `logical_frame` INT32 [1, num_observables]. err names the first
+ * mismatch. Returns CUDAQ_PREDECODER_OK; CUDAQ_PREDECODER_ERR_INVALID_ARG
+ * (model NULL); CUDAQ_PREDECODER_ERR_MODEL. */
+cudaq_predecoder_status_t cudaq_predecoder_check_model(const cudaq_nn_model_t *model,
+                                                       uint32_t num_detectors,
+                                                       uint32_t num_observables,
+                                                       cudaq_predecoder_error_t *err);
+
+/* Loads an ONNX predecoder (cudaq_nn_model_load_file), checks it as
+ * cudaq_predecoder_check_model does, and makes its executor (CPU) or engine
+ * (GPU). opts NULL: defaults. err may be NULL. Returns CUDAQ_PREDECODER_OK;
+ * CUDAQ_PREDECODER_ERR_INVALID_ARG (NULL path or out, FP16 on the CPU, bad
+ * device or precision); CUDAQ_PREDECODER_ERR_NN (the file cannot be loaded,
+ * the engine cannot be built: err carries the NN engine's message);
+ * CUDAQ_PREDECODER_ERR_MODEL; CUDAQ_PREDECODER_ERR_NO_DEVICE;
+ * CUDAQ_PREDECODER_ERR_NO_MEMORY; CUDAQ_PREDECODER_ERR_UNSUPPORTED (built
+ * without the NN engine). */
+cudaq_predecoder_status_t cudaq_predecoder_create_onnx(const char *path, uint32_t num_detectors,
+                                                       uint32_t num_observables,
+                                                       const cudaq_onnx_predecoder_options_t *opts,
+                                                       cudaq_predecoder_t **out,
+                                                       cudaq_predecoder_error_t *err);
+
+/* Frees a predecoder (NULL is ignored). */
+void cudaq_predecoder_destroy(cudaq_predecoder_t *p);
+
+/* Number of detectors / observables (0 for NULL). */
+uint32_t cudaq_predecoder_num_detectors(const cudaq_predecoder_t *p);
+uint32_t cudaq_predecoder_num_observables(const cudaq_predecoder_t *p);
+
+/* Runs the predecoder on one shot given as the list of detectors with a
+ * detection event (a detector listed twice cancels). Writes the residual
+ * events (each once, at most num_detectors of them) to residual, their count
+ * to *num_residual and the observables its corrections flip to *frame. Hot
+ * path: allocates nothing. err may be NULL. Returns CUDAQ_PREDECODER_OK;
+ * CUDAQ_PREDECODER_ERR_INVALID_ARG (NULL pointer); CUDAQ_PREDECODER_ERR_OUT_OF_RANGE
+ * (an event index >= num_detectors); CUDAQ_PREDECODER_ERR_OUTPUT (a model
+ * output element is not 0 or 1: err names the output, element and value);
+ * CUDAQ_PREDECODER_ERR_NN (inference failed). */
+cudaq_predecoder_status_t cudaq_predecoder_run(cudaq_predecoder_t *p, const uint32_t *events,
+                                               size_t num_events, uint32_t *residual,
+                                               size_t *num_residual, uint64_t *frame,
+                                               cudaq_predecoder_error_t *err);
+
+/* A constant string naming a status. */
+const char *cudaq_predecoder_status_str(cudaq_predecoder_status_t status);
+
+/* Wilson score interval for k successes out of n trials at z standard
+ * deviations (1.959964 for 95%): the centre (k + z^2/2) / (n + z^2) plus or
+ * minus z sqrt(k (n - k) / n + z^2 / 4) / (n + z^2). Returns
+ * CUDAQ_PREDECODER_OK; CUDAQ_PREDECODER_ERR_INVALID_ARG (NULL, n = 0,
+ * k > n, z not finite or negative). */
+cudaq_predecoder_status_t cudaq_wilson_interval(uint64_t k, uint64_t n, double z, double *lo,
+                                                double *hi);
+
+#define CUDAQ_WILSON_Z95 1.959963984540054
+
+/* What qec-decode count_mistakes measures with a predecoder: predecoder +
+ * MWPM against MWPM alone on the same shots. */
+typedef struct cudaq_predecoder_report {
+  const char *predecoder;    /* model path or "local" */
+  const char *device;        /* "cpu", "gpu" (NULL: not printed) */
+  const char *precision;     /* "fp32", "fp16" (NULL: not printed) */
+  uint64_t shots;
+  uint64_t mistakes;         /* predecoder + MWPM */
+  uint64_t mistakes_mwpm;    /* MWPM alone */
+  uint64_t disagreements;    /* shots where the two predictions differ */
+  uint64_t events_before;    /* detection events, all shots */
+  uint64_t events_after;     /* residual events, all shots */
+  double mwpm_raw_s;         /* MWPM time on the raw events, all shots */
+  double mwpm_residual_s;    /* MWPM time on the residual events, all shots */
+  double inference_s;        /* predecoder time, all shots */
+} cudaq_predecoder_report_t;
+
+/* Writes the report as text lines (logical error rates with 95% Wilson
+ * intervals, disagreements, events per shot, MWPM and inference time per
+ * shot). Returns CUDAQ_PREDECODER_OK; CUDAQ_PREDECODER_ERR_INVALID_ARG
+ * (NULL). */
+cudaq_predecoder_status_t cudaq_predecoder_report_print(FILE *f, const cudaq_predecoder_report_t *r);
+
+/* Writes the report as one JSON object (keys listed in src/mwpm/README.md).
+ * Returns CUDAQ_PREDECODER_OK or CUDAQ_PREDECODER_ERR_INVALID_ARG (NULL). */
+cudaq_predecoder_status_t cudaq_predecoder_report_json(FILE *f, const cudaq_predecoder_report_t *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
