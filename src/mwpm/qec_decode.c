@@ -10,8 +10,18 @@
  *                      [--obs_in FILE] [--obs_in_format ...]
  *                      [--in_includes_appended_observables] [--out FILE] [--time]
  *
- * count_mistakes prints "mistakes / shots". Extra flag:
- * --merge_strategy independent|smallest_weight.
+ * count_mistakes prints "mistakes / shots". Extra flags:
+ * --merge_strategy independent|smallest_weight, and a predecoder before
+ * MWPM (include/cudaq/qec/predecoder.h):
+ *
+ *   --predecoder MODEL.onnx|local  [--device cpu|gpu] [--precision fp32|fp16]
+ *   [--local_weight_factor F] [--json FILE]
+ *
+ * With a predecoder the prediction is the model's logical frame XOR the MWPM
+ * prediction on its residual events; count_mistakes also decodes every shot
+ * with MWPM alone and prints a comparison report after its usual line (and
+ * writes it as JSON with --json). Without --predecoder the behaviour is
+ * PyMatching's.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -21,11 +31,13 @@
 
 #include "cudaq/qec/dem.h"
 #include "cudaq/qec/mwpm.h"
+#include "cudaq/qec/predecoder.h"
 #include "cudaq/qec/samples.h"
 
 typedef struct opts {
   const char *cmd, *dem, *in, *out, *obs_in;
   const char *in_format, *out_format, *obs_in_format, *merge;
+  const char *predecoder, *device, *precision, *local_factor, *json;
   int appended, timing;
 } opts_t;
 
@@ -37,7 +49,16 @@ static void usage(FILE *f) {
         "  qec-decode count_mistakes --dem FILE [--in FILE] [--in_format 01|b8|dets]\n"
         "                     [--obs_in FILE] [--obs_in_format 01|b8|dets]\n"
         "                     [--in_includes_appended_observables] [--out FILE] [--time]\n"
-        "  common: [--merge_strategy independent|smallest_weight]\n",
+        "  common: [--merge_strategy independent|smallest_weight]\n"
+        "  predecoder (before MWPM; prediction = frame XOR MWPM(residual)):\n"
+        "          [--predecoder MODEL.onnx|local]   an ONNX model (models/README.md\n"
+        "                     contract) or the rule-based local predecoder\n"
+        "          [--device cpu|gpu] [--precision fp32|fp16]   ONNX model: CPU executor\n"
+        "                     (default) or GPU engine; fp16 on the GPU only\n"
+        "          [--local_weight_factor F]   local: likely edges weigh at most F x the\n"
+        "                     lightest detector-detector edge (default 1.3)\n"
+        "          [--json FILE]   count_mistakes: the report (predecoder + MWPM vs MWPM\n"
+        "                     alone) also as JSON\n",
         f);
 }
 
@@ -79,6 +100,16 @@ static int parse_args(int argc, char **argv, opts_t *o) {
       slot = &o->obs_in_format;
     else if (!strcmp(a, "--merge_strategy"))
       slot = &o->merge;
+    else if (!strcmp(a, "--predecoder"))
+      slot = &o->predecoder;
+    else if (!strcmp(a, "--device"))
+      slot = &o->device;
+    else if (!strcmp(a, "--precision"))
+      slot = &o->precision;
+    else if (!strcmp(a, "--local_weight_factor"))
+      slot = &o->local_factor;
+    else if (!strcmp(a, "--json"))
+      slot = &o->json;
     if (!slot) {
       fprintf(stderr, "qec-decode: unknown argument '%s'\n", a);
       return -1;
@@ -103,6 +134,177 @@ static FILE *open_or(const char *path, const char *mode, FILE *dflt) {
   if (!f)
     fprintf(stderr, "qec-decode: cannot open '%s'\n", path);
   return f;
+}
+
+/* Checks the predecoder flags; fills the ONNX / local options. Prints the
+ * problem and returns non-zero on a bad combination. */
+static int check_predecoder_flags(const opts_t *o, int cmd_predict,
+                                  cudaq_onnx_predecoder_options_t *onnx,
+                                  cudaq_local_predecoder_options_t *local) {
+  cudaq_onnx_predecoder_options_init(onnx);
+  cudaq_local_predecoder_options_init(local);
+  const char *needs = o->device ? "--device" : o->precision ? "--precision"
+                      : o->local_factor ? "--local_weight_factor" : o->json ? "--json" : NULL;
+  if (!o->predecoder) {
+    if (needs)
+      fprintf(stderr, "qec-decode: %s needs --predecoder\n", needs);
+    return needs != NULL;
+  }
+  if (o->json && cmd_predict) {
+    fprintf(stderr, "qec-decode: --json is for count_mistakes (the report)\n");
+    return 1;
+  }
+  if (!strcmp(o->predecoder, "local")) {
+    if (o->device || o->precision) {
+      fprintf(stderr, "qec-decode: %s is for ONNX models, not --predecoder local\n",
+              o->device ? "--device" : "--precision");
+      return 1;
+    }
+    char *end = NULL;
+    if (o->local_factor) {
+      local->weight_factor = strtod(o->local_factor, &end);
+      if (end == o->local_factor || *end) {
+        fprintf(stderr, "qec-decode: --local_weight_factor '%s' is not a number\n", o->local_factor);
+        return 1;
+      }
+    }
+    return 0;
+  }
+  if (o->local_factor) {
+    fprintf(stderr, "qec-decode: --local_weight_factor is for --predecoder local\n");
+    return 1;
+  }
+  if (o->device && strcmp(o->device, "cpu") && strcmp(o->device, "gpu")) {
+    fprintf(stderr, "qec-decode: --device is cpu or gpu, not '%s'\n", o->device);
+    return 1;
+  }
+  if (o->precision && strcmp(o->precision, "fp32") && strcmp(o->precision, "fp16")) {
+    fprintf(stderr, "qec-decode: --precision is fp32 or fp16, not '%s'\n", o->precision);
+    return 1;
+  }
+  onnx->device = o->device && !strcmp(o->device, "gpu") ? CUDAQ_PREDECODER_GPU : CUDAQ_PREDECODER_CPU;
+  onnx->precision = o->precision && !strcmp(o->precision, "fp16") ? CUDAQ_PREDECODER_FP16
+                                                                  : CUDAQ_PREDECODER_FP32;
+  if (onnx->precision == CUDAQ_PREDECODER_FP16 && onnx->device == CUDAQ_PREDECODER_CPU) {
+    fprintf(stderr, "qec-decode: --precision fp16 needs --device gpu (the CPU executor is fp32)\n");
+    return 1;
+  }
+  return 0;
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Everything one decoding run holds. */
+typedef struct run_state {
+  cudaq_mwpm_decoder_t *dec;
+  cudaq_predecoder_t *pd;        /* NULL: MWPM alone */
+  uint32_t *residual;
+  cudaq_predecoder_report_t rep;
+} run_state_t;
+
+/* MWPM alone on the raw events, timed, into *plain. */
+static int decode_plain(run_state_t *r, const uint32_t *events, size_t ne, size_t shot,
+                        uint64_t *plain) {
+  cudaq_mwpm_result_t res;
+  double t0 = now_s();
+  cudaq_mwpm_status_t st = cudaq_mwpm_decode(r->dec, events, ne, &res);
+  r->rep.mwpm_raw_s += now_s() - t0;
+  if (st) {
+    fprintf(stderr, "qec-decode: shot %zu: MWPM: %s\n", shot, cudaq_mwpm_status_str(st));
+    return 1;
+  }
+  *plain = res.obs_mask;
+  return 0;
+}
+
+/* Predecoder, then MWPM on its residual, timed, into *pred. */
+static int decode_predecoded(run_state_t *r, const uint32_t *events, size_t ne, size_t shot,
+                             uint64_t *pred) {
+  size_t nr = 0;
+  uint64_t frame = 0;
+  cudaq_predecoder_error_t perr;
+  cudaq_mwpm_result_t res;
+  double t0 = now_s();
+  cudaq_predecoder_status_t pst = cudaq_predecoder_run(r->pd, events, ne, r->residual, &nr,
+                                                       &frame, &perr);
+  double t1 = now_s();
+  if (pst) {
+    fprintf(stderr, "qec-decode: shot %zu: predecoder: %s\n", shot, perr.message);
+    return 1;
+  }
+  cudaq_mwpm_status_t st = cudaq_mwpm_decode(r->dec, r->residual, nr, &res);
+  double t2 = now_s();
+  if (st) {
+    fprintf(stderr, "qec-decode: shot %zu: MWPM on the residual events: %s\n", shot,
+            cudaq_mwpm_status_str(st));
+    return 1;
+  }
+  *pred = frame ^ res.obs_mask;
+  r->rep.inference_s += t1 - t0;
+  r->rep.mwpm_residual_s += t2 - t1;
+  r->rep.events_before += ne;
+  r->rep.events_after += nr;
+  return 0;
+}
+
+/* Decodes one shot (number `shot`, 1-based, for messages) into *pred; with a
+ * predecoder and `compare`, also with MWPM alone into *plain, and fills the
+ * report. The second decode of the same events runs faster (warm caches
+ * and branch predictors), so the order alternates from shot to shot.
+ * Returns 0, or 1 after printing the problem. */
+static int decode_shot(run_state_t *r, const uint32_t *events, size_t ne, size_t shot,
+                       int compare, uint64_t *pred, uint64_t *plain) {
+  if (!r->pd) {
+    cudaq_mwpm_result_t res;
+    cudaq_mwpm_status_t st = cudaq_mwpm_decode(r->dec, events, ne, &res);
+    if (st) {
+      fprintf(stderr, "qec-decode: shot %zu: %s\n", shot, cudaq_mwpm_status_str(st));
+      return 1;
+    }
+    *pred = *plain = res.obs_mask;
+    return 0;
+  }
+  if (!compare)
+    return decode_predecoded(r, events, ne, shot, pred);
+  int plain_first = shot & 1;
+  if ((plain_first && decode_plain(r, events, ne, shot, plain)) ||
+      decode_predecoded(r, events, ne, shot, pred) ||
+      (!plain_first && decode_plain(r, events, ne, shot, plain)))
+    return 1;
+  r->rep.disagreements += *plain != *pred;
+  return 0;
+}
+
+/* Creates the predecoder the flags ask for (none without --predecoder). */
+static int make_predecoder(const opts_t *o, const cudaq_mwpm_graph_t *g, uint32_t nd, uint32_t no,
+                           const cudaq_onnx_predecoder_options_t *onnx,
+                           const cudaq_local_predecoder_options_t *local, run_state_t *r) {
+  if (!o->predecoder)
+    return 0;
+  cudaq_predecoder_error_t perr;
+  cudaq_predecoder_status_t st;
+  r->rep.predecoder = o->predecoder;
+  if (!strcmp(o->predecoder, "local")) {
+    st = cudaq_predecoder_create_local(g, local, &r->pd, &perr);
+  } else {
+    st = cudaq_predecoder_create_onnx(o->predecoder, nd, no, onnx, &r->pd, &perr);
+    r->rep.device = onnx->device == CUDAQ_PREDECODER_GPU ? "gpu" : "cpu";
+    r->rep.precision = onnx->precision == CUDAQ_PREDECODER_FP16 ? "fp16" : "fp32";
+  }
+  if (st) {
+    fprintf(stderr, "qec-decode: --predecoder %s: %s\n", o->predecoder, perr.message);
+    return 1;
+  }
+  r->residual = malloc(((size_t)nd + 1) * sizeof *r->residual);
+  if (!r->residual) {
+    fprintf(stderr, "qec-decode: out of memory\n");
+    return 1;
+  }
+  return 0;
 }
 
 static int run(const opts_t *o) {
@@ -132,6 +334,10 @@ static int run(const opts_t *o) {
                     "--in_includes_appended_observables\n");
     return 2;
   }
+  cudaq_onnx_predecoder_options_t onnx_opts;
+  cudaq_local_predecoder_options_t local_opts;
+  if (check_predecoder_flags(o, cmd_predict, &onnx_opts, &local_opts))
+    return 2;
   cudaq_mwpm_error_t err;
   cudaq_dem_t *dem = NULL;
   cudaq_mwpm_status_t st = cudaq_dem_parse_file(o->dem, &dem, &err);
@@ -151,15 +357,20 @@ static int run(const opts_t *o) {
     return 1;
   }
   int rc = 1;
-  cudaq_mwpm_decoder_t *dec = NULL;
+  run_state_t r;
+  memset(&r, 0, sizeof r);
   cudaq_sample_reader_t *rd = NULL, *ord = NULL;
   uint32_t *events = malloc(((size_t)nd + 1) * sizeof *events);
-  FILE *fin = open_or(o->in, "rb", stdin);
-  FILE *fout = open_or(o->out, "wb", stdout);
-  FILE *fobs = o->obs_in && !o->appended ? open_or(o->obs_in, "rb", NULL) : NULL;
-  if (!events || !fin || !fout || (o->obs_in && !o->appended && !fobs))
+  FILE *fin = NULL, *fout = NULL, *fobs = NULL, *fjson = NULL;
+  if (make_predecoder(o, g, nd, no, &onnx_opts, &local_opts, &r))
     goto done;
-  if (cudaq_mwpm_decoder_create(g, &dec) ||
+  fin = open_or(o->in, "rb", stdin);
+  fout = open_or(o->out, "wb", stdout);
+  fobs = o->obs_in && !o->appended ? open_or(o->obs_in, "rb", NULL) : NULL;
+  fjson = o->json ? open_or(o->json, "w", NULL) : NULL;
+  if (!events || !fin || !fout || (o->obs_in && !o->appended && !fobs) || (o->json && !fjson))
+    goto done;
+  if (cudaq_mwpm_decoder_create(g, &r.dec) ||
       cudaq_sample_reader_create(fin, in_fmt, nd, o->appended ? no : 0, &rd) ||
       (fobs && cudaq_sample_reader_create(fobs, obs_fmt, 0, no, &ord))) {
     fprintf(stderr, "qec-decode: out of memory\n");
@@ -170,7 +381,7 @@ static int run(const opts_t *o) {
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (;;) {
     size_t ne = 0;
-    uint64_t obs = 0;
+    uint64_t obs = 0, pred = 0, plain = 0;
     st = cudaq_sample_reader_next(rd, events, &ne, &obs, &err);
     if (st == CUDAQ_MWPM_EOF)
       break;
@@ -179,15 +390,11 @@ static int run(const opts_t *o) {
                                                   cudaq_mwpm_status_str(st));
       goto done;
     }
-    cudaq_mwpm_result_t res;
-    st = cudaq_mwpm_decode(dec, events, ne, &res);
-    if (st) {
-      fprintf(stderr, "qec-decode: shot %zu: %s\n", shots + 1, cudaq_mwpm_status_str(st));
+    if (decode_shot(&r, events, ne, shots + 1, !cmd_predict, &pred, &plain))
       goto done;
-    }
     shots++;
     if (cmd_predict) {
-      if (cudaq_sample_write_obs(fout, out_fmt, res.obs_mask, no)) {
+      if (cudaq_sample_write_obs(fout, out_fmt, pred, no)) {
         fprintf(stderr, "qec-decode: write error\n");
         goto done;
       }
@@ -203,11 +410,18 @@ static int run(const opts_t *o) {
         goto done;
       }
     }
-    mistakes += res.obs_mask != obs;
+    mistakes += pred != obs;
+    r.rep.mistakes_mwpm += plain != obs;
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   if (!cmd_predict)
     fprintf(fout, "%zu / %zu\n", mistakes, shots);
+  r.rep.shots = shots;
+  r.rep.mistakes = mistakes;
+  if (!cmd_predict && r.pd)
+    cudaq_predecoder_report_print(fout, &r.rep);
+  if (fjson)
+    cudaq_predecoder_report_json(fjson, &r.rep);
   if (o->timing) {
     double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     fprintf(stderr, "decoded %zu shots in %.6f s (%.3f us per shot)\n", shots, s,
@@ -217,13 +431,19 @@ static int run(const opts_t *o) {
 done:
   cudaq_sample_reader_destroy(rd);
   cudaq_sample_reader_destroy(ord);
-  cudaq_mwpm_decoder_destroy(dec);
+  cudaq_mwpm_decoder_destroy(r.dec);
+  cudaq_predecoder_destroy(r.pd);
   cudaq_mwpm_graph_destroy(g);
+  free(r.residual);
   free(events);
   if (fin && fin != stdin)
     fclose(fin);
   if (fobs)
     fclose(fobs);
+  if (fjson && fclose(fjson)) {
+    fprintf(stderr, "qec-decode: write error on '%s'\n", o->json);
+    rc = 1;
+  }
   if (fout && fout != stdout && fclose(fout))
     rc = 1;
   return rc;
