@@ -85,7 +85,8 @@ def pack(bits):
     return np.packbits(bits.astype(np.uint8), axis=1, bitorder="little")
 
 
-def run_point(model, spec, shots, seed, pool, device, fp32):
+def run_point(model, spec, shots, seed, pool, device, fp32, thresholds=(0.0,)):
+    """One evaluation point; returns one result per decision threshold."""
     import torch
     import net
     lay = L.build_layout(L.make_circuit(spec))
@@ -95,33 +96,42 @@ def run_point(model, spec, shots, seed, pool, device, fp32):
     sampled = list(pool.map(_sample, chunks))
     raw_packed = [d for d, _ in sampled]
     obs = np.concatenate([unpack(o, lay.num_observables) for _, o in sampled])
-    res_packed, frames, ev_before, ev_after = [], [], 0, 0
+    nt = len(thresholds)
+    res_packed, frames, ev_before, ev_after = [[] for _ in thresholds], [[] for _ in thresholds], 0, [0] * nt
     t_inf = time.time()
     for dp in raw_packed:
         dets = unpack(dp, n)
         ev_before += int(dets.sum())
-        rs, fs = [], []
+        rs, fs = [[] for _ in thresholds], [[] for _ in thresholds]
         for s in range(0, len(dets), 4096):
             x = torch.tensor(dets[s:s + 4096], dtype=torch.float32, device=device)
             with torch.no_grad(), torch.autocast(torch.device(device).type, dtype=torch.bfloat16,
                                                  enabled=not fp32 and torch.device(device).type == "cuda"):
                 g = geo.grid_from_dets(x)
                 logits = model(geo.inputs(g).contiguous(memory_format=torch.channels_last_3d))
-            _, res, fr = geo.apply_corrections(logits, g)
-            rs.append(res.flatten(1)[:, geo.det_cell].to(torch.uint8).cpu().numpy())
-            fs.append(fr.to(torch.uint8).cpu().numpy())
-        r = np.concatenate(rs)
-        ev_after += int(r.sum())
-        res_packed.append(pack(r))
-        frames.append(np.concatenate(fs))
+            for j, th in enumerate(thresholds):
+                _, res, fr = geo.apply_corrections(logits, g, th)
+                rs[j].append(res.flatten(1)[:, geo.det_cell].to(torch.uint8).cpu().numpy())
+                fs[j].append(fr.to(torch.uint8).cpu().numpy())
+        for j in range(nt):
+            r = np.concatenate(rs[j])
+            ev_after[j] += int(r.sum())
+            res_packed[j].append(pack(r))
+            frames[j].append(np.concatenate(fs[j]))
     t_inf = time.time() - t_inf
-    frame = np.concatenate(frames)
     pred_raw = np.concatenate([unpack(p, lay.num_observables)
                                for p in pool.map(_match, [(spec, p) for p in raw_packed])])
+    fail_raw = int((pred_raw != obs).any(axis=1).sum())
+    return [_point_result(spec, shots, seed, lay, pool, raw_packed, res_packed[j], np.concatenate(frames[j]),
+                          obs, fail_raw, ev_before, ev_after[j], t_inf, fp32, th)
+            for j, th in enumerate(thresholds)]
+
+
+def _point_result(spec, shots, seed, lay, pool, raw_packed, res_packed, frame, obs, fail_raw,
+                  ev_before, ev_after, t_inf, fp32, threshold):
     pred_res = np.concatenate([unpack(p, lay.num_observables)
                                for p in pool.map(_match, [(spec, p) for p in res_packed])])
     pred_hyb = pred_res ^ frame
-    fail_raw = int((pred_raw != obs).any(axis=1).sum())
     fail_hyb = int((pred_hyb != obs).any(axis=1).sum())
     sub = min(20_000, shots)
     t_raw, t_res = pool.map(_time_match, [(spec, raw_packed[0][:sub]), (spec, res_packed[0][:sub])])
@@ -135,7 +145,7 @@ def run_point(model, spec, shots, seed, pool, device, fp32):
         "density_ratio": ev_after / max(1, ev_before),
         "mwpm_us_raw": t_raw * 1e6, "mwpm_us_residual": t_res * 1e6,
         "mwpm_speedup": t_raw / t_res if t_res > 0 else None,
-        "inference_s": round(t_inf, 2), "precision": "fp32" if fp32 else "bf16",
+        "inference_s": round(t_inf, 2), "precision": "fp32" if fp32 else "bf16", "threshold": threshold,
     }
     return out
 
@@ -149,6 +159,7 @@ def main(argv=None):
     ap.add_argument("--json")
     ap.add_argument("--fp32", action="store_true")
     ap.add_argument("--device")
+    ap.add_argument("--thresholds", default="0", help="decision thresholds on the edge logits to compare")
     a = ap.parse_args(argv)
     import torch
     from export import load_model
@@ -162,10 +173,11 @@ def main(argv=None):
             basis, d, p, shots = pt.split(":")
             spec = L.circuit_spec(basis, int(d), int(d), float(p), a.noise)
             t = time.time()
-            r = run_point(model, spec, int(float(shots)), a.seed + 1000 * k, pool, device, a.fp32)
-            r["wall_s"] = round(time.time() - t, 1)
-            results.append(r)
-            print(json.dumps(r), flush=True)
+            ths = [float(x) for x in a.thresholds.split(",")]
+            for r in run_point(model, spec, int(float(shots)), a.seed + 1000 * k, pool, device, a.fp32, ths):
+                r["wall_s"] = round(time.time() - t, 1)
+                results.append(r)
+                print(json.dumps(r), flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)

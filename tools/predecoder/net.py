@@ -80,10 +80,10 @@ class Geometry:
         g[:, self.det_cell] = dets
         return g.view(-1, T, H, W)
 
-    def apply_corrections(self, logits: torch.Tensor, det_grid: torch.Tensor):
-        """Thresholds logits at 0 and returns (applied edges [B,K,T,H,W],
+    def apply_corrections(self, logits: torch.Tensor, det_grid: torch.Tensor, threshold: float = 0.0):
+        """Applies the edges whose logit is above `threshold` and returns (applied edges [B,K,T,H,W],
         residual events [B,T,H,W], frame [B,Lobs]), all 0/1 float32."""
-        pred = (logits.float() > 0).float() * self.valid
+        pred = (logits.float() > threshold).float() * self.valid
         counts = F.conv3d(pred, self.syn_w, padding=self.reach)[:, 0]
         residual = torch.remainder(det_grid.float() + counts, 2.0)
         frame = torch.remainder(pred.flatten(1) @ self.obs, 2.0)
