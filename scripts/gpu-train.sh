@@ -2,6 +2,7 @@
 # One training visit to a GPU machine (see tools/predecoder/README.md):
 #   STAGE=train   train (or resume) the predecoder for TRAIN_MINUTES, plot its curve
 #   STAGE=eval    evaluate a checkpoint on held-out stim shots (EVAL_POINTS)
+#   STAGE=both    train, then evaluate the new checkpoint
 # The machine has PyTorch, onnx and onnxruntime; stim and PyMatching travel as
 # wheels in .whl/ (carry it: see the README). Checkpoints travel in .ckpt/
 # (carry it); results come back in $OUT.
@@ -18,17 +19,20 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)" | tee -a "$OUT/machine.txt"
 P=tools/predecoder
 CKPT=${CKPT:-.ckpt/predecoder.pt}
-case "${STAGE:-train}" in
-  train)
+STAGE=${STAGE:-train}
+case "$STAGE" in
+  train|both)
     resume=()
     [ -f "$CKPT" ] && resume=(--resume "$CKPT")
     python3 $P/train.py --out "$OUT/predecoder.pt" --minutes "${TRAIN_MINUTES:-8}" \
       --total-minutes "${TOTAL_MINUTES:-14}" ${TRAIN_ARGS:-} "${resume[@]}" 2>&1 | tee "$OUT/train.log"
     python3 $P/plot.py "$OUT/predecoder.pt" "$OUT/training.png" --log "$OUT/training_log.jsonl"
-    ;;
-  eval)
+    CKPT=$OUT/predecoder.pt
+    ;;&
+  eval|both)
     python3 $P/evaluate.py --ckpt "$CKPT" --points "$EVAL_POINTS" --json "$OUT/eval.json" \
       ${EVAL_ARGS:-} 2>&1 | tee "$OUT/eval.log"
     ;;
+  train) ;;
   *) echo "gpu-train: unknown STAGE ${STAGE}"; exit 2 ;;
 esac
