@@ -45,7 +45,7 @@ static void shape_str(const cudaq_nn_binding_t *b, char *buf, size_t len) {
 }
 
 /* One binding against the contract: name, INT32, shape [1, n]. what is
- * "input 0" or "output 1"; count names what n is. */
+ * "input 0" or "output 1"; count names what n counts (singular). */
 static cudaq_predecoder_status_t check_binding(const cudaq_nn_binding_t *b, const char *what,
                                                const char *name, uint32_t n, const char *count,
                                                cudaq_predecoder_error_t *err) {
@@ -62,8 +62,8 @@ static cudaq_predecoder_status_t check_binding(const cudaq_nn_binding_t *b, cons
   if (b->rank != 2 || b->shape[0] != 1 || b->shape[1] != (int64_t)n) {
     char s[128];
     shape_str(b, s, sizeof s);
-    cudaq_predecoder__set_error(err, "model %s '%s' has shape %s, the DEM needs [1, %u] (it has %u %s)",
-                                what, name, s, n, n, count);
+    cudaq_predecoder__set_error(err, "model %s '%s' has shape %s, the DEM needs [1, %u] (it has %u %s%s)",
+                                what, name, s, n, n, count, n == 1 ? "" : "s");
     return CUDAQ_PREDECODER_ERR_MODEL;
   }
   return CUDAQ_PREDECODER_OK;
@@ -92,13 +92,13 @@ cudaq_predecoder_status_t cudaq_predecoder_check_model(const cudaq_nn_model_t *m
   cudaq_nn_binding_t b;
   cudaq_predecoder_status_t st;
   cudaq_nn_model_input(model, 0, &b);
-  if ((st = check_binding(&b, "input 0", INPUT_NAME, num_detectors, "detectors", err)))
+  if ((st = check_binding(&b, "input 0", INPUT_NAME, num_detectors, "detector", err)))
     return st;
   cudaq_nn_model_output(model, 0, &b);
-  if ((st = check_binding(&b, "output 0", RESIDUAL_NAME, num_detectors, "detectors", err)))
+  if ((st = check_binding(&b, "output 0", RESIDUAL_NAME, num_detectors, "detector", err)))
     return st;
   cudaq_nn_model_output(model, 1, &b);
-  return check_binding(&b, "output 1", FRAME_NAME, num_observables, "observables", err);
+  return check_binding(&b, "output 1", FRAME_NAME, num_observables, "observable", err);
 }
 
 static void onnx_destroy(cudaq_predecoder_t *p) {

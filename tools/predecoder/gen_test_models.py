@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Small ONNX predecoders for the tests of qec-decode --predecoder, built with
+onnx.helper for one DEM (N detectors, L observables; models/README.md has the
+contract). Nothing here is trained: each model is a fixed rule, so that the C
+side and the Python reference (reference_eval.py) can be compared exactly.
+
+  gen_test_models.py --dem C.dem --out DIR
+
+Models that follow the contract:
+  identity.onnx   residual = detectors, frame = 0
+  frame.onnx      residual = detectors, frame = the first L detectors (an
+                  arbitrary frame: checks the XOR with the MWPM prediction)
+  pairs.onnx      clears fixed disjoint pairs of detectors joined by the
+                  likeliest edges of the DEM when both events are present, and
+                  flips the frame by those edges' observables (integer Gather,
+                  Mul, float MatMul, Cast, Div, Sub)
+  nonbinary.onnx  residual = 2 x detectors (values outside 0/1 at run time)
+Models that must be refused at load (DIR/refusals.txt: "FILE|PHRASE" lines,
+the phrase the refusal message must contain):
+  bad_count, bad_dtype, bad_missing_output, bad_frame_len, bad_input_name,
+  bad_two_inputs, bad_output_dtype, bad_output_name.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+import onnx
+import stim
+from onnx import TensorProto as TP
+from onnx import helper, numpy_helper
+
+I32, F = TP.INT32, TP.FLOAT
+
+
+def const(name, arr):
+    return numpy_helper.from_array(np.asarray(arr), name)
+
+
+def model(nodes, inputs, outputs, inits=()):
+    """inputs / outputs: [(name, dtype, shape)]."""
+    vi = [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs]
+    vo = [helper.make_tensor_value_info(n, t, s) for n, t, s in outputs]
+    g = helper.make_graph(nodes, "predecoder_test", vi, vo, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)],
+                          producer_name="cudaq-predecoder-test")
+    m.ir_version = 9
+    onnx.checker.check_model(m)
+    return m
+
+
+def likely_pairs(dem, limit):
+    """Disjoint detector pairs joined by the likeliest two-detector components
+    of the DEM (first component seen wins for its observables)."""
+    edges = {}
+    for inst in dem.flattened():
+        if inst.type != "error":
+            continue
+        p = inst.args_copy()[0]
+        comp = [[]]
+        for t in inst.targets_copy():
+            if t.is_separator():
+                comp.append([])
+            else:
+                comp[-1].append(t)
+        for c in comp:
+            ds = sorted(t.val for t in c if t.is_relative_detector_id())
+            obs = sum(1 << t.val for t in c if t.is_logical_observable_id())
+            if len(ds) == 2 and tuple(ds) not in edges:
+                edges[tuple(ds)] = (p, obs)
+    used, pairs = set(), []
+    for (a, b), (p, obs) in sorted(edges.items(), key=lambda kv: (-kv[1][0], kv[0])):
+        if a in used or b in used:
+            continue
+        used.update((a, b))
+        pairs.append((a, b, obs))
+        if len(pairs) == limit:
+            break
+    return pairs
+
+
+def io(n, l, det_type=I32, res_type=I32, frame_type=I32, frame_len=None, n_in=None):
+    return ([("detectors", det_type, [1, n if n_in is None else n_in])],
+            [("residual_detectors", res_type, [1, n]),
+             ("logical_frame", frame_type, [1, l if frame_len is None else frame_len])])
+
+
+def zero_frame(l):
+    """Nodes making logical_frame = 0 * detectors[:, :L]."""
+    return ([helper.make_node("Slice", ["detectors", "s0", "sl", "ax1"], ["head"]),
+             helper.make_node("Mul", ["head", "zero"], ["logical_frame"])],
+            [const("s0", np.array([0], np.int64)), const("sl", np.array([l], np.int64)),
+             const("ax1", np.array([1], np.int64)), const("zero", np.array(0, np.int32))])
+
+
+def pairs_model(n, l, pairs):
+    k = len(pairs)
+    ia = np.array([a for a, _, _ in pairs], np.int64)
+    ib = np.array([b for _, b, _ in pairs], np.int64)
+    clear = np.zeros((k, n), np.float32)
+    flips = np.zeros((k, l), np.float32)
+    for i, (a, b, obs) in enumerate(pairs):
+        clear[i, a] = clear[i, b] = 1
+        for j in range(l):
+            flips[i, j] = (obs >> j) & 1
+    nodes = [
+        helper.make_node("Gather", ["detectors", "ia"], ["ea"], axis=1),
+        helper.make_node("Gather", ["detectors", "ib"], ["eb"], axis=1),
+        helper.make_node("Mul", ["ea", "eb"], ["both"]),              # [1, K] 0/1
+        helper.make_node("Cast", ["both"], ["bothf"], to=F),
+        helper.make_node("MatMul", ["bothf", "clear"], ["clrf"]),      # [1, N]
+        helper.make_node("Cast", ["clrf"], ["clr"], to=I32),
+        helper.make_node("Sub", ["detectors", "clr"], ["residual_detectors"]),
+        helper.make_node("MatMul", ["bothf", "flips"], ["cntf"]),      # [1, L] counts
+        helper.make_node("Cast", ["cntf"], ["cnt"], to=I32),
+        helper.make_node("Div", ["cnt", "two"], ["half"]),
+        helper.make_node("Mul", ["half", "two"], ["even"]),
+        helper.make_node("Sub", ["cnt", "even"], ["logical_frame"]),  # parity
+    ]
+    inits = [const("ia", ia), const("ib", ib), const("clear", clear), const("flips", flips),
+             const("two", np.array(2, np.int32))]
+    return model(nodes, *io(n, l), inits)
+
+
+def gen(args):
+    dem = stim.DetectorErrorModel.from_file(args.dem)
+    n, l = dem.num_detectors, dem.num_observables
+    if l < 1 or n < l:
+        sys.exit(f"gen_test_models: need at least one observable and N >= L (N={n}, L={l})")
+    os.makedirs(args.out, exist_ok=True)
+    out = {}
+    zf_nodes, zf_inits = zero_frame(l)
+    ident = [helper.make_node("Identity", ["detectors"], ["residual_detectors"])]
+    out["identity"] = model(ident + zf_nodes, *io(n, l), zf_inits)
+    out["frame"] = model(ident + [helper.make_node("Slice", ["detectors", "s0", "sl", "ax1"],
+                                                   ["logical_frame"])],
+                         *io(n, l), zf_inits[:3])
+    out["pairs"] = pairs_model(n, l, likely_pairs(dem, max(1, n // 4)))
+    out["nonbinary"] = model([helper.make_node("Add", ["detectors", "detectors"],
+                                               ["residual_detectors"])] + zf_nodes,
+                             *io(n, l), zf_inits)
+    # Refusals: each breaks one rule of the contract.
+    refusals = []
+
+    def refuse(name, m, phrase):
+        out[name] = m
+        refusals.append(f"{name}.onnx|{phrase}")
+
+    zf1, zi1 = zero_frame(l)
+    refuse("bad_count", model([helper.make_node("Slice", ["detectors", "s0", "sn", "ax1"],
+                                                ["residual_detectors"])] + zf1,
+                              *io(n, l, n_in=n + 1),
+                              zi1 + [const("sn", np.array([n], np.int64))]),
+           f"model input 0 'detectors' has shape [1, {n + 1}], the DEM needs [1, {n}] "
+           f"(it has {n} detectors)")
+    refuse("bad_dtype", model([helper.make_node("Cast", ["detectors"], ["residual_detectors"],
+                                                to=I32),
+                               helper.make_node("Slice", ["residual_detectors", "s0", "sl", "ax1"],
+                                                ["head"]),
+                               helper.make_node("Mul", ["head", "zero"], ["logical_frame"])],
+                              *io(n, l, det_type=F), zi1),
+           "model input 0 'detectors' has element type float, the contract needs int32")
+    refuse("bad_missing_output", model(ident, [("detectors", I32, [1, n])],
+                                       [("residual_detectors", I32, [1, n])]),
+           "model has 1 output, the contract needs 2 ('residual_detectors', 'logical_frame'): "
+           "'logical_frame' is missing")
+    zf2, zi2 = zero_frame(l + 1)
+    refuse("bad_frame_len", model(ident + zf2, *io(n, l, frame_len=l + 1), zi2),
+           f"model output 1 'logical_frame' has shape [1, {l + 1}], the DEM needs [1, {l}] "
+           f"(it has {l} observable{'s' if l != 1 else ''})")
+    zf3, zi3 = zero_frame(l)
+    m = model([helper.make_node("Identity", ["x"], ["residual_detectors"]),
+               helper.make_node("Slice", ["x", "s0", "sl", "ax1"], ["head"]),
+               helper.make_node("Mul", ["head", "zero"], ["logical_frame"])],
+              [("x", I32, [1, n])], io(n, l)[1], zi3)
+    refuse("bad_input_name", m, "model input 0 is named 'x', the contract names it 'detectors'")
+    m = model(ident + zf3 + [helper.make_node("Identity", ["extra"], ["extra_out"])],
+              [("detectors", I32, [1, n]), ("extra", I32, [1, 1])],
+              io(n, l)[1] + [("extra_out", I32, [1, 1])], zi3)
+    refuse("bad_two_inputs", m, "model has 2 inputs, the contract needs exactly 1 ('detectors')")
+    m = model(ident + zf3[:1] + [helper.make_node("Cast", ["head"], ["logical_frame"], to=F)],
+              *io(n, l, frame_type=F), zi3[:3])
+    refuse("bad_output_dtype", m,
+           "model output 1 'logical_frame' has element type float, the contract needs int32")
+    m = model([helper.make_node("Identity", ["detectors"], ["residual"])] + zf3,
+              [("detectors", I32, [1, n])],
+              [("residual", I32, [1, n]), ("logical_frame", I32, [1, l])], zi3)
+    refuse("bad_output_name", m,
+           "model output 0 is named 'residual', the contract names it 'residual_detectors'")
+    for name, m in out.items():
+        with open(os.path.join(args.out, name + ".onnx"), "wb") as f:
+            f.write(m.SerializeToString())
+    with open(os.path.join(args.out, "refusals.txt"), "w") as f:
+        f.write("\n".join(refusals) + "\n")
+    print(f"gen_test_models: {len(out)} models for N={n}, L={l} in {args.out}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dem", required=True)
+    ap.add_argument("--out", required=True)
+    gen(ap.parse_args())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""Python reference for qec-decode --predecoder: onnxruntime + PyMatching.
+
+  predict  For every shot of a stim shot file (01, b8 or dets, read with
+           stim.read_shot_data_file), run the ONNX predecoder (batch 1,
+           onnxruntime, CPU) on the shot's detection events, decode its
+           residual_detectors with PyMatching (uncorrelated matching built
+           from the same DEM), and write logical_frame XOR MWPM(residual) in
+           stim's 01 format: the bytes `qec-decode predict --predecoder MODEL
+           --out_format 01` must produce. Two exact MWPM decoders may pick
+           different matchings of equal weight (a tie) with different
+           observables; --residual_out, --weights_out and --frame_out write what a test
+           needs to tell such a tie from a real disagreement.
+
+             reference_eval.py predict --model M.onnx --dem C.dem --in S.b8
+                 --in_format b8 [--in_includes_appended_observables] --out P.01
+                 [--residual_out R.b8] [--weights_out W.txt] [--frame_out F.01]
+
+  shots    Sample shots for a test: the circuit comes from a manifest entry
+           (models/manifest.json, the entry whose "file" is --model) or from
+           --task/--distance/--rounds/--p (stim's four circuit-level noise
+           parameters all = p). Writes OUT/circuit.dem
+           (detector_error_model(decompose_errors=True)), OUT/shots.b8
+           (detection events), OUT/obs.01 (observable flips) and
+           OUT/info.txt ("num_detectors N", "num_observables L", "shots S").
+
+             reference_eval.py shots --manifest models/manifest.json --model d5.onnx
+                 --shots 10000 --seed 20261124 --out DIR
+             reference_eval.py shots --task surface_code:rotated_memory_z --distance 5
+                 --rounds 5 --p 0.005 --shots 10000 --seed 20261124 --out DIR
+
+The model contract is models/README.md. Run it from the project venv
+(scripts/venv.sh): stim, pymatching, numpy, onnx, onnxruntime.
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+CONTRACT = ("detectors", "residual_detectors", "logical_frame")
+
+
+def fail(msg):
+    print(f"reference_eval: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+# --- predict ---------------------------------------------------------------
+
+def open_session(model_path, num_detectors, num_observables):
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    sess = ort.InferenceSession(model_path, opts, providers=["CPUExecutionProvider"])
+    ins, outs = sess.get_inputs(), sess.get_outputs()
+    want = [(ins[0] if ins else None, CONTRACT[0], num_detectors),
+            (outs[0] if outs else None, CONTRACT[1], num_detectors),
+            (outs[1] if len(outs) > 1 else None, CONTRACT[2], num_observables)]
+    if len(ins) != 1:
+        fail(f"{model_path}: {len(ins)} inputs, the contract has 1 ('{CONTRACT[0]}')")
+    for b, name, n in want:
+        if b is None:
+            fail(f"{model_path}: no '{name}' binding")
+        if b.name != name or b.type != "tensor(int32)":
+            fail(f"{model_path}: binding '{b.name}' {b.type}, the contract needs '{name}' tensor(int32)")
+        shape = [1 if not isinstance(d, int) else d for d in b.shape]
+        if shape != [1, n]:
+            fail(f"{model_path}: '{name}' has shape {b.shape}, the DEM needs [1, {n}]")
+    return sess
+
+
+def predict(args):
+    import pymatching
+    import stim
+    dem = stim.DetectorErrorModel.from_file(args.dem)
+    nd, no = dem.num_detectors, dem.num_observables
+    data = stim.read_shot_data_file(path=args.input, format=args.in_format, num_detectors=nd,
+                                    num_observables=no if args.appended else 0)
+    dets = np.ascontiguousarray(data[:, :nd], dtype=np.int32)
+    sess = open_session(args.model, nd, no)
+    residual = np.zeros((len(dets), nd), dtype=np.uint8)
+    frame = np.zeros((len(dets), no), dtype=np.uint8)
+    for i in range(len(dets)):
+        r, f = sess.run(list(CONTRACT[1:]), {CONTRACT[0]: dets[i:i + 1]})
+        if not np.isin(r, (0, 1)).all() or not np.isin(f, (0, 1)).all():
+            fail(f"shot {i + 1}: an output value is not 0 or 1")
+        residual[i] = r[0]
+        frame[i] = f[0]
+    matching = pymatching.Matching.from_detector_error_model(dem)
+    obs, weights = matching.decode_batch(residual, return_weights=True)
+    pred = (np.asarray(obs, dtype=np.uint8) ^ frame).astype(bool)
+    stim.write_shot_data_file(data=pred, path=args.out, format="01", num_observables=no)
+    if args.residual_out:
+        stim.write_shot_data_file(data=residual.astype(bool), path=args.residual_out, format="b8",
+                                  num_detectors=nd)
+    if args.weights_out:
+        np.savetxt(args.weights_out, weights, fmt="%.17g")
+    if args.frame_out:
+        stim.write_shot_data_file(data=frame.astype(bool), path=args.frame_out, format="01",
+                                  num_observables=no)
+    print(f"reference_eval: {len(dets)} shots, {int(dets.sum())} events before, "
+          f"{int(residual.sum())} after, {args.out}")
+
+
+# --- shots -----------------------------------------------------------------
+
+def manifest_entry(manifest, model):
+    with open(manifest) as f:
+        data = json.load(f)
+    base = os.path.dirname(os.path.abspath(manifest))
+    want = os.path.realpath(model)
+    for e in data.get("models", []):
+        if os.path.realpath(os.path.join(base, e["file"])) == want:
+            return e
+    fail(f"{model} is not listed in {manifest}")
+
+
+def make_circuit(spec):
+    import stim
+    noise = dict(spec.get("noise", {}))
+    if "model" in noise:  # e.g. SI1000: the training tools' circuit builder
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import layout
+        return layout.make_circuit(spec)
+    return stim.Circuit.generated(spec["task"], distance=int(spec["distance"]),
+                                  rounds=int(spec["rounds"]), **noise)
+
+
+def shots(args):
+    import stim
+    if args.manifest:
+        if not args.model:
+            fail("--manifest needs --model")
+        entry = manifest_entry(args.manifest, args.model)
+        spec = entry["circuit"]
+    else:
+        if args.task is None or args.distance is None or args.p is None:
+            fail("give --manifest and --model, or --task, --distance and --p")
+        p = args.p
+        spec = {"task": args.task, "distance": args.distance,
+                "rounds": args.rounds or args.distance,
+                "noise": {k: p for k in ("after_clifford_depolarization",
+                                         "before_round_data_depolarization",
+                                         "before_measure_flip_probability",
+                                         "after_reset_flip_probability")}}
+        entry = None
+    circuit = make_circuit(spec)
+    dem = circuit.detector_error_model(decompose_errors=True)
+    if entry is not None:
+        for key, have in (("num_detectors", dem.num_detectors),
+                          ("num_observables", dem.num_observables)):
+            if key in entry and int(entry[key]) != have:
+                fail(f"manifest says {key} {entry[key]}, the circuit's DEM has {have}")
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "circuit.dem"), "w") as f:
+        f.write(str(dem))
+    dets, obs = circuit.compile_detector_sampler(seed=args.seed).sample(
+        args.shots, separate_observables=True)
+    stim.write_shot_data_file(data=dets, path=os.path.join(args.out, "shots.b8"), format="b8",
+                              num_detectors=dem.num_detectors)
+    stim.write_shot_data_file(data=obs, path=os.path.join(args.out, "obs.01"), format="01",
+                              num_observables=dem.num_observables)
+    with open(os.path.join(args.out, "info.txt"), "w") as f:
+        f.write(f"num_detectors {dem.num_detectors}\nnum_observables {dem.num_observables}\n"
+                f"shots {args.shots}\ncircuit {json.dumps(spec, sort_keys=True)}\n")
+    print(f"reference_eval: {args.shots} shots of {spec['task']} d={spec['distance']} "
+          f"({dem.num_detectors} detectors) in {args.out}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("predict")
+    p.add_argument("--model", required=True)
+    p.add_argument("--dem", required=True)
+    p.add_argument("--in", dest="input", required=True)
+    p.add_argument("--in_format", default="01", choices=["01", "b8", "dets"])
+    p.add_argument("--in_includes_appended_observables", dest="appended", action="store_true")
+    p.add_argument("--out", required=True)
+    p.add_argument("--residual_out", help="also write the residual events (b8), for tie checks")
+    p.add_argument("--weights_out", help="also write PyMatching's matching weight on each "
+                   "residual (one per line), for tie checks")
+    p.add_argument("--frame_out", help="also write the model's logical_frame (01), for tie checks")
+    s = sub.add_parser("shots")
+    s.add_argument("--manifest")
+    s.add_argument("--model")
+    s.add_argument("--task")
+    s.add_argument("--distance", type=int)
+    s.add_argument("--rounds", type=int)
+    s.add_argument("--p", type=float)
+    s.add_argument("--shots", type=int, default=10000)
+    s.add_argument("--seed", type=int, default=20261124)
+    s.add_argument("--out", required=True)
+    args = ap.parse_args()
+    {"predict": predict, "shots": shots}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()
