@@ -15,7 +15,7 @@
 #       --manifest MANIFEST NUM_SHOTS SEED shots sampled by stim from the circuit of
 #                                          MODEL's manifest entry
 # Environment: JOBS (default: nproc) qec-decode processes over slices of a b8
-# shot file (the CPU executor is slow on large models).
+# shot file with info.txt beside it (the CPU executor is slow on large models).
 set -eu
 QD=$1 MW=$2 PY=$3 TOOLS=$4 WORK=$5 MODEL=$6
 shift 6
@@ -31,33 +31,17 @@ case "${1:-}" in
   *) echo "usage: see the head of $0" >&2; exit 2 ;;
 esac
 fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/common.sh"
 
 "$PY" "$TOOLS/reference_eval.py" predict --model "$MODEL" --dem "$DEM" --in "$IN" \
   --in_format "$FMT" --out "$WORK/ref.01" --residual_out "$WORK/residual.b8" \
   --weights_out "$WORK/pm_weights.txt" --frame_out "$WORK/frames.01"
 
-# Ours, over JOBS slices of a b8 file (fixed-size records), joined in order.
-JOBS=${JOBS:-$(nproc 2>/dev/null || echo 1)}
-ND=$("$PY" -c 'import stim, sys; print(stim.DetectorErrorModel.from_file(sys.argv[1]).num_detectors)' "$DEM")
+# Ours (over JOBS processes on slices of a b8 file: common.sh).
 NSHOTS=$(wc -l < "$WORK/ref.01")
 start=$(date +%s)
-if [ "$FMT" = b8 ] && [ "$JOBS" -gt 1 ] && [ "$ND" -gt 0 ] && [ "$NSHOTS" -ge "$JOBS" ]; then
-  rec=$(( (ND + 7) / 8 ))
-  per=$(( (NSHOTS + JOBS - 1) / JOBS ))
-  split -a 3 -d -b $((per * rec)) "$IN" "$WORK/slice."
-  pids=""
-  for s in "$WORK"/slice.[0-9][0-9][0-9]; do
-    "$QD" predict --dem "$DEM" --in "$s" --in_format b8 --out_format 01 --predecoder "$MODEL" \
-      --out "$s.01" 2> "$s.err" &
-    pids="$pids $!"
-  done
-  for p in $pids; do wait "$p" || { cat "$WORK"/slice.*.err >&2; fail "qec-decode failed"; }; done
-  cat "$WORK"/slice.[0-9][0-9][0-9].01 > "$WORK/ours.01"
-else
-  "$QD" predict --dem "$DEM" --in "$IN" --in_format "$FMT" --out_format 01 \
-    --predecoder "$MODEL" --out "$WORK/ours.01" || fail "qec-decode failed"
-fi
-echo "qec-decode: $NSHOTS shots in $(( $(date +%s) - start )) s ($JOBS processes)"
+pd_predict "$QD" "$DEM" "$IN" "$FMT" "$WORK/ours.01" --predecoder "$MODEL" || fail "qec-decode failed"
+echo "qec-decode: $NSHOTS shots in $(( $(date +%s) - start )) s (JOBS=${JOBS:-$(nproc)})"
 
 if cmp -s "$WORK/ref.01" "$WORK/ours.01"; then
   echo "PASS: $NSHOTS shots, predictions byte-identical ($(basename "$MODEL"))"
