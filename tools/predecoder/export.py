@@ -37,7 +37,7 @@ OPSET = 17
 INPUT, RESIDUAL, FRAME = "detectors", "residual_detectors", "logical_frame"
 
 
-def build_onnx(model: net.Predecoder, lay: L.Layout, spec: dict) -> onnx.ModelProto:
+def build_onnx(model: net.Predecoder, lay: L.Layout, spec: dict, threshold: float = 0.0) -> onnx.ModelProto:
     T, H, W = lay.shape
     thw, n, nobs, K = T * H * W, lay.num_detectors, lay.num_observables, L.NUM_EDGE_TYPES
     inits, nodes = [], []
@@ -62,7 +62,7 @@ def build_onnx(model: net.Predecoder, lay: L.Layout, spec: dict) -> onnx.ModelPr
         x = node("Conv", [x, w, b], f"conv{i}", kernel_shape=[3, 3, 3], pads=[1] * 6)
         if i + 1 < len(model.convs):
             x = node("Relu", [x], f"relu{i}")
-    above = node("Greater", [x, const("zero", np.array(0.0, np.float32))], "edge_above")
+    above = node("Greater", [x, const("decision_threshold", np.array(threshold, np.float32))], "edge_above")
     edges_f = node("Cast", [above], "edges_all", to=TensorProto.FLOAT)
     edges = node("Mul", [edges_f, const("slot_valid", lay.slot_valid[None])], "edges")
     kw, reach = L.syndrome_kernel()
@@ -95,7 +95,8 @@ def build_onnx(model: net.Predecoder, lay: L.Layout, spec: dict) -> onnx.ModelPr
                           producer_name="cudaq-realtime tools/predecoder")
     m.ir_version = 8
     helper.set_model_props(m, {"circuit": L.spec_str(spec), "edge_types": json.dumps(L.EDGE_TYPES),
-                               "architecture": json.dumps(model.config())})
+                               "architecture": json.dumps(model.config()),
+                               "decision_threshold": repr(float(threshold))})
     onnx.checker.check_model(m)
     return m
 
@@ -107,7 +108,8 @@ def load_model(ckpt_path: str) -> tuple[net.Predecoder, dict]:
     return model.eval(), ck
 
 
-def verify(m: onnx.ModelProto, model: net.Predecoder, lay: L.Layout, circuit, shots=200, seed=12345):
+def verify(m: onnx.ModelProto, model: net.Predecoder, lay: L.Layout, circuit, shots=200, seed=12345,
+           threshold=0.0):
     """onnxruntime vs the PyTorch arithmetic on stim shots: all bits equal."""
     import onnxruntime as ort
     sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -116,7 +118,7 @@ def verify(m: onnx.ModelProto, model: net.Predecoder, lay: L.Layout, circuit, sh
     dt = torch.tensor(dets, dtype=torch.float32)
     with torch.no_grad():
         g = geo.grid_from_dets(dt)
-        _, res, frame = geo.apply_corrections(model(geo.inputs(g)), g)
+        _, res, frame = geo.apply_corrections(model(geo.inputs(g)), g, threshold)
     res_dets = res.flatten(1)[:, geo.det_cell].numpy().astype(np.int32)
     frame = frame.numpy().astype(np.int32)
     bad = 0
@@ -126,7 +128,7 @@ def verify(m: onnx.ModelProto, model: net.Predecoder, lay: L.Layout, circuit, sh
     return bad
 
 
-def manifest_entry(path, model, ck, lay, spec, manifest_dir):
+def manifest_entry(path, model, ck, lay, spec, manifest_dir, threshold):
     T, H, W = lay.shape
     rel = os.path.relpath(path, manifest_dir)
     with open(path, "rb") as f:
@@ -140,6 +142,7 @@ def manifest_entry(path, model, ck, lay, spec, manifest_dir):
         "inputs": [{"name": INPUT, "dtype": "int32", "shape": [1, lay.num_detectors]}],
         "outputs": [{"name": RESIDUAL, "dtype": "int32", "shape": [1, lay.num_detectors]},
                     {"name": FRAME, "dtype": "int32", "shape": [1, lay.num_observables]}],
+        "decision_threshold": threshold,
         "detector_order": "stim detector index of the circuit's detector error model (D0..D{N-1})",
         "grid": {"shape_t_h_w": [T, H, W],
                  "cell_of_detector": "t * H * W + ((x - min x) / 2) * W + (y - min y) / 2 from stim "
@@ -176,14 +179,16 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     ap.add_argument("--manifest")
     ap.add_argument("--verify-shots", type=int, default=200)
+    ap.add_argument("--threshold", type=float, default=2.0,
+                    help="apply an edge when its logit is above this (higher: fewer, surer corrections)")
     a = ap.parse_args(argv)
     spec = L.circuit_spec(a.basis, a.distance, a.rounds or a.distance, a.p, a.noise)
     circuit = L.make_circuit(spec)
     lay = L.build_layout(circuit)
     model, ck = load_model(a.ckpt)
-    m = build_onnx(model, lay, spec)
+    m = build_onnx(model, lay, spec, a.threshold)
     onnx.save(m, a.out)
-    bad = verify(m, model, lay, circuit, a.verify_shots) if a.verify_shots else 0
+    bad = verify(m, model, lay, circuit, a.verify_shots, threshold=a.threshold) if a.verify_shots else 0
     size = os.path.getsize(a.out)
     print(f"{a.out}: {size / 1e6:.2f} MB, {lay.num_detectors} detectors, grid {lay.shape}, "
           f"verify: {bad} of {a.verify_shots} shots differ from PyTorch")
@@ -191,7 +196,7 @@ def main(argv=None):
         sys.exit(1)
     if a.manifest:
         update_manifest(a.manifest, manifest_entry(a.out, model, ck, lay, spec,
-                                                   os.path.dirname(os.path.abspath(a.manifest))))
+                                                   os.path.dirname(os.path.abspath(a.manifest)), a.threshold))
 
 
 if __name__ == "__main__":
