@@ -1,5 +1,7 @@
 /* CPU reference executor: straightforward loops over the shapes fixed at
- * load. It also evaluates constant subgraphs for the loader. */
+ * load, except convolutions, which run as im2col + SGEMM where OpenBLAS is
+ * built in (cpu_conv.c). It also evaluates constant subgraphs for the
+ * loader (with the direct loops). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,7 @@ struct cudaq_nn_cpu {
   uint8_t *owned;      /* per value: 1 when bufs[i] is ours to free */
   uint8_t **move_in;   /* per node: move map (copy-class nodes) */
   int64_t **move_idx;
+  float *conv_scratch; /* im2col tile for the SGEMM convolution (cpu_conv.c); NULL: direct loops */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -339,10 +342,12 @@ static void exec_move(const cudaq_nn_model_t *m, const nn_node_t *node, void **b
 }
 
 void nn__cpu_exec_node(const cudaq_nn_model_t *m, const nn_node_t *node, void **bufs,
-                       const uint8_t *move_src_in, const int64_t *move_src_idx) {
+                       const uint8_t *move_src_in, const int64_t *move_src_idx, float *conv_scratch) {
   if (node->op == NN_OP_CONSTANT) return;
   if (nn__is_move_op(node->op)) exec_move(m, node, bufs, move_src_in, move_src_idx);
-  else if (node->op == NN_OP_CONV) exec_conv(m, node, bufs);
+  else if (node->op == NN_OP_CONV) {
+    if (!nn__conv_gemm(m, node, bufs, conv_scratch)) exec_conv(m, node, bufs);
+  }
   else if (node->op == NN_OP_MATMUL) exec_matmul(m, node, bufs);
   else if (node->op == NN_OP_GEMM) exec_gemm(m, node, bufs);
   else exec_elementwise(m, node, bufs);
@@ -366,6 +371,7 @@ void cudaq_nn_cpu_destroy(cudaq_nn_cpu_t *cpu) {
   free(cpu->owned);
   free(cpu->move_in);
   free(cpu->move_idx);
+  free(cpu->conv_scratch);
   free(cpu);
 }
 
@@ -390,6 +396,15 @@ cudaq_nn_status_t cudaq_nn_cpu_create(const cudaq_nn_model_t *m, cudaq_nn_cpu_t 
       if (!cpu->bufs[i]) goto oom;
     }
   }
+  size_t scratch = 0;
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    const nn_node_t *node = &m->nodes[i];
+    if (!node->folded && node->op == NN_OP_CONV) {
+      size_t s = nn__conv_scratch_floats(m, node);
+      if (s > scratch) scratch = s;
+    }
+  }
+  if (scratch && !(cpu->conv_scratch = malloc(scratch * sizeof(float)))) goto oom;
   for (size_t i = 0; i < m->n_nodes; i++) {
     const nn_node_t *node = &m->nodes[i];
     if (node->folded || !nn__is_move_op(node->op)) continue;
@@ -435,7 +450,8 @@ cudaq_nn_status_t cudaq_nn_cpu_run(cudaq_nn_cpu_t *cpu, const void *const *input
   for (size_t i = 0; i < m->n_inputs; i++) memcpy(cpu->bufs[m->inputs[i]], inputs[i], input_sizes[i]);
   for (size_t i = 0; i < m->n_nodes; i++) {
     const nn_node_t *node = &m->nodes[i];
-    if (!node->folded) nn__cpu_exec_node(m, node, cpu->bufs, cpu->move_in[i], cpu->move_idx[i]);
+    if (!node->folded) nn__cpu_exec_node(m, node, cpu->bufs, cpu->move_in[i], cpu->move_idx[i],
+                                          cpu->conv_scratch);
   }
   for (size_t i = 0; i < m->n_outputs; i++) memcpy(outputs[i], cpu->bufs[m->outputs[i]], output_sizes[i]);
   return CUDAQ_NN_OK;

@@ -92,7 +92,12 @@ void nn__bcast_strides(const nn_value_t *v, const nn_value_t *out, int64_t *stri
  * the executor and by constant folding at load. move_src_in/move_src_idx
  * are the node's move map for copy-class nodes (else NULL). */
 void nn__cpu_exec_node(const cudaq_nn_model_t *m, const nn_node_t *node, void **bufs,
-                       const uint8_t *move_src_in, const int64_t *move_src_idx);
+                       const uint8_t *move_src_in, const int64_t *move_src_idx, float *conv_scratch);
+/* cpu_conv.c: im2col scratch (floats) a Conv node needs, 0 without OpenBLAS;
+ * runs the node through SGEMM and returns 1, or returns 0 (no OpenBLAS or no
+ * scratch) for the caller's direct loops. */
+size_t nn__conv_scratch_floats(const cudaq_nn_model_t *m, const nn_node_t *node);
+int nn__conv_gemm(const cudaq_nn_model_t *m, const nn_node_t *node, void **bufs, float *scratch);
 
 void nn__set_error(cudaq_nn_error_t *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -999,7 +999,7 @@ static cudaq_nn_status_t fold_node(loader_t *L, nn_node_t *node) {
   } else {
     for (size_t i = 0; i < m->n_values; i++) bufs[i] = m->values[i].data;
     if (src_in) nn__move_map(m, node, src_in, src_idx);
-    nn__cpu_exec_node(m, node, bufs, src_in, src_idx);
+    nn__cpu_exec_node(m, node, bufs, src_in, src_idx, NULL);
   }
   free(bufs);
   free(src_in);
