@@ -31,7 +31,7 @@ step() { # step NAME SECONDS CMD...
 }
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 if has agree; then
-  step agree_d5_z 150 sh tests/predecoder/gpu_agreement.sh "$QD" python3 tools/predecoder /tmp/pd-agree \
+  step agree_d5_z 150 sh tests/predecoder/gpu_agreement.sh "$QD" "$(command -v python3)" tools/predecoder /tmp/pd-agree \
     models/predecoder_d5_z.onnx 0.001 0.01 --manifest models/manifest.json 10000 20261124
 fi
 if has bench; then

@@ -7,10 +7,11 @@ contract of models/README.md) and records it in the manifest.
 
 The graph: detectors INT32 [1, N] -> float -> scattered onto the (T, H, W)
 grid (Gather from the events with a zero appended) -> the site masks
-concatenated -> the convolutions -> edges = (logit > 0) x the edge slots
-that exist -> syndrome counts by a fixed convolution -> gathered back to
-detector order -> residual = (events + counts) mod 2 in INT32; frame =
-(edges . observable masks) mod 2 by MatMul. `mod 2` is x - (x / 2) * 2 with
+concatenated -> the convolutions -> edges = (logit > threshold) x the edge
+slots that exist -> per detector, the count of applied edges touching it
+(Gather of its incident slots, summed by a short MatMul) -> residual =
+(events + counts) mod 2 in INT32; frame = (applied edges that flip an
+observable, gathered, . their observable masks) mod 2. `mod 2` is x - (x / 2) * 2 with
 integer division, so only operators the project's NN engine runs are used.
 
 The exported model is checked against the PyTorch arithmetic on stim shots
@@ -65,11 +66,22 @@ def build_onnx(model: net.Predecoder, lay: L.Layout, spec: dict, threshold: floa
     above = node("Greater", [x, const("decision_threshold", np.array(threshold, np.float32))], "edge_above")
     edges_f = node("Cast", [above], "edges_all", to=TensorProto.FLOAT)
     edges = node("Mul", [edges_f, const("slot_valid", lay.slot_valid[None])], "edges")
-    kw, reach = L.syndrome_kernel()
-    counts = node("Conv", [edges, const("syndrome_kernel", kw)], "syndrome_counts",
-                  kernel_shape=list(kw.shape[2:]), pads=list(reach) * 2)
-    counts = node("Reshape", [counts, const("flat_shape", np.array([1, thw], np.int64))], "counts_flat")
-    counts = node("Gather", [counts, const("detector_cell", lay.det_cell)], "counts_dets", axis=1)
+    # Syndrome counts and frame by gathers over the flattened edge slots with
+    # a zero appended (index K*THW): each detector sums its incident slots
+    # (padded incidence lists); the frame sums the slots that flip an
+    # observable. Gathers and short MatMuls: no 9-channel convolution and no
+    # long serial dot product on the GPU.
+    incident, obs_slots, obs_rows = incidence(lay)
+    flat_edges = node("Reshape", [edges, const("edges_flat_shape", np.array([1, K * thw], np.int64))],
+                      "edges_flat")
+    padded = node("Concat", [flat_edges, const("zero_slot", np.zeros((1, 1), np.float32))],
+                  "edges_pad", axis=1)
+    deg = incident.shape[1]
+    inc = node("Gather", [padded, const("detector_incident_slots", incident.reshape(-1))],
+               "incident_flat", axis=1)
+    inc = node("Reshape", [inc, const("incident_shape", np.array([1, n, deg], np.int64))], "incident")
+    counts = node("MatMul", [inc, const("ones_deg", np.ones((deg, 1), np.float32))], "counts_col")
+    counts = node("Reshape", [counts, const("counts_shape", np.array([1, n], np.int64))], "counts_dets")
     counts = node("Cast", [counts], "counts_i", to=TensorProto.INT32)
     two = const("two_i", np.array(2, np.int32))
 
@@ -79,10 +91,8 @@ def build_onnx(model: net.Predecoder, lay: L.Layout, spec: dict, threshold: floa
 
     total = node("Add", [INPUT, counts], "events_plus_counts")
     mod2(total, RESIDUAL)
-    flat_edges = node("Reshape", [edges, const("edges_flat_shape", np.array([1, K * thw], np.int64))],
-                      "edges_flat")
-    obs = const("slot_observables", lay.slot_obs.reshape(K * thw, nobs).astype(np.float32))
-    fr = node("MatMul", [flat_edges, obs], "frame_counts")
+    fsl = node("Gather", [padded, const("observable_slots", obs_slots)], "frame_slots", axis=1)
+    fr = node("MatMul", [fsl, const("slot_observables", obs_rows)], "frame_counts")
     mod2(node("Cast", [fr], "frame_counts_i", to=TensorProto.INT32), FRAME)
 
     graph = helper.make_graph(
@@ -99,6 +109,37 @@ def build_onnx(model: net.Predecoder, lay: L.Layout, spec: dict, threshold: floa
                                "decision_threshold": repr(float(threshold))})
     onnx.checker.check_model(m)
     return m
+
+
+def incidence(lay: L.Layout):
+    """(incident [N, D] flat slot indices touching each detector, padded with
+    the zero slot K*THW; obs_slots [S] slots that flip an observable; their
+    observable rows [S, Lobs])."""
+    T, H, W = lay.shape
+    thw, K = T * H * W, L.NUM_EDGE_TYPES
+    cell_det = {int(c): i for i, c in enumerate(lay.det_cell)}
+    lists = [[] for _ in range(lay.num_detectors)]
+    ks, cells = np.nonzero(lay.slot_valid.reshape(K, thw))
+    for k, cell in zip(ks.tolist(), cells.tolist()):
+        slot = k * thw + cell
+        lists[cell_det[cell]].append(slot)
+        off = L.EDGE_TYPES[k]
+        if off is not None:
+            t, x, y = cell // (H * W), (cell // W) % H, cell % W
+            far = ((t + off[0]) * H + x + off[1]) * W + y + off[2]
+            lists[cell_det[far]].append(slot)
+    deg = max(1, max(len(li) for li in lists))
+    incident = np.full((lay.num_detectors, deg), K * thw, np.int64)
+    for i, li in enumerate(lists):
+        incident[i, :len(li)] = li
+    obs = lay.slot_obs.reshape(K * thw, lay.num_observables)
+    obs_slots = np.nonzero(obs.any(axis=1))[0].astype(np.int64)
+    if len(obs_slots) == 0:
+        obs_slots = np.array([K * thw], np.int64)
+        rows = np.zeros((1, lay.num_observables), np.float32)
+    else:
+        rows = obs[obs_slots].astype(np.float32)
+    return incident, obs_slots, rows
 
 
 def load_model(ckpt_path: str) -> tuple[net.Predecoder, dict]:
