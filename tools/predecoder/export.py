@@ -220,7 +220,7 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     ap.add_argument("--manifest")
     ap.add_argument("--verify-shots", type=int, default=200)
-    ap.add_argument("--threshold", type=float, default=2.0,
+    ap.add_argument("--threshold", type=float, default=3.0,
                     help="apply an edge when its logit is above this (higher: fewer, surer corrections)")
     a = ap.parse_args(argv)
     spec = L.circuit_spec(a.basis, a.distance, a.rounds or a.distance, a.p, a.noise)
