@@ -49,7 +49,7 @@ size_t cudaq_nn_dtype_size(cudaq_nn_dtype_t t) {
   return 0;
 }
 
-static const char *dtype_name(int t) {
+const char *cudaq_nn_dtype_name(cudaq_nn_dtype_t t) {
   switch (t) {
     case CUDAQ_NN_FLOAT: return "float";
     case CUDAQ_NN_UINT8: return "uint8";
@@ -60,6 +60,8 @@ static const char *dtype_name(int t) {
   }
   return "unsupported type";
 }
+
+static const char *dtype_name(int t) { return cudaq_nn_dtype_name((cudaq_nn_dtype_t)t); }
 
 /* Element types a model may use (float16 only on the GPU, as a precision). */
 static int dtype_ok(int t) {

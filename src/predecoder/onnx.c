@@ -24,18 +24,6 @@ typedef struct onnx_pd {
   size_t *output_sizes;
 } onnx_pd_t;
 
-static const char *dtype_name(cudaq_nn_dtype_t t) {
-  switch (t) {
-    case CUDAQ_NN_FLOAT: return "float";
-    case CUDAQ_NN_UINT8: return "uint8";
-    case CUDAQ_NN_INT32: return "int32";
-    case CUDAQ_NN_INT64: return "int64";
-    case CUDAQ_NN_BOOL: return "bool";
-    case CUDAQ_NN_FLOAT16: return "float16";
-  }
-  return "unknown";
-}
-
 static void shape_str(const cudaq_nn_binding_t *b, char *buf, size_t len) {
   size_t at = (size_t)snprintf(buf, len, "[");
   for (int i = 0; i < b->rank && at < len; i++)
@@ -56,7 +44,7 @@ static cudaq_predecoder_status_t check_binding(const cudaq_nn_binding_t *b, cons
   }
   if (b->dtype != CUDAQ_NN_INT32) {
     cudaq_predecoder__set_error(err, "model %s '%s' has element type %s, the contract needs int32",
-                                what, name, dtype_name(b->dtype));
+                                what, name, cudaq_nn_dtype_name(b->dtype));
     return CUDAQ_PREDECODER_ERR_MODEL;
   }
   if (b->rank != 2 || b->shape[0] != 1 || b->shape[1] != (int64_t)n) {

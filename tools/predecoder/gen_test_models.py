@@ -30,6 +30,9 @@ import stim
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from layout import components  # noqa: E402  (the DEM component split, one home)
+
 I32, F = TP.INT32, TP.FLOAT
 
 
@@ -57,13 +60,7 @@ def likely_pairs(dem, limit):
         if inst.type != "error":
             continue
         p = inst.args_copy()[0]
-        comp = [[]]
-        for t in inst.targets_copy():
-            if t.is_separator():
-                comp.append([])
-            else:
-                comp[-1].append(t)
-        for c in comp:
+        for c in components(inst):
             ds = sorted(t.val for t in c if t.is_relative_detector_id())
             obs = sum(1 << t.val for t in c if t.is_logical_observable_id())
             if len(ds) == 2 and tuple(ds) not in edges:

@@ -122,7 +122,8 @@ def spec_str(spec: dict) -> str:
     return json.dumps(spec, sort_keys=True)
 
 
-def _components(inst: stim.DemInstruction):
+def components(inst: stim.DemInstruction):
+    """The `^`-separated parts of a DEM error's targets, as lists of targets."""
     comps = [[]]
     for t in inst.targets_copy():
         if t.is_separator():
@@ -203,7 +204,7 @@ def build_layout(circuit: stim.Circuit) -> Layout:
         if inst.type != "error":
             continue
         slots, dets_all, obs_all = [], set(), 0
-        for comp in _components(inst):
+        for comp in components(inst):
             dets = [t.val for t in comp if t.is_relative_detector_id()]
             obs = 0
             for t in comp:

@@ -111,6 +111,10 @@ uint64_t cudaq_nn_model_hash(const cudaq_nn_model_t *model);
 /* Bytes per element of a dtype (0 for an unknown one). */
 size_t cudaq_nn_dtype_size(cudaq_nn_dtype_t dtype);
 
+/* A constant string naming a dtype ("float", "int32", ...; "unsupported
+ * type" for any other value). */
+const char *cudaq_nn_dtype_name(cudaq_nn_dtype_t dtype);
+
 /* A constant string naming a status. */
 const char *cudaq_nn_status_str(cudaq_nn_status_t status);
 
