@@ -1,0 +1,101 @@
+/* One CPU decoding worker of qec-realtime (see qrt_worker.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "qrt_worker.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cudaq/realtime/bench_report.h"
+
+struct qrt_worker {
+  uint32_t num_detectors;
+  cudaq_mwpm_decoder_t *dec;
+  cudaq_predecoder_t *pd; /* NULL: MWPM alone on the raw events */
+  uint32_t *events;       /* num_detectors + 1 */
+  uint32_t *residual;     /* num_detectors + 1 */
+};
+
+int qrt_worker_create(const cudaq_mwpm_graph_t *graph, qrt_pd_kind_t kind, const char *model,
+                      qrt_worker_t **out, char *msg, size_t msg_len) {
+  qrt_worker_t *w = calloc(1, sizeof *w);
+  if (!w) {
+    snprintf(msg, msg_len, "out of memory");
+    return 1;
+  }
+  w->num_detectors = cudaq_mwpm_graph_num_nodes(graph);
+  uint32_t no = cudaq_mwpm_graph_num_observables(graph);
+  w->events = malloc(((size_t)w->num_detectors + 1) * sizeof *w->events);
+  w->residual = malloc(((size_t)w->num_detectors + 1) * sizeof *w->residual);
+  if (!w->events || !w->residual || cudaq_mwpm_decoder_create(graph, &w->dec)) {
+    snprintf(msg, msg_len, "out of memory");
+    qrt_worker_destroy(w);
+    return 1;
+  }
+  cudaq_predecoder_error_t perr;
+  perr.message[0] = '\0';
+  cudaq_predecoder_status_t st = CUDAQ_PREDECODER_OK;
+  if (kind == QRT_PD_LOCAL)
+    st = cudaq_predecoder_create_local(graph, NULL, &w->pd, &perr);
+  else if (kind == QRT_PD_ONNX)
+    st = cudaq_predecoder_create_onnx(model, w->num_detectors, no, NULL, &w->pd, &perr);
+  if (st) {
+    snprintf(msg, msg_len, "%s", perr.message[0] ? perr.message : cudaq_predecoder_status_str(st));
+    qrt_worker_destroy(w);
+    return 1;
+  }
+  *out = w;
+  return 0;
+}
+
+void qrt_worker_destroy(qrt_worker_t *w) {
+  if (!w)
+    return;
+  cudaq_predecoder_destroy(w->pd);
+  cudaq_mwpm_decoder_destroy(w->dec);
+  free(w->events);
+  free(w->residual);
+  free(w);
+}
+
+static uint32_t sat_ns(uint64_t a, uint64_t b) {
+  uint64_t d = b > a ? b - a : 0;
+  return d > UINT32_MAX ? UINT32_MAX : (uint32_t)d;
+}
+
+int32_t qrt_worker_decode(qrt_worker_t *w, const void *payload, size_t len, qrt_response_t *out) {
+  memset(out, 0, sizeof *out);
+  if (len != (size_t)w->num_detectors * 4u)
+    return out->status = QRT_ERR_LENGTH;
+  const uint8_t *p = payload;
+  size_t ne = 0;
+  for (uint32_t d = 0; d < w->num_detectors; d++) {
+    int32_t v;
+    memcpy(&v, p + 4u * d, sizeof v); /* the slot's payload need not be 4-aligned */
+    if (v & ~1)
+      return out->status = QRT_ERR_VALUE;
+    if (v)
+      w->events[ne++] = d;
+  }
+  out->events_in = (uint32_t)ne;
+  const uint32_t *dec_in = w->events;
+  size_t nr = ne;
+  uint64_t frame = 0;
+  uint64_t t0 = cudaq_bench_now_ns();
+  if (w->pd) {
+    if (cudaq_predecoder_run(w->pd, w->events, ne, w->residual, &nr, &frame, NULL))
+      return out->status = QRT_ERR_PREDECODER;
+    dec_in = w->residual;
+  }
+  uint64_t t1 = cudaq_bench_now_ns();
+  cudaq_mwpm_result_t res;
+  if (cudaq_mwpm_decode(w->dec, dec_in, nr, &res))
+    return out->status = QRT_ERR_MWPM;
+  uint64_t t2 = cudaq_bench_now_ns();
+  out->events_residual = (uint32_t)nr;
+  out->prediction = frame ^ res.obs_mask;
+  out->corrections = (uint32_t)res.num_pairs;
+  out->predecoder_ns = w->pd ? sat_ns(t0, t1) : 0;
+  out->mwpm_ns = sat_ns(t1, t2);
+  return out->status = QRT_OK;
+}

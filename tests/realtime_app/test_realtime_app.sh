@@ -1,0 +1,108 @@
+#!/bin/sh
+# End-to-end tests of qec-realtime (CPU-only mode) on the d=5 shots of the
+# predecoder_data fixture (tests/predecoder: 10^4 shots, circuit.dem, obs.01).
+#   test_realtime_app.sh QEC_REALTIME QEC_DECODE DATA_DIR WORK_DIR MODELS_DIR CASE
+# CASE: none | local | onnx_d5 | bad_payload | duration | refusals
+set -u
+RT=$1 QD=$2 DATA=$3 WORK=$4 MODELS=$5 CASE=$6
+fail() { echo "FAIL ($CASE): $*" >&2; exit 1; }
+[ -f "$DATA/circuit.dem" ] && [ -f "$DATA/shots.b8" ] || fail "no fixture data in $DATA"
+rm -rf "$WORK" && mkdir -p "$WORK" || fail "cannot make $WORK"
+DEM=$DATA/circuit.dem
+
+# run_ok NAME N ARGS...: qec-realtime must exit 0 with N requests submitted and
+# completed, none timed out or duplicated.
+run_ok() {
+  name=$1 n=$2; shift 2
+  "$RT" "$@" --json "$WORK/$name.json" >"$WORK/$name.txt" 2>"$WORK/$name.err"
+  rc=$?
+  cat "$WORK/$name.txt"
+  [ $rc -eq 0 ] || { cat "$WORK/$name.err" >&2; fail "$name: exit $rc"; }
+  grep -q "^requests: submitted $n, completed $n, .* timed out 0, duplicates 0$" "$WORK/$name.txt" ||
+    fail "$name: not every one of $n requests answered once"
+}
+
+# same_predictions NAME REF: --out of qec-realtime equals qec-decode's, shot for shot.
+same_predictions() {
+  cmp "$WORK/$1.01" "$2" || fail "$1: predictions differ from qec-decode ($(
+    paste -d' ' "$WORK/$1.01" "$2" | awk '$1 != $2' | wc -l) shots)"
+  echo "$1: $(wc -l <"$2") predictions identical to qec-decode"
+}
+
+case $CASE in
+none)
+  "$QD" predict --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --out "$WORK/ref.01" ||
+    fail "qec-decode predict"
+  run_ok none 10000 --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --obs_in "$DATA/obs.01" \
+    --model none --workers 2 --out "$WORK/none.01"
+  same_predictions none "$WORK/ref.01"
+  grep -q '^logical error rate .*Wilson' "$WORK/none.txt" || fail "no logical error rate line"
+  grep -q '"logical_error_rate": {"mistakes"' "$WORK/none.json" || fail "JSON: no logical error rate"
+  ;;
+local)
+  "$QD" predict --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --predecoder local \
+    --out "$WORK/ref.01" || fail "qec-decode predict --predecoder local"
+  run_ok local 10000 --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --obs_in "$DATA/obs.01" \
+    --model local --workers 2 --out "$WORK/local.01"
+  same_predictions local "$WORK/ref.01"
+  grep -q '^detection events per shot: .* before, .* after' "$WORK/local.txt" || fail "no density line"
+  ;;
+onnx_d5)
+  # The first 200 shots (b8: 15 bytes per shot of 120 detectors).
+  head -c 3000 "$DATA/shots.b8" >"$WORK/shots200.b8" && head -n 200 "$DATA/obs.01" >"$WORK/obs200.01"
+  M=$MODELS/predecoder_d5_z.onnx
+  "$QD" predict --dem "$DEM" --in "$WORK/shots200.b8" --in_format b8 --predecoder "$M" \
+    --out "$WORK/ref.01" || fail "qec-decode predict --predecoder $M"
+  run_ok onnx 200 --dem "$DEM" --in "$WORK/shots200.b8" --in_format b8 --obs_in "$WORK/obs200.01" \
+    --model "$M" --workers 2 --out "$WORK/onnx.01"
+  same_predictions onnx "$WORK/ref.01"
+  grep -q 'predecoder' "$WORK/onnx.txt" || fail "no predecoder stage"
+  ;;
+bad_payload)
+  # Every 7th of 2,000 requests is bad (value 2, or 4 bytes short): each is
+  # answered with an error status and counted; the others decode normally.
+  run_ok bad 2000 --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --obs_in "$DATA/obs.01" \
+    --requests 2000 --corrupt_every 7 --slots 8
+  grep -q '^errors by status: bad_length 142 bad_value 143 predecoder 0 mwpm 0 rpc 0 (corrupted on purpose 285)$' \
+    "$WORK/bad.txt" || fail "bad payloads not counted as 142 + 143"
+  grep -q ', ok 1715, errors 285,' "$WORK/bad.txt" || fail "ok / errors counts"
+  ;;
+duration)
+  # Loop over the shot file for 0.5 s at one request every 200 us.
+  "$RT" --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --obs_in "$DATA/obs.01" \
+    --duration_s 0.5 --interval_us 200 --requests 100000 >"$WORK/dur.txt" 2>"$WORK/dur.err" ||
+    { cat "$WORK/dur.err" >&2; fail "duration run: exit $?"; }
+  cat "$WORK/dur.txt"
+  n=$(sed -n 's/^requests: submitted \([0-9]*\), completed \([0-9]*\),.*timed out 0, duplicates 0$/\1 \2/p' "$WORK/dur.txt")
+  set -- $n
+  [ $# -eq 2 ] && [ "$1" = "$2" ] && [ "$1" -gt 100 ] && [ "$1" -le 2600 ] ||
+    fail "duration run: submitted/completed '$n' (expected equal, 100..2600)"
+  ;;
+refusals)
+  # expect_refusal NAME PATTERN ARGS...: exit non-zero, stderr matches PATTERN.
+  expect_refusal() {
+    name=$1 pat=$2; shift 2
+    "$RT" "$@" >"$WORK/$name.txt" 2>"$WORK/$name.err" && fail "$name: accepted"
+    grep -q -- "$pat" "$WORK/$name.err" || { cat "$WORK/$name.err" >&2; fail "$name: message lacks '$pat'"; }
+    echo "$name refused: $(head -n 1 "$WORK/$name.err")"
+  }
+  # A 01 shot file of 119 detectors for a DEM of 120.
+  awk 'BEGIN { for (i = 0; i < 5; i++) { s = ""; for (k = 0; k < 119; k++) s = s "0"; print s } }' \
+    >"$WORK/narrow.01"
+  expect_refusal width "120 detectors" --dem "$DEM" --in "$WORK/narrow.01"
+  # A model whose I/O does not fit: the d=7 model (336 detectors) on the d=5 DEM.
+  expect_refusal model "--model .*predecoder_d7_z.onnx" --dem "$DEM" --in "$DATA/shots.b8" \
+    --in_format b8 --model "$MODELS/predecoder_d7_z.onnx"
+  expect_refusal model_missing "--model" --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 \
+    --model "$WORK/no_such.onnx"
+  expect_refusal gpu "not built yet: needs a GPU path" --dem "$DEM" --in "$DATA/shots.b8" --mode hybrid
+  expect_refusal preset "reference_eval.py shots" --preset d5
+  head -n 5 "$DATA/obs.01" >"$WORK/obs5.01"
+  expect_refusal obs_count "has 5 records, the shot file 10000" --dem "$DEM" --in "$DATA/shots.b8" \
+    --in_format b8 --obs_in "$WORK/obs5.01"
+  expect_refusal flag "unknown argument" --dem "$DEM" --in x --bogus 1
+  "$RT" --help | grep -q -- "--interval_us" || fail "--help does not list --interval_us"
+  ;;
+*) fail "unknown case" ;;
+esac
+echo "PASS ($CASE)"
