@@ -51,7 +51,7 @@ typedef struct opts {
   const char *in_format, *obs_in_format, *out_format;
   int appended, workers, slots, idle_yield;
   uint64_t requests, corrupt_every, timeout_ms;
-  double duration_s, interval_us;
+  double duration_s, interval_us, progress_s;
 } opts_t;
 
 static void usage(FILE *f) {
@@ -92,6 +92,8 @@ static void usage(FILE *f) {
       "  --out FILE                 predictions, one record per request in request order\n"
       "  --out_format 01|b8|dets    (default 01)\n"
       "  --json FILE                the report as JSON\n"
+      "  --progress_s S             a progress line on stderr every S seconds while sending\n"
+      "                             (default 10, 0 = none)\n"
       "testing:\n"
       "  --corrupt_every K          every K-th request carries a bad payload (alternately an\n"
       "                             event value 2 and a length 4 bytes short)\n"
@@ -129,6 +131,7 @@ static int parse_args(int argc, char **argv, opts_t *o) {
   o->slots = 32;
   o->idle_yield = -1;
   o->timeout_ms = 10000;
+  o->progress_s = 10;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--in_includes_appended_observables")) {
@@ -138,7 +141,8 @@ static int parse_args(int argc, char **argv, opts_t *o) {
     static const char *const valued[] = {
         "--dem", "--in", "--in_format", "--obs_in", "--obs_in_format", "--out", "--out_format",
         "--json", "--model", "--mode", "--preset", "--workers", "--slots", "--requests",
-        "--duration_s", "--interval_us", "--timeout_ms", "--idle_yield", "--corrupt_every", NULL};
+        "--duration_s", "--interval_us", "--timeout_ms", "--idle_yield", "--corrupt_every",
+        "--progress_s", NULL};
     int known = 0;
     for (int k = 0; valued[k]; k++)
       known |= !strcmp(a, valued[k]);
@@ -168,6 +172,7 @@ static int parse_args(int argc, char **argv, opts_t *o) {
     else if (!strcmp(a, "--corrupt_every")) { if (parse_u64(a, v, &o->corrupt_every)) return 1; }
     else if (!strcmp(a, "--duration_s")) { if (parse_double(a, v, &o->duration_s)) return 1; }
     else if (!strcmp(a, "--interval_us")) { if (parse_double(a, v, &o->interval_us)) return 1; }
+    else if (!strcmp(a, "--progress_s")) { if (parse_double(a, v, &o->progress_s)) return 1; }
     else {
       if (parse_u64(a, v, &u)) return 1;
       if (!strcmp(a, "--workers")) {
@@ -386,12 +391,13 @@ static void *fpga_main(void *arg) {
   uint64_t i = 0;
   for (; i < a->capacity; i++) {
     uint64_t now = cudaq_bench_now_ns();
-    if (a->duration_ns && now - t_start >= a->duration_ns)
-      break;
+    if (a->duration_ns && (now - t_start >= a->duration_ns ||
+                           (a->interval_ns && i * a->interval_ns >= a->duration_ns)))
+      break; /* with a cadence: exactly duration / interval requests */
     if (a->interval_ns) { /* open-loop schedule: late requests go at once */
       uint64_t target = t_start + i * a->interval_ns;
       while (now < target) {
-        cudaq__cpu_relax();
+        relax(a);
         now = cudaq_bench_now_ns();
       }
     }
@@ -722,9 +728,20 @@ static int run(const opts_t *o) {
   /* Wait for the producer, then for the answers (at most timeout_ms after
    * the last request). A_done pairs with R_done; A_sub / A_comp with
    * R_sub / R_comp. */
+  const uint64_t t_run = cudaq_bench_now_ns(), progress_ns = (uint64_t)(o->progress_s * 1e9);
+  uint64_t next_progress = t_run + progress_ns;
   while (!cudaq__load_acquire_u64(&a.producer_done)) {
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
+    uint64_t now = cudaq_bench_now_ns();
+    if (progress_ns && now >= next_progress) {
+      next_progress += progress_ns;
+      uint64_t done_n = cudaq__load_acquire_u64(&a.completed);
+      fprintf(stderr, "qec-realtime: %.0f s: submitted %llu, completed %llu (%.0f requests/s)\n",
+              1e-9 * (double)(now - t_run),
+              (unsigned long long)cudaq__load_acquire_u64(&a.submitted),
+              (unsigned long long)done_n, (double)done_n / (1e-9 * (double)(now - t_run)));
+    }
   }
   pthread_join(fpga, NULL);
   fpga_started = 0;

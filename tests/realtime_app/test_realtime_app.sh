@@ -75,8 +75,8 @@ duration)
   cat "$WORK/dur.txt"
   n=$(sed -n 's/^requests: submitted \([0-9]*\), completed \([0-9]*\),.*timed out 0, duplicates 0$/\1 \2/p' "$WORK/dur.txt")
   set -- $n
-  [ $# -eq 2 ] && [ "$1" = "$2" ] && [ "$1" -gt 100 ] && [ "$1" -le 2600 ] ||
-    fail "duration run: submitted/completed '$n' (expected equal, 100..2600)"
+  [ $# -eq 2 ] && [ "$1" = "$2" ] && [ "$1" -gt 100 ] && [ "$1" -le 2500 ] ||
+    fail "duration run: submitted/completed '$n' (expected equal, 100..2500)"
   ;;
 refusals)
   # expect_refusal NAME PATTERN ARGS...: exit non-zero, stderr matches PATTERN.
