@@ -49,7 +49,7 @@
 typedef struct opts {
   const char *dem, *in, *obs_in, *out, *json, *model, *mode, *preset;
   const char *in_format, *obs_in_format, *out_format;
-  int appended, workers, slots, idle_yield;
+  int appended, workers, slots, idle_yield, pin;
   uint64_t requests, corrupt_every, timeout_ms;
   double duration_s, interval_us, progress_s;
 } opts_t;
@@ -79,6 +79,9 @@ static void usage(FILE *f) {
       "  --workers N                CPU workers, each with its own predecoder and MWPM\n"
       "                             decoder (default 2)\n"
       "  --slots N                  ring slots (default 32)\n"
+      "  --pin C                    pin the dispatcher to CPU C, the consumer to C+1, the\n"
+      "                             workers to C+2.. and the FPGA thread after them\n"
+      "                             (default: no pinning)\n"
       "load:\n"
       "  --requests N               requests to send, looping over the shot file\n"
       "                             (default: one per shot)\n"
@@ -130,6 +133,7 @@ static int parse_args(int argc, char **argv, opts_t *o) {
   o->workers = 2;
   o->slots = 32;
   o->idle_yield = -1;
+  o->pin = -1;
   o->timeout_ms = 10000;
   o->progress_s = 10;
   for (int i = 1; i < argc; i++) {
@@ -142,7 +146,7 @@ static int parse_args(int argc, char **argv, opts_t *o) {
         "--dem", "--in", "--in_format", "--obs_in", "--obs_in_format", "--out", "--out_format",
         "--json", "--model", "--mode", "--preset", "--workers", "--slots", "--requests",
         "--duration_s", "--interval_us", "--timeout_ms", "--idle_yield", "--corrupt_every",
-        "--progress_s", NULL};
+        "--progress_s", "--pin", NULL};
     int known = 0;
     for (int k = 0; valued[k]; k++)
       known |= !strcmp(a, valued[k]);
@@ -187,6 +191,12 @@ static int parse_args(int argc, char **argv, opts_t *o) {
           return 1;
         }
         o->slots = (int)u;
+      } else if (!strcmp(a, "--pin")) {
+        if (u > 4095) {
+          fprintf(stderr, "qec-realtime: --pin is a CPU number\n");
+          return 1;
+        }
+        o->pin = (int)u;
       } else { /* --idle_yield */
         if (u > 1) {
           fprintf(stderr, "qec-realtime: --idle_yield is 0 or 1\n");
@@ -584,7 +594,13 @@ static void json_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
   else
     fputs("null", f);
   fputs(",\n\"bench\": ", f);
-  cudaq_bench_write_json(st, NULL, NULL, 0, f);
+  enum { NB = 40 };
+  uint64_t counts[NB];
+  double edges[NB + 1];
+  if (st->completed && !cudaq_bench_histogram(a->bench, 0, 0, counts, edges, NB))
+    cudaq_bench_write_json(st, counts, edges, NB, f); /* log-spaced latency histogram */
+  else
+    cudaq_bench_write_json(st, NULL, NULL, 0, f);
   fputs("}\n", f);
 }
 
@@ -714,14 +730,37 @@ static int run(const opts_t *o) {
   cfg.slot_size = slot_size;
   cfg.external_ringbuffer = &a.ring;
   cfg.idle_yield = a.idle_yield;
+  int fpga_cpu = -1;
+  if (o->pin >= 0) {
+    fpga_cpu = o->pin + 2 + o->workers;
+    if (fpga_cpu >= get_nprocs()) {
+      fprintf(stderr, "qec-realtime: --pin %d needs CPUs %d..%d, this machine has %d\n", o->pin,
+              o->pin, fpga_cpu, get_nprocs());
+      goto done;
+    }
+    cfg.cores.dispatcher = o->pin;
+    cfg.cores.consumer = o->pin + 1;
+    cfg.cores.worker_base = o->pin + 2;
+  }
   if (cudaq_pipeline_create(&cfg, &p) || cudaq_pipeline_set_cpu_stage(p, cpu_stage, workers) ||
       cudaq_pipeline_set_completion_handler(p, on_complete, &a) || cudaq_pipeline_start(p)) {
     fprintf(stderr, "qec-realtime: pipeline: %s\n", cudaq_last_error());
     goto done;
   }
   cudaq_bench_start(a.bench);
-  if (pthread_create(&fpga, NULL, fpga_main, &a)) {
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  if (fpga_cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(fpga_cpu, &set);
+    pthread_attr_setaffinity_np(&attr, sizeof set, &set);
+  }
+  int prc = pthread_create(&fpga, &attr, fpga_main, &a);
+  pthread_attr_destroy(&attr);
+  if (prc) {
     fprintf(stderr, "qec-realtime: cannot start the FPGA thread\n");
+    cudaq_pipeline_stop(p);
     goto done;
   }
   fpga_started = 1;

@@ -38,6 +38,8 @@ none)
   same_predictions none "$WORK/ref.01"
   grep -q '^logical error rate .*Wilson' "$WORK/none.txt" || fail "no logical error rate line"
   grep -q '"logical_error_rate": {"mistakes"' "$WORK/none.json" || fail "JSON: no logical error rate"
+  grep -q '"histogram"' "$WORK/none.json" || fail "JSON: no latency histogram"
+  python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$WORK/none.json" || fail "JSON does not parse"
   ;;
 local)
   "$QD" predict --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --predecoder local \
@@ -100,6 +102,7 @@ refusals)
   head -n 5 "$DATA/obs.01" >"$WORK/obs5.01"
   expect_refusal obs_count "has 5 records, the shot file 10000" --dem "$DEM" --in "$DATA/shots.b8" \
     --in_format b8 --obs_in "$WORK/obs5.01"
+  expect_refusal pin "this machine has" --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --pin 1000
   expect_refusal flag "unknown argument" --dem "$DEM" --in x --bogus 1
   "$RT" --help | grep -q -- "--interval_us" || fail "--help does not list --interval_us"
   ;;
