@@ -19,12 +19,7 @@
 
 #define NN_CONV_TILE 512
 
-typedef struct conv_geom {
-  int64_t N, C, M, ksz, isz, osz;
-  int64_t in3[3], out3[3];
-} conv_geom_t;
-
-static void geom_of(const cudaq_nn_model_t *m, const nn_node_t *node, conv_geom_t *g) {
+void nn__conv_geom(const cudaq_nn_model_t *m, const nn_node_t *node, nn_conv_geom_t *g) {
   const nn_value_t *x = &m->values[node->in[0]], *w = &m->values[node->in[1]];
   const nn_value_t *y = &m->values[node->out[0]];
   const nn_conv_attr_t *c = &node->conv;
@@ -43,8 +38,8 @@ static void geom_of(const cudaq_nn_model_t *m, const nn_node_t *node, conv_geom_
 
 size_t nn__conv_scratch_floats(const cudaq_nn_model_t *m, const nn_node_t *node) {
 #ifdef CUDAQ_HAVE_CBLAS
-  conv_geom_t g;
-  geom_of(m, node, &g);
+  nn_conv_geom_t g;
+  nn__conv_geom(m, node, &g);
   int64_t tile = g.osz < NN_CONV_TILE ? g.osz : NN_CONV_TILE;
   return (size_t)(g.C * g.ksz * tile);
 #else
@@ -57,8 +52,8 @@ size_t nn__conv_scratch_floats(const cudaq_nn_model_t *m, const nn_node_t *node)
 int nn__conv_gemm(const cudaq_nn_model_t *m, const nn_node_t *node, void **bufs, float *scratch) {
 #ifdef CUDAQ_HAVE_CBLAS
   if (!scratch) return 0;
-  conv_geom_t g;
-  geom_of(m, node, &g);
+  nn_conv_geom_t g;
+  nn__conv_geom(m, node, &g);
   const nn_conv_attr_t *c = &node->conv;
   const float *X = bufs[node->in[0]], *W = bufs[node->in[1]];
   const float *B = node->n_in > 2 && node->in[2] >= 0 ? bufs[node->in[2]] : NULL;

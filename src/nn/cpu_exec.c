@@ -219,20 +219,14 @@ static void exec_elementwise(const cudaq_nn_model_t *m, const nn_node_t *node, v
 
 /* Direct convolution on (N, C, D, H, W) with the 1D/2D cases as D = H = 1. */
 static void exec_conv(const cudaq_nn_model_t *m, const nn_node_t *node, void **bufs) {
-  const nn_value_t *x = &m->values[node->in[0]], *w = &m->values[node->in[1]];
-  const nn_value_t *y = &m->values[node->out[0]];
   const nn_conv_attr_t *c = &node->conv;
   const float *X = bufs[node->in[0]], *W = bufs[node->in[1]];
   const float *B = node->n_in > 2 && node->in[2] >= 0 ? bufs[node->in[2]] : NULL;
   float *Y = bufs[node->out[0]];
-  int64_t in3[3] = {1, 1, 1}, out3[3] = {1, 1, 1};
-  for (int s = 0; s < c->nsp; s++) {
-    in3[3 - c->nsp + s] = x->dims[2 + s];
-    out3[3 - c->nsp + s] = y->dims[2 + s];
-  }
-  int64_t N = x->dims[0], C = x->dims[1], M = w->dims[0];
-  int64_t ksz = c->k[0] * c->k[1] * c->k[2];
-  int64_t isz = in3[0] * in3[1] * in3[2], osz = out3[0] * out3[1] * out3[2];
+  nn_conv_geom_t g;
+  nn__conv_geom(m, node, &g);
+  const int64_t N = g.N, C = g.C, M = g.M, ksz = g.ksz, isz = g.isz, osz = g.osz;
+  const int64_t *in3 = g.in3, *out3 = g.out3;
   for (int64_t n = 0; n < N; n++)
     for (int64_t mo = 0; mo < M; mo++) {
       float *yo = Y + (n * M + mo) * osz;

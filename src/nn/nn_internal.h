@@ -93,6 +93,12 @@ void nn__bcast_strides(const nn_value_t *v, const nn_value_t *out, int64_t *stri
  * are the node's move map for copy-class nodes (else NULL). */
 void nn__cpu_exec_node(const cudaq_nn_model_t *m, const nn_node_t *node, void **bufs,
                        const uint8_t *move_src_in, const int64_t *move_src_idx, float *conv_scratch);
+/* cpu_conv.c: a Conv node's sizes, with 1D/2D as 3D of depth/height 1. */
+typedef struct nn_conv_geom {
+  int64_t N, C, M, ksz, isz, osz; /* batch, in/out channels, taps, in/out positions */
+  int64_t in3[3], out3[3];
+} nn_conv_geom_t;
+void nn__conv_geom(const cudaq_nn_model_t *m, const nn_node_t *node, nn_conv_geom_t *g);
 /* cpu_conv.c: im2col scratch (floats) a Conv node needs, 0 without OpenBLAS;
  * runs the node through SGEMM and returns 1, or returns 0 (no OpenBLAS or no
  * scratch) for the caller's direct loops. */
