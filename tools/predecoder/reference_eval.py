@@ -39,6 +39,9 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import layout  # noqa: E402  (circuits from specs: one home, SI1000 included)
+
 CONTRACT = ("detectors", "residual_detectors", "logical_frame")
 
 
@@ -118,17 +121,6 @@ def manifest_entry(manifest, model):
     fail(f"{model} is not listed in {manifest}")
 
 
-def make_circuit(spec):
-    import stim
-    noise = dict(spec.get("noise", {}))
-    if "model" in noise:  # e.g. SI1000: the training tools' circuit builder
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import layout
-        return layout.make_circuit(spec)
-    return stim.Circuit.generated(spec["task"], distance=int(spec["distance"]),
-                                  rounds=int(spec["rounds"]), **noise)
-
-
 def shots(args):
     import stim
     if args.manifest:
@@ -139,15 +131,10 @@ def shots(args):
     else:
         if args.task is None or args.distance is None or args.p is None:
             fail("give --manifest and --model, or --task, --distance and --p")
-        p = args.p
         spec = {"task": args.task, "distance": args.distance,
-                "rounds": args.rounds or args.distance,
-                "noise": {k: p for k in ("after_clifford_depolarization",
-                                         "before_round_data_depolarization",
-                                         "before_measure_flip_probability",
-                                         "after_reset_flip_probability")}}
+                "rounds": args.rounds or args.distance, "noise": layout.uniform_noise(args.p)}
         entry = None
-    circuit = make_circuit(spec)
+    circuit = layout.make_circuit(spec)
     dem = circuit.detector_error_model(decompose_errors=True)
     if entry is not None:
         for key, have in (("num_detectors", dem.num_detectors),
