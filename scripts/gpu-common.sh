@@ -1,5 +1,7 @@
-# Sourced by scripts/gpu-run*.sh (not run on its own): where the build and
-# the logs are, the library path, and run(), which logs one step and counts it.
+# Sourced by scripts/gpu-run*.sh and gpu-train.sh (not run on its own): where
+# the build and the logs are, the library path, run(), which logs one step and
+# counts it, machine_info, and install_wheels for the Python packages carried
+# in .whl/.
 # Set STEP_TIMEOUT_DEFAULT before sourcing to change the per-step limit.
 OUT=${OUT:-$PWD/gpu-out}
 B=${BUILD:-build-gpu}
@@ -20,4 +22,9 @@ machine_info() { # the machine and the build, for a log header
   date -u; echo "build of commit $(cat "$B/commit.txt" 2>/dev/null)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
   lscpu | grep -E "Model name|^CPU\(s\)"
+}
+install_wheels() { # the carried wheels (.whl/: stim, PyMatching) into /tmp/site, on PYTHONPATH
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 }

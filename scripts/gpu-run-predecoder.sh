@@ -9,25 +9,22 @@
 # Steps: STEPS="agree bench memcheck eval d13" (default all); results in $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-$PWD/gpu-out}
 C=${CARRY:-.gpucarry}
-mkdir -p "$OUT" /tmp/pdbin
+BUILD=$C source scripts/gpu-common.sh
+mkdir -p /tmp/pdbin
 for f in "$C"/*.xz; do
   python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" "$f" "/tmp/pdbin/$(basename "${f%.xz}")"
 done
 cp "$C"/mwpm_weight /tmp/pdbin/ 2>/dev/null; chmod +x /tmp/pdbin/*
-export LD_LIBRARY_PATH=$PWD/$C:${LD_LIBRARY_PATH:-} PATH=$PATH:/usr/local/cuda/bin PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site
+export LD_LIBRARY_PATH=$PWD/$C:$LD_LIBRARY_PATH
+install_wheels
 QD=/tmp/pdbin/qec-decode
 STEPS=${STEPS:-agree bench memcheck eval d13}
-{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; cat "$C/commit.txt" 2>/dev/null; } | tee "$OUT/machine.txt"
-fails=0
-step() { # step NAME SECONDS CMD...
-  local name=$1 secs=$2; shift 2
-  echo "== $name"
-  if timeout -k 5 "$secs" "$@" > "$OUT/$name.log" 2>&1; then echo "   ok"; else echo "   FAILED rc $?"; fails=$((fails + 1)); fi
-  tail -${TAIL:-12} "$OUT/$name.log"
+machine_info 2>&1 | tee "$OUT/machine.txt"
+step() { # step NAME SECONDS CMD...: run() with a limit; its log's tail also on success
+  local name=$1 secs=$2 before=$fails; shift 2
+  STEP_TIMEOUT=$secs run "$name" "$@"
+  [ "$fails" -eq "$before" ] && tail -"${TAIL:-12}" "$OUT/$name.log"
 }
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 if has agree; then

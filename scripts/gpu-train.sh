@@ -10,11 +10,8 @@
 #   STAGE=eval CKPT=.ckpt/predecoder.pt EVAL_POINTS=z:7:0.003:1e6 scripts/gpu-train.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+source scripts/gpu-common.sh
+install_wheels
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/machine.txt"
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)" | tee -a "$OUT/machine.txt"
 P=tools/predecoder
