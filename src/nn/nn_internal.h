@@ -105,6 +105,12 @@ void nn__conv_geom(const cudaq_nn_model_t *m, const nn_node_t *node, nn_conv_geo
 size_t nn__conv_scratch_floats(const cudaq_nn_model_t *m, const nn_node_t *node);
 int nn__conv_gemm(const cudaq_nn_model_t *m, const nn_node_t *node, void **bufs, float *scratch);
 
+/* onnx_wire.c: checks the framing of a serialized ModelProto and bounds
+ * its message nesting before protobuf-c unpacks it (which recurses without
+ * a limit). CUDAQ_NN_ERR_PARSE for bad framing, CUDAQ_NN_ERR_UNSUPPORTED for
+ * nesting too deep, each with a message. */
+cudaq_nn_status_t nn__onnx_prescan(const void *data, size_t len, cudaq_nn_error_t *err);
+
 void nn__set_error(cudaq_nn_error_t *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -526,6 +526,10 @@ cudaq_nn_status_t cudaq_nn_model_load(const void *data, size_t len, cudaq_nn_mod
     return CUDAQ_NN_ERR_INVALID_ARG;
   }
   *out = NULL;
+  /* protobuf-c recurses once per nesting level without a limit: bound the
+   * nesting (and check the framing) first, so a file never crashes us. */
+  cudaq_nn_status_t pre = nn__onnx_prescan(data, len, err);
+  if (pre != CUDAQ_NN_OK) return pre;
   Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, data);
   if (!mp) {
     nn__set_error(err, "not a valid ONNX model: the protobuf does not parse (bad or truncated file, %zu bytes)", len);

@@ -80,8 +80,9 @@ typedef struct cudaq_nn_cpu cudaq_nn_cpu_t;
  * and folds constant subgraphs. On success *out is a new model to free with
  * cudaq_nn_model_destroy. err may be NULL. Returns CUDAQ_NN_OK;
  * CUDAQ_NN_ERR_INVALID_ARG (data or out NULL); CUDAQ_NN_ERR_PARSE (not a
- * ModelProto, truncated, no graph); CUDAQ_NN_ERR_UNSUPPORTED (opset, operator,
- * attribute, element type, external data, symbolic dimension);
+ * ModelProto, truncated, bad protobuf framing, no graph);
+ * CUDAQ_NN_ERR_UNSUPPORTED (opset, operator, attribute, element type,
+ * external data, symbolic dimension, messages nested more than 64 deep);
  * CUDAQ_NN_ERR_SHAPE; CUDAQ_NN_ERR_MODEL; CUDAQ_NN_ERR_NO_MEMORY. */
 cudaq_nn_status_t cudaq_nn_model_load(const void *data, size_t len, cudaq_nn_model_t **out,
                                       cudaq_nn_error_t *err);

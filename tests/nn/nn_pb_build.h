@@ -1,0 +1,137 @@
+/* Builds ONNX protobuf bytes by hand in the NN tests, for models that the
+ * onnx Python package would not write (or that need no venv): a growable
+ * byte buffer, the protobuf wire encoding, and a few ONNX messages. Field
+ * numbers are those of onnx.proto. Allocation failures abort. */
+#ifndef CUDAQ_NN_PB_BUILD_H
+#define CUDAQ_NN_PB_BUILD_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct pb {
+  uint8_t *d;
+  size_t n, cap;
+} pb_t;
+
+static inline void pb_put(pb_t *b, const void *p, size_t n) {
+  if (b->n + n > b->cap) {
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < b->n + n) cap *= 2;
+    uint8_t *d = realloc(b->d, cap);
+    if (!d) abort();
+    b->d = d;
+    b->cap = cap;
+  }
+  if (n) memcpy(b->d + b->n, p, n);
+  b->n += n;
+}
+
+static inline void pb_free(pb_t *b) {
+  free(b->d);
+  memset(b, 0, sizeof *b);
+}
+
+static inline void pb_varint(pb_t *b, uint64_t v) {
+  uint8_t o[10];
+  size_t n = 0;
+  do {
+    o[n] = (uint8_t)(v & 0x7f);
+    v >>= 7;
+    if (v) o[n] |= 0x80;
+    n++;
+  } while (v);
+  pb_put(b, o, n);
+}
+
+/* Wire types: 0 varint, 1 64-bit, 2 length-delimited, 5 32-bit. */
+static inline void pb_tag(pb_t *b, unsigned field, unsigned wire) { pb_varint(b, (uint64_t)field << 3 | wire); }
+static inline void pb_int(pb_t *b, unsigned field, int64_t v) {
+  pb_tag(b, field, 0);
+  pb_varint(b, (uint64_t)v);
+}
+static inline void pb_bytes(pb_t *b, unsigned field, const void *p, size_t n) {
+  pb_tag(b, field, 2);
+  pb_varint(b, n);
+  pb_put(b, p, n);
+}
+static inline void pb_str(pb_t *b, unsigned field, const char *s) { pb_bytes(b, field, s, strlen(s)); }
+/* Appends message m as field `field` of b, and frees m. */
+static inline void pb_msg(pb_t *b, unsigned field, pb_t *m) {
+  pb_bytes(b, field, m->d, m->n);
+  pb_free(m);
+}
+
+/* ------------------------------------------------------------------------ */
+/* ONNX messages                                                             */
+
+#define NB_SYMBOLIC INT64_MIN /* a dimension given as dim_param "n" */
+#define NB_NO_SHAPE (-1)      /* rank: a tensor type without a shape */
+
+/* TypeProto{tensor_type{elem_type, shape{dim...}}} */
+static inline pb_t nb_tensor_type(int elem, int rank, const int64_t *dims) {
+  pb_t shape = {0}, tt = {0}, type = {0};
+  for (int i = 0; i < rank; i++) {
+    pb_t dim = {0};
+    if (dims[i] == NB_SYMBOLIC) pb_str(&dim, 2, "n");
+    else pb_int(&dim, 1, dims[i]);
+    pb_msg(&shape, 1, &dim);
+  }
+  pb_int(&tt, 1, elem);
+  if (rank != NB_NO_SHAPE) pb_msg(&tt, 2, &shape);
+  pb_free(&shape);
+  pb_msg(&type, 1, &tt);
+  return type;
+}
+
+/* ValueInfoProto{name, type} */
+static inline pb_t nb_value_info(const char *name, int elem, int rank, const int64_t *dims) {
+  pb_t vi = {0}, type = nb_tensor_type(elem, rank, dims);
+  pb_str(&vi, 1, name);
+  pb_msg(&vi, 2, &type);
+  return vi;
+}
+
+/* TensorProto{dims, data_type, name, raw_data} */
+static inline pb_t nb_tensor(const char *name, int elem, int rank, const int64_t *dims, const void *raw,
+                             size_t bytes) {
+  pb_t t = {0};
+  for (int i = 0; i < rank; i++) pb_int(&t, 1, dims[i]);
+  pb_int(&t, 2, elem);
+  pb_str(&t, 8, name);
+  pb_bytes(&t, 9, raw, bytes);
+  return t;
+}
+
+/* NodeProto{input..., output, name, op_type}; attributes with nb_attr_int. */
+static inline pb_t nb_node(const char *op, const char *const *in, int n_in, const char *out) {
+  pb_t n = {0};
+  for (int i = 0; i < n_in; i++) pb_str(&n, 1, in[i]);
+  pb_str(&n, 2, out);
+  pb_str(&n, 3, op);
+  pb_str(&n, 4, op);
+  return n;
+}
+
+/* AttributeProto{name, i, type INT} appended to a NodeProto. */
+static inline void nb_attr_int(pb_t *node, const char *name, int64_t v) {
+  pb_t a = {0};
+  pb_str(&a, 1, name);
+  pb_int(&a, 3, v);
+  pb_int(&a, 20, 2);
+  pb_msg(node, 5, &a);
+}
+
+/* ModelProto{ir_version 8, opset_import{"" , opset}, graph}; frees graph. */
+static inline pb_t nb_model(pb_t *graph, int opset) {
+  pb_t m = {0}, os = {0};
+  pb_int(&m, 1, 8);
+  pb_str(&os, 1, "");
+  pb_int(&os, 2, opset);
+  pb_msg(&m, 8, &os);
+  pb_msg(&m, 7, graph);
+  return m;
+}
+
+#endif
