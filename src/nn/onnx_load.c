@@ -199,7 +199,8 @@ cudaq_nn_status_t nn__set_shape(loader_t *L, nn_value_t *v, int rank, const int6
   size_t n = 1;
   for (int i = 0; i < rank; i++) {
     if (dims[i] < 0) {
-      nn__set_error(L->err, "%s: tensor '%s' has a negative dimension", L->where, v->name);
+      nn__set_error(L->err, "%s: tensor '%.100s' has dimension %d = %lld (negative)", L->where,
+                    v->name, i, (long long)dims[i]);
       return CUDAQ_NN_ERR_SHAPE;
     }
     if (dims[i] > 0 && n > NN_MAX_ELEMENTS / (size_t)dims[i]) {
@@ -272,48 +273,109 @@ bad_size:
   return CUDAQ_NN_ERR_MODEL;
 }
 
-/* Declared type of a graph input/output: element type and shape, with a
- * symbolic leading (batch) dimension pinned to 1. */
-static cudaq_nn_status_t declared_type(loader_t *L, const Onnx__ValueInfoProto *vi, int *dtype,
-                                       int *rank, int64_t *dims) {
+/* "5,3,?,1" into buf: dims of a shape, -1 (symbolic or unknown) as '?'. */
+static const char *fmt_dims(char *buf, size_t size, int rank, const int64_t *dims) {
+  buf[0] = '\0';
+  for (int d = 0; d < rank; d++) {
+    size_t used = strlen(buf);
+    if (dims[d] < 0) snprintf(buf + used, size - used, "%s?", d ? "," : "");
+    else snprintf(buf + used, size - used, "%s%lld", d ? "," : "", (long long)dims[d]);
+  }
+  return buf;
+}
+
+/* Declared type of graph input/output vi (what: "graph input" or "graph
+ * output"), as written: element type (0 when not given), rank (-1 without
+ * a shape) and dims, -1 for a symbolic or unknown dimension. Refuses a
+ * non-tensor, a rank above CUDAQ_NN_MAX_RANK and a negative dimension. */
+static cudaq_nn_status_t read_declared(loader_t *L, const Onnx__ValueInfoProto *vi, const char *what,
+                                       int *dtype, int *rank, int64_t *dims) {
   const char *name = vi->name ? vi->name : "";
   if (!vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
       !vi->type->tensor_type) {
-    nn__set_error(L->err, "graph input/output '%s' is not a tensor", name);
+    nn__set_error(L->err, "%s '%.100s' is not a tensor", what, name);
     return CUDAQ_NN_ERR_UNSUPPORTED;
   }
   const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
   *dtype = tt->has_elem_type ? tt->elem_type : 0;
-  if (!nn__dtype_ok(*dtype)) {
-    nn__set_error(L->err, "graph input/output '%s' has element type %d (%s), not supported",
-                  name, *dtype, dtype_name(*dtype));
-    return CUDAQ_NN_ERR_UNSUPPORTED;
-  }
-  if (!tt->shape) {
-    nn__set_error(L->err, "graph input/output '%s' has no shape (static shapes required)", name);
-    return CUDAQ_NN_ERR_UNSUPPORTED;
-  }
+  *rank = -1;
+  if (!tt->shape) return CUDAQ_NN_OK;
   if (tt->shape->n_dim > CUDAQ_NN_MAX_RANK) {
-    nn__set_error(L->err, "graph input/output '%s' has rank %zu (at most %d supported)", name,
+    nn__set_error(L->err, "%s '%.100s' has rank %zu (at most %d supported)", what, name,
                   tt->shape->n_dim, CUDAQ_NN_MAX_RANK);
     return CUDAQ_NN_ERR_UNSUPPORTED;
   }
   *rank = (int)tt->shape->n_dim;
   for (int i = 0; i < *rank; i++) {
     const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
-    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value >= 0) {
-      dims[i] = d->dim_value;
-    } else if (i == 0) {
-      dims[i] = 1; /* dynamic batch pinned to 1 */
-    } else {
-      nn__set_error(L->err,
-                    "graph input/output '%s' has a symbolic dimension %d (only the batch, "
-                    "dimension 0, may be dynamic)",
-                    name, i);
-      return CUDAQ_NN_ERR_UNSUPPORTED;
+    dims[i] = -1;
+    if (d->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) continue;
+    if (d->dim_value < 0) {
+      nn__set_error(L->err, "%s '%.100s' declares dimension %d as %lld (negative)", what, name, i,
+                    (long long)d->dim_value);
+      return CUDAQ_NN_ERR_SHAPE;
     }
+    dims[i] = d->dim_value;
   }
   return CUDAQ_NN_OK;
+}
+
+/* Declared type of a graph input/output the graph computes or the caller
+ * binds: a supported element type and a static shape, with a symbolic
+ * leading (batch) dimension pinned to 1. */
+static cudaq_nn_status_t declared_type(loader_t *L, const Onnx__ValueInfoProto *vi, const char *what,
+                                       int *dtype, int *rank, int64_t *dims) {
+  const char *name = vi->name ? vi->name : "";
+  cudaq_nn_status_t st = read_declared(L, vi, what, dtype, rank, dims);
+  if (st) return st;
+  if (!nn__dtype_ok(*dtype)) {
+    nn__set_error(L->err, "%s '%.100s' has element type %d (%s), not supported", what, name,
+                  *dtype, dtype_name(*dtype));
+    return CUDAQ_NN_ERR_UNSUPPORTED;
+  }
+  if (*rank < 0) {
+    nn__set_error(L->err, "%s '%.100s' has no shape (static shapes required)", what, name);
+    return CUDAQ_NN_ERR_UNSUPPORTED;
+  }
+  for (int i = 0; i < *rank; i++) {
+    if (dims[i] >= 0) continue;
+    if (i == 0) {
+      dims[i] = 1; /* dynamic batch pinned to 1 */
+      continue;
+    }
+    nn__set_error(L->err,
+                  "%s '%.100s' has a symbolic dimension %d (only the batch, dimension 0, may be "
+                  "dynamic)",
+                  what, name, i);
+    return CUDAQ_NN_ERR_UNSUPPORTED;
+  }
+  return CUDAQ_NN_OK;
+}
+
+/* A graph input that names an initializer (an overridable default, which
+ * we keep constant): its declared element type and shape must be the
+ * initializer's, as onnxruntime requires; symbolic dimensions match any
+ * size, and an element type or shape left out matches too. */
+static cudaq_nn_status_t check_initializer_input(loader_t *L, const Onnx__ValueInfoProto *vi,
+                                                 const nn_value_t *val) {
+  int dtype, rank;
+  int64_t dims[CUDAQ_NN_MAX_RANK];
+  cudaq_nn_status_t st = read_declared(L, vi, "graph input", &dtype, &rank, dims);
+  if (st) return st;
+  int same = dtype == 0 || dtype == (int)val->dtype;
+  if (rank >= 0) {
+    same &= rank == val->rank;
+    for (int d = 0; same && d < rank; d++) same = dims[d] < 0 || dims[d] == val->dims[d];
+  }
+  if (same) return CUDAQ_NN_OK;
+  char t[32], a[128] = "(no shape)", b[128];
+  if (!dtype) snprintf(t, sizeof t, "(no element type)");
+  else if (cudaq_nn_dtype_size((cudaq_nn_dtype_t)dtype)) snprintf(t, sizeof t, "%s", dtype_name(dtype));
+  else snprintf(t, sizeof t, "element type %d", dtype);
+  if (rank >= 0) snprintf(a, sizeof a, "[%s]", fmt_dims(b, sizeof b, rank, dims));
+  nn__set_error(L->err, "graph input '%.60s' is declared %s %s but its initializer is %s [%s]",
+                val->name, t, a, dtype_name(val->dtype), fmt_dims(b, sizeof b, val->rank, val->dims));
+  return CUDAQ_NN_ERR_SHAPE;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -454,9 +516,13 @@ static cudaq_nn_status_t load_graph(loader_t *L, const Onnx__GraphProto *g) {
     const char *name = g->input[i]->name ? g->input[i]->name : "";
     int dtype, rank;
     int64_t dims[CUDAQ_NN_MAX_RANK];
-    if (find_value(L, name) >= 0 && m->values[find_value(L, name)].data) continue; /* initializer */
+    int init = find_value(L, name);
+    if (init >= 0 && m->values[init].data) { /* an initializer */
+      if ((st = check_initializer_input(L, g->input[i], &m->values[init]))) return st;
+      continue;
+    }
     snprintf(L->where, sizeof L->where, "graph input '%.100s'", name);
-    if ((st = declared_type(L, g->input[i], &dtype, &rank, dims))) return st;
+    if ((st = declared_type(L, g->input[i], "graph input", &dtype, &rank, dims))) return st;
     int v = add_value(L, name, &st);
     if (v < 0) return st;
     m->values[v].dtype = (cudaq_nn_dtype_t)dtype;
@@ -484,16 +550,15 @@ static cudaq_nn_status_t load_graph(loader_t *L, const Onnx__GraphProto *g) {
       nn__set_error(L->err, "graph output '%.100s' is not produced by any node", name);
       return CUDAQ_NN_ERR_MODEL;
     }
-    if ((st = declared_type(L, g->output[i], &dtype, &rank, dims))) return st;
+    if ((st = declared_type(L, g->output[i], "graph output", &dtype, &rank, dims))) return st;
     const nn_value_t *val = &m->values[v];
     int same = dtype == (int)val->dtype && rank == val->rank;
     for (int d = 0; same && d < rank; d++) same = dims[d] == val->dims[d];
     if (!same) {
-      char a[128] = "", b[128] = "";
-      for (int d = 0; d < rank; d++) snprintf(a + strlen(a), sizeof a - strlen(a), "%s%lld", d ? "," : "", (long long)dims[d]);
-      for (int d = 0; d < val->rank; d++) snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", d ? "," : "", (long long)val->dims[d]);
+      char a[128], b[128];
       nn__set_error(L->err, "graph output '%.60s' is declared %s [%s] but computes %s [%s]", name,
-                    dtype_name(dtype), a, dtype_name(val->dtype), b);
+                    dtype_name(dtype), fmt_dims(a, sizeof a, rank, dims), dtype_name(val->dtype),
+                    fmt_dims(b, sizeof b, val->rank, val->dims));
       return CUDAQ_NN_ERR_SHAPE;
     }
     m->outputs[m->n_outputs++] = v;

@@ -1,6 +1,7 @@
 /* NN engine hardening (issue 12): models written byte by byte here (no
  * venv needed) that once crashed the loader or were accepted wrongly:
- * messages nested thousands deep, bad protobuf framing. */
+ * messages nested thousands deep, bad protobuf framing, graph inputs
+ * declared unlike the initializer they name, negative dimensions. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <setjmp.h>
@@ -115,12 +116,137 @@ static void test_bad_framing(void **state) {
   }
 }
 
+/* ------------------------------------------------------------------------ */
+/* Graph inputs that name an initializer                                     */
+
+/* y = Conv(x, w): x [1,3,4,4,4] a graph input, w [5,3,1,1,1] an initializer
+ * (w[m][c] = m + 1) that the graph also lists as an input declared with
+ * (elem, rank, dims); rank NB_NO_SHAPE declares no shape. */
+static pb_t conv_declared_w(int elem, int rank, const int64_t *dims) {
+  static const int64_t xd[5] = {1, 3, 4, 4, 4}, wd[5] = {5, 3, 1, 1, 1}, yd[5] = {1, 5, 4, 4, 4};
+  float w[15];
+  for (int i = 0; i < 15; i++) w[i] = (float)(i / 3 + 1);
+  const char *in[2] = {"x", "w"};
+  pb_t g = {0}, node = nb_node("Conv", in, 2, "y");
+  pb_t init = nb_tensor("w", CUDAQ_NN_FLOAT, 5, wd, w, sizeof w);
+  pb_t vx = nb_value_info("x", CUDAQ_NN_FLOAT, 5, xd), vw = nb_value_info("w", elem, rank, dims);
+  pb_t vy = nb_value_info("y", CUDAQ_NN_FLOAT, 5, yd);
+  pb_msg(&g, 1, &node);
+  pb_msg(&g, 5, &init);
+  pb_msg(&g, 11, &vx);
+  pb_msg(&g, 11, &vw);
+  pb_msg(&g, 12, &vy);
+  return nb_model(&g, 17);
+}
+
+/* The case of issue 12: a [5,3,3,3,3] declaration over a [5,3,1,1,1]
+ * initializer ran as a 1x1x1 convolution; onnxruntime refuses it. */
+static void test_initializer_input_shape_mismatch(void **state) {
+  (void)state;
+  static const int64_t d3[5] = {5, 3, 3, 3, 3}, d4[4] = {5, 3, 1, 1};
+  pb_t b = conv_declared_w(CUDAQ_NN_FLOAT, 5, d3);
+  load_expect(&b, CUDAQ_NN_ERR_SHAPE, "graph input 'w'",
+              "declared float [5,3,3,3,3] but its initializer is float [5,3,1,1,1]");
+  b = conv_declared_w(CUDAQ_NN_FLOAT, 4, d4);
+  load_expect(&b, CUDAQ_NN_ERR_SHAPE, "graph input 'w'", "declared float [5,3,1,1] but");
+}
+
+static void test_initializer_input_type_mismatch(void **state) {
+  (void)state;
+  static const int64_t d[5] = {5, 3, 1, 1, 1};
+  pb_t b = conv_declared_w(CUDAQ_NN_INT64, 5, d);
+  load_expect(&b, CUDAQ_NN_ERR_SHAPE, "graph input 'w'",
+              "declared int64 [5,3,1,1,1] but its initializer is float [5,3,1,1,1]");
+  b = conv_declared_w(11 /* double */, 5, d);
+  load_expect(&b, CUDAQ_NN_ERR_SHAPE, "graph input 'w'", "declared element type 11 [5,3,1,1,1]");
+}
+
+/* Declarations that agree (symbolic dimensions and a missing shape agree
+ * with anything) load; w stays a constant, not a caller-bound input, and
+ * the convolution is the 1x1x1 one the initializer holds. */
+static void test_initializer_input_matching(void **state) {
+  (void)state;
+  static const int64_t same[5] = {5, 3, 1, 1, 1}, sym[5] = {NB_SYMBOLIC, 3, 1, NB_SYMBOLIC, 1};
+  for (int c = 0; c < 3; c++) {
+    pb_t b = c == 0 ? conv_declared_w(CUDAQ_NN_FLOAT, 5, same)
+           : c == 1 ? conv_declared_w(CUDAQ_NN_FLOAT, 5, sym)
+                    : conv_declared_w(CUDAQ_NN_FLOAT, NB_NO_SHAPE, NULL);
+    cudaq_nn_model_t *m = load_expect(&b, CUDAQ_NN_OK, NULL, NULL);
+    assert_int_equal(cudaq_nn_model_num_inputs(m), 1);
+    cudaq_nn_cpu_t *cpu = NULL;
+    assert_int_equal(cudaq_nn_cpu_create(m, &cpu), CUDAQ_NN_OK);
+    float x[192], y[320];
+    for (int i = 0; i < 192; i++) x[i] = 1.0f;
+    const void *ins[1] = {x};
+    void *outs[1] = {y};
+    size_t isz[1] = {sizeof x}, osz[1] = {sizeof y};
+    cudaq_nn_error_t err;
+    assert_int_equal(cudaq_nn_cpu_run(cpu, ins, isz, outs, osz, &err), CUDAQ_NN_OK);
+    for (int i = 0; i < 320; i++) assert_float_equal(y[i], 3.0f * (float)(i / 64 + 1), 0.0f);
+    cudaq_nn_cpu_destroy(cpu);
+    cudaq_nn_model_destroy(m);
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Negative dimensions                                                       */
+
+/* y = op(x) with x and y declared as given. */
+static pb_t unary_model(const char *op, int rx, const int64_t *xd, int ry, const int64_t *yd) {
+  const char *in[1] = {"x"};
+  pb_t g = {0}, node = nb_node(op, in, 1, "y");
+  pb_t vx = nb_value_info("x", CUDAQ_NN_FLOAT, rx, xd), vy = nb_value_info("y", CUDAQ_NN_FLOAT, ry, yd);
+  pb_msg(&g, 1, &node);
+  pb_msg(&g, 11, &vx);
+  pb_msg(&g, 12, &vy);
+  return nb_model(&g, 17);
+}
+
+/* Once reported as "a symbolic dimension", and at position 0 silently
+ * taken as batch 1. */
+static void test_negative_dims(void **state) {
+  (void)state;
+  static const int64_t neg0[2] = {-1, 3}, neg1[2] = {2, -5}, ok[2] = {2, 3}, negy[2] = {2, -2};
+  pb_t b = unary_model("Relu", 2, neg0, 2, ok);
+  load_expect(&b, CUDAQ_NN_ERR_SHAPE, "graph input 'x'", "dimension 0 as -1 (negative)");
+  b = unary_model("Relu", 2, neg1, 2, ok);
+  load_expect(&b, CUDAQ_NN_ERR_SHAPE, "graph input 'x'", "dimension 1 as -5 (negative)");
+  b = unary_model("Relu", 2, ok, 2, negy);
+  load_expect(&b, CUDAQ_NN_ERR_SHAPE, "graph output 'y'", "dimension 1 as -2 (negative)");
+  /* An initializer's own dims. */
+  static const int64_t wd[2] = {-2, 3};
+  float w[6] = {0};
+  const char *in[2] = {"x", "w"};
+  pb_t g = {0}, node = nb_node("Add", in, 2, "y"), init = nb_tensor("w", CUDAQ_NN_FLOAT, 2, wd, w, sizeof w);
+  pb_t vx = nb_value_info("x", CUDAQ_NN_FLOAT, 2, ok), vy = nb_value_info("y", CUDAQ_NN_FLOAT, 2, ok);
+  pb_msg(&g, 1, &node);
+  pb_msg(&g, 5, &init);
+  pb_msg(&g, 11, &vx);
+  pb_msg(&g, 12, &vy);
+  b = nb_model(&g, 17);
+  load_expect(&b, CUDAQ_NN_ERR_SHAPE, "tensor 'w'", "dimension 0 = -2 (negative)");
+  /* A symbolic batch is still pinned to 1; a symbolic dimension 1 is still refused. */
+  static const int64_t sym0[2] = {NB_SYMBOLIC, 3}, one[2] = {1, 3}, sym1[2] = {2, NB_SYMBOLIC};
+  b = unary_model("Relu", 2, sym0, 2, one);
+  cudaq_nn_model_t *m = load_expect(&b, CUDAQ_NN_OK, NULL, NULL);
+  cudaq_nn_binding_t bx;
+  assert_int_equal(cudaq_nn_model_input(m, 0, &bx), CUDAQ_NN_OK);
+  assert_int_equal(bx.shape[0], 1);
+  cudaq_nn_model_destroy(m);
+  b = unary_model("Relu", 2, sym1, 2, ok);
+  load_expect(&b, CUDAQ_NN_ERR_UNSUPPORTED, "graph input 'x'", "symbolic dimension 1");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_deep_subgraph_refused),
       cmocka_unit_test(test_deep_type_refused),
       cmocka_unit_test(test_shallow_subgraph_reaches_loader),
       cmocka_unit_test(test_bad_framing),
+      cmocka_unit_test(test_initializer_input_shape_mismatch),
+      cmocka_unit_test(test_initializer_input_type_mismatch),
+      cmocka_unit_test(test_initializer_input_matching),
+      cmocka_unit_test(test_negative_dims),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -83,7 +83,9 @@ typedef struct cudaq_nn_cpu cudaq_nn_cpu_t;
  * ModelProto, truncated, bad protobuf framing, no graph);
  * CUDAQ_NN_ERR_UNSUPPORTED (opset, operator, attribute, element type,
  * external data, symbolic dimension, messages nested more than 64 deep);
- * CUDAQ_NN_ERR_SHAPE; CUDAQ_NN_ERR_MODEL; CUDAQ_NN_ERR_NO_MEMORY. */
+ * CUDAQ_NN_ERR_SHAPE (shapes that do not agree, a graph input declared with
+ * another element type or shape than the initializer it names, a negative
+ * dimension); CUDAQ_NN_ERR_MODEL; CUDAQ_NN_ERR_NO_MEMORY. */
 cudaq_nn_status_t cudaq_nn_model_load(const void *data, size_t len, cudaq_nn_model_t **out,
                                       cudaq_nn_error_t *err);
 
