@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Packs what a predecoder GPU visit needs from build-gpu/ (scripts/gpu-build.sh)
+# Packs what a predecoder or qec-realtime GPU visit needs from build-gpu/ (scripts/gpu-build.sh)
 # into .gpucarry/: the stripped, xz-compressed binaries (the whole build
 # folder is over the 64 MiB a visit carries) and the shared libraries the GPU
 # machine lacks. scripts/gpu-run-predecoder.sh unpacks them there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .gpucarry && mkdir -p .gpucarry
-for b in src/mwpm/qec-decode bench/nn/bench_nn_gpu; do
+for b in src/mwpm/qec-decode bench/nn/bench_nn_gpu src/realtime_app/qec-realtime; do
   strip -o ".gpucarry/$(basename $b)" "build-gpu/$b" && xz -T0 -6 ".gpucarry/$(basename $b)"
 done
 cp build-gpu/tests/predecoder/mwpm_weight build-gpu/libs/* build-gpu/commit.txt .gpucarry/

@@ -7,23 +7,31 @@
 #include <string.h>
 
 #include "cudaq/realtime/bench_report.h"
+#include "cudaq/realtime/rpc_wire_format.h"
 
 struct qrt_worker {
   uint32_t num_detectors;
+  qrt_payload_t fmt;
   cudaq_mwpm_decoder_t *dec;
   cudaq_predecoder_t *pd; /* NULL: MWPM alone on the raw events */
   uint32_t *events;       /* num_detectors + 1 */
   uint32_t *residual;     /* num_detectors + 1 */
 };
 
+size_t qrt_payload_len(qrt_payload_t fmt, uint32_t num_detectors) {
+  return fmt == QRT_PAYLOAD_BITS ? (size_t)cudaq_bitpacked_size(num_detectors)
+                                 : (size_t)num_detectors * 4u;
+}
+
 int qrt_worker_create(const cudaq_mwpm_graph_t *graph, qrt_pd_kind_t kind, const char *model,
-                      qrt_worker_t **out, char *msg, size_t msg_len) {
+                      qrt_payload_t fmt, qrt_worker_t **out, char *msg, size_t msg_len) {
   qrt_worker_t *w = calloc(1, sizeof *w);
   if (!w) {
     snprintf(msg, msg_len, "out of memory");
     return 1;
   }
   w->num_detectors = cudaq_mwpm_graph_num_nodes(graph);
+  w->fmt = fmt;
   uint32_t no = cudaq_mwpm_graph_num_observables(graph);
   w->events = malloc(((size_t)w->num_detectors + 1) * sizeof *w->events);
   w->residual = malloc(((size_t)w->num_detectors + 1) * sizeof *w->residual);
@@ -63,20 +71,41 @@ static uint32_t sat_ns(uint64_t a, uint64_t b) {
   return d > UINT32_MAX ? UINT32_MAX : (uint32_t)d;
 }
 
+/* The one home of request validation (both paths): length and values
+ * of the payload; fills w->events with the detection events. Returns QRT_OK
+ * or the error status. */
+static int32_t take_events(qrt_worker_t *w, const void *payload, size_t len, size_t *ne_out) {
+  const uint8_t *p = payload;
+  const uint32_t nd = w->num_detectors;
+  size_t ne = 0;
+  if (len != qrt_payload_len(w->fmt, nd))
+    return QRT_ERR_LENGTH;
+  if (w->fmt == QRT_PAYLOAD_BITS) {
+    if (nd % 8u && (p[len - 1] >> (nd % 8u)))
+      return QRT_ERR_VALUE; /* a padding bit set: the wire format keeps them zero */
+    for (size_t b = 0; b < len; b++)
+      for (uint32_t bits = p[b]; bits; bits &= bits - 1u)
+        w->events[ne++] = (uint32_t)(8u * b) + (uint32_t)__builtin_ctz(bits);
+  } else {
+    for (uint32_t d = 0; d < nd; d++) {
+      int32_t v;
+      memcpy(&v, p + 4u * d, sizeof v); /* the slot's payload need not be 4-aligned */
+      if (v & ~1)
+        return QRT_ERR_VALUE;
+      if (v)
+        w->events[ne++] = d;
+    }
+  }
+  *ne_out = ne;
+  return QRT_OK;
+}
+
 int32_t qrt_worker_decode(qrt_worker_t *w, const void *payload, size_t len, qrt_response_t *out) {
   memset(out, 0, sizeof *out);
-  if (len != (size_t)w->num_detectors * 4u)
-    return out->status = QRT_ERR_LENGTH;
-  const uint8_t *p = payload;
   size_t ne = 0;
-  for (uint32_t d = 0; d < w->num_detectors; d++) {
-    int32_t v;
-    memcpy(&v, p + 4u * d, sizeof v); /* the slot's payload need not be 4-aligned */
-    if (v & ~1)
-      return out->status = QRT_ERR_VALUE;
-    if (v)
-      w->events[ne++] = d;
-  }
+  int32_t st = take_events(w, payload, len, &ne);
+  if (st)
+    return out->status = st;
   out->events_in = (uint32_t)ne;
   const uint32_t *dec_in = w->events;
   size_t nr = ne;
@@ -96,6 +125,36 @@ int32_t qrt_worker_decode(qrt_worker_t *w, const void *payload, size_t len, qrt_
   out->prediction = frame ^ res.obs_mask;
   out->corrections = (uint32_t)res.num_pairs;
   out->predecoder_ns = w->pd ? sat_ns(t0, t1) : 0;
+  out->mwpm_ns = sat_ns(t1, t2);
+  return out->status = QRT_OK;
+}
+
+int32_t qrt_worker_decode_gpu(qrt_worker_t *w, const void *payload, size_t len,
+                              const qrt_gpu_result_t *g, uint32_t front_ns, qrt_response_t *out) {
+  memset(out, 0, sizeof *out);
+  size_t ne = 0;
+  int32_t st = take_events(w, payload, len, &ne);
+  if (st)
+    return out->status = st;
+  out->events_in = (uint32_t)ne;
+  out->predecoder_ns = front_ns;
+  const uint32_t nr = g->count;
+  if (g->status || nr > w->num_detectors)
+    return out->status = QRT_ERR_PREDECODER;
+  const uint32_t *ev = QRT_GPU_EVENTS(g);
+  for (uint32_t k = 0; k < nr; k++) {
+    if (ev[k] >= w->num_detectors)
+      return out->status = QRT_ERR_PREDECODER;
+    w->residual[k] = ev[k]; /* one pass over mapped memory, then MWPM works on a private copy */
+  }
+  uint64_t t1 = cudaq_bench_now_ns();
+  cudaq_mwpm_result_t res;
+  if (cudaq_mwpm_decode(w->dec, w->residual, nr, &res))
+    return out->status = QRT_ERR_MWPM;
+  uint64_t t2 = cudaq_bench_now_ns();
+  out->events_residual = nr;
+  out->prediction = g->frame ^ res.obs_mask;
+  out->corrections = (uint32_t)res.num_pairs;
   out->mwpm_ns = sat_ns(t1, t2);
   return out->status = QRT_OK;
 }

@@ -1,7 +1,9 @@
 /*
  * qrt_worker.h - one CPU decoding worker of qec-realtime: request
  * validation, predecoder (ONNX on the CPU executor, the local rule, or
- * none), then MWPM on the residual events. Private to src/realtime_app.
+ * none), then MWPM on the residual events; or, in the GPU modes, request
+ * validation then MWPM on the residual the GPU stage left in mapped memory
+ * (qrt_gpu_result_t). Private to src/realtime_app.
  *
  * Everything a worker needs is allocated by qrt_worker_create; the
  * per-request call qrt_worker_decode allocates nothing, takes no lock and
@@ -21,8 +23,8 @@
  * because the pipeline's CPU stage cannot set it). */
 enum {
   QRT_OK = 0,
-  QRT_ERR_LENGTH = 1,     /* payload length != num_detectors * 4 */
-  QRT_ERR_VALUE = 2,      /* an INT32 event other than 0 or 1 */
+  QRT_ERR_LENGTH = 1,     /* payload length != num_detectors * 4 (bit-packed: ceil(n / 8)) */
+  QRT_ERR_VALUE = 2,      /* an INT32 event other than 0 or 1 (bit-packed: a padding bit set) */
   QRT_ERR_PREDECODER = 3, /* the predecoder failed (inference, output not 0/1) */
   QRT_ERR_MWPM = 4        /* MWPM found no solution */
 };
@@ -35,24 +37,55 @@ typedef struct {
   uint64_t prediction;      /* logical prediction: frame XOR MWPM observables */
   uint32_t events_in;       /* detection events of the request */
   uint32_t events_residual; /* events left by the predecoder (= events_in without one) */
-  uint32_t predecoder_ns;   /* predecoder stage time (saturated) */
+  uint32_t predecoder_ns;   /* CPU-only: predecoder time; GPU modes: from the request's
+                               ptp_timestamp (send) to the CPU stage, i.e. dispatch, copy
+                               and inference (saturated) */
   uint32_t mwpm_ns;         /* MWPM stage time (saturated) */
 } qrt_response_t;
 
 typedef enum { QRT_PD_NONE = 0, QRT_PD_LOCAL = 1, QRT_PD_ONNX = 2 } qrt_pd_kind_t;
 
+/* Payload formats of a request (the wire format's INT32 array, or its
+ * CUDAQ_TYPE_BIT_PACKED layout: LSB-first, unused high bits zero). */
+typedef enum { QRT_PAYLOAD_INT32 = 0, QRT_PAYLOAD_BITS = 1 } qrt_payload_t;
+
+/* Payload bytes of one request of num_detectors events. */
+size_t qrt_payload_len(qrt_payload_t fmt, uint32_t num_detectors);
+
+/* What the GPU stage leaves in the worker's mapped output for the CPU stage:
+ * this header, then `count` uint32 detector indices in ascending order
+ * (QRT_GPU_EVENTS). Written by the graph's last kernel before its
+ * system-scope release of the ready flag. */
+typedef struct {
+  uint32_t status; /* 0, or QRT_GPU_BAD_OUTPUT */
+  uint32_t count;  /* residual detection events (raw events in passthrough) */
+  uint64_t frame;  /* observables flipped by the predecoder's corrections (0 in passthrough) */
+} qrt_gpu_result_t;
+#define QRT_GPU_BAD_OUTPUT 1u /* a model output element was not 0 or 1 */
+#define QRT_GPU_EVENTS(r) ((const uint32_t *)((const qrt_gpu_result_t *)(r) + 1))
+
 typedef struct qrt_worker qrt_worker_t;
 
 /* Creates a worker over a shared, immutable matching graph: its own MWPM
  * decoder and, for QRT_PD_LOCAL / QRT_PD_ONNX, its own predecoder (model
- * path for ONNX, on the CPU executor). On failure returns non-zero and
- * writes a sentence into msg (msg_len bytes). */
+ * path for ONNX, on the CPU executor); requests carry payloads of format
+ * fmt. On failure returns non-zero and writes a sentence into msg (msg_len
+ * bytes). */
 int qrt_worker_create(const cudaq_mwpm_graph_t *graph, qrt_pd_kind_t kind, const char *model,
-                      qrt_worker_t **out, char *msg, size_t msg_len);
+                      qrt_payload_t fmt, qrt_worker_t **out, char *msg, size_t msg_len);
 void qrt_worker_destroy(qrt_worker_t *w);
 
 /* Decodes one request payload (INT32 per detector) into *out. Hot path.
  * Returns out->status. */
 int32_t qrt_worker_decode(qrt_worker_t *w, const void *payload, size_t len, qrt_response_t *out);
+
+/* GPU modes: validates the request payload as qrt_worker_decode does, then
+ * decodes the GPU stage's residual g (mapped memory, published by the
+ * graph's release of the ready flag, acquired by the pipeline's claim) with
+ * MWPM: prediction = g->frame XOR MWPM. front_ns goes to predecoder_ns.
+ * Hot path. Returns out->status (QRT_ERR_PREDECODER for a GPU status other
+ * than 0, a count above num_detectors or an index out of range). */
+int32_t qrt_worker_decode_gpu(qrt_worker_t *w, const void *payload, size_t len,
+                              const qrt_gpu_result_t *g, uint32_t front_ns, qrt_response_t *out);
 
 #endif

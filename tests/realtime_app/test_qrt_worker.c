@@ -1,6 +1,8 @@
 /* qec-realtime's CPU worker (src/realtime_app/qrt_worker.c) on a 4-detector
- * repetition-code DEM: payload validation (length, values), the decode with
- * and without the local predecoder, and the response fields. */
+ * repetition-code DEM: payload validation (length, values) for INT32 and
+ * bit-packed payloads (the wire format's CUDAQ_TYPE_BIT_PACKED), the decode
+ * with and without the local predecoder, the GPU modes' decode of a residual
+ * from mapped memory (qrt_gpu_result_t), and the response fields. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,7 +34,7 @@ static void test_validation(void **state) {
   cudaq_mwpm_graph_t *g = make_graph();
   qrt_worker_t *w = NULL;
   char msg[200];
-  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, &w, msg, sizeof msg), 0);
+  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, QRT_PAYLOAD_INT32, &w, msg, sizeof msg), 0);
   int32_t ev[5] = {0, 0, 0, 0, 0};
   qrt_response_t r;
   assert_int_equal(qrt_worker_decode(w, ev, 12, &r), QRT_ERR_LENGTH);
@@ -57,8 +59,8 @@ static void test_decode(void **state) {
   cudaq_mwpm_graph_t *g = make_graph();
   qrt_worker_t *plain = NULL, *local = NULL;
   char msg[200];
-  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, &plain, msg, sizeof msg), 0);
-  assert_int_equal(qrt_worker_create(g, QRT_PD_LOCAL, NULL, &local, msg, sizeof msg), 0);
+  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, QRT_PAYLOAD_INT32, &plain, msg, sizeof msg), 0);
+  assert_int_equal(qrt_worker_create(g, QRT_PD_LOCAL, NULL, QRT_PAYLOAD_INT32, &local, msg, sizeof msg), 0);
   qrt_response_t r;
   /* D0 alone: matched to the left boundary, flips L0. */
   int32_t a[4] = {1, 0, 0, 0};
@@ -92,10 +94,95 @@ static void test_bad_model(void **state) {
   cudaq_mwpm_graph_t *g = make_graph();
   qrt_worker_t *w = NULL;
   char msg[200] = "";
-  assert_int_not_equal(qrt_worker_create(g, QRT_PD_ONNX, "/nonexistent/model.onnx", &w, msg,
+  assert_int_not_equal(qrt_worker_create(g, QRT_PD_ONNX, "/nonexistent/model.onnx",
+                                         QRT_PAYLOAD_INT32, &w, msg,
                                          sizeof msg), 0);
   assert_null(w);
   assert_true(strlen(msg) > 0);
+  cudaq_mwpm_graph_destroy(g);
+}
+
+/* Bit-packed payloads: ceil(4 / 8) = 1 byte, LSB first, padding bits 0. */
+static void test_bits(void **state) {
+  (void)state;
+  cudaq_mwpm_graph_t *g = make_graph();
+  qrt_worker_t *w = NULL;
+  char msg[200];
+  assert_int_equal(qrt_payload_len(QRT_PAYLOAD_BITS, 4), 1);
+  assert_int_equal(qrt_payload_len(QRT_PAYLOAD_BITS, 9), 2);
+  assert_int_equal(qrt_payload_len(QRT_PAYLOAD_INT32, 9), 36);
+  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, QRT_PAYLOAD_BITS, &w, msg, sizeof msg),
+                   0);
+  qrt_response_t r;
+  uint8_t p[2] = {0x01, 0};
+  assert_int_equal(qrt_worker_decode(w, p, 2, &r), QRT_ERR_LENGTH);
+  assert_int_equal(qrt_worker_decode(w, p, 0, &r), QRT_ERR_LENGTH);
+  assert_int_equal(qrt_worker_decode(w, p, 1, &r), QRT_OK); /* D0: left boundary, L0 */
+  assert_true(r.prediction == 1);
+  assert_int_equal(r.events_in, 1);
+  p[0] = 0x06; /* D1 D2 */
+  assert_int_equal(qrt_worker_decode(w, p, 1, &r), QRT_OK);
+  assert_true(r.prediction == 0);
+  assert_int_equal(r.events_in, 2);
+  assert_int_equal(r.corrections, 1);
+  p[0] = 0x10; /* bit 4: beyond the 4 detectors */
+  assert_int_equal(qrt_worker_decode(w, p, 1, &r), QRT_ERR_VALUE);
+  p[0] = 0x81;
+  assert_int_equal(qrt_worker_decode(w, p, 1, &r), QRT_ERR_VALUE);
+  qrt_worker_destroy(w);
+  cudaq_mwpm_graph_destroy(g);
+}
+
+/* The GPU modes' CPU half: the request is validated, the residual comes
+ * from the GPU result, prediction = frame XOR MWPM(residual). */
+static void test_decode_gpu(void **state) {
+  (void)state;
+  cudaq_mwpm_graph_t *g = make_graph();
+  qrt_worker_t *w = NULL;
+  char msg[200];
+  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, QRT_PAYLOAD_INT32, &w, msg, sizeof msg),
+                   0);
+  union {
+    qrt_gpu_result_t h;
+    uint32_t words[4 + 4];
+  } res;
+  memset(&res, 0, sizeof res);
+  uint32_t *ev = (uint32_t *)(&res.h + 1);
+  int32_t req[4] = {1, 1, 1, 0};
+  qrt_response_t r;
+  /* The GPU removed D1 D2 and flipped nothing: D0 alone is left (L0). */
+  res.h.count = 1;
+  ev[0] = 0;
+  assert_int_equal(qrt_worker_decode_gpu(w, req, sizeof req, &res.h, 1234, &r), QRT_OK);
+  assert_true(r.prediction == 1);
+  assert_int_equal(r.events_in, 3);
+  assert_int_equal(r.events_residual, 1);
+  assert_int_equal(r.predecoder_ns, 1234);
+  /* The same residual with a frame of L0: the flips cancel. */
+  res.h.frame = 1;
+  assert_int_equal(qrt_worker_decode_gpu(w, req, sizeof req, &res.h, 0, &r), QRT_OK);
+  assert_true(r.prediction == 0);
+  /* Nothing left: the prediction is the frame. */
+  res.h.count = 0;
+  assert_int_equal(qrt_worker_decode_gpu(w, req, sizeof req, &res.h, 0, &r), QRT_OK);
+  assert_true(r.prediction == 1);
+  assert_int_equal(r.corrections, 0);
+  /* A bad request is refused before the GPU result is looked at. */
+  req[2] = 3;
+  assert_int_equal(qrt_worker_decode_gpu(w, req, sizeof req, &res.h, 0, &r), QRT_ERR_VALUE);
+  assert_int_equal(qrt_worker_decode_gpu(w, req, 12, &res.h, 0, &r), QRT_ERR_LENGTH);
+  req[2] = 1;
+  /* GPU results that cannot be trusted: a bad status, a count or an index
+   * out of range. */
+  res.h.status = QRT_GPU_BAD_OUTPUT;
+  assert_int_equal(qrt_worker_decode_gpu(w, req, sizeof req, &res.h, 0, &r), QRT_ERR_PREDECODER);
+  res.h.status = 0;
+  res.h.count = 5;
+  assert_int_equal(qrt_worker_decode_gpu(w, req, sizeof req, &res.h, 0, &r), QRT_ERR_PREDECODER);
+  res.h.count = 1;
+  ev[0] = 4;
+  assert_int_equal(qrt_worker_decode_gpu(w, req, sizeof req, &res.h, 0, &r), QRT_ERR_PREDECODER);
+  qrt_worker_destroy(w);
   cudaq_mwpm_graph_destroy(g);
 }
 
@@ -104,6 +191,8 @@ int main(void) {
       cmocka_unit_test(test_validation),
       cmocka_unit_test(test_decode),
       cmocka_unit_test(test_bad_model),
+      cmocka_unit_test(test_bits),
+      cmocka_unit_test(test_decode_gpu),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

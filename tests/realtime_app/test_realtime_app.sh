@@ -1,8 +1,9 @@
 #!/bin/sh
-# End-to-end tests of qec-realtime (CPU-only mode) on the d=5 shots of the
-# predecoder_data fixture (tests/predecoder: 10^4 shots, circuit.dem, obs.01).
+# End-to-end tests of qec-realtime on the d=5 shots of the predecoder_data
+# fixture (tests/predecoder: 10^4 shots, circuit.dem, obs.01).
 #   test_realtime_app.sh QEC_REALTIME QEC_DECODE DATA_DIR WORK_DIR MODELS_DIR CASE
-# CASE: none | local | onnx_d5 | bad_payload | duration | refusals
+# CASE: none | local | onnx_d5 | bits | bad_payload | duration | refusals (CPU-only mode)
+#       gpu_hybrid | gpu_passthrough (GPU modes; exit 77 "skipped: no CUDA device" without one)
 set -u
 RT=$1 QD=$2 DATA=$3 WORK=$4 MODELS=$5 CASE=$6
 fail() { echo "FAIL ($CASE): $*" >&2; exit 1; }
@@ -60,6 +61,53 @@ onnx_d5)
   same_predictions onnx "$WORK/ref.01"
   grep -q 'predecoder' "$WORK/onnx.txt" || fail "no predecoder stage"
   ;;
+bits)
+  # Bit-packed payloads (the wire format's BIT_PACKED): same predictions as
+  # INT32 ones; a short payload is refused (d=5: 120 detectors, 15 bytes, no
+  # padding bit to set, so every corrupted request is 1 byte short).
+  "$QD" predict --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --out "$WORK/ref.01" ||
+    fail "qec-decode predict"
+  run_ok bits 10000 --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --obs_in "$DATA/obs.01" \
+    --payload bits --out "$WORK/bits.01"
+  same_predictions bits "$WORK/ref.01"
+  grep -q 'bit-packed payload' "$WORK/bits.txt" || fail "report does not name the payload"
+  run_ok bits_bad 700 --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --payload bits \
+    --requests 700 --corrupt_every 7
+  grep -q '^errors by status: bad_length 100 bad_value 0 ' "$WORK/bits_bad.txt" ||
+    fail "short bit-packed payloads not counted as 100"
+  ;;
+gpu_hybrid|gpu_passthrough)
+  # The GPU modes on the same 10^4 shots: every answer identical to the
+  # offline evaluation on the CPU (qec-decode, CPU executor, FP32).
+  mode=${CASE#gpu_}
+  "$RT" --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --mode passthrough --requests 1 \
+    >"$WORK/probe.txt" 2>"$WORK/probe.err"
+  if grep -q -e "no CUDA device" -e "has no CUDA" "$WORK/probe.err"; then
+    echo "skipped: no CUDA device ($(head -n 1 "$WORK/probe.err"))"
+    exit 77
+  fi
+  if [ "$mode" = hybrid ]; then
+    M=$MODELS/predecoder_d5_z.onnx
+    "$QD" predict --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --predecoder "$M" \
+      --out "$WORK/ref.01" || fail "qec-decode predict --predecoder $M"
+    set -- --model "$M" --precision fp32
+  else
+    "$QD" predict --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --out "$WORK/ref.01" ||
+      fail "qec-decode predict"
+    set --
+  fi
+  for payload in int32 bits; do
+    run_ok "$mode.$payload" 10000 --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 \
+      --obs_in "$DATA/obs.01" --mode "$mode" "$@" --payload $payload --workers 4 \
+      --out "$WORK/$mode.$payload.01"
+    same_predictions "$mode.$payload" "$WORK/ref.01"
+  done
+  grep -q '^GPU: ' "$WORK/$mode.int32.txt" || fail "report does not name the GPU"
+  run_ok "$mode.bad" 2000 --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --mode "$mode" "$@" \
+    --requests 2000 --corrupt_every 7 --slots 8
+  grep -q '^errors by status: bad_length 142 bad_value 143 predecoder 0 mwpm 0 rpc 0 ' \
+    "$WORK/$mode.bad.txt" || fail "bad payloads not counted as 142 + 143"
+  ;;
 bad_payload)
   # Every 7th of 2,000 requests is bad (value 2, or 4 bytes short): each is
   # answered with an error status and counted; the others decode normally.
@@ -97,7 +145,14 @@ refusals)
     --in_format b8 --model "$MODELS/predecoder_d7_z.onnx"
   expect_refusal model_missing "--model" --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 \
     --model "$WORK/no_such.onnx"
-  expect_refusal gpu "not built yet: needs a GPU path" --dem "$DEM" --in "$DATA/shots.b8" --mode hybrid
+  expect_refusal hybrid_no_model "runs an ONNX model on the GPU" --dem "$DEM" --in "$DATA/shots.b8" \
+    --mode hybrid
+  expect_refusal passthrough_model "runs no predecoder" --dem "$DEM" --in "$DATA/shots.b8" \
+    --mode passthrough --model local
+  expect_refusal device_call "not built" --dem "$DEM" --in "$DATA/shots.b8" --mode device_call
+  expect_refusal mode "is cpu, hybrid or passthrough" --dem "$DEM" --in "$DATA/shots.b8" --mode fast
+  expect_refusal payload "int32 or bits" --dem "$DEM" --in "$DATA/shots.b8" --payload bytes
+  expect_refusal preset_name "d5, d7, d9, d13, d21 or d31" --preset d6
   expect_refusal preset "reference_eval.py shots" --preset d5
   head -n 5 "$DATA/obs.01" >"$WORK/obs5.01"
   expect_refusal obs_count "has 5 records, the shot file 10000" --dem "$DEM" --in "$DATA/shots.b8" \

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# One GPU visit for qec-realtime (issue 11): the GPU-mode tests (hybrid and
+# passthrough answers identical to the offline CPU evaluation), compute-
+# sanitizer memcheck and racecheck on short GPU runs, an Nsight Systems NVTX
+# summary where nsys exists, and the benchmark matrix: d = 7, 13 x {hybrid
+# FP16, passthrough} x arrivals every 10 us, 30 us and flat out, plus d = 21
+# passthrough, each with its JSON report in $OUT.
+# Prepare here (the build folder is too large to carry whole):
+#   scripts/gpu-build.sh && scripts/gpu-pack.sh      -> .gpucarry/
+# then run with .gpucarry and .whl (stim, PyMatching wheels) carried.
+# STEPS="test sanitize nsys bench" (default all); DURATION (s per bench run, default 2);
+# WORKERS (default 8).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+C=${CARRY:-.gpucarry}
+BUILD=$C source scripts/gpu-common.sh
+mkdir -p /tmp/rtbin /tmp/plans
+for f in "$C"/*.xz; do
+  python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" "$f" "/tmp/rtbin/$(basename "${f%.xz}")"
+done
+chmod +x /tmp/rtbin/*
+export LD_LIBRARY_PATH=$PWD/$C:$LD_LIBRARY_PATH
+install_wheels
+RT=/tmp/rtbin/qec-realtime QD=/tmp/rtbin/qec-decode
+STEPS=${STEPS:-test sanitize nsys bench}
+DURATION=${DURATION:-2} WORKERS=${WORKERS:-8}
+machine_info 2>&1 | tee "$OUT/machine.txt"
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+shots() { # shots NAME MODEL P N SEED -> /tmp/rt-NAME/{circuit.dem,shots.b8,obs.01}
+  python3 tools/predecoder/reference_eval.py shots --manifest models/manifest.json --model "$2" \
+    --p "$3" --shots "$4" --seed "$5" --out "/tmp/rt-$1" > /dev/null
+}
+shots d5 models/predecoder_d5_z.onnx 0.005 10000 11
+if has test; then
+  for c in gpu_hybrid gpu_passthrough; do
+    STEP_TIMEOUT=300 run "test_$c" sh tests/realtime_app/test_realtime_app.sh "$RT" "$QD" /tmp/rt-d5 \
+      "/tmp/rt-work-$c" models "$c"
+    tail -4 "$OUT/test_$c.log"
+  done
+fi
+D5="--dem /tmp/rt-d5/circuit.dem --in /tmp/rt-d5/shots.b8 --in_format b8 --obs_in /tmp/rt-d5/obs.01"
+if has sanitize; then
+  for tool in memcheck racecheck; do
+    for mode in hybrid passthrough; do
+      m=""; [ $mode = hybrid ] && m="--model models/predecoder_d5_z.onnx"
+      STEP_TIMEOUT=200 run "sanitize_${tool}_$mode" compute-sanitizer --tool $tool --error-exitcode 1 \
+        "$RT" $D5 --mode $mode $m --requests 300 --workers 2 --timeout_ms 120000 --progress_s 0
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^requests:" "$OUT/sanitize_${tool}_$mode.log"
+    done
+  done
+fi
+if has nsys && command -v nsys > /dev/null; then
+  run nsys_d5 nsys profile -o /tmp/rt-nsys --force-overwrite true --trace=cuda,nvtx \
+    "$RT" $D5 --mode hybrid --model models/predecoder_d5_z.onnx --requests 2000 --interval_us 30
+  run nsys_stats nsys stats --report nvtx_sum,cuda_gpu_kern_sum --format csv /tmp/rt-nsys.nsys-rep
+  head -30 "$OUT/nsys_stats.log"
+fi
+if has bench; then
+  shots d7 models/predecoder_d7_z.onnx 0.005 20000 21
+  shots d13 models/predecoder_d13_z.onnx 0.005 10000 31
+  shots d21 models/predecoder_d21_x.onnx 0.003 2000 41
+  mkdir -p "$OUT/bench"
+  bench() { # bench PRESET MODE INTERVAL [args...]
+    local pr=$1 mode=$2 iv=$3; shift 3
+    local name="$pr-$mode-$([ "$iv" = 0 ] && echo flat || echo "${iv}us")"
+    STEP_TIMEOUT=120 run "bench_$name" "$RT" --preset "$pr" --mode "$mode" \
+      --dem "/tmp/rt-$pr/circuit.dem" --in "/tmp/rt-$pr/shots.b8" --in_format b8 \
+      --obs_in "/tmp/rt-$pr/obs.01" --duration_s "$DURATION" --interval_us "$iv" \
+      --workers "$WORKERS" --pin 1 --plan_dir /tmp/plans --progress_s 0 \
+      --json "$OUT/bench/$name.json" "$@"
+    grep -E "Throughput|p50|p99|^requests:|^logical|^MWPM alone|^stage|^GPU" "$OUT/bench_$name.log"
+  }
+  for pr in d7 d13; do
+    for mode in hybrid passthrough; do
+      for iv in 10 30 0; do bench $pr $mode $iv; done
+    done
+  done
+  for iv in 10 30 0; do bench d21 passthrough $iv; done
+  bench d7 cpu 10 --model none
+  python3 tools/realtime/bench_table.py "$OUT"/bench/*.json | tee "$OUT/bench_table.md"
+fi
+echo "gpu-run-realtime: $passes passed, $fails failed"

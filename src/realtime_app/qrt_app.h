@@ -1,0 +1,109 @@
+/*
+ * qrt_app.h - qec-realtime's program state, shared by its files:
+ *   qec_realtime.c  the run: FPGA thread, stages, consumer, main
+ *   qrt_args.c      flags, modes and presets
+ *   qrt_shots.c     the shot file -> request payloads
+ *   qrt_report.c    the text and JSON report, the predictions file
+ * Private to src/realtime_app.
+ */
+#ifndef QRT_APP_H
+#define QRT_APP_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cudaq/realtime/bench_report.h"
+#include "cudaq/realtime/cudaq_realtime.h"
+#include "cudaq/realtime/pipeline.h"
+#include "qrt_worker.h"
+
+#ifndef QRT_SOURCE_DIR
+#define QRT_SOURCE_DIR "."
+#endif
+
+#define QRT_DEFAULT_DURATION_CAPACITY 4000000u /* requests a --duration_s run may send at most */
+
+typedef enum { QRT_MODE_CPU = 0, QRT_MODE_HYBRID = 1, QRT_MODE_PASSTHROUGH = 2 } qrt_mode_t;
+
+typedef struct opts {
+  const char *dem, *in, *obs_in, *out, *json, *model, *mode_name, *preset, *plan_dir;
+  const char *in_format, *obs_in_format, *out_format;
+  qrt_mode_t mode;
+  qrt_payload_t payload;
+  int appended, workers, slots, idle_yield, pin, fp16, compare_mwpm;
+  uint64_t requests, corrupt_every, timeout_ms;
+  double duration_s, interval_us, progress_s;
+} opts_t;
+
+/* Prints --help. */
+void qrt_usage(FILE *f);
+/* Parses the flags into o. Returns 0, or 1 after a message. */
+int qrt_parse_args(int argc, char **argv, opts_t *o);
+/* Mode, preset and flag combination checks; fills the preset's model.
+ * Returns 0, or 2 after printing why not. */
+int qrt_check_mode_and_preset(opts_t *o);
+
+typedef struct shots {
+  uint32_t nd, no;
+  size_t n;
+  int32_t *payload; /* n x nd INT32 events */
+  uint64_t *obs;    /* n true observables (have_obs) */
+  int have_obs;
+  size_t wire_len;  /* request payload bytes (INT32 or bit-packed) */
+  uint8_t *wire;    /* n x wire_len: the requests' payloads (== payload for INT32) */
+} shots_t;
+
+/* Reads --in (and --obs_in) for a DEM of s->nd detectors and s->no
+ * observables, and lays out the request payloads in o->payload's format.
+ * Returns 0 or 1 after a message. */
+int qrt_load_shots(const opts_t *o, shots_t *s);
+void qrt_free_shots(shots_t *s);
+
+enum { ST_RPC = 5, ST_COUNT = 6 }; /* status counters: QRT_* 0..4, then RPC-level errors */
+
+typedef struct app {
+  const opts_t *o;
+  shots_t shots;
+  uint64_t capacity;      /* request indices 0..capacity-1 */
+  uint64_t duration_ns;   /* 0: send capacity requests */
+  uint64_t interval_ns;
+  uint32_t function_id;
+  int idle_yield;
+  cudaq_ringbuffer_t ring;
+  cudaq_bench_t *bench;
+  int has_pd;
+  uint8_t *bad_payload;   /* --corrupt_every: a copy with a bad value */
+  /* FPGA thread -> main (R/A pairs labelled at the use sites) */
+  volatile uint64_t submitted;
+  volatile uint64_t producer_done;
+  uint64_t stalls;        /* FPGA thread; read after join */
+  uint64_t corrupted;     /* FPGA thread; read after join */
+  uint64_t *sent_ptp;     /* per request, FPGA thread; read by the consumer after A2 */
+  /* consumer thread (completion handler) -> main */
+  volatile uint64_t completed;
+  uint8_t *answered;      /* per request */
+  uint64_t *prediction;   /* per request */
+  uint64_t status_count[ST_COUNT];
+  uint64_t duplicates, unknown_ids, ptp_mismatches;
+  uint64_t mistakes, judged;
+  uint64_t events_before, events_after, decoded;
+  uint64_t pd_ns, mwpm_ns;
+  /* main, after the run */
+  uint64_t mwpm_alone_mistakes, mwpm_alone_judged, disagreements; /* --compare_mwpm */
+  uint64_t rss_peak_kib;
+  size_t gpu_bytes;
+  const char *gpu_name, *engine_describe;
+  double run_s;
+} app_t;
+
+/* The report: text (stdout) and JSON (--json). pd names the predecoder. */
+void qrt_print_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
+                      const cudaq_pipeline_stats_t *ps, uint64_t timed_out, const char *pd);
+void qrt_json_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
+                     const cudaq_pipeline_stats_t *ps, uint64_t timed_out, const char *pd);
+uint64_t qrt_errors_of(const app_t *a);
+const char *qrt_mode_name(qrt_mode_t m);
+/* --out: predictions in request order. Returns 0 or 1 after a message. */
+int qrt_write_predictions(const app_t *a);
+
+#endif

@@ -1,0 +1,274 @@
+/* qec-realtime: flags, modes and presets (qrt_app.h). */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qrt_app.h"
+
+void qrt_usage(FILE *f) {
+  fputs(
+      "usage: qec-realtime --dem FILE --in FILE [options]\n"
+      "Streams a stim shot file through the realtime pipeline as RPC decoding requests (an\n"
+      "emulated FPGA), decodes each (a neural predecoder on the GPU or the CPU, then MWPM on CPU\n"
+      "workers), and reports latency percentiles, throughput, detection density and the\n"
+      "logical error rate, beside MWPM alone on the same shots.\n"
+      "\n"
+      "input (PyMatching's flags):\n"
+      "  --dem FILE                 detector error model (stim)\n"
+      "  --in FILE                  detection events, one shot per record\n"
+      "  --in_format 01|b8|dets     (default 01)\n"
+      "  --in_includes_appended_observables\n"
+      "  --obs_in FILE              true observables (for the logical error rate)\n"
+      "  --obs_in_format 01|b8|dets (default 01)\n"
+      "decoder:\n"
+      "  --mode cpu|hybrid|passthrough\n"
+      "                             cpu: CPU workers run the predecoder (CPU executor) and\n"
+      "                             MWPM, no GPU needed (default); hybrid: per worker a CUDA\n"
+      "                             graph copies the request from the ring, runs the predecoder\n"
+      "                             on the GPU engine and compacts the residual into mapped\n"
+      "                             memory, then the worker's CPU thread runs MWPM on it;\n"
+      "                             passthrough: the same graph without inference (the spec's\n"
+      "                             SKIP_TRT), MWPM on the raw events\n"
+      "  --model PATH|local|none    ONNX predecoder (models/README.md contract), the rule-based\n"
+      "                             local predecoder (cpu mode) or none (MWPM alone, cpu mode);\n"
+      "                             default: the preset's model, else none\n"
+      "  --precision fp16|fp32      GPU engine precision (hybrid; default fp16)\n"
+      "  --plan_dir DIR             cache the GPU engine's plan in DIR (hybrid)\n"
+      "  --preset d5|d7|d9|d13|d21|d31\n"
+      "                             the shipped model for that distance (models/: Z basis for\n"
+      "                             d5..d13 and d31, X for d21); give --dem/--in/--obs_in for its\n"
+      "                             circuit (without --dem: prints how to make them)\n"
+      "  --workers N                pipeline workers, each with its own predecoder (or GPU\n"
+      "                             graph and engine) and MWPM decoder (default 2)\n"
+      "  --slots N                  ring slots (queue depth, default 32)\n"
+      "  --pin C                    pin the dispatcher to CPU C, the consumer to C+1, the\n"
+      "                             workers to C+2.. and the FPGA thread after them\n"
+      "                             (default: no pinning)\n"
+      "  --payload int32|bits       request payload: one INT32 per detector (the spec's layout,\n"
+      "                             default) or bit-packed (the wire format's BIT_PACKED)\n"
+      "load:\n"
+      "  --requests N               requests to send, looping over the shot file\n"
+      "                             (default: one per shot)\n"
+      "  --duration_s S             send for S seconds instead (at most --requests, default\n"
+      "                             4,000,000)\n"
+      "  --interval_us U            one request every U us (0 = flat out, default)\n"
+      "  --timeout_ms T             wait at most T ms for the last answers (default 10000)\n"
+      "  --idle_yield 0|1           idle threads sched_yield() (default: 1 when the threads\n"
+      "                             outnumber the CPUs)\n"
+      "output:\n"
+      "  --out FILE                 predictions, one record per request in request order\n"
+      "  --out_format 01|b8|dets    (default 01)\n"
+      "  --json FILE                the report as JSON (tools/realtime/plot_latency.py draws\n"
+      "                             its latency histogram)\n"
+      "  --compare_mwpm 0|1         also decode the sent shots with MWPM alone, after the run\n"
+      "                             (default 1 when the true observables are known)\n"
+      "  --progress_s S             a progress line on stderr every S seconds while sending\n"
+      "                             (default 10, 0 = none)\n"
+      "testing:\n"
+      "  --corrupt_every K          every K-th request carries a bad payload (alternately a\n"
+      "                             bad value and a length 1 byte / 4 bytes short)\n"
+      "  --help\n",
+      f);
+}
+
+static int parse_u64(const char *flag, const char *v, uint64_t *out) {
+  char *end = NULL;
+  unsigned long long x = strtoull(v, &end, 10);
+  if (!*v || *end || v[0] == '-') {
+    fprintf(stderr, "qec-realtime: %s '%s' is not a non-negative integer\n", flag, v);
+    return 1;
+  }
+  *out = x;
+  return 0;
+}
+
+static int parse_double(const char *flag, const char *v, double *out) {
+  char *end = NULL;
+  double x = strtod(v, &end);
+  if (!*v || *end || !isfinite(x) || x < 0) {
+    fprintf(stderr, "qec-realtime: %s '%s' is not a non-negative number\n", flag, v);
+    return 1;
+  }
+  *out = x;
+  return 0;
+}
+
+int qrt_parse_args(int argc, char **argv, opts_t *o) {
+  memset(o, 0, sizeof *o);
+  o->in_format = o->obs_in_format = o->out_format = "01";
+  o->mode_name = "cpu";
+  o->fp16 = 1;
+  o->compare_mwpm = -1;
+  o->workers = 2;
+  o->slots = 32;
+  o->idle_yield = -1;
+  o->pin = -1;
+  o->timeout_ms = 10000;
+  o->progress_s = 10;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--in_includes_appended_observables")) {
+      o->appended = 1;
+      continue;
+    }
+    static const char *const valued[] = {
+        "--dem", "--in", "--in_format", "--obs_in", "--obs_in_format", "--out", "--out_format",
+        "--json", "--model", "--mode", "--preset", "--workers", "--slots", "--requests",
+        "--duration_s", "--interval_us", "--timeout_ms", "--idle_yield", "--corrupt_every",
+        "--progress_s", "--pin", "--payload", "--precision", "--plan_dir", "--compare_mwpm", NULL};
+    int known = 0;
+    for (int k = 0; valued[k]; k++)
+      known |= !strcmp(a, valued[k]);
+    if (!known) {
+      fprintf(stderr, "qec-realtime: unknown argument '%s' (--help lists them)\n", a);
+      return 1;
+    }
+    if (i + 1 >= argc) {
+      fprintf(stderr, "qec-realtime: %s needs a value\n", a);
+      return 1;
+    }
+    const char *v = argv[++i];
+    uint64_t u = 0;
+    if (!strcmp(a, "--dem")) o->dem = v;
+    else if (!strcmp(a, "--in")) o->in = v;
+    else if (!strcmp(a, "--in_format")) o->in_format = v;
+    else if (!strcmp(a, "--obs_in")) o->obs_in = v;
+    else if (!strcmp(a, "--obs_in_format")) o->obs_in_format = v;
+    else if (!strcmp(a, "--out")) o->out = v;
+    else if (!strcmp(a, "--out_format")) o->out_format = v;
+    else if (!strcmp(a, "--json")) o->json = v;
+    else if (!strcmp(a, "--model")) o->model = v;
+    else if (!strcmp(a, "--mode")) o->mode_name = v;
+    else if (!strcmp(a, "--plan_dir")) o->plan_dir = v;
+    else if (!strcmp(a, "--payload")) {
+      if (strcmp(v, "int32") && strcmp(v, "bits")) {
+        fprintf(stderr, "qec-realtime: --payload is int32 or bits, not '%s'\n", v);
+        return 1;
+      }
+      o->payload = strcmp(v, "bits") ? QRT_PAYLOAD_INT32 : QRT_PAYLOAD_BITS;
+    } else if (!strcmp(a, "--precision")) {
+      if (strcmp(v, "fp16") && strcmp(v, "fp32")) {
+        fprintf(stderr, "qec-realtime: --precision is fp16 or fp32, not '%s'\n", v);
+        return 1;
+      }
+      o->fp16 = !strcmp(v, "fp16");
+    }
+    else if (!strcmp(a, "--preset")) o->preset = v;
+    else if (!strcmp(a, "--requests")) { if (parse_u64(a, v, &o->requests)) return 1; }
+    else if (!strcmp(a, "--timeout_ms")) { if (parse_u64(a, v, &o->timeout_ms)) return 1; }
+    else if (!strcmp(a, "--corrupt_every")) { if (parse_u64(a, v, &o->corrupt_every)) return 1; }
+    else if (!strcmp(a, "--duration_s")) { if (parse_double(a, v, &o->duration_s)) return 1; }
+    else if (!strcmp(a, "--interval_us")) { if (parse_double(a, v, &o->interval_us)) return 1; }
+    else if (!strcmp(a, "--progress_s")) { if (parse_double(a, v, &o->progress_s)) return 1; }
+    else {
+      if (parse_u64(a, v, &u)) return 1;
+      if (!strcmp(a, "--workers")) {
+        if (u < 1 || u > CUDAQ_PIPELINE_MAX_WORKERS) {
+          fprintf(stderr, "qec-realtime: --workers is 1..%d\n", CUDAQ_PIPELINE_MAX_WORKERS);
+          return 1;
+        }
+        o->workers = (int)u;
+      } else if (!strcmp(a, "--slots")) {
+        if (u < 1 || u > 65536) {
+          fprintf(stderr, "qec-realtime: --slots is 1..65536\n");
+          return 1;
+        }
+        o->slots = (int)u;
+      } else if (!strcmp(a, "--pin")) {
+        if (u > 4095) {
+          fprintf(stderr, "qec-realtime: --pin is a CPU number\n");
+          return 1;
+        }
+        o->pin = (int)u;
+      } else { /* --idle_yield, --compare_mwpm */
+        if (u > 1) {
+          fprintf(stderr, "qec-realtime: %s is 0 or 1\n", a);
+          return 1;
+        }
+        if (!strcmp(a, "--idle_yield"))
+          o->idle_yield = (int)u;
+        else
+          o->compare_mwpm = (int)u;
+      }
+    }
+  }
+  return 0;
+}
+
+/* The shipped models of the presets (models/manifest.json). */
+static const struct {
+  const char *name, *file;
+} presets[] = {{"d5", "predecoder_d5_z.onnx"},   {"d7", "predecoder_d7_z.onnx"},
+               {"d9", "predecoder_d9_z.onnx"},   {"d13", "predecoder_d13_z.onnx"},
+               {"d21", "predecoder_d21_x.onnx"}, {"d31", "predecoder_d31_z.onnx"}};
+
+int qrt_check_mode_and_preset(opts_t *o) {
+  if (!strcmp(o->mode_name, "cpu"))
+    o->mode = QRT_MODE_CPU;
+  else if (!strcmp(o->mode_name, "hybrid") || !strcmp(o->mode_name, "gpu"))
+    o->mode = QRT_MODE_HYBRID;
+  else if (!strcmp(o->mode_name, "passthrough"))
+    o->mode = QRT_MODE_PASSTHROUGH;
+  else if (!strcmp(o->mode_name, "device_call")) {
+    fprintf(stderr, "qec-realtime: --mode device_call (the predecoder as a DEVICE_CALL handler "
+                    "inside the persistent dispatch kernel) is not built: it needs the predecoder "
+                    "as a device function, which the cuDNN-based engine is not (issue 12)\n");
+    return 2;
+  } else {
+    fprintf(stderr, "qec-realtime: --mode is cpu, hybrid or passthrough, not '%s'\n",
+            o->mode_name);
+    return 2;
+  }
+  if (o->preset) {
+    const char *file = NULL;
+    for (size_t k = 0; k < sizeof presets / sizeof presets[0]; k++)
+      if (!strcmp(o->preset, presets[k].name))
+        file = presets[k].file;
+    if (!file) {
+      fprintf(stderr, "qec-realtime: --preset is d5, d7, d9, d13, d21 or d31, not '%s'\n",
+              o->preset);
+      return 2;
+    }
+    static char model[4096];
+    snprintf(model, sizeof model, "%s/models/%s", QRT_SOURCE_DIR, file);
+    if (!o->model && o->mode != QRT_MODE_PASSTHROUGH)
+      o->model = model;
+    if (!o->dem) {
+      fprintf(stderr,
+              "qec-realtime: --preset %s needs the shots of its model's circuit. Make them with\n"
+              "  %s/.venv/bin/python %s/tools/predecoder/reference_eval.py shots \\\n"
+              "      --manifest %s/models/manifest.json --model %s \\\n"
+              "      --shots 10000 --seed 1 --out %s_shots\n"
+              "then run\n"
+              "  qec-realtime --preset %s --dem %s_shots/circuit.dem --in %s_shots/shots.b8 \\\n"
+              "      --in_format b8 --obs_in %s_shots/obs.01\n",
+              o->preset, QRT_SOURCE_DIR, QRT_SOURCE_DIR, QRT_SOURCE_DIR, model, o->preset,
+              o->preset, o->preset, o->preset, o->preset);
+      return 2;
+    }
+  }
+  if (o->mode == QRT_MODE_HYBRID && (!o->model || !strcmp(o->model, "none") ||
+                                     !strcmp(o->model, "local"))) {
+    fprintf(stderr, "qec-realtime: --mode hybrid runs an ONNX model on the GPU: give --model "
+                    "PATH or --preset (passthrough runs MWPM alone behind the GPU copies)\n");
+    return 2;
+  }
+  if (o->mode == QRT_MODE_PASSTHROUGH && o->model && strcmp(o->model, "none")) {
+    fprintf(stderr, "qec-realtime: --mode passthrough runs no predecoder: drop --model '%s'\n",
+            o->model);
+    return 2;
+  }
+  if (!o->dem || !o->in) {
+    fprintf(stderr, "qec-realtime: --dem and --in are required (--help lists the flags)\n");
+    return 2;
+  }
+  if (o->duration_s > 0 && o->interval_us > 0 && o->duration_s * 1e6 / o->interval_us > 4e9) {
+    fprintf(stderr, "qec-realtime: --duration_s / --interval_us asks for too many requests\n");
+    return 2;
+  }
+  return 0;
+}
+
+/* ---- the shot file ------------------------------------------------------ */

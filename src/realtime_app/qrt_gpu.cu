@@ -1,0 +1,302 @@
+/* The GPU stage of qec-realtime: hybrid and passthrough modes (qrt_gpu.h). */
+#include "qrt_gpu.h"
+
+#include <cuda/atomic>
+#include <cuda_runtime.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cudaq/nn/gpu_engine.h"
+#include "cudaq/qec/predecoder.h"
+#include "cudaq/realtime/rpc_wire_format.h"
+
+namespace {
+
+constexpr unsigned kIngestThreads = 256;
+constexpr unsigned kPublishThreads = 1024;
+
+struct qrt_gpu_worker {
+  cudaStream_t stream;
+  cudaGraphExec_t exec;
+  cudaq_nn_gpu_t *engine; /* hybrid */
+  int32_t *d_events;      /* passthrough: the ingested events (hybrid: the engine's input) */
+  qrt_gpu_result_t *h_out, *h_out_dev; /* mapped: header + num_detectors indices */
+};
+
+}  // namespace
+
+struct qrt_gpu_stage {
+  qrt_gpu_config_t cfg;
+  cudaq_nn_model_t *model;
+  qrt_gpu_worker w[CUDAQ_PIPELINE_MAX_WORKERS];
+  int nw;
+  size_t free_before, free_after;
+  char device_name[256];
+  char describe[2048];
+};
+
+/* ingest: mailbox -> slot -> payload -> INT32 events in dst. The dispatcher
+ * stores the slot's device address into the mailbox before it launches the
+ * graph; the launch orders that store before this read. Every block reads
+ * the mailbox and the header once (thread 0) and shares them. A payload
+ * whose arg_len is not the expected one is not read (zeros): the CPU stage
+ * refuses that request anyway, from the same header. */
+__global__ void qrt_ingest_kernel(void *const *mailbox, int32_t *__restrict__ dst, uint32_t nd,
+                                  int packed) {
+  __shared__ const uint8_t *payload;
+  if (threadIdx.x == 0) {
+    const uint8_t *slot = (const uint8_t *)*(void *const volatile *)mailbox;
+    uint32_t arg_len = ((const volatile cudaq_rpc_header_t *)slot)->arg_len;
+    uint32_t want = packed ? cudaq_bitpacked_size(nd) : 4u * nd;
+    payload = arg_len == want ? slot + CUDAQ_RPC_HEADER_SIZE : nullptr;
+  }
+  __syncthreads();
+  const uint8_t *p = payload;
+  for (uint32_t d = blockIdx.x * blockDim.x + threadIdx.x; d < nd; d += gridDim.x * blockDim.x) {
+    int32_t v = 0;
+    if (p)
+      v = packed ? (int32_t)((p[d >> 3] >> (d & 7u)) & 1u) : ((const int32_t *)p)[d];
+    dst[d] = v;
+  }
+}
+
+/* publish: one block. Compacts the nonzero elements of events[nd] into the
+ * ascending index list after the header of out (mapped memory), packs the
+ * frame, flags any element that is not 0/1, then publishes with a release
+ * store of the ready flag. */
+__global__ void qrt_publish_kernel(const int32_t *__restrict__ events, uint32_t nd,
+                                   const int32_t *__restrict__ frame, uint32_t nobs,
+                                   qrt_gpu_result_t *out, int *ready) {
+  __shared__ uint32_t warp_base[32];
+  __shared__ uint32_t total;
+  __shared__ unsigned bad;
+  __shared__ unsigned long long frame_bits;
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  const unsigned nwarps = (blockDim.x + 31u) >> 5;
+  uint32_t *list = (uint32_t *)(out + 1);
+  if (threadIdx.x == 0) {
+    total = 0;
+    bad = 0;
+    frame_bits = 0;
+  }
+  __syncthreads();
+  for (uint32_t base = 0; base < nd; base += blockDim.x) {
+    const uint32_t d = base + threadIdx.x;
+    const int32_t v = d < nd ? events[d] : 0;
+    if (v & ~1)
+      atomicOr(&bad, 1u);
+    const unsigned mask = __ballot_sync(0xffffffffu, v != 0);
+    if (lane == 0)
+      warp_base[warp] = (uint32_t)__popc(mask);
+    __syncthreads();
+    if (threadIdx.x == 0) { /* exclusive scan over at most 32 warps */
+      uint32_t run = total;
+      for (unsigned k = 0; k < nwarps; k++) {
+        uint32_t c = warp_base[k];
+        warp_base[k] = run;
+        run += c;
+      }
+      total = run;
+    }
+    __syncthreads();
+    if (v != 0)
+      list[warp_base[warp] + (uint32_t)__popc(mask & ((1u << lane) - 1u))] = d;
+    __syncthreads(); /* warp_base is rewritten by the next chunk */
+  }
+  if (frame && threadIdx.x < nobs && threadIdx.x < 64) {
+    const int32_t f = frame[threadIdx.x];
+    if (f & ~1)
+      atomicOr(&bad, 1u);
+    if (f & 1)
+      atomicOr(&frame_bits, 1ull << threadIdx.x);
+  }
+  __syncthreads(); /* every list store and the shared results come before thread 0's release */
+  if (threadIdx.x != 0)
+    return;
+  out->status = bad ? QRT_GPU_BAD_OUTPUT : 0u;
+  out->count = total;
+  out->frame = frame_bits;
+  /* R_gpu: publishes the header and the index list (the other threads'
+   * stores are ordered before this one by the barrier above; a system-scope
+   * release is cumulative) to the CPU worker, whose CAS(1 -> 2) in the
+   * pipeline (A_gpu) acquires it. A plain store, no RMW on mapped memory. */
+  cuda::atomic_ref<int, cuda::thread_scope_system>(*ready).store(1, cuda::memory_order_release);
+}
+
+#define QRT_CK(x)                                                                           \
+  do {                                                                                      \
+    cudaError_t e_ = (x);                                                                   \
+    if (e_ != cudaSuccess) {                                                                \
+      fprintf(stderr, "qec-realtime: worker %d: %s: %s\n", id, #x, cudaGetErrorString(e_)); \
+      return 1;                                                                             \
+    }                                                                                       \
+  } while (0)
+
+extern "C" int qrt_gpu_stage_create(const qrt_gpu_config_t *cfg, qrt_gpu_stage_t **out, char *msg,
+                                    size_t msg_len) {
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    snprintf(msg, msg_len, "no CUDA device (the GPU modes need one; --mode cpu runs without)");
+    return 1;
+  }
+  if (cfg->num_observables > 64) {
+    snprintf(msg, msg_len, "%u observables: the response holds at most 64", cfg->num_observables);
+    return 1;
+  }
+  qrt_gpu_stage_t *st = (qrt_gpu_stage_t *)calloc(1, sizeof *st);
+  if (!st) {
+    snprintf(msg, msg_len, "out of memory");
+    return 1;
+  }
+  st->cfg = *cfg;
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
+    snprintf(st->device_name, sizeof st->device_name, "%s", prop.name);
+  if (cfg->kind == QRT_GPU_HYBRID) {
+    cudaq_nn_error_t nerr;
+    nerr.message[0] = '\0';
+    cudaq_nn_status_t nst = cudaq_nn_model_load_file(cfg->model, &st->model, &nerr);
+    if (nst) {
+      snprintf(msg, msg_len, "%s", nerr.message[0] ? nerr.message : cudaq_nn_status_str(nst));
+      free(st);
+      return 1;
+    }
+    cudaq_predecoder_error_t perr;
+    perr.message[0] = '\0';
+    if (cudaq_predecoder_check_model(st->model, cfg->num_detectors, cfg->num_observables, &perr)) {
+      snprintf(msg, msg_len, "%s", perr.message);
+      cudaq_nn_model_destroy(st->model);
+      free(st);
+      return 1;
+    }
+  }
+  size_t total = 0;
+  cudaMemGetInfo(&st->free_before, &total);
+  *out = st;
+  return 0;
+}
+
+extern "C" int qrt_gpu_factory(void *user, int id, cudaq_gpu_worker_resources_t *r) {
+  qrt_gpu_stage_t *st = (qrt_gpu_stage_t *)user;
+  const qrt_gpu_config_t *c = &st->cfg;
+  qrt_gpu_worker *w = &st->w[id];
+  memset(w, 0, sizeof *w);
+  if (id + 1 > st->nw)
+    st->nw = id + 1; /* destroy frees what a failed factory left */
+  if (!r->ready_flag_dev || !r->mailbox_dev) {
+    fprintf(stderr, "qec-realtime: worker %d: the pipeline gave no mapped ready flag / mailbox\n",
+            id);
+    return 1;
+  }
+  const uint32_t nd = c->num_detectors;
+  const int32_t *frame = nullptr;
+  QRT_CK(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
+  if (c->kind == QRT_GPU_HYBRID) {
+    cudaq_nn_gpu_options_t go;
+    cudaq_nn_gpu_options_init(&go);
+    go.precision = c->fp16 ? CUDAQ_NN_FP16 : CUDAQ_NN_FP32;
+    char plan[4096];
+    if (c->plan_dir) {
+      const char *base = strrchr(c->model, '/');
+      snprintf(plan, sizeof plan, "%s/%s.%s.plan", c->plan_dir, base ? base + 1 : c->model,
+               c->fp16 ? "fp16" : "fp32");
+      go.plan_path = plan; /* worker 0 selects and writes it, the others read it */
+    }
+    cudaq_nn_error_t nerr;
+    nerr.message[0] = '\0';
+    cudaq_nn_status_t nst = cudaq_nn_gpu_create(st->model, &go, &w->engine, &nerr);
+    if (nst) {
+      fprintf(stderr, "qec-realtime: worker %d: GPU engine: %s\n", id,
+              nerr.message[0] ? nerr.message : cudaq_nn_status_str(nst));
+      return 1;
+    }
+    w->d_events = (int32_t *)cudaq_nn_gpu_input(w->engine, 0);
+    frame = (const int32_t *)cudaq_nn_gpu_output(w->engine, 1);
+    if (id == 0)
+      cudaq_nn_gpu_describe(w->engine, st->describe, sizeof st->describe);
+  } else {
+    QRT_CK(cudaMalloc(&w->d_events, (size_t)nd * sizeof(int32_t)));
+  }
+  const size_t out_bytes = sizeof(qrt_gpu_result_t) + (size_t)nd * sizeof(uint32_t);
+  QRT_CK(cudaHostAlloc(&w->h_out, out_bytes, cudaHostAllocMapped));
+  memset(w->h_out, 0, out_bytes);
+  QRT_CK(cudaHostGetDevicePointer((void **)&w->h_out_dev, w->h_out, 0));
+  const int32_t *published =
+      c->kind == QRT_GPU_HYBRID ? (const int32_t *)cudaq_nn_gpu_output(w->engine, 0) : w->d_events;
+
+  /* The graph: ingest -> [inference] -> publish, as child graphs of one. */
+  cudaGraph_t g_in = nullptr, g_pub = nullptr, g = nullptr;
+  unsigned blocks = (nd + kIngestThreads - 1) / kIngestThreads;
+  QRT_CK(cudaStreamBeginCapture(w->stream, cudaStreamCaptureModeThreadLocal));
+  qrt_ingest_kernel<<<blocks ? blocks : 1, kIngestThreads, 0, w->stream>>>(
+      r->mailbox_dev, w->d_events, nd, c->payload == QRT_PAYLOAD_BITS);
+  QRT_CK(cudaStreamEndCapture(w->stream, &g_in));
+  QRT_CK(cudaStreamBeginCapture(w->stream, cudaStreamCaptureModeThreadLocal));
+  qrt_publish_kernel<<<1, kPublishThreads, 0, w->stream>>>(published, nd, frame,
+                                                           c->num_observables, w->h_out_dev,
+                                                           r->ready_flag_dev);
+  QRT_CK(cudaStreamEndCapture(w->stream, &g_pub));
+  QRT_CK(cudaGraphCreate(&g, 0));
+  cudaGraphNode_t n_in, n_nn, n_pub;
+  QRT_CK(cudaGraphAddChildGraphNode(&n_in, g, nullptr, 0, g_in));
+  cudaGraphNode_t last = n_in;
+  if (c->kind == QRT_GPU_HYBRID) {
+    QRT_CK(cudaGraphAddChildGraphNode(&n_nn, g, &n_in, 1,
+                                      (cudaGraph_t)cudaq_nn_gpu_graph(w->engine)));
+    last = n_nn;
+  }
+  QRT_CK(cudaGraphAddChildGraphNode(&n_pub, g, &last, 1, g_pub));
+  QRT_CK(cudaGraphInstantiate(&w->exec, g, 0));
+  cudaGraphDestroy(g_in); /* child nodes hold copies */
+  cudaGraphDestroy(g_pub);
+  cudaGraphDestroy(g);
+  QRT_CK(cudaGraphUpload(w->exec, w->stream));
+  QRT_CK(cudaStreamSynchronize(w->stream));
+  r->graph_exec = w->exec;
+  r->stream = w->stream;
+  r->function_id = c->function_id;
+  r->user_context = c->cpu_workers[id];
+  r->gpu_output_host = w->h_out;
+  r->gpu_output_size = out_bytes;
+  size_t total = 0;
+  cudaMemGetInfo(&st->free_after, &total);
+  return 0;
+}
+
+extern "C" size_t qrt_gpu_stage_device_bytes(const qrt_gpu_stage_t *st) {
+  return st && st->free_after && st->free_before > st->free_after
+             ? st->free_before - st->free_after
+             : 0;
+}
+
+extern "C" const char *qrt_gpu_stage_device_name(const qrt_gpu_stage_t *st) {
+  return st ? st->device_name : "";
+}
+
+extern "C" const char *qrt_gpu_stage_describe(const qrt_gpu_stage_t *st) {
+  return st ? st->describe : "";
+}
+
+extern "C" void qrt_gpu_stage_destroy(qrt_gpu_stage_t *st) {
+  if (!st)
+    return;
+  for (int i = 0; i < st->nw; i++) {
+    qrt_gpu_worker *w = &st->w[i];
+    if (w->stream)
+      cudaStreamSynchronize(w->stream);
+    if (w->exec)
+      cudaGraphExecDestroy(w->exec);
+    if (w->engine)
+      cudaq_nn_gpu_destroy(w->engine);
+    else
+      cudaFree(w->d_events);
+    if (w->h_out)
+      cudaFreeHost(w->h_out);
+    if (w->stream)
+      cudaStreamDestroy(w->stream);
+  }
+  cudaq_nn_model_destroy(st->model);
+  free(st);
+}

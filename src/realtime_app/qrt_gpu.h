@@ -1,0 +1,81 @@
+/*
+ * qrt_gpu.h - the GPU stage of qec-realtime (hybrid and passthrough modes):
+ * a cudaq_gpu_stage_factory_t for the pipeline (host-dispatcher-worker-pool.md
+ * section 5, hybrid-predecoder-mwpm-pipeline.md). Private to src/realtime_app.
+ *
+ * Per pipeline worker, one CUDA graph of three parts, launched by the
+ * dispatcher after it wrote the slot's device address into the worker's
+ * mailbox:
+ *   ingest   reads the mailbox, then the request payload straight from the
+ *            mapped ring slot (INT32 events, or bit-packed ones unpacked
+ *            here), into the predecoder's INT32 input buffer;
+ *   infer    the NN engine's inference graph as a child graph (hybrid only:
+ *            residual events and logical frame, the model contract of
+ *            models/README.md);
+ *   publish  one block: the residual (passthrough: the raw events) compacted
+ *            into a list of detector indices in the worker's mapped output
+ *            (qrt_gpu_result_t), the frame packed into 64 bits, the outputs
+ *            checked to be 0/1; then the system-scope release store of the
+ *            worker's ready flag, which the pipeline's CPU worker acquires.
+ * The CPU stage (qrt_worker_decode_gpu) validates the request and runs MWPM
+ * on that list. Nothing is allocated, locked or called on the host per
+ * request: the graph reads the slot address from the mailbox.
+ *
+ * Built without CUDA, qrt_gpu_stage_create says so and fails.
+ */
+#ifndef QRT_GPU_H
+#define QRT_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cudaq/realtime/pipeline.h"
+#include "qrt_worker.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { QRT_GPU_HYBRID = 0, QRT_GPU_PASSTHROUGH = 1 } qrt_gpu_kind_t;
+
+typedef struct {
+  qrt_gpu_kind_t kind;
+  const char *model;  /* ONNX predecoder (hybrid) */
+  int fp16;           /* hybrid: FP16 engine (else FP32) */
+  const char *plan_dir; /* engine plan cache directory, or NULL (select at every start) */
+  uint32_t num_detectors, num_observables;
+  qrt_payload_t payload;
+  uint32_t function_id;
+  qrt_worker_t *const *cpu_workers; /* [worker id]: the CPU half, user_context of the CPU stage */
+} qrt_gpu_config_t;
+
+typedef struct qrt_gpu_stage qrt_gpu_stage_t;
+
+/* Loads and checks the model (hybrid). Returns 0, or non-zero with a
+ * sentence in msg. The config's strings must outlive the stage. */
+int qrt_gpu_stage_create(const qrt_gpu_config_t *cfg, qrt_gpu_stage_t **out, char *msg,
+                         size_t msg_len);
+
+/* The pipeline's GPU stage factory; user is a qrt_gpu_stage_t. Builds
+ * worker_id's engine (hybrid), buffers and graph. Returns 0, or non-zero
+ * after writing the reason to stderr. */
+int qrt_gpu_factory(void *user, int worker_id, cudaq_gpu_worker_resources_t *r);
+
+/* Device memory the stage took (cudaMemGetInfo before the first and after
+ * the last factory call), in bytes; 0 before any. */
+size_t qrt_gpu_stage_device_bytes(const qrt_gpu_stage_t *st);
+
+/* Name of the GPU (empty without one). */
+const char *qrt_gpu_stage_device_name(const qrt_gpu_stage_t *st);
+
+/* The first engine's convolution choices (cudaq_nn_gpu_describe), or "". */
+const char *qrt_gpu_stage_describe(const qrt_gpu_stage_t *st);
+
+/* Frees every worker's graph, engine and buffers, and the model. Call after
+ * the pipeline has stopped. NULL is ignored. */
+void qrt_gpu_stage_destroy(qrt_gpu_stage_t *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

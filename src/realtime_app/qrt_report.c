@@ -1,0 +1,170 @@
+/* qec-realtime: the report and the predictions file (qrt_app.h). */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cudaq/qec/predecoder.h"
+#include "cudaq/qec/samples.h"
+#include "qrt_app.h"
+
+static const char *const status_names[ST_COUNT] = {"ok", "bad_length", "bad_value",
+                                                   "predecoder", "mwpm", "rpc"};
+
+const char *qrt_mode_name(qrt_mode_t m) {
+  return m == QRT_MODE_HYBRID ? "hybrid" : m == QRT_MODE_PASSTHROUGH ? "passthrough" : "cpu";
+}
+
+uint64_t qrt_errors_of(const app_t *a) {
+  uint64_t e = 0;
+  for (int k = 1; k < ST_COUNT; k++)
+    e += a->status_count[k];
+  return e;
+}
+
+void qrt_print_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
+                         const cudaq_pipeline_stats_t *ps, uint64_t timed_out, const char *pd) {
+  cudaq_bench_print(st, f);
+  fprintf(f, "\nqec-realtime (mode %s, predecoder %s, %d workers, %u detectors, %s payload, %zu "
+             "shots in the file)\n", qrt_mode_name(a->o->mode), pd, a->o->workers, a->shots.nd,
+          a->o->payload == QRT_PAYLOAD_BITS ? "bit-packed" : "INT32", a->shots.n);
+  if (a->o->mode != QRT_MODE_CPU)
+    fprintf(f, "GPU: %s, %s, device memory taken by the GPU stage %.1f MiB\n", a->gpu_name,
+            a->o->mode == QRT_MODE_HYBRID ? (a->o->fp16 ? "FP16" : "FP32") : "copies only",
+            (double)a->gpu_bytes / 1048576.0);
+  fprintf(f, "peak resident memory %.1f MiB\n", (double)a->rss_peak_kib / 1024.0);
+  fprintf(f, "requests: submitted %llu, completed %llu, ok %llu, errors %llu, timed out %llu, "
+             "duplicates %llu\n",
+          (unsigned long long)a->submitted, (unsigned long long)a->completed,
+          (unsigned long long)a->status_count[0], (unsigned long long)qrt_errors_of(a),
+          (unsigned long long)timed_out, (unsigned long long)a->duplicates);
+  fprintf(f, "errors by status:");
+  for (int k = 1; k < ST_COUNT; k++)
+    fprintf(f, " %s %llu", status_names[k], (unsigned long long)a->status_count[k]);
+  fprintf(f, " (corrupted on purpose %llu)\n", (unsigned long long)a->corrupted);
+  fprintf(f, "backpressure stalls %llu, worker stalls %llu, dropped %llu, ptp echo mismatches "
+             "%llu\n", (unsigned long long)a->stalls, (unsigned long long)ps->worker_stalls,
+          (unsigned long long)ps->dropped, (unsigned long long)a->ptp_mismatches);
+  if (a->decoded) {
+    double n = (double)a->decoded, nd = (double)a->shots.nd;
+    fprintf(f, "detection events per shot: %.4f before, %.4f after the predecoder "
+               "(density %.5f -> %.5f)\n", (double)a->events_before / n,
+            (double)a->events_after / n, (double)a->events_before / n / nd,
+            (double)a->events_after / n / nd);
+    fprintf(f, "stage time per request: %s %.3f us, MWPM %.3f us\n",
+            a->o->mode == QRT_MODE_CPU ? "predecoder" : "send to CPU stage (dispatch + GPU)",
+            1e-3 * (double)a->pd_ns / n, 1e-3 * (double)a->mwpm_ns / n);
+  }
+  double lo = 0, hi = 0;
+  if (a->judged && !cudaq_wilson_interval(a->mistakes, a->judged, CUDAQ_WILSON_Z95, &lo, &hi))
+    fprintf(f, "logical error rate %.6g (%llu / %llu), 95%% Wilson interval [%.6g, %.6g]\n",
+            (double)a->mistakes / (double)a->judged, (unsigned long long)a->mistakes,
+            (unsigned long long)a->judged, lo, hi);
+  else
+    fprintf(f, "logical error rate: not measured (%s)\n",
+            a->shots.have_obs ? "no request decoded" : "no --obs_in");
+  if (a->mwpm_alone_judged &&
+      !cudaq_wilson_interval(a->mwpm_alone_mistakes, a->mwpm_alone_judged, CUDAQ_WILSON_Z95, &lo,
+                             &hi))
+    fprintf(f, "MWPM alone on the same requests: %.6g (%llu / %llu) [%.6g, %.6g]; ratio %.3f; "
+               "predictions differ on %llu\n",
+            (double)a->mwpm_alone_mistakes / (double)a->mwpm_alone_judged,
+            (unsigned long long)a->mwpm_alone_mistakes,
+            (unsigned long long)a->mwpm_alone_judged, lo, hi,
+            a->mwpm_alone_mistakes ? (double)a->mistakes / (double)a->mwpm_alone_mistakes : NAN,
+            (unsigned long long)a->disagreements);
+}
+
+void qrt_json_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
+                        const cudaq_pipeline_stats_t *ps, uint64_t timed_out, const char *pd) {
+  fprintf(f, "{\n\"program\": \"qec-realtime\", \"mode\": \"%s\", \"payload\": \"%s\", "
+             "\"precision\": \"%s\", \"gpu\": \"%s\", \"gpu_stage_bytes\": %zu, "
+             "\"rss_peak_kib\": %llu, \"predecoder\": \"",
+          qrt_mode_name(a->o->mode), a->o->payload == QRT_PAYLOAD_BITS ? "bits" : "int32",
+          a->o->mode == QRT_MODE_HYBRID ? (a->o->fp16 ? "fp16" : "fp32") : "",
+          a->gpu_name ? a->gpu_name : "", a->gpu_bytes, (unsigned long long)a->rss_peak_kib);
+  for (const char *c = pd; *c; c++)
+    fprintf(f, *c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+  fprintf(f, "\", \"workers\": %d, \"num_detectors\": %u, \"num_observables\": %u, "
+             "\"shots_in_file\": %zu, \"interval_us\": %.3f,\n", a->o->workers, a->shots.nd,
+          a->shots.no, a->shots.n, a->o->interval_us);
+  fprintf(f, "\"counts\": {\"submitted\": %llu, \"completed\": %llu, \"ok\": %llu, "
+             "\"errors\": %llu, \"timed_out\": %llu, \"duplicates\": %llu, \"unknown_ids\": %llu, "
+             "\"corrupted\": %llu, \"backpressure_stalls\": %llu, \"worker_stalls\": %llu, "
+             "\"dropped\": %llu, \"ptp_mismatches\": %llu},\n",
+          (unsigned long long)a->submitted, (unsigned long long)a->completed,
+          (unsigned long long)a->status_count[0], (unsigned long long)qrt_errors_of(a),
+          (unsigned long long)timed_out, (unsigned long long)a->duplicates,
+          (unsigned long long)a->unknown_ids, (unsigned long long)a->corrupted,
+          (unsigned long long)a->stalls, (unsigned long long)ps->worker_stalls,
+          (unsigned long long)ps->dropped, (unsigned long long)a->ptp_mismatches);
+  fprintf(f, "\"errors_by_status\": {");
+  for (int k = 1; k < ST_COUNT; k++)
+    fprintf(f, "%s\"%s\": %llu", k > 1 ? ", " : "", status_names[k],
+            (unsigned long long)a->status_count[k]);
+  fprintf(f, "},\n");
+  double n = a->decoded ? (double)a->decoded : NAN;
+  double v[4] = {(double)a->events_before / n, (double)a->events_after / n,
+                 1e-3 * (double)a->pd_ns / n, 1e-3 * (double)a->mwpm_ns / n};
+  for (int k = 0; k < 4; k++)
+    if (!isfinite(v[k]))
+      v[k] = -1; /* printed as null below */
+  fprintf(f, "\"events_per_shot\": {\"before\": ");
+  v[0] < 0 ? fputs("null", f) : fprintf(f, "%.6g", v[0]);
+  fputs(", \"after\": ", f);
+  v[1] < 0 ? fputs("null", f) : fprintf(f, "%.6g", v[1]);
+  fprintf(f, "},\n\"stage_us_per_request\": {\"%s\": ",
+          a->o->mode == QRT_MODE_CPU ? "predecoder" : "dispatch_gpu");
+  v[2] < 0 ? fputs("null", f) : fprintf(f, "%.6g", v[2]);
+  fputs(", \"mwpm\": ", f);
+  v[3] < 0 ? fputs("null", f) : fprintf(f, "%.6g", v[3]);
+  fputs("},\n\"logical_error_rate\": ", f);
+  double lo = 0, hi = 0;
+  if (a->judged && !cudaq_wilson_interval(a->mistakes, a->judged, CUDAQ_WILSON_Z95, &lo, &hi))
+    fprintf(f, "{\"mistakes\": %llu, \"shots\": %llu, \"rate\": %.10g, \"wilson95\": [%.10g, "
+               "%.10g]}", (unsigned long long)a->mistakes, (unsigned long long)a->judged,
+            (double)a->mistakes / (double)a->judged, lo, hi);
+  else
+    fputs("null", f);
+  fputs(",\n\"mwpm_alone\": ", f);
+  if (a->mwpm_alone_judged)
+    fprintf(f, "{\"mistakes\": %llu, \"shots\": %llu, \"disagreements\": %llu}",
+            (unsigned long long)a->mwpm_alone_mistakes, (unsigned long long)a->mwpm_alone_judged,
+            (unsigned long long)a->disagreements);
+  else
+    fputs("null", f);
+  fputs(",\n\"bench\": ", f);
+  enum { NB = 40 };
+  uint64_t counts[NB];
+  double edges[NB + 1];
+  if (st->completed && !cudaq_bench_histogram(a->bench, 0, 0, counts, edges, NB))
+    cudaq_bench_write_json(st, counts, edges, NB, f); /* log-spaced latency histogram */
+  else
+    cudaq_bench_write_json(st, NULL, NULL, 0, f);
+  fputs("}\n", f);
+}
+
+int qrt_write_predictions(const app_t *a) {
+  cudaq_sample_format_t fmt;
+  if (cudaq_sample_format_parse(a->o->out_format, &fmt)) {
+    fprintf(stderr, "qec-realtime: --out_format is 01, b8 or dets\n");
+    return 1;
+  }
+  FILE *f = fopen(a->o->out, "wb");
+  if (!f) {
+    fprintf(stderr, "qec-realtime: cannot open '%s'\n", a->o->out);
+    return 1;
+  }
+  int rc = 0;
+  for (uint64_t i = 0; i < a->submitted && !rc; i++)
+    rc = cudaq_sample_write_obs(f, fmt, a->prediction[i], a->shots.no) != CUDAQ_MWPM_OK;
+  if (fclose(f) || rc) {
+    fprintf(stderr, "qec-realtime: write error on '%s'\n", a->o->out);
+    return 1;
+  }
+  return 0;
+}
+
+/* Warms each worker (MWPM event queue, executor caches) on the first shots,
+ * so that no request of the run grows a buffer. */
