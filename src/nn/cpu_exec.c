@@ -167,7 +167,10 @@ static void exec_elementwise(const cudaq_nn_model_t *m, const nn_node_t *node, v
     int is_f = t[0] == CUDAQ_NN_FLOAT;
     switch (node->op) {
       case NN_OP_RELU:
-        if (is_f) { float v = ld_f(in[0], t[0], off[0]); ((float *)o)[i] = v > 0 ? v : 0; }
+        if (is_f) { /* NaN stays NaN, as in onnxruntime and PyTorch */
+          float v = ld_f(in[0], t[0], off[0]);
+          ((float *)o)[i] = v > 0.0f ? v : (v != v ? v : 0.0f);
+        }
         else { int64_t v = ld_i(in[0], t[0], off[0]); st_i(o, out->dtype, (int64_t)i, v > 0 ? v : 0); }
         break;
       case NN_OP_GELU: ((float *)o)[i] = gelu(ld_f(in[0], t[0], off[0]), node->gelu_tanh); break;

@@ -48,6 +48,10 @@ __device__ __forceinline__ void sti(void *p, int dt, int64_t i, long long v) {
   }
 }
 
+/* ReLU that keeps NaN, as onnxruntime and PyTorch do (fmaxf(NaN, 0) is 0):
+ * every ReLU site, fused ones included, goes through it. */
+__device__ __forceinline__ float relu_nan(float v) { return v > 0.0f ? v : (v != v ? v : 0.0f); }
+
 __device__ __forceinline__ bool is_float(int dt) { return dt == CUDAQ_NN_FLOAT || dt == CUDAQ_NN_FLOAT16; }
 
 __global__ void k_elementwise(nnk_elementwise p) {
@@ -65,7 +69,7 @@ __global__ void k_elementwise(nnk_elementwise p) {
     const bool f = is_float(t0);
     switch (p.op) {
       case NN_OP_RELU:
-        if (f) stf(p.out, p.out_dt, i, fmaxf(ldf(p.in[0], t0, off[0]), 0.0f));
+        if (f) stf(p.out, p.out_dt, i, relu_nan(ldf(p.in[0], t0, off[0])));
         else { long long v = ldi(p.in[0], t0, off[0]); sti(p.out, p.out_dt, i, v > 0 ? v : 0); }
         break;
       case NN_OP_GELU: {
@@ -198,7 +202,7 @@ __global__ void k_conv(nnk_conv p) {
     const int oc = oc0 + o;
     if (oc >= p.M) break;
     float v = acc[o] + (B ? tof<T>(B[oc]) : 0.0f);
-    if (p.relu) v = fmaxf(v, 0.0f);
+    if (p.relu) v = relu_nan(v);
     Y[((int64_t)n * p.M + oc) * P + pos] = fromf<T>(v);
   }
 }
@@ -284,7 +288,7 @@ __global__ void k_conv3_same(nnk_conv p, int cit) {
     const int oc = oc0 + o;
     if (oc >= p.M) break;
     float v = acc[o] + (B ? tof<T>(B[oc]) : 0.0f);
-    if (p.relu) v = fmaxf(v, 0.0f);
+    if (p.relu) v = relu_nan(v);
     Y[((int64_t)n * p.M + oc) * P + pos] = fromf<T>(v);
   }
 }
@@ -325,7 +329,7 @@ __global__ void k_bias_act(T *y, const T *b, int M, int64_t plane, int64_t n, in
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     float v = tof<T>(y[i]);
     if (b) v += tof<T>(b[(i / plane) % M]);
-    if (relu) v = fmaxf(v, 0.0f);
+    if (relu) v = relu_nan(v);
     y[i] = fromf<T>(v);
   }
 }

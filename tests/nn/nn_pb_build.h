@@ -123,6 +123,15 @@ static inline void nb_attr_int(pb_t *node, const char *name, int64_t v) {
   pb_msg(node, 5, &a);
 }
 
+/* AttributeProto{name, ints..., type INTS} appended to a NodeProto. */
+static inline void nb_attr_ints(pb_t *node, const char *name, const int64_t *v, int n) {
+  pb_t a = {0};
+  pb_str(&a, 1, name);
+  for (int i = 0; i < n; i++) pb_int(&a, 8, v[i]);
+  pb_int(&a, 20, 7);
+  pb_msg(node, 5, &a);
+}
+
 /* ModelProto{ir_version 8, opset_import{"" , opset}, graph}; frees graph. */
 static inline pb_t nb_model(pb_t *graph, int opset) {
   pb_t m = {0}, os = {0};
@@ -132,6 +141,44 @@ static inline pb_t nb_model(pb_t *graph, int opset) {
   pb_msg(&m, 8, &os);
   pb_msg(&m, 7, graph);
   return m;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Models shared by test_nn_hardening and test_nn_gpu                        */
+
+/* y = Relu(x), x and y float [n]. */
+static inline pb_t nb_relu_model(int64_t n) {
+  const char *in[1] = {"x"};
+  pb_t g = {0}, node = nb_node("Relu", in, 1, "y");
+  pb_t vx = nb_value_info("x", 1 /* float */, 1, &n), vy = nb_value_info("y", 1, 1, &n);
+  pb_msg(&g, 1, &node);
+  pb_msg(&g, 11, &vx);
+  pb_msg(&g, 12, &vy);
+  return nb_model(&g, 17);
+}
+
+/* y = Relu(Conv(x, w, b)) with kernel 3, padding 1 (output size = input
+ * size), nsp spatial dims of size 4, 1 input and 2 output channels:
+ * w all 0.1, b as given. x [1,1,4..], y [1,2,4..]. */
+static inline pb_t nb_conv_relu_model(int nsp, const float bias[2]) {
+  int64_t xd[5] = {1, 1, 4, 4, 4}, wd[5] = {2, 1, 3, 3, 3}, yd[5] = {1, 2, 4, 4, 4}, bd = 2;
+  int64_t pads[6] = {1, 1, 1, 1, 1, 1};
+  float w[54];
+  for (int i = 0; i < 54; i++) w[i] = 0.1f;
+  int ksz = nsp == 3 ? 27 : nsp == 2 ? 9 : 3;
+  const char *cin[3] = {"x", "w", "b"}, *rin[1] = {"c"};
+  pb_t g = {0}, conv = nb_node("Conv", cin, 3, "c"), relu = nb_node("Relu", rin, 1, "y");
+  nb_attr_ints(&conv, "pads", pads, 2 * nsp);
+  pb_t tw = nb_tensor("w", 1, 2 + nsp, wd, w, 2 * (size_t)ksz * sizeof(float));
+  pb_t tb = nb_tensor("b", 1, 1, &bd, bias, 2 * sizeof(float));
+  pb_t vx = nb_value_info("x", 1, 2 + nsp, xd), vy = nb_value_info("y", 1, 2 + nsp, yd);
+  pb_msg(&g, 1, &conv);
+  pb_msg(&g, 1, &relu);
+  pb_msg(&g, 5, &tw);
+  pb_msg(&g, 5, &tb);
+  pb_msg(&g, 11, &vx);
+  pb_msg(&g, 12, &vy);
+  return nb_model(&g, 17);
 }
 
 #endif

@@ -4,7 +4,9 @@
  * convolution implementation chosen by timing and forced to cuDNN and to the
  * own kernel. Graph capture and replay through the fixed device buffers;
  * engine cache hit, invalidation (other model, stale key, garbage) and
- * rebuild. Without a CUDA device: prints "skipped: no CUDA device", exit 77.
+ * rebuild. Issue 12: Relu keeps NaN at every ReLU site (models written byte
+ * by byte, check_hardening).
+ * Without a CUDA device: prints "skipped: no CUDA device", exit 77.
  * Usage: test_nn_gpu REF_DIR */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime_api.h>
@@ -16,6 +18,7 @@
 
 #include "cudaq/nn/gpu_engine.h"
 #include "cudaq/nn/nn.h"
+#include "nn_pb_build.h"
 #include "nn_test_util.h"
 
 static const char *g_dir;
@@ -349,6 +352,116 @@ static void check_errors(void) {
   cudaq_nn_model_destroy(m);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Issue 12 on the GPU                                                       */
+
+static cudaq_nn_model_t *load_pb(pb_t *b, const char *what) {
+  cudaq_nn_model_t *m = NULL;
+  cudaq_nn_error_t err;
+  cudaq_nn_status_t st = cudaq_nn_model_load(b->d, b->n, &m, &err);
+  pb_free(b);
+  CHECK(st == CUDAQ_NN_OK, "%s: load: %s", what, err.message);
+  return m;
+}
+
+/* Runs m on the GPU; 1 when run, 0 when this conv_impl does not apply,
+ * -1 on failure (counted). */
+static int gpu_run(const cudaq_nn_model_t *m, int half, int impl, const void *const *in, const size_t *isz,
+                   void *const *out, const size_t *osz, const char *what) {
+  cudaq_nn_gpu_options_t o;
+  cudaq_nn_gpu_options_init(&o);
+  o.precision = half ? CUDAQ_NN_FP16 : CUDAQ_NN_FP32;
+  o.conv_impl = (cudaq_nn_conv_impl_t)impl;
+  o.tune_iterations = 3;
+  cudaq_nn_gpu_t *g = NULL;
+  cudaq_nn_error_t err;
+  cudaq_nn_status_t st = cudaq_nn_gpu_create(m, &o, &g, &err);
+  if (st == CUDAQ_NN_ERR_UNSUPPORTED && impl != CUDAQ_NN_CONV_AUTO) {
+    printf("n/a     %s: %s\n", what, err.message);
+    return 0;
+  }
+  CHECK(st == CUDAQ_NN_OK, "%s: create: %s", what, err.message);
+  if (st) return -1;
+  st = cudaq_nn_gpu_run(g, in, isz, out, osz, &err);
+  CHECK(st == CUDAQ_NN_OK, "%s: run: %s", what, err.message);
+  cudaq_nn_gpu_destroy(g);
+  return st == CUDAQ_NN_OK ? 1 : -1;
+}
+
+/* Elementwise Relu: NaN stays NaN (fmaxf(NaN, 0) is 0). */
+static void check_relu_nan_gpu(void) {
+  const float x[8] = {NAN, -NAN, INFINITY, -INFINITY, -1.0f, 0.0f, 2.5f, -0.0f};
+  pb_t b = nb_relu_model(8);
+  cudaq_nn_model_t *m = load_pb(&b, "relu");
+  if (!m) return;
+  for (int half = 0; half <= 1; half++) {
+    float y[8];
+    const void *in[1] = {x};
+    void *out[1] = {y};
+    size_t isz[1] = {sizeof x}, osz[1] = {sizeof y};
+    char what[64];
+    snprintf(what, sizeof what, "relu nan %s", half ? "fp16" : "fp32");
+    if (gpu_run(m, half, CUDAQ_NN_CONV_AUTO, in, isz, out, osz, what) != 1) continue;
+    int ok = isnan(y[0]) && isnan(y[1]) && isinf(y[2]) && y[2] > 0 && y[3] == 0.0f && y[4] == 0.0f &&
+             y[5] == 0.0f && y[6] == 2.5f && y[7] == 0.0f;
+    CHECK(ok, "%s: got %g %g %g %g %g %g %g %g", what, y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7]);
+    if (ok) printf("ok      %s\n", what);
+  }
+  cudaq_nn_model_destroy(m);
+}
+
+/* Relu fused into a convolution (own kernels: the 3x3x3 "same" one and the
+ * direct one; cuDNN: the bias+ReLU kernel after it), 1D/2D/3D, FP32/FP16.
+ * A NaN bias on channel 1 must make that whole channel NaN (channel 0,
+ * bias -100, is 0); a NaN input voxel must give NaN wherever the CPU
+ * executor has NaN (cuDNN's transform algorithms may spread it further). */
+static void check_conv_relu_nan_gpu(void) {
+  for (int nsp = 1; nsp <= 3; nsp++)
+    for (int nan_in_x = 0; nan_in_x <= 1; nan_in_x++) {
+      const float bias[2] = {-100.0f, nan_in_x ? 1.0f : NAN};
+      pb_t b = nb_conv_relu_model(nsp, bias);
+      cudaq_nn_model_t *m = load_pb(&b, "conv relu");
+      if (!m) continue;
+      int n = nsp == 3 ? 64 : nsp == 2 ? 16 : 4;
+      float x[64], yc[128], yg[128];
+      for (int i = 0; i < n; i++) x[i] = 0.25f * (float)(i % 5);
+      if (nan_in_x) x[n == 4 ? 1 : n == 16 ? 5 : 21] = NAN;
+      const void *in[1] = {x};
+      size_t isz[1] = {(size_t)n * sizeof(float)}, osz[1] = {2 * (size_t)n * sizeof(float)};
+      cudaq_nn_cpu_t *cpu = NULL;
+      cudaq_nn_error_t err;
+      void *oc[1] = {yc}, *og[1] = {yg};
+      if (cudaq_nn_cpu_create(m, &cpu) != CUDAQ_NN_OK || cudaq_nn_cpu_run(cpu, in, isz, oc, osz, &err) != CUDAQ_NN_OK)
+        CHECK(0, "conv relu: CPU run");
+      cudaq_nn_cpu_destroy(cpu);
+      for (int half = 0; half <= 1; half++)
+        for (int impl = CUDAQ_NN_CONV_AUTO; impl <= CUDAQ_NN_CONV_OWN; impl++) {
+          char what[128];
+          snprintf(what, sizeof what, "conv%dd+relu nan in %s %s %s", nsp, nan_in_x ? "x" : "bias",
+                   half ? "fp16" : "fp32", impl_name((cudaq_nn_conv_impl_t)impl));
+          memset(yg, 0x5A, sizeof yg);
+          if (gpu_run(m, half, impl, in, isz, og, osz, what) != 1) continue;
+          int lost = 0, extra = 0, off = 0;
+          for (int i = 0; i < 2 * n; i++) {
+            if (isnan(yc[i]) && !isnan(yg[i])) lost++;
+            else if (!isnan(yc[i]) && isnan(yg[i])) extra++;
+            else if (!isnan(yc[i]) && !(fabsf(yg[i] - yc[i]) <= (half ? 1e-2f : 1e-5f) * fmaxf(1.0f, fabsf(yc[i])))) off++;
+          }
+          if (!nan_in_x)
+            for (int i = 0; i < n; i++) lost += !isnan(yg[n + i]), off += yg[i] != 0.0f;
+          CHECK(lost == 0 && off == 0 && (extra == 0 || impl != CUDAQ_NN_CONV_OWN),
+                "%s: %d NaN lost, %d NaN not on the CPU, %d values off", what, lost, extra, off);
+          if (lost == 0 && off == 0) printf("ok      %s%s\n", what, extra ? " (cuDNN spread the NaN further)" : "");
+        }
+      cudaq_nn_model_destroy(m);
+    }
+}
+
+static void check_hardening(void) {
+  check_relu_nan_gpu();
+  check_conv_relu_nan_gpu();
+}
+
 int main(int argc, char **argv) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
@@ -377,6 +490,7 @@ int main(int argc, char **argv) {
   }
   fclose(f);
   CHECK(models >= 60 || getenv("CUDAQ_NN_TEST_FILTER"), "only %d models", models);
+  check_hardening();
   check_graph_replay("predecoder_int32", 0);
   check_graph_replay("predecoder_int32", 1);
   check_graph_replay("predecoder_uint8", 1);

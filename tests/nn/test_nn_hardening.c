@@ -1,7 +1,8 @@
 /* NN engine hardening (issue 12): models written byte by byte here (no
  * venv needed) that once crashed the loader or were accepted wrongly:
  * messages nested thousands deep, bad protobuf framing, graph inputs
- * declared unlike the initializer they name, negative dimensions. */
+ * declared unlike the initializer they name, negative dimensions, Relu of
+ * NaN. The GPU side of the last is in test_nn_gpu.c (check_hardening). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <setjmp.h>
@@ -237,6 +238,86 @@ static void test_negative_dims(void **state) {
   load_expect(&b, CUDAQ_NN_ERR_UNSUPPORTED, "graph input 'x'", "symbolic dimension 1");
 }
 
+/* ------------------------------------------------------------------------ */
+/* Relu keeps NaN (onnxruntime and PyTorch do)                               */
+
+/* Runs a one-input, one-output float model on the CPU. */
+static void run_cpu(cudaq_nn_model_t *m, const float *x, size_t nx, float *y, size_t ny) {
+  cudaq_nn_cpu_t *cpu = NULL;
+  assert_int_equal(cudaq_nn_cpu_create(m, &cpu), CUDAQ_NN_OK);
+  const void *ins[1] = {x};
+  void *outs[1] = {y};
+  size_t isz[1] = {nx * sizeof(float)}, osz[1] = {ny * sizeof(float)};
+  cudaq_nn_error_t err;
+  assert_int_equal(cudaq_nn_cpu_run(cpu, ins, isz, outs, osz, &err), CUDAQ_NN_OK);
+  cudaq_nn_cpu_destroy(cpu);
+}
+
+static void test_relu_nan(void **state) {
+  (void)state;
+  const float x[8] = {NAN, -NAN, INFINITY, -INFINITY, -1.0f, 0.0f, 2.5f, -0.0f};
+  float y[8];
+  pb_t b = nb_relu_model(8);
+  cudaq_nn_model_t *m = load_expect(&b, CUDAQ_NN_OK, NULL, NULL);
+  run_cpu(m, x, 8, y, 8);
+  assert_true(isnan(y[0]) && isnan(y[1]));
+  assert_true(isinf(y[2]) && y[2] > 0);
+  for (int i = 3; i < 6; i++) assert_true(y[i] == 0.0f);
+  assert_true(y[6] == 2.5f && y[7] == 0.0f);
+  cudaq_nn_model_destroy(m);
+}
+
+/* Relu after a convolution with bias: a NaN input voxel makes the outputs
+ * whose 3x3x3 window covers it NaN, in both channels; elsewhere channel 0
+ * (bias -100) is 0 and channel 1 (bias 1) positive. 1D and 2D as well. */
+static void test_conv_relu_nan(void **state) {
+  (void)state;
+  const float bias[2] = {-100.0f, 1.0f};
+  for (int nsp = 1; nsp <= 3; nsp++) {
+    pb_t b = nb_conv_relu_model(nsp, bias);
+    cudaq_nn_model_t *m = load_expect(&b, CUDAQ_NN_OK, NULL, NULL);
+    int n = nsp == 3 ? 64 : nsp == 2 ? 16 : 4;
+    float x[64], y[128];
+    for (int i = 0; i < n; i++) x[i] = 0.25f * (float)(i % 5);
+    x[n == 4 ? 1 : n == 16 ? 5 : 21] = NAN; /* position 1 in each dimension */
+    run_cpu(m, x, (size_t)n, y, 2 * (size_t)n);
+    for (int c = 0; c < 2; c++)
+      for (int p = 0; p < n; p++) {
+        int near = 1;
+        for (int d = 0, q = p; d < nsp; d++, q /= 4) near &= q % 4 <= 2; /* |index - 1| <= 1 */
+        float v = y[c * n + p];
+        if (near) assert_true(isnan(v));
+        else if (c == 0) assert_true(v == 0.0f);
+        else assert_true(v > 0.0f);
+      }
+    cudaq_nn_model_destroy(m);
+  }
+}
+
+/* A Relu folded at load (constant input) keeps NaN too. */
+static void test_relu_nan_folded(void **state) {
+  (void)state;
+  const float c[2] = {NAN, -1.0f};
+  int64_t two = 2;
+  const char *rin[1] = {"c"}, *ain[2] = {"x", "r"};
+  pb_t g = {0}, relu = nb_node("Relu", rin, 1, "r"), add = nb_node("Add", ain, 2, "y");
+  pb_t tc = nb_tensor("c", CUDAQ_NN_FLOAT, 1, &two, c, sizeof c);
+  pb_t vx = nb_value_info("x", CUDAQ_NN_FLOAT, 1, &two), vy = nb_value_info("y", CUDAQ_NN_FLOAT, 1, &two);
+  pb_msg(&g, 1, &relu);
+  pb_msg(&g, 1, &add);
+  pb_msg(&g, 5, &tc);
+  pb_msg(&g, 11, &vx);
+  pb_msg(&g, 12, &vy);
+  pb_t b = nb_model(&g, 17);
+  cudaq_nn_model_t *m = load_expect(&b, CUDAQ_NN_OK, NULL, NULL);
+  const float x[2] = {1.0f, 2.0f};
+  float y[2];
+  run_cpu(m, x, 2, y, 2);
+  assert_true(isnan(y[0]));
+  assert_true(y[1] == 2.0f);
+  cudaq_nn_model_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_deep_subgraph_refused),
@@ -247,6 +328,9 @@ int main(void) {
       cmocka_unit_test(test_initializer_input_type_mismatch),
       cmocka_unit_test(test_initializer_input_matching),
       cmocka_unit_test(test_negative_dims),
+      cmocka_unit_test(test_relu_nan),
+      cmocka_unit_test(test_conv_relu_nan),
+      cmocka_unit_test(test_relu_nan_folded),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
