@@ -347,26 +347,34 @@ static cudaq_nn_status_t build_steps(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
       uint8_t *src_in = (uint8_t *)malloc(n);
       int64_t *idx64 = (int64_t *)malloc(n * sizeof(int64_t));
       int32_t *idx32 = (int32_t *)malloc(n * sizeof(int32_t));
-      void *d_in = NULL, *d_idx = NULL;
-      if (!src_in || !idx64 || !idx32) st = CUDAQ_NN_ERR_NO_MEMORY;
+      /* The input buffers as a device array: Concat takes any number (up to
+       * NN_MAX_NODE_INPUTS, the reach of the uint8_t source index). */
+      const void **ptrs = (const void **)malloc((size_t)node->n_in * sizeof(void *));
+      void *d_in = NULL, *d_idx = NULL, *d_ptrs = NULL;
+      if (!src_in || !idx64 || !idx32 || !ptrs) st = CUDAQ_NN_ERR_NO_MEMORY;
       if (!st) {
         nn__move_map(m, node, src_in, idx64);
         for (size_t k = 0; k < out->n; k++) idx32[k] = (int32_t)idx64[k];
+        for (int k = 0; k < node->n_in; k++) ptrs[k] = node->in[k] >= 0 ? g->dev[node->in[k]] : NULL;
         st = dalloc(g, n, &d_in, err);
       }
       if (!st) st = dalloc(g, n * sizeof(int32_t), &d_idx, err);
-      if (!st && out->n) {
-        cudaError_t e1 = cudaMemcpy(d_in, src_in, out->n, cudaMemcpyHostToDevice);
-        cudaError_t e2 = cudaMemcpy(d_idx, idx32, out->n * sizeof(int32_t), cudaMemcpyHostToDevice);
-        if (e1 != cudaSuccess || e2 != cudaSuccess) {
-          nn__set_error(err, "cudaMemcpy of a copy map failed: %s", cudaGetErrorString(e1 ? e1 : e2));
+      if (!st) st = dalloc(g, (size_t)node->n_in * sizeof(void *), &d_ptrs, err);
+      if (!st) {
+        cudaError_t e1 = out->n ? cudaMemcpy(d_in, src_in, out->n, cudaMemcpyHostToDevice) : cudaSuccess;
+        cudaError_t e2 = out->n ? cudaMemcpy(d_idx, idx32, out->n * sizeof(int32_t), cudaMemcpyHostToDevice)
+                                : cudaSuccess;
+        cudaError_t e3 = cudaMemcpy(d_ptrs, ptrs, (size_t)node->n_in * sizeof(void *), cudaMemcpyHostToDevice);
+        if (e1 != cudaSuccess || e2 != cudaSuccess || e3 != cudaSuccess) {
+          nn__set_error(err, "cudaMemcpy of a copy map failed: %s",
+                        cudaGetErrorString(e1 ? e1 : e2 ? e2 : e3));
           st = CUDAQ_NN_ERR_CUDA;
         }
       }
-      free(src_in); free(idx64); free(idx32);
+      free(src_in); free(idx64); free(idx32); free(ptrs);
       s->mv.n = (int64_t)out->n;
       s->mv.elem_size = (int)dsize(g->sdt[node->out[0]]);
-      for (int k = 0; k < node->n_in && k < 8; k++) s->mv.in[k] = node->in[k] >= 0 ? g->dev[node->in[k]] : NULL;
+      s->mv.in = (const void *const *)d_ptrs;
       s->mv.src_in = (const uint8_t *)d_in;
       s->mv.src_idx = (const int32_t *)d_idx;
       s->mv.out = g->dev[node->out[0]];

@@ -30,7 +30,7 @@ struct nnk_elementwise {
 struct nnk_move {
   int64_t n;
   int elem_size;
-  const void *in[8];
+  const void *const *in;        /* device array: the node's input buffers (any number) */
   const uint8_t *src_in;
   const int32_t *src_idx;
   void *out;

@@ -13,7 +13,9 @@
 extern "C" {
 #endif
 
-#define NN_MAX_IO 8 /* inputs or outputs of one node */
+/* Inputs of one node. Only Concat takes more than 5; the move map of a
+ * copy-class node names each element's source input in a uint8_t. */
+#define NN_MAX_NODE_INPUTS 256
 
 typedef enum nn_op {
   NN_OP_CONV, NN_OP_RELU, NN_OP_GELU, NN_OP_SIGMOID, NN_OP_ERF,
@@ -46,9 +48,9 @@ typedef struct nn_node {
   nn_op_t op;
   char *name;            /* "node 'x' (Conv)" or "node #3 (Conv)" in errors */
   char *op_type;
-  int n_in, n_out;
-  int in[NN_MAX_IO];     /* value indices; -1 for an absent optional input */
-  int out[NN_MAX_IO];
+  int n_in, n_out;       /* n_out is always 1 */
+  int *in;               /* n_in value indices (owned); -1 for an absent optional input */
+  int out[1];
   int folded;            /* all inputs constant: evaluated at load */
   /* attributes */
   nn_conv_attr_t conv;

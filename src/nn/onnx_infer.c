@@ -469,7 +469,7 @@ int nn__input_count_ok(nn_op_t op, int n) {
     case NN_OP_SLICE: return n >= 3 && n <= 5;
     case NN_OP_SQUEEZE: return n >= 1 && n <= 2;
     case NN_OP_CONSTANT: return n == 0;
-    case NN_OP_CONCAT: return n >= 1 && n <= NN_MAX_IO;
+    case NN_OP_CONCAT: return n >= 1 && n <= NN_MAX_NODE_INPUTS;
     case NN_OP_WHERE: return n == 3;
     case NN_OP_RELU: case NN_OP_GELU: case NN_OP_SIGMOID: case NN_OP_ERF:
     case NN_OP_TRANSPOSE: case NN_OP_CAST: case NN_OP_IDENTITY: return n == 1;

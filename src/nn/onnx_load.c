@@ -439,7 +439,12 @@ static cudaq_nn_status_t add_node(loader_t *L, const Onnx__NodeProto *pn, size_t
   /* Trailing empty inputs are dropped (ONNX's way to omit optional ones). */
   size_t n_in = pn->n_input;
   while (n_in > 0 && (!pn->input[n_in - 1] || !*pn->input[n_in - 1])) n_in--;
-  if (!nn__input_count_ok((nn_op_t)op, (int)n_in) || pn->n_output != 1) {
+  if (op == NN_OP_CONCAT && n_in > NN_MAX_NODE_INPUTS) {
+    nn__set_error(L->err, "%s: %zu inputs (Concat of at most %d supported)", L->where, n_in,
+                  NN_MAX_NODE_INPUTS);
+    return CUDAQ_NN_ERR_UNSUPPORTED;
+  }
+  if (n_in > NN_MAX_NODE_INPUTS || !nn__input_count_ok((nn_op_t)op, (int)n_in) || pn->n_output != 1) {
     nn__set_error(L->err, "%s: %zu inputs and %zu outputs not supported", L->where, n_in,
                   pn->n_output);
     return CUDAQ_NN_ERR_UNSUPPORTED;
@@ -449,9 +454,11 @@ static cudaq_nn_status_t add_node(loader_t *L, const Onnx__NodeProto *pn, size_t
   node->op = (nn_op_t)op;
   node->op_type = strdup(op_type);
   node->name = strdup(pn->name && *pn->name ? pn->name : "");
-  if (!node->op_type || !node->name) {
+  node->in = malloc((n_in ? n_in : 1) * sizeof *node->in);
+  if (!node->op_type || !node->name || !node->in) {
     free(node->op_type);
     free(node->name);
+    free(node->in);
     return CUDAQ_NN_ERR_NO_MEMORY;
   }
   m->n_nodes++;
@@ -575,6 +582,7 @@ void cudaq_nn_model_destroy(cudaq_nn_model_t *m) {
   for (size_t i = 0; i < m->n_nodes; i++) {
     free(m->nodes[i].name);
     free(m->nodes[i].op_type);
+    free(m->nodes[i].in);
   }
   free(m->values);
   free(m->nodes);

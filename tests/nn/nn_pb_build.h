@@ -181,4 +181,82 @@ static inline pb_t nb_conv_relu_model(int nsp, const float bias[2]) {
   return nb_model(&g, 17);
 }
 
+/* Concat of n float tensors x0..x{n-1} along axis (0..2, written as axis - 3
+ * when negative_axis): x_k is [2,3,4] but 1 + k % 3 along the axis; every
+ * fourth (nb_concat_is_init) is an initializer, the others graph inputs in
+ * order; element j of x_k is nb_concat_value(k, j). */
+static inline void nb_concat_dims(int k, int axis, int64_t *d) {
+  d[0] = 2;
+  d[1] = 3;
+  d[2] = 4;
+  d[axis] = 1 + k % 3;
+}
+static inline int nb_concat_is_init(int k) { return k % 4 == 3; }
+static inline float nb_concat_value(int k, int64_t j) { return (float)(k * 100 + j); }
+
+static inline pb_t nb_concat_model(int n, int axis, int negative_axis) {
+  char(*names)[16] = calloc((size_t)n, sizeof *names);
+  const char **in = calloc((size_t)n, sizeof *in);
+  if (!names || !in) abort();
+  pb_t g = {0};
+  int64_t yd[3] = {2, 3, 4};
+  yd[axis] = 0;
+  for (int k = 0; k < n; k++) {
+    int64_t d[3];
+    nb_concat_dims(k, axis, d);
+    yd[axis] += d[axis];
+    snprintf(names[k], sizeof names[k], "x%d", k);
+    in[k] = names[k];
+    if (nb_concat_is_init(k)) {
+      float v[36]; /* at most 3 x 3 x 4 */
+      int64_t cnt = d[0] * d[1] * d[2];
+      for (int64_t j = 0; j < cnt; j++) v[j] = nb_concat_value(k, j);
+      pb_t t = nb_tensor(names[k], 1, 3, d, v, (size_t)cnt * sizeof(float));
+      pb_msg(&g, 5, &t);
+    } else {
+      pb_t vi = nb_value_info(names[k], 1, 3, d);
+      pb_msg(&g, 11, &vi);
+    }
+  }
+  pb_t node = nb_node("Concat", in, n, "y");
+  nb_attr_int(&node, "axis", negative_axis ? axis - 3 : axis);
+  pb_msg(&g, 1, &node);
+  pb_t vy = nb_value_info("y", 1, 3, yd);
+  pb_msg(&g, 12, &vy);
+  free(names);
+  free(in);
+  return nb_model(&g, 17);
+}
+
+/* The expected Concat output, computed block by block: for each index
+ * before the axis, each input's whole slab in turn. Returns the count. */
+static inline size_t nb_concat_expect(int n, int axis, float *y) {
+  size_t o = 0;
+  int64_t outer = axis == 0 ? 1 : axis == 1 ? 2 : 6;
+  for (int64_t a = 0; a < outer; a++)
+    for (int k = 0; k < n; k++) {
+      int64_t d[3];
+      nb_concat_dims(k, axis, d);
+      int64_t slab = axis == 0 ? d[0] * d[1] * d[2] : axis == 1 ? d[1] * d[2] : d[2];
+      for (int64_t j = 0; j < slab; j++) y[o++] = nb_concat_value(k, a * slab + j);
+    }
+  return o;
+}
+
+/* Inputs of nb_concat_model in binding order (each malloc'ed; free them). */
+static inline size_t nb_concat_inputs(int n, int axis, float **in, size_t *bytes) {
+  size_t ni = 0;
+  for (int k = 0; k < n; k++) {
+    if (nb_concat_is_init(k)) continue;
+    int64_t d[3];
+    nb_concat_dims(k, axis, d);
+    int64_t cnt = d[0] * d[1] * d[2];
+    in[ni] = malloc((size_t)cnt * sizeof(float));
+    if (!in[ni]) abort();
+    for (int64_t j = 0; j < cnt; j++) in[ni][j] = nb_concat_value(k, j);
+    bytes[ni++] = (size_t)cnt * sizeof(float);
+  }
+  return ni;
+}
+
 #endif

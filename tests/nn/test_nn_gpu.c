@@ -4,8 +4,8 @@
  * convolution implementation chosen by timing and forced to cuDNN and to the
  * own kernel. Graph capture and replay through the fixed device buffers;
  * engine cache hit, invalidation (other model, stale key, garbage) and
- * rebuild. Issue 12: Relu keeps NaN at every ReLU site (models written byte
- * by byte, check_hardening).
+ * rebuild. Issue 12: Relu keeps NaN at every ReLU site, Concat of 9 and 16
+ * inputs (models written byte by byte, check_hardening).
  * Without a CUDA device: prints "skipped: no CUDA device", exit 77.
  * Usage: test_nn_gpu REF_DIR */
 #define _POSIX_C_SOURCE 200809L
@@ -457,9 +457,42 @@ static void check_conv_relu_nan_gpu(void) {
     }
 }
 
+/* Concat of 9 and 16 inputs (node inputs were capped at 8), graph inputs
+ * and initializers mixed, against values computed here; FP16 holds these
+ * integers exactly. */
+static void check_concat_gpu(void) {
+  static const int cases[][3] = {{9, 1, 0}, {16, 2, 1}, {16, 0, 0}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    int n = cases[c][0], axis = cases[c][1];
+    pb_t b = nb_concat_model(n, axis, cases[c][2]);
+    cudaq_nn_model_t *m = load_pb(&b, "concat");
+    if (!m) continue;
+    float *in[16], want[16 * 36], got[16 * 36];
+    size_t isz[16];
+    size_t ni = nb_concat_inputs(n, axis, in, isz);
+    size_t ny = nb_concat_expect(n, axis, want);
+    CHECK(cudaq_nn_model_num_inputs(m) == ni, "concat: %zu inputs", cudaq_nn_model_num_inputs(m));
+    for (int half = 0; half <= 1; half++) {
+      char what[64];
+      snprintf(what, sizeof what, "concat of %d axis %d %s", n, axis, half ? "fp16" : "fp32");
+      void *out[1] = {got};
+      size_t osz[1] = {ny * sizeof(float)};
+      memset(got, 0x5A, sizeof got);
+      if (gpu_run(m, half, CUDAQ_NN_CONV_AUTO, (const void *const *)in, isz, out, osz, what) != 1) continue;
+      size_t bad = 0;
+      for (size_t i = 0; i < ny; i++) bad += got[i] != want[i];
+      CHECK(bad == 0, "%s: %zu of %zu elements wrong", what, bad, ny);
+      if (bad == 0) printf("ok      %s\n", what);
+    }
+    for (size_t i = 0; i < ni; i++) free(in[i]);
+    cudaq_nn_model_destroy(m);
+  }
+}
+
 static void check_hardening(void) {
   check_relu_nan_gpu();
   check_conv_relu_nan_gpu();
+  check_concat_gpu();
 }
 
 int main(int argc, char **argv) {

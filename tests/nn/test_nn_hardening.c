@@ -2,7 +2,8 @@
  * venv needed) that once crashed the loader or were accepted wrongly:
  * messages nested thousands deep, bad protobuf framing, graph inputs
  * declared unlike the initializer they name, negative dimensions, Relu of
- * NaN. The GPU side of the last is in test_nn_gpu.c (check_hardening). */
+ * NaN, Concat of more than 8 inputs. The GPU side of the last two is in
+ * test_nn_gpu.c (check_hardening). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <setjmp.h>
@@ -16,6 +17,8 @@
 
 #include "cudaq/nn/nn.h"
 #include "nn_pb_build.h"
+
+#define NN_TEST_MAX_CONCAT 256
 
 /* Loads b (freeing it) and expects status want with every needle in the
  * message; returns the model when want is CUDAQ_NN_OK. */
@@ -318,6 +321,48 @@ static void test_relu_nan_folded(void **state) {
   cudaq_nn_model_destroy(m);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Concat of more than 8 inputs (node I/O was capped at 8)                   */
+
+static void check_concat(int n, int axis, int negative_axis) {
+  pb_t b = nb_concat_model(n, axis, negative_axis);
+  cudaq_nn_model_t *m = load_expect(&b, CUDAQ_NN_OK, NULL, NULL);
+  float *in[NN_TEST_MAX_CONCAT];
+  size_t isz[NN_TEST_MAX_CONCAT];
+  size_t ni = nb_concat_inputs(n, axis, in, isz);
+  assert_int_equal(cudaq_nn_model_num_inputs(m), ni);
+  float want[NN_TEST_MAX_CONCAT * 36], got[NN_TEST_MAX_CONCAT * 36];
+  size_t ny = nb_concat_expect(n, axis, want);
+  cudaq_nn_binding_t by;
+  assert_int_equal(cudaq_nn_model_output(m, 0, &by), CUDAQ_NN_OK);
+  assert_int_equal(by.num_elements, ny);
+  cudaq_nn_cpu_t *cpu = NULL;
+  assert_int_equal(cudaq_nn_cpu_create(m, &cpu), CUDAQ_NN_OK);
+  void *outs[1] = {got};
+  size_t osz[1] = {ny * sizeof(float)};
+  cudaq_nn_error_t err;
+  assert_int_equal(cudaq_nn_cpu_run(cpu, (const void *const *)in, isz, outs, osz, &err), CUDAQ_NN_OK);
+  for (size_t i = 0; i < ny; i++)
+    if (got[i] != want[i]) fail_msg("Concat of %d, axis %d: y[%zu] = %g, want %g", n, axis, i, got[i], want[i]);
+  cudaq_nn_cpu_destroy(cpu);
+  for (size_t i = 0; i < ni; i++) free(in[i]);
+  cudaq_nn_model_destroy(m);
+}
+
+static void test_concat_many(void **state) {
+  (void)state;
+  check_concat(9, 1, 0);
+  check_concat(16, 2, 1);
+  check_concat(16, 0, 0);
+  check_concat(256, 1, 0);
+}
+
+static void test_concat_too_many(void **state) {
+  (void)state;
+  pb_t b = nb_concat_model(257, 1, 0);
+  load_expect(&b, CUDAQ_NN_ERR_UNSUPPORTED, "(Concat)", "257 inputs (Concat of at most 256 supported)");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_deep_subgraph_refused),
@@ -331,6 +376,8 @@ int main(void) {
       cmocka_unit_test(test_relu_nan),
       cmocka_unit_test(test_conv_relu_nan),
       cmocka_unit_test(test_relu_nan_folded),
+      cmocka_unit_test(test_concat_many),
+      cmocka_unit_test(test_concat_too_many),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

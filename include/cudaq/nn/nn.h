@@ -9,12 +9,12 @@
  * a graph input or output (the batch) is pinned to 1, any other symbolic
  * dimension is refused. Operators: Conv (1D/2D/3D, group 1), Relu, Gelu,
  * Sigmoid, Erf, Add, Sub, Mul, Div, MatMul, Gemm, Reshape, Transpose,
- * Squeeze, Unsqueeze, Concat, Slice, Gather (constant indices), Cast,
- * Greater, Less, Equal, Where, Identity, Constant. Element types: float,
- * uint8, int32, int64 and bool (float16 is refused in a model; the GPU
- * engine runs float tensors in FP16 on request). Anything else is refused at
- * load with an error naming the node (name, or index when unnamed) and the
- * operator.
+ * Squeeze, Unsqueeze, Concat (up to 256 inputs), Slice, Gather (constant
+ * indices), Cast, Greater, Less, Equal, Where, Identity, Constant. Element
+ * types: float, uint8, int32, int64 and bool (float16 is refused in a model;
+ * the GPU engine runs float tensors in FP16 on request). Anything else is
+ * refused at load with an error naming the node (name, or index when
+ * unnamed) and the operator.
  *
  * A loaded model is immutable; cudaq_nn_cpu_run may be called from several
  * threads only with distinct executors (each executor owns its tensors).
