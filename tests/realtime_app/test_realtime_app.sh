@@ -132,6 +132,16 @@ duration)
   set -- $n
   [ $# -eq 2 ] && [ "$1" = "$2" ] && [ "$1" -gt 100 ] && [ "$1" -le 2500 ] ||
     fail "duration run: submitted/completed '$n' (expected equal, 100..2500)"
+  # Stop under load: flat out for 0.3 s into 4 slots; everything signalled is answered.
+  "$RT" --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --duration_s 0.3 --slots 4 \
+    --model local >"$WORK/load.txt" 2>"$WORK/load.err" ||
+    { cat "$WORK/load.err" >&2; fail "flat-out duration run: exit $?"; }
+  n=$(sed -n 's/^requests: submitted \([0-9]*\), completed \([0-9]*\),.*timed out 0, duplicates 0$/\1 \2/p' "$WORK/load.txt")
+  set -- $n
+  [ $# -eq 2 ] && [ "$1" = "$2" ] && [ "$1" -gt 100 ] ||
+    fail "flat-out duration run: submitted/completed '$n' (expected equal, > 100)"
+  grep -q '^backpressure stalls [1-9]' "$WORK/load.txt" || fail "flat out into 4 slots: no backpressure counted"
+  echo "stop under load: $1 requests, all answered"
   ;;
 refusals)
   # expect_refusal NAME PATTERN ARGS...: exit non-zero, stderr matches PATTERN.
