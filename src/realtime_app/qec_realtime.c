@@ -128,7 +128,8 @@ static size_t cpu_stage(void *user, const cudaq_cpu_stage_context_t *ctx) {
 }
 
 /* CPU stage, GPU modes: the worker's graph has published its residual
- * (ctx->gpu_output, acquired by the pipeline's claim of the ready flag);
+ * (ctx->gpu_output: R_gpu in qrt_gpu.cu, acquired by A8, the pipeline's
+ * claim of the ready flag);
  * validate the request and run MWPM on the residual. The request header
  * (still intact in the RX slot: the ring is not in place) gives the send
  * time, for the dispatch + GPU part of the stage breakdown. */

@@ -118,10 +118,11 @@ __global__ void qrt_publish_kernel(const int32_t *__restrict__ events, uint32_t 
   out->status = bad ? QRT_GPU_BAD_OUTPUT : 0u;
   out->count = total;
   out->frame = frame_bits;
-  /* R_gpu: publishes the header and the index list (the other threads'
-   * stores are ordered before this one by the barrier above; a system-scope
-   * release is cumulative) to the CPU worker, whose CAS(1 -> 2) in the
-   * pipeline (A_gpu) acquires it. A plain store, no RMW on mapped memory. */
+  /* R_gpu ("the graph's release store of 1" of src/pipeline/pipeline.c):
+   * publishes the header and the index list (the other threads' stores are
+   * ordered before this one by the barrier above; a system-scope release is
+   * cumulative) to the CPU worker, whose claim CAS(1 -> 2), A8 in
+   * pipeline.c, acquires it. A plain store, no RMW on mapped memory. */
   cuda::atomic_ref<int, cuda::thread_scope_system>(*ready).store(1, cuda::memory_order_release);
 }
 
