@@ -87,7 +87,7 @@ typedef struct app {
   uint64_t duplicates, unknown_ids, ptp_mismatches;
   uint64_t mistakes, judged;
   uint64_t events_before, events_after, decoded;
-  uint64_t pd_ns, mwpm_ns;
+  uint64_t pd_ns, mwpm_ns, front_ns, overhead_ns;
   /* main, after the run */
   uint64_t mwpm_alone_mistakes, mwpm_alone_judged, disagreements; /* --compare_mwpm */
   uint64_t rss_peak_kib;

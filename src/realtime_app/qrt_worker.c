@@ -130,14 +130,13 @@ int32_t qrt_worker_decode(qrt_worker_t *w, const void *payload, size_t len, qrt_
 }
 
 int32_t qrt_worker_decode_gpu(qrt_worker_t *w, const void *payload, size_t len,
-                              const qrt_gpu_result_t *g, uint32_t front_ns, qrt_response_t *out) {
+                              const qrt_gpu_result_t *g, qrt_response_t *out) {
   memset(out, 0, sizeof *out);
   size_t ne = 0;
   int32_t st = take_events(w, payload, len, &ne);
   if (st)
     return out->status = st;
   out->events_in = (uint32_t)ne;
-  out->predecoder_ns = front_ns;
   const uint32_t nr = g->count;
   if (g->status || nr > w->num_detectors)
     return out->status = QRT_ERR_PREDECODER;

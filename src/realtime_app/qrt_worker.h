@@ -29,18 +29,19 @@ enum {
   QRT_ERR_MWPM = 4        /* MWPM found no solution */
 };
 
-/* The response written after the 24-byte RPC response header (32 bytes,
- * little-endian host layout). */
+/* The response written after the 24-byte RPC response header (40 bytes,
+ * little-endian host layout). Stage times are saturated at UINT32_MAX ns. */
 typedef struct {
   int32_t status;           /* QRT_OK or QRT_ERR_* */
   uint32_t corrections;     /* matched pairs of MWPM on the residual events */
   uint64_t prediction;      /* logical prediction: frame XOR MWPM observables */
   uint32_t events_in;       /* detection events of the request */
   uint32_t events_residual; /* events left by the predecoder (= events_in without one) */
-  uint32_t predecoder_ns;   /* CPU-only: predecoder time; GPU modes: from the request's
-                               ptp_timestamp (send) to the CPU stage, i.e. dispatch, copy
-                               and inference (saturated) */
-  uint32_t mwpm_ns;         /* MWPM stage time (saturated) */
+  uint32_t predecoder_ns;   /* predecoder on the CPU (cpu mode; 0 in the GPU modes) */
+  uint32_t mwpm_ns;         /* MWPM */
+  uint32_t front_ns;        /* the request's ptp_timestamp (send) to the CPU stage's start:
+                               dispatch (and, in the GPU modes, copy and inference) */
+  uint32_t stage_ns;        /* the CPU stage, start to response written */
 } qrt_response_t;
 
 typedef enum { QRT_PD_NONE = 0, QRT_PD_LOCAL = 1, QRT_PD_ONNX = 2 } qrt_pd_kind_t;
@@ -82,10 +83,11 @@ int32_t qrt_worker_decode(qrt_worker_t *w, const void *payload, size_t len, qrt_
 /* GPU modes: validates the request payload as qrt_worker_decode does, then
  * decodes the GPU stage's residual g (mapped memory, published by the
  * graph's release of the ready flag, acquired by the pipeline's claim) with
- * MWPM: prediction = g->frame XOR MWPM. front_ns goes to predecoder_ns.
- * Hot path. Returns out->status (QRT_ERR_PREDECODER for a GPU status other
- * than 0, a count above num_detectors or an index out of range). */
+ * MWPM: prediction = g->frame XOR MWPM. Hot path. Returns out->status
+ * (QRT_ERR_PREDECODER for a GPU status other than 0, a count above
+ * num_detectors or an index out of range). front_ns and stage_ns are left
+ * 0 for the caller (the CPU stage) to fill, as in qrt_worker_decode. */
 int32_t qrt_worker_decode_gpu(qrt_worker_t *w, const void *payload, size_t len,
-                              const qrt_gpu_result_t *g, uint32_t front_ns, qrt_response_t *out);
+                              const qrt_gpu_result_t *g, qrt_response_t *out);
 
 #endif

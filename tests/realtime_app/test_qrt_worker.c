@@ -153,35 +153,35 @@ static void test_decode_gpu(void **state) {
   /* The GPU removed D1 D2 and flipped nothing: D0 alone is left (L0). */
   res.h.count = 1;
   ev[0] = 0;
-  assert_int_equal(qrt_worker_decode_gpu(w, req, sizeof req, &res.h, 1234, &r), QRT_OK);
+  assert_int_equal(qrt_worker_decode_gpu(w, req, sizeof req, &res.h, &r), QRT_OK);
   assert_true(r.prediction == 1);
   assert_int_equal(r.events_in, 3);
   assert_int_equal(r.events_residual, 1);
-  assert_int_equal(r.predecoder_ns, 1234);
+  assert_int_equal(r.predecoder_ns, 0);
   /* The same residual with a frame of L0: the flips cancel. */
   res.h.frame = 1;
-  assert_int_equal(qrt_worker_decode_gpu(w, req, sizeof req, &res.h, 0, &r), QRT_OK);
+  assert_int_equal(qrt_worker_decode_gpu(w, req, sizeof req, &res.h, &r), QRT_OK);
   assert_true(r.prediction == 0);
   /* Nothing left: the prediction is the frame. */
   res.h.count = 0;
-  assert_int_equal(qrt_worker_decode_gpu(w, req, sizeof req, &res.h, 0, &r), QRT_OK);
+  assert_int_equal(qrt_worker_decode_gpu(w, req, sizeof req, &res.h, &r), QRT_OK);
   assert_true(r.prediction == 1);
   assert_int_equal(r.corrections, 0);
   /* A bad request is refused before the GPU result is looked at. */
   req[2] = 3;
-  assert_int_equal(qrt_worker_decode_gpu(w, req, sizeof req, &res.h, 0, &r), QRT_ERR_VALUE);
-  assert_int_equal(qrt_worker_decode_gpu(w, req, 12, &res.h, 0, &r), QRT_ERR_LENGTH);
+  assert_int_equal(qrt_worker_decode_gpu(w, req, sizeof req, &res.h, &r), QRT_ERR_VALUE);
+  assert_int_equal(qrt_worker_decode_gpu(w, req, 12, &res.h, &r), QRT_ERR_LENGTH);
   req[2] = 1;
   /* GPU results that cannot be trusted: a bad status, a count or an index
    * out of range. */
   res.h.status = QRT_GPU_BAD_OUTPUT;
-  assert_int_equal(qrt_worker_decode_gpu(w, req, sizeof req, &res.h, 0, &r), QRT_ERR_PREDECODER);
+  assert_int_equal(qrt_worker_decode_gpu(w, req, sizeof req, &res.h, &r), QRT_ERR_PREDECODER);
   res.h.status = 0;
   res.h.count = 5;
-  assert_int_equal(qrt_worker_decode_gpu(w, req, sizeof req, &res.h, 0, &r), QRT_ERR_PREDECODER);
+  assert_int_equal(qrt_worker_decode_gpu(w, req, sizeof req, &res.h, &r), QRT_ERR_PREDECODER);
   res.h.count = 1;
   ev[0] = 4;
-  assert_int_equal(qrt_worker_decode_gpu(w, req, sizeof req, &res.h, 0, &r), QRT_ERR_PREDECODER);
+  assert_int_equal(qrt_worker_decode_gpu(w, req, sizeof req, &res.h, &r), QRT_ERR_PREDECODER);
   qrt_worker_destroy(w);
   cudaq_mwpm_graph_destroy(g);
 }

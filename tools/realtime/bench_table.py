@@ -19,7 +19,7 @@ def fmt(v, spec=".1f"):
 
 def main():
     cols = ["run", "mode", "predecoder", "arrivals", "requests", "req/s", "p50 us", "p90 us",
-            "p99 us", "max us", "dispatch+GPU us", "MWPM us", "stalls", "timed out",
+            "p99 us", "max us", "dispatch(+GPU) us", "MWPM us", "stalls", "timed out",
             "LER", "MWPM alone", "events in/out", "RSS MiB", "GPU MiB"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
@@ -39,7 +39,7 @@ def main():
                "flat out" if not iv else f"{iv:g} us", str(c.get("completed")),
                fmt(b.get("throughput_rps"), ".0f"), fmt(lat.get("p50")), fmt(lat.get("p90")),
                fmt(lat.get("p99")), fmt(lat.get("max")),
-               fmt(st.get("dispatch_gpu", st.get("predecoder"))), fmt(st.get("mwpm"), ".2f"),
+               fmt(st.get("dispatch", st.get("dispatch_gpu"))), fmt(st.get("mwpm"), ".2f"),
                str(c.get("backpressure_stalls")), str(c.get("timed_out")),
                f"{ler['mistakes']}/{ler['shots']}" if ler else "-",
                f"{alone['mistakes']}/{alone['shots']}" if alone else "-",
