@@ -100,43 +100,51 @@ static int32_t take_events(qrt_worker_t *w, const void *payload, size_t len, siz
   return QRT_OK;
 }
 
-int32_t qrt_worker_decode(qrt_worker_t *w, const void *payload, size_t len, qrt_response_t *out) {
+/* Both paths begin alike: a cleared response, the request's events. */
+static int32_t begin(qrt_worker_t *w, const void *payload, size_t len, qrt_response_t *out,
+                     size_t *ne) {
   memset(out, 0, sizeof *out);
-  size_t ne = 0;
-  int32_t st = take_events(w, payload, len, &ne);
-  if (st)
-    return out->status = st;
-  out->events_in = (uint32_t)ne;
-  const uint32_t *dec_in = w->events;
-  size_t nr = ne;
-  uint64_t frame = 0;
-  uint64_t t0 = cudaq_bench_now_ns();
-  if (w->pd) {
-    if (cudaq_predecoder_run(w->pd, w->events, ne, w->residual, &nr, &frame, NULL))
-      return out->status = QRT_ERR_PREDECODER;
-    dec_in = w->residual;
-  }
+  *ne = 0;
+  int32_t st = take_events(w, payload, len, ne);
+  if (st == QRT_OK)
+    out->events_in = (uint32_t)*ne;
+  return out->status = st;
+}
+
+/* ... and end alike: MWPM on the residual, prediction = frame XOR MWPM. */
+static int32_t match(qrt_worker_t *w, const uint32_t *residual, size_t nr, uint64_t frame,
+                     qrt_response_t *out) {
   uint64_t t1 = cudaq_bench_now_ns();
   cudaq_mwpm_result_t res;
-  if (cudaq_mwpm_decode(w->dec, dec_in, nr, &res))
+  if (cudaq_mwpm_decode(w->dec, residual, nr, &res))
     return out->status = QRT_ERR_MWPM;
-  uint64_t t2 = cudaq_bench_now_ns();
+  out->mwpm_ns = sat_ns(t1, cudaq_bench_now_ns());
   out->events_residual = (uint32_t)nr;
   out->prediction = frame ^ res.obs_mask;
   out->corrections = (uint32_t)res.num_pairs;
-  out->predecoder_ns = w->pd ? sat_ns(t0, t1) : 0;
-  out->mwpm_ns = sat_ns(t1, t2);
   return out->status = QRT_OK;
+}
+
+int32_t qrt_worker_decode(qrt_worker_t *w, const void *payload, size_t len, qrt_response_t *out) {
+  size_t ne;
+  if (begin(w, payload, len, out, &ne))
+    return out->status;
+  if (!w->pd)
+    return match(w, w->events, ne, 0, out);
+  size_t nr = ne;
+  uint64_t frame = 0;
+  uint64_t t0 = cudaq_bench_now_ns();
+  if (cudaq_predecoder_run(w->pd, w->events, ne, w->residual, &nr, &frame, NULL))
+    return out->status = QRT_ERR_PREDECODER;
+  out->predecoder_ns = sat_ns(t0, cudaq_bench_now_ns());
+  return match(w, w->residual, nr, frame, out);
 }
 
 int32_t qrt_worker_decode_gpu(qrt_worker_t *w, const void *payload, size_t len,
                               const qrt_gpu_result_t *g, qrt_response_t *out) {
-  memset(out, 0, sizeof *out);
-  size_t ne = 0;
-  int32_t st = take_events(w, payload, len, &ne);
-  if (st)
-    return out->status = st;
-  out->events_in = (uint32_t)ne;
+  size_t ne;
+  if (begin(w, payload, len, out, &ne))
+    return out->status;
   const uint32_t nr = g->count;
   if (g->status || nr > w->num_detectors)
     return out->status = QRT_ERR_PREDECODER;
@@ -146,14 +154,5 @@ int32_t qrt_worker_decode_gpu(qrt_worker_t *w, const void *payload, size_t len,
       return out->status = QRT_ERR_PREDECODER;
     w->residual[k] = ev[k]; /* one pass over mapped memory, then MWPM works on a private copy */
   }
-  uint64_t t1 = cudaq_bench_now_ns();
-  cudaq_mwpm_result_t res;
-  if (cudaq_mwpm_decode(w->dec, w->residual, nr, &res))
-    return out->status = QRT_ERR_MWPM;
-  uint64_t t2 = cudaq_bench_now_ns();
-  out->events_residual = nr;
-  out->prediction = g->frame ^ res.obs_mask;
-  out->corrections = (uint32_t)res.num_pairs;
-  out->mwpm_ns = sat_ns(t1, t2);
-  return out->status = QRT_OK;
+  return match(w, w->residual, nr, g->frame, out);
 }
