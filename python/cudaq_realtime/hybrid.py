@@ -1,0 +1,131 @@
+"""cudaq_realtime.HybridDecoder: a predecoder (an ONNX model on the NN CPU
+executor, or the rule-based local predecoder) then exact MWPM on the residual
+detection events, in C."""
+import os
+import threading
+
+import numpy as np
+
+from . import _lib
+from ._lib import lib
+from .matching import Matching, _Decoder, _check_shots, _predictions, _ptr, _shot_error
+from .models import find_model
+
+
+class _Predecoder:
+    """One thread's cudaq_predecoder_t."""
+
+    def __init__(self, model_path, graph, num_dets, num_obs, weight_factor):
+        self.ptr = _lib.c_void_p()
+        err = _lib.PredecoderError()
+        if model_path == "local":
+            opts = _lib.LocalPredecoderOptions(weight_factor)
+            st = lib.cudaq_predecoder_create_local(graph.ptr, _lib.ctypes.byref(opts), _lib.ctypes.byref(self.ptr),
+                                                   _lib.ctypes.byref(err))
+        else:
+            opts = _lib.OnnxPredecoderOptions()
+            lib.cudaq_onnx_predecoder_options_init(_lib.ctypes.byref(opts))
+            st = lib.cudaq_predecoder_create_onnx(os.fsencode(model_path), num_dets, num_obs, _lib.ctypes.byref(opts),
+                                                  _lib.ctypes.byref(self.ptr), _lib.ctypes.byref(err))
+        if st != _lib.PREDECODER_OK:
+            self.ptr = None
+            raise _lib.predecoder_error(st, f"predecoder {model_path}: {err.message.decode(errors='replace')}")
+
+    def __del__(self):
+        if getattr(self, "ptr", None):
+            lib.cudaq_predecoder_destroy(self.ptr)
+            self.ptr = None
+
+
+class HybridDecoder:
+    """Predecoder + MWPM. `model` is an ONNX file following models/README.md's
+    contract, "local" for the rule-based local predecoder, or None to pick the
+    shipped model made for `dem`'s circuit (cudaq_realtime.find_model). `dem`
+    is a stim.DetectorErrorModel or its text. The prediction of a shot is the
+    predecoder's logical frame XOR MWPM's prediction on the residual events.
+
+    The ONNX model runs on the NN engine's CPU executor (device="cpu"); the
+    GPU engine is not reachable from Python yet. Thread-safe like Matching:
+    each thread gets its own predecoder and MWPM state on first use.
+    """
+
+    def __init__(self, model, dem, *, device="cpu", local_weight_factor=1.3):
+        if device != "cpu":
+            raise NotImplementedError(f"cudaq_realtime.HybridDecoder: device={device!r} is not available from "
+                                      "Python yet (the CPU executor is: device='cpu')")
+        if model is None:
+            if isinstance(dem, (str, bytes)):
+                import stim
+                dem = stim.DetectorErrorModel(dem.decode() if isinstance(dem, bytes) else dem)
+            model = find_model(dem)
+        model = os.fspath(model)
+        if model != "local" and not os.path.isfile(model):
+            raise FileNotFoundError(f"cudaq_realtime.HybridDecoder: model file {model!r} does not exist "
+                                    "(give an ONNX file, \"local\", or None for the shipped model of the DEM)")
+        self.model_path = model
+        self.matching = Matching.from_detector_error_model(dem)
+        self._weight_factor = float(local_weight_factor)
+        self._tls = threading.local()
+        self._state()  # load and check the model now, so that a bad one fails here
+
+    @property
+    def num_detectors(self):
+        return self.matching.num_detectors
+
+    @property
+    def num_fault_ids(self):
+        return self.matching.num_fault_ids
+
+    def __repr__(self):
+        return f"<cudaq_realtime.HybridDecoder {self.model_path!r} + MWPM, {self.num_detectors} detectors>"
+
+    def _state(self):
+        st = getattr(self._tls, "state", None)
+        if st is None:
+            g = self.matching._graph
+            st = self._tls.state = (_Predecoder(self.model_path, g, g.num_nodes, g.num_observables,
+                                                self._weight_factor), _Decoder(g))
+        return st
+
+    def decode(self, z, *, return_weight=False):
+        z = np.asarray(z)
+        if z.ndim != 1:
+            raise ValueError(f"z must be a 1D array of {self.num_detectors} detection events, got shape {z.shape}")
+        preds, weights, _ = self._decode(z[None, :], False, False, "z")
+        return (preds[0], float(weights[0])) if return_weight else preds[0]
+
+    def decode_batch(self, shots, *, return_weights=False, bit_packed_shots=False,
+                     bit_packed_predictions=False, return_residual_counts=False):
+        """As Matching.decode_batch; weights are MWPM's on the residual.
+        return_residual_counts=True also returns each shot's residual event
+        count (uint32), after the other results."""
+        preds, weights, counts = self._decode(shots, bool(bit_packed_shots), bool(bit_packed_predictions), "shots")
+        out = (preds,)
+        if return_weights:
+            out += (weights,)
+        if return_residual_counts:
+            out += (counts,)
+        return out if len(out) > 1 else preds
+
+    def _decode(self, shots, packed_in, packed_out, what):
+        nd, no = self.num_detectors, self.num_fault_ids
+        arr = _check_shots(shots, nd, packed_in, what)
+        n = arr.shape[0]
+        preds = _predictions(n, no, packed_out)
+        weights = np.zeros(n, dtype=np.float64)
+        counts = np.zeros(n, dtype=np.uint32)
+        pre, dec = self._state()
+        bad = _lib.c_size_t(0)
+        layer = _lib.c_int(0)
+        err = _lib.PredecoderError()
+        # ctypes releases the GIL for the length of this call.
+        st = lib.cudaq_py_hybrid_decode_batch(pre.ptr, dec.ptr, nd, no, _ptr(arr), n, int(packed_in), _ptr(preds),
+                                              int(packed_out), _ptr(weights), _ptr(counts),
+                                              _lib.ctypes.byref(bad), _lib.ctypes.byref(layer),
+                                              _lib.ctypes.byref(err))
+        if st != 0:
+            if layer.value == _lib.LAYER_PREDECODER:
+                where = f"shot {bad.value}" if n > 1 else "the shot"
+                raise _lib.predecoder_error(st, f"{where}: predecoder: {err.message.decode(errors='replace')}")
+            raise _shot_error(st, bad.value, n, arr, packed_in, nd)
+        return preds, weights, counts

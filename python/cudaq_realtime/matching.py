@@ -1,0 +1,244 @@
+"""cudaq_realtime.Matching: the C exact MWPM decoder with PyMatching's API."""
+import threading
+
+import numpy as np
+
+from . import _lib
+from ._lib import lib
+
+_CORRELATIONS_MSG = (
+    "cudaq_realtime: correlated matching (enable_correlations=True) is not implemented by the C "
+    "MWPM decoder yet (issue 13); use pymatching.Matching for correlated decoding")
+
+
+def _dem_text(model):
+    """DEM text from a stim.DetectorErrorModel, its text (str) or bytes."""
+    if isinstance(model, bytes):
+        return model
+    if isinstance(model, str):
+        return model.encode()
+    if type(model).__name__ == "DetectorErrorModel":  # stim's, without importing stim
+        return str(model).encode()
+    raise TypeError(f"expected a stim.DetectorErrorModel or its text, got {type(model).__name__}")
+
+
+class _Graph:
+    """Owns a cudaq_mwpm_graph_t (immutable, shared by threads)."""
+
+    def __init__(self, text, merge):
+        dem = _lib.c_void_p()
+        err = _lib.MwpmError()
+        st = lib.cudaq_dem_parse(text, len(text), _lib.ctypes.byref(dem), _lib.ctypes.byref(err))
+        if st != _lib.MWPM_OK:
+            where = f"detector error model line {err.line}: " if err.line else "detector error model: "
+            raise _lib.mwpm_error(st, where + (err.message.decode(errors="replace") or
+                                               lib.cudaq_mwpm_status_str(st).decode()))
+        self.ptr = _lib.c_void_p()
+        opts = _lib.MwpmGraphOptions(merge)
+        try:
+            st = lib.cudaq_mwpm_graph_from_dem(dem, _lib.ctypes.byref(opts), _lib.ctypes.byref(self.ptr),
+                                               _lib.ctypes.byref(err))
+        finally:
+            lib.cudaq_dem_destroy(dem)
+        if st != _lib.MWPM_OK:
+            self.ptr = None
+            raise _lib.mwpm_error(st, err.message.decode(errors="replace"))
+        self.num_nodes = lib.cudaq_mwpm_graph_num_nodes(self.ptr)
+        self.num_observables = lib.cudaq_mwpm_graph_num_observables(self.ptr)
+        self.num_edges = lib.cudaq_mwpm_graph_num_edges(self.ptr)
+
+    def __del__(self):
+        if getattr(self, "ptr", None):
+            lib.cudaq_mwpm_graph_destroy(self.ptr)
+            self.ptr = None
+
+
+class _Decoder:
+    """One thread's cudaq_mwpm_decoder_t; keeps its graph alive."""
+
+    def __init__(self, graph):
+        self.graph = graph
+        self.ptr = _lib.c_void_p()
+        st = lib.cudaq_mwpm_decoder_create(graph.ptr, _lib.ctypes.byref(self.ptr))
+        if st != _lib.MWPM_OK:
+            self.ptr = None
+            raise _lib.mwpm_error(st)
+
+    def __del__(self):
+        if getattr(self, "ptr", None):
+            lib.cudaq_mwpm_decoder_destroy(self.ptr)
+            self.ptr = None
+
+
+def _check_shots(shots, width, bit_packed, what="shots"):
+    """A C-contiguous uint8 (num_shots, columns) array, or a ValueError naming
+    the expected and found shapes."""
+    arr = np.asarray(shots)
+    if arr.ndim != 2:
+        raise ValueError(f"{what} must be a 2D array (num_shots, {'ceil(num_detectors / 8)' if bit_packed else 'num_detectors'}), "
+                         f"got {arr.ndim} dimension(s) with shape {arr.shape}")
+    cols = (width + 7) // 8 if bit_packed else width
+    if arr.shape[1] != cols:
+        if bit_packed:
+            raise ValueError(f"{what} has {arr.shape[1]} bytes per shot; bit-packed shots of this model's "
+                             f"{width} detectors need {cols} (ceil({width} / 8))")
+        raise ValueError(f"{what} has {arr.shape[1]} columns; this model has {width} detectors, so each "
+                         f"shot needs {width} (one per detector)")
+    if arr.dtype != np.uint8:
+        if arr.dtype != np.bool_ and not np.issubdtype(arr.dtype, np.integer):
+            raise TypeError(f"{what} must hold integers or booleans (dtype uint8), got dtype {arr.dtype}")
+        if bit_packed and arr.dtype != np.bool_ and (arr.min(initial=0) < 0 or arr.max(initial=0) > 255):
+            raise ValueError(f"bit-packed {what} must hold bytes (0..255)")
+        arr = arr != 0 if not bit_packed else arr
+        arr = arr.astype(np.uint8)
+    return np.ascontiguousarray(arr)
+
+
+def _predictions(num_shots, num_obs, bit_packed):
+    cols = (num_obs + 7) // 8 if bit_packed else num_obs
+    return np.zeros((num_shots, cols), dtype=np.uint8)
+
+
+def _ptr(arr):
+    return arr.ctypes.data_as(_lib.c_void_p) if arr is not None and arr.size else None
+
+
+class Matching:
+    """An exact minimum-weight perfect matching decoder built from a detector
+    error model, with pymatching.Matching's decode and decode_batch.
+
+    One Matching may be used from several threads at once: the graph is shared
+    and each thread gets its own decoder state on first use. The GIL is
+    released while the C decoder runs.
+    """
+
+    def __init__(self, model=None, *, merge_strategy="independent"):
+        if model is None:
+            raise TypeError("cudaq_realtime.Matching is built from a detector error model: use "
+                            "Matching.from_detector_error_model(dem) (or Matching(dem))")
+        merges = {"independent": 0, "smallest-weight": 1}
+        if merge_strategy not in merges:
+            raise ValueError(f"merge_strategy must be one of {sorted(merges)}, got {merge_strategy!r}")
+        self._graph = _Graph(_dem_text(model), merges[merge_strategy])
+        self._tls = threading.local()
+
+    # -- construction, as PyMatching --------------------------------------
+    @staticmethod
+    def from_detector_error_model(model, *, enable_correlations=False):
+        """From a stim.DetectorErrorModel or its text (graph-like errors or
+        errors decomposed with '^'). enable_correlations=True raises
+        NotImplementedError: the C decoder has no correlated matching."""
+        if enable_correlations:
+            raise NotImplementedError(_CORRELATIONS_MSG)
+        return Matching(model)
+
+    @staticmethod
+    def from_detector_error_model_file(dem_path, *, enable_correlations=False):
+        with open(dem_path, "rb") as f:
+            return Matching.from_detector_error_model(f.read(), enable_correlations=enable_correlations)
+
+    @staticmethod
+    def from_stim_circuit(circuit, *, enable_correlations=False):
+        return Matching.from_detector_error_model(
+            circuit.detector_error_model(decompose_errors=True), enable_correlations=enable_correlations)
+
+    # -- properties ---------------------------------------------------------
+    @property
+    def num_detectors(self):
+        return self._graph.num_nodes
+
+    @property
+    def num_nodes(self):
+        return self._graph.num_nodes
+
+    @property
+    def num_edges(self):
+        return self._graph.num_edges
+
+    @property
+    def num_fault_ids(self):
+        return self._graph.num_observables
+
+    def __repr__(self):
+        return (f"<cudaq_realtime.Matching object with {self.num_detectors} detectors, "
+                f"{self.num_fault_ids} observables, and {self.num_edges} edges>")
+
+    def edges(self):
+        """[(u, v or None for the boundary, {"fault_ids": set, "weight": w})], as PyMatching."""
+        out = []
+        e = _lib.MwpmEdge()
+        for i in range(self.num_edges):
+            lib.cudaq_mwpm_graph_edge(self._graph.ptr, i, _lib.ctypes.byref(e))
+            ids = {k for k in range(64) if (e.obs_mask >> k) & 1}
+            out.append((e.u, None if e.v < 0 else e.v, {"fault_ids": ids, "weight": e.weight}))
+        return out
+
+    # -- decoding -----------------------------------------------------------
+    def _decoder(self):
+        dec = getattr(self._tls, "dec", None)
+        if dec is None:
+            dec = self._tls.dec = _Decoder(self._graph)
+        return dec
+
+    def decode(self, z, *, return_weight=False, enable_correlations=False, **kwargs):
+        """Decodes one shot: z holds one 0/1 per detector. Returns the predicted
+        observables (uint8, num_fault_ids), and the matching weight when
+        return_weight=True."""
+        if enable_correlations:
+            raise NotImplementedError(_CORRELATIONS_MSG)
+        if kwargs:
+            raise TypeError(f"decode() got unexpected keyword argument(s) {sorted(kwargs)}")
+        z = np.asarray(z)
+        if z.ndim != 1:
+            raise ValueError(f"z must be a 1D array of {self.num_detectors} detection events, got shape {z.shape}")
+        preds, weights = self._decode(z[None, :], False, False, "z")
+        if return_weight:
+            return preds[0], float(weights[0])
+        return preds[0]
+
+    def decode_batch(self, shots, *, return_weights=False, bit_packed_shots=False,
+                     bit_packed_predictions=False, enable_correlations=False):
+        """Decodes a (num_shots, num_detectors) uint8 array (or, with
+        bit_packed_shots, (num_shots, ceil(num_detectors / 8)) little-endian
+        bytes as np.packbits(..., bitorder='little') and stim make). Returns
+        predictions (num_shots, num_fault_ids), or bit-packed
+        (num_shots, ceil(num_fault_ids / 8)); with return_weights also the
+        matching weight of each shot (float64)."""
+        if enable_correlations:
+            raise NotImplementedError(_CORRELATIONS_MSG)
+        preds, weights = self._decode(shots, bool(bit_packed_shots), bool(bit_packed_predictions), "shots")
+        return (preds, weights) if return_weights else preds
+
+    def _decode(self, shots, packed_in, packed_out, what):
+        arr = _check_shots(shots, self.num_detectors, packed_in, what)
+        n = arr.shape[0]
+        preds = _predictions(n, self.num_fault_ids, packed_out)
+        weights = np.zeros(n, dtype=np.float64)
+        dec = self._decoder()
+        bad = _lib.c_size_t(0)
+        # ctypes releases the GIL for the length of this call.
+        st = lib.cudaq_py_mwpm_decode_batch(dec.ptr, self.num_detectors, self.num_fault_ids, _ptr(arr), n,
+                                            int(packed_in), _ptr(preds), int(packed_out), _ptr(weights),
+                                            _lib.ctypes.byref(bad))
+        if st != _lib.MWPM_OK:
+            raise _shot_error(st, bad.value, n, arr, packed_in, self.num_detectors)
+        return preds, weights
+
+
+def _events_of(arr, shot, packed, num_dets):
+    row = arr[shot]
+    if packed:
+        row = np.unpackbits(row, bitorder="little")[:num_dets]
+    return np.flatnonzero(row)
+
+
+def _shot_error(st, shot, n, arr, packed, num_dets):
+    where = f"shot {shot}" if n > 1 else "the shot"
+    if st == _lib.MWPM_ERR_NO_SOLUTION:
+        ev = _events_of(arr, shot, packed, num_dets)
+        shown = ", ".join(f"D{d}" for d in ev[:10]) + (", ..." if len(ev) > 10 else "")
+        return _lib.mwpm_error(st, (
+            f"{where}: no set of errors in the detector error model produces these {len(ev)} detection "
+            f"events ({shown}): a part of the matching graph with no boundary edge holds an odd number "
+            f"of them (C decoder: {lib.cudaq_mwpm_status_str(st).decode()})"))
+    return _lib.mwpm_error(st, f"{where}: {lib.cudaq_mwpm_status_str(st).decode()}")

@@ -1,0 +1,156 @@
+/*
+ * Batch entry points for the Python package (python/cudaq_realtime), loaded
+ * with ctypes from libcudaq_realtime_py.so. The library also exports every
+ * public cudaq_* function of the MWPM decoder, the predecoders and the NN CPU
+ * executor (linked whole from their static libraries), which the package
+ * calls directly for everything that is not a loop over shots.
+ *
+ * Why loops in C: a ctypes call costs about a microsecond, as much as
+ * decoding a small shot, so a batch of shots is one call. ctypes releases the
+ * GIL for the duration of every foreign call, so two Python threads decode
+ * in parallel (each with its own decoder state).
+ *
+ * Not on the realtime path: these functions allocate their scratch per call.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cudaq/qec/mwpm.h"
+#include "cudaq/qec/predecoder.h"
+
+/* Which layer a failure came from (cudaq_py_hybrid_decode_batch). */
+enum { CUDAQ_PY_LAYER_NONE = 0, CUDAQ_PY_LAYER_PREDECODER = 1, CUDAQ_PY_LAYER_MWPM = 2 };
+
+/* Exported (the package's ABI check): bump when a signature below changes. */
+int cudaq_py_abi_version(void);
+int cudaq_py_abi_version(void) { return 1; }
+
+/* Row s of a shot array as a list of detection events (dense: one byte per
+ * detector, non-zero = event; packed: little-endian bits, as numpy's
+ * packbits(bitorder='little') and stim's b8). */
+static size_t shot_events(const uint8_t *row, uint32_t num_dets, int packed, uint32_t *events) {
+  size_t n = 0;
+  if (!packed) {
+    for (uint32_t d = 0; d < num_dets; d++)
+      if (row[d])
+        events[n++] = d;
+    return n;
+  }
+  for (uint32_t byte = 0; byte < (num_dets + 7) / 8; byte++) {
+    unsigned v = row[byte];
+    while (v) {
+      uint32_t d = byte * 8 + (uint32_t)__builtin_ctz(v);
+      v &= v - 1;
+      if (d < num_dets) /* padding bits past the last detector are ignored */
+        events[n++] = d;
+    }
+  }
+  return n;
+}
+
+static void write_prediction(uint8_t *row, uint64_t obs, uint32_t num_obs, int packed) {
+  if (!packed) {
+    for (uint32_t k = 0; k < num_obs; k++)
+      row[k] = (uint8_t)((obs >> k) & 1u);
+    return;
+  }
+  for (uint32_t byte = 0; byte < (num_obs + 7) / 8; byte++)
+    row[byte] = (uint8_t)(obs >> (8 * byte));
+}
+
+static size_t row_bytes(uint32_t n, int packed) { return packed ? (n + 7u) / 8u : n; }
+
+int cudaq_py_mwpm_decode_batch(cudaq_mwpm_decoder_t *dec, uint32_t num_dets, uint32_t num_obs,
+                               const uint8_t *shots, size_t num_shots, int packed_in,
+                               uint8_t *preds, int packed_out, double *weights,
+                               size_t *bad_shot);
+
+/* Decodes num_shots rows of `shots` with MWPM; writes rows of `preds` (dense
+ * num_obs bytes or packed) and, when weights is not NULL, each shot's
+ * matching weight. Returns a cudaq_mwpm_status_t; on a failure *bad_shot is
+ * the shot that failed. */
+int cudaq_py_mwpm_decode_batch(cudaq_mwpm_decoder_t *dec, uint32_t num_dets, uint32_t num_obs,
+                               const uint8_t *shots, size_t num_shots, int packed_in,
+                               uint8_t *preds, int packed_out, double *weights,
+                               size_t *bad_shot) {
+  const size_t in_bytes = row_bytes(num_dets, packed_in), out_bytes = row_bytes(num_obs, packed_out);
+  if (!dec || (!shots && num_shots && in_bytes) || (!preds && num_shots && out_bytes) || !bad_shot ||
+      num_obs > 64)
+    return CUDAQ_MWPM_ERR_INVALID_ARG;
+  uint32_t *events = malloc(((size_t)num_dets + 1) * sizeof *events);
+  if (!events)
+    return CUDAQ_MWPM_ERR_NO_MEMORY;
+  int st = CUDAQ_MWPM_OK;
+  for (size_t s = 0; s < num_shots; s++) {
+    size_t n = shot_events(shots + s * in_bytes, num_dets, packed_in, events);
+    cudaq_mwpm_result_t res;
+    st = cudaq_mwpm_decode(dec, events, n, &res);
+    if (st != CUDAQ_MWPM_OK) {
+      *bad_shot = s;
+      break;
+    }
+    write_prediction(preds + s * out_bytes, res.obs_mask, num_obs, packed_out);
+    if (weights)
+      weights[s] = res.weight;
+  }
+  free(events);
+  return st;
+}
+
+int cudaq_py_hybrid_decode_batch(cudaq_predecoder_t *pre, cudaq_mwpm_decoder_t *dec,
+                                 uint32_t num_dets, uint32_t num_obs, const uint8_t *shots,
+                                 size_t num_shots, int packed_in, uint8_t *preds, int packed_out,
+                                 double *weights, uint32_t *residual_counts, size_t *bad_shot,
+                                 int *layer, cudaq_predecoder_error_t *perr);
+
+/* The same through a predecoder first: MWPM decodes the residual events, the
+ * prediction is the predecoder's frame XOR MWPM's observables, the weight is
+ * MWPM's on the residual. residual_counts (may be NULL) receives each shot's
+ * residual event count. Returns 0, or a status of the layer *layer names
+ * (CUDAQ_PY_LAYER_PREDECODER: a cudaq_predecoder_status_t with perr's
+ * message; CUDAQ_PY_LAYER_MWPM: a cudaq_mwpm_status_t). */
+int cudaq_py_hybrid_decode_batch(cudaq_predecoder_t *pre, cudaq_mwpm_decoder_t *dec,
+                                 uint32_t num_dets, uint32_t num_obs, const uint8_t *shots,
+                                 size_t num_shots, int packed_in, uint8_t *preds, int packed_out,
+                                 double *weights, uint32_t *residual_counts, size_t *bad_shot,
+                                 int *layer, cudaq_predecoder_error_t *perr) {
+  if (!layer)
+    return CUDAQ_MWPM_ERR_INVALID_ARG;
+  *layer = CUDAQ_PY_LAYER_MWPM;
+  const size_t in_bytes = row_bytes(num_dets, packed_in), out_bytes = row_bytes(num_obs, packed_out);
+  if (!pre || !dec || (!shots && num_shots && in_bytes) || (!preds && num_shots && out_bytes) ||
+      !bad_shot || num_obs > 64)
+    return CUDAQ_MWPM_ERR_INVALID_ARG;
+  uint32_t *events = malloc(2 * ((size_t)num_dets + 1) * sizeof *events);
+  if (!events)
+    return CUDAQ_MWPM_ERR_NO_MEMORY;
+  uint32_t *residual = events + num_dets + 1;
+  int st = 0;
+  *layer = CUDAQ_PY_LAYER_NONE;
+  for (size_t s = 0; s < num_shots; s++) {
+    size_t n = shot_events(shots + s * in_bytes, num_dets, packed_in, events);
+    size_t nr = 0;
+    uint64_t frame = 0;
+    st = cudaq_predecoder_run(pre, events, n, residual, &nr, &frame, perr);
+    if (st != CUDAQ_PREDECODER_OK) {
+      *layer = CUDAQ_PY_LAYER_PREDECODER;
+      *bad_shot = s;
+      break;
+    }
+    cudaq_mwpm_result_t res;
+    st = cudaq_mwpm_decode(dec, residual, nr, &res);
+    if (st != CUDAQ_MWPM_OK) {
+      *layer = CUDAQ_PY_LAYER_MWPM;
+      *bad_shot = s;
+      break;
+    }
+    write_prediction(preds + s * out_bytes, frame ^ res.obs_mask, num_obs, packed_out);
+    if (weights)
+      weights[s] = res.weight;
+    if (residual_counts)
+      residual_counts[s] = (uint32_t)nr;
+  }
+  free(events);
+  return st;
+}
