@@ -8,6 +8,7 @@
 #   4. libFuzzer over the slot parser and the DEM parser + decoder, bounded
 #      (FUZZ_SECONDS each, default 60)
 #   5. install, then build a consumer with find_package and with pkg-config
+#   6. the Python package (pip install . into the venv) and its pytest suite
 # Long stress and soak runs are separate: see README ("Stress, soak, fuzz").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -85,6 +86,22 @@ else
   echo "install: FAILED"; failed=$((failed + 1))
 fi
 rm -rf "$prefix"
+
+echo "== 6. Python package: pip install . into the venv, pytest python/tests"
+# The package's own CMake build (build-py/, CPU only); scikit-build-core is pinned in the venv.
+if .venv/bin/pip install -q --disable-pip-version-check --no-build-isolation --no-deps .; then
+  log=$(mktemp)
+  rc=0; ( cd python/tests && ../../.venv/bin/python -m pytest -q -p no:cacheprovider ) 2>&1 | tee "$log" || rc=$?
+  line=$(grep -E "^[0-9]+ (passed|failed|skipped)" "$log" | tail -1 || true)
+  count() { grep -oE "[0-9]+ $1" <<<"$line" | grep -oE "[0-9]+" || echo 0; }
+  passed=$((passed + $(count passed))); failed=$((failed + $(count failed))); skipped=$((skipped + $(count skipped)))
+  if [ "$rc" -ne 0 ] && [ "$(count failed)" -eq 0 ]; then
+    echo "pytest: FAILED (exit $rc)"; failed=$((failed + 1))
+  fi
+  rm -f "$log"
+else
+  echo "python package: pip install . FAILED"; failed=$((failed + 1))
+fi
 
 echo "== summary"
 echo "all: $passed passed, $failed failed, $skipped skipped"

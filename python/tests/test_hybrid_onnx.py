@@ -1,0 +1,110 @@
+"""HybridDecoder (predecoder + MWPM) and OnnxModel against onnxruntime + PyMatching."""
+import os
+
+import numpy as np
+import onnxruntime as ort
+import pymatching
+import pytest
+
+import cudaq_realtime as cr
+from conftest import sample, surface
+
+
+@pytest.mark.parametrize("basis", ["x", "z"])
+def test_find_model_picks_the_circuit_model(basis):
+    dem = surface(5, 0.002, basis).detector_error_model(decompose_errors=True)
+    path = cr.find_model(dem)
+    assert os.path.basename(path) == f"predecoder_d5_{basis}.onnx" and os.path.isfile(path)
+
+
+def test_find_model_refuses_other_circuits():
+    with pytest.raises(LookupError, match="no shipped predecoder model fits .*24 detectors"):
+        cr.find_model(surface(3, 0.002).detector_error_model(decompose_errors=True))
+    # d = 5 with 3 rounds: other detector count; rounds = 5 but the unrotated code: other layout.
+    with pytest.raises(LookupError):
+        cr.find_model(surface(5, 0.002, rounds=3).detector_error_model(decompose_errors=True))
+
+
+def test_hybrid_equals_onnxruntime_then_pymatching(d5z):
+    c, dem = d5z
+    dets, obs = sample(c, 60, seed=11)  # ~16 ms per shot on the CPU executor
+    h = cr.HybridDecoder(None, dem)
+    preds, weights, counts = h.decode_batch(dets, return_weights=True, return_residual_counts=True)
+    sess = ort.InferenceSession(h.model_path)
+    pm = pymatching.Matching.from_detector_error_model(dem)
+    for i, d in enumerate(dets):
+        res, frame = sess.run(None, {"detectors": d[None].astype(np.int32)})
+        pw = pm.decode(res[0].astype(np.uint8), return_weight=True)
+        assert counts[i] == res.sum()
+        if (frame[0] ^ pw[0] != preds[i]).any():  # a tie: same weight
+            assert abs(pw[1] - weights[i]) <= 1e-5 * max(1, pw[1])
+    assert counts.sum() < dets.sum()  # the model removes events
+    # bit-packed in and out give the same predictions
+    packed = np.packbits(dets, axis=1, bitorder="little")
+    pp = h.decode_batch(packed, bit_packed_shots=True, bit_packed_predictions=True)
+    assert (np.unpackbits(pp, axis=1, bitorder="little")[:, :1] == preds).all()
+    assert (h.decode(dets[0]) == preds[0]).all()
+
+
+def test_hybrid_local_predecoder(d5z):
+    c, dem = d5z
+    dets, obs = sample(c, 2000, seed=5)
+    h = cr.HybridDecoder("local", dem)
+    p, counts = h.decode_batch(dets, return_residual_counts=True)
+    m = cr.Matching.from_detector_error_model(dem).decode_batch(dets)
+    assert counts.sum() < dets.sum()
+    assert abs(int((p != obs).any(axis=1).sum()) - int((m != obs).any(axis=1).sum())) < 25
+
+
+def test_hybrid_errors(d5z, tmp_path):
+    dem = d5z[1]
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        cr.HybridDecoder(str(tmp_path / "nope.onnx"), dem)
+    d7 = os.path.join(cr.models_dir(), "predecoder_d7_z.onnx")
+    with pytest.raises(cr.CudaqValueError, match=r"'detectors'.*\[1, 336\].*\[1, 120\]"):
+        cr.HybridDecoder(d7, dem)
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    with pytest.raises(cr.CudaqError, match="bad.onnx"):
+        cr.HybridDecoder(str(bad), dem)
+    with pytest.raises(NotImplementedError, match="device='gpu'"):
+        cr.HybridDecoder(None, dem, device="gpu")
+    h = cr.HybridDecoder(None, dem)
+    with pytest.raises(ValueError, match="121 columns.*120 detectors"):
+        h.decode_batch(np.zeros((2, 121), np.uint8))
+
+
+def test_onnx_model_matches_onnxruntime(d5z):
+    c, _ = d5z
+    dets, _ = sample(c, 4, seed=2)
+    path = os.path.join(cr.models_dir(), "predecoder_d5_z.onnx")
+    m = cr.OnnxModel(path)
+    assert [b.name for b in m.inputs] == ["detectors"]
+    assert [b.name for b in m.outputs][:2] == ["residual_detectors", "logical_frame"]
+    assert m.inputs[0].shape == (1, 120) and m.inputs[0].dtype == np.int32
+    sess = ort.InferenceSession(path)
+    for d in dets:
+        x = d[None].astype(np.int32)
+        ours = m.run({"detectors": x})
+        ref = sess.run(None, {"detectors": x})
+        assert len(ours) == len(ref)
+        for a, b in zip(ours, ref):
+            assert a.shape == b.shape and (a == b).all()
+        assert all((a == b).all() for a, b in zip(m.run([x]), ours))
+        assert all((a == b).all() for a, b in zip(cr.run(path, x), ours))
+
+
+def test_onnx_model_errors(tmp_path):
+    path = os.path.join(cr.models_dir(), "predecoder_d5_z.onnx")
+    m = cr.OnnxModel(path)
+    with pytest.raises(ValueError, match="unknown input name"):
+        m.run({"dets": np.zeros((1, 120), np.int32)})
+    with pytest.raises(ValueError, match=r"shape \(1, 7\); the model needs \(1, 120\)"):
+        m.run({"detectors": np.zeros((1, 7), np.int32)})
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\xff\xff\xff\xff")
+    with pytest.raises(cr.CudaqError, match="bad.onnx: ") as e:
+        cr.OnnxModel(str(bad))
+    assert e.value.status_name  # the C status name rides along
+    with pytest.raises(FileNotFoundError):
+        cr.OnnxModel(str(tmp_path / "missing.onnx"))
