@@ -13,8 +13,6 @@ cudaq_status_t cudaq__host_table_build(const cudaq_function_entry_t *entries, ui
                                        cudaq__host_entry_t *out) {
   for (uint32_t i = 0; i < count; ++i) {
     const cudaq_function_entry_t *e = &entries[i];
-    uint32_t total = 0;
-    int fixed = 0;
     if (e->dispatch_mode > CUDAQ_DISPATCH_HOST_CALL)
       return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
                          "function table entry %u (id 0x%08x): unknown dispatch_mode %u", i,
@@ -34,11 +32,11 @@ cudaq_status_t cudaq__host_table_build(const cudaq_function_entry_t *entries, ui
         return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
                            "function table entries %u and %u share function_id 0x%08x", j, i,
                            e->function_id);
-    (void)cudaq_schema_arg_layout(&e->schema, NULL, &total, &fixed);
+    int exact = 0;
+    cudaq_schema_arg_rule(&e->schema, &out[i].fixed_arg_len, &exact);
     out[i].function_id = e->function_id;
     out[i].dispatch_mode = e->dispatch_mode;
-    out[i].has_fixed_arg_len = (uint8_t)(e->schema.num_args > 0 && fixed);
-    out[i].fixed_arg_len = e->schema.num_args > 0 ? total : 0; /* exact or minimum size */
+    out[i].has_fixed_arg_len = (uint8_t)exact;
     out[i].host_fn = e->dispatch_mode == CUDAQ_DISPATCH_HOST_CALL ? e->handler.host_fn : NULL;
   }
   return cudaq__ok();
@@ -69,13 +67,10 @@ cudaq__slot_outcome_t cudaq__host_process_slot(const cudaq__host_entry_t *table,
   const cudaq__host_entry_t *e = find_entry(table, count, req.function_id);
   if (!e) return CUDAQ__SLOT_UNKNOWN_FUNCTION;
 
-  if (req.arg_len > max_payload) {
-    status = CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE;
-  } else if (e->has_fixed_arg_len ? req.arg_len != e->fixed_arg_len
-                                   : req.arg_len < e->fixed_arg_len) {
-    /* Fixed schema: exactly its size. Variable last argument: at least the
-     * fixed arguments before it (fixed_arg_len is 0 without a schema). */
-    status = CUDAQ_RPC_ERR_ARG_LEN_MISMATCH;
+  status = cudaq_rpc_check_arg_len(req.arg_len, max_payload, e->fixed_arg_len,
+                                   e->has_fixed_arg_len);
+  if (status) {
+    /* payload too large, or the schema's size not met */
   } else if (e->dispatch_mode != CUDAQ_DISPATCH_HOST_CALL) {
     status = CUDAQ_RPC_ERR_UNSUPPORTED_MODE;
   } else {

@@ -28,7 +28,9 @@ typedef struct {
   uint32_t function_id;
   uint8_t dispatch_mode;
   uint8_t has_fixed_arg_len; /* the schema fixes arg_len to fixed_arg_len */
-  uint32_t fixed_arg_len;    /* with a variable last argument: the minimum arg_len */
+  uint32_t fixed_arg_len;    /* with a variable last argument: the minimum arg_len
+                                (both from cudaq_schema_arg_rule, checked with
+                                cudaq_rpc_check_arg_len: rpc_wire_format.h) */
   cudaq_host_rpc_fn_t host_fn;
 } cudaq__host_entry_t;
 

@@ -277,6 +277,54 @@ static void test_schema_validation(void **state) {
   assert_int_equal(cudaq_schema_validate(&s), CUDAQ_ERR_INVALID_ARG);
 }
 
+/* The request-length rule's one home (cudaq_schema_arg_rule +
+ * cudaq_rpc_check_arg_len), as every dispatch path applies it. */
+static void test_arg_len_rule(void **state) {
+  (void)state;
+  cudaq_handler_schema_t s;
+  memset(&s, 0, sizeof s);
+  uint32_t len = 99;
+  int exact = 7;
+  cudaq_schema_arg_rule(&s, &len, &exact); /* no schema: anything up to the room */
+  assert_int_equal(len, 0);
+  assert_int_equal(exact, 0);
+  assert_int_equal(cudaq_rpc_check_arg_len(0, 100, len, exact), 0);
+  assert_int_equal(cudaq_rpc_check_arg_len(100, 100, len, exact), 0);
+  assert_int_equal(cudaq_rpc_check_arg_len(101, 100, len, exact), CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE);
+  /* Fixed: an INT32 array of 10 and a UINT8: exactly 41 bytes. */
+  s.num_args = 2;
+  s.args[0].type_id = CUDAQ_TYPE_ARRAY_INT32;
+  s.args[0].num_elements = 10;
+  s.args[0].size_bytes = 40;
+  s.args[1].type_id = CUDAQ_TYPE_UINT8;
+  s.args[1].num_elements = 1;
+  s.args[1].size_bytes = 1;
+  cudaq_schema_arg_rule(&s, &len, &exact);
+  assert_int_equal(len, 41);
+  assert_int_equal(exact, 1);
+  assert_int_equal(cudaq_rpc_check_arg_len(41, 100, len, exact), 0);
+  assert_int_equal(cudaq_rpc_check_arg_len(40, 100, len, exact), CUDAQ_RPC_ERR_ARG_LEN_MISMATCH);
+  assert_int_equal(cudaq_rpc_check_arg_len(42, 100, len, exact), CUDAQ_RPC_ERR_ARG_LEN_MISMATCH);
+  assert_int_equal(cudaq_rpc_check_arg_len(41, 40, len, exact), CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE);
+  /* Variable last argument: at least the fixed ones before it. */
+  s.args[1].type_id = CUDAQ_TYPE_BIT_PACKED;
+  s.args[1].num_elements = 0;
+  s.args[1].size_bytes = 0;
+  cudaq_schema_arg_rule(&s, &len, &exact);
+  assert_int_equal(len, 40);
+  assert_int_equal(exact, 0);
+  assert_int_equal(cudaq_rpc_check_arg_len(40, 100, len, exact), 0);
+  assert_int_equal(cudaq_rpc_check_arg_len(77, 100, len, exact), 0);
+  assert_int_equal(cudaq_rpc_check_arg_len(39, 100, len, exact), CUDAQ_RPC_ERR_ARG_LEN_MISMATCH);
+  /* An invalid schema (a variable descriptor not last) gives no rule. */
+  s.args[0].type_id = CUDAQ_TYPE_BIT_PACKED;
+  s.args[0].num_elements = 0;
+  s.args[0].size_bytes = 0;
+  cudaq_schema_arg_rule(&s, &len, &exact);
+  assert_int_equal(len, 0);
+  assert_int_equal(exact, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_header_layout_and_magic),
@@ -291,6 +339,7 @@ int main(void) {
       cmocka_unit_test(test_type_ids_and_sizes),
       cmocka_unit_test(test_type_desc_validation),
       cmocka_unit_test(test_schema_validation),
+      cmocka_unit_test(test_arg_len_rule),
   };
   return cmocka_run_group_tests_name("wire_format", tests, NULL, NULL);
 }

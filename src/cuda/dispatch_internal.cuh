@@ -84,23 +84,17 @@ static __device__ inline void cudaq__count_processed(cudaq__device_state *c, uin
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*stats).store(n, cuda::memory_order_relaxed);
 }
 
-/* What a function-table entry's schema demands of arg_len: exactly `len`
- * bytes (every argument fixed-size), or at least `len` bytes (the fixed
- * arguments before a variable-size last one); no schema: anything. The
- * same rule as the host path (host_slot.c). */
+/* What a function-table entry's schema demands of arg_len
+ * (cudaq_schema_arg_rule in rpc_wire_format.h, the one home of the rule;
+ * checked with cudaq_rpc_check_arg_len). */
 struct cudaq__arg_rule {
   uint32_t len;
-  bool exact;
+  int exact;
 };
 static __host__ __device__ inline cudaq__arg_rule cudaq__arg_rule_of(const cudaq_function_entry_t *e) {
-  uint32_t total = 0;
-  int fixed = 0;
-  if (e->schema.num_args == 0 || cudaq_schema_arg_layout(&e->schema, nullptr, &total, &fixed) != CUDAQ_OK)
-    return {0u, false};
-  return {total, fixed != 0};
-}
-static __host__ __device__ inline bool cudaq__arg_len_ok(cudaq__arg_rule r, uint32_t arg_len) {
-  return r.exact ? arg_len == r.len : arg_len >= r.len;
+  cudaq__arg_rule r;
+  cudaq_schema_arg_rule(&e->schema, &r.len, &r.exact);
+  return r;
 }
 
 /* The device state of the dispatcher whose stats buffer is `stats`;

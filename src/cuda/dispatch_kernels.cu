@@ -218,8 +218,9 @@ __device__ void parse_request(const dispatch_params &p, const cached_entry *cach
   /* R3 hands the RX slot back (after the in-flight marker); pairs with A3
    * in slot_available / cudaq_host_ringbuffer_slot_available. */
   cudaq__store_release_sys(&p.rx_flags[slot], 0);
-  if (w2 > p.rx_stride - CUDAQ_RPC_HEADER_SIZE) st->status = CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE;
-  else if (!cudaq__arg_len_ok(e.rule, w2)) st->status = CUDAQ_RPC_ERR_ARG_LEN_MISMATCH;
+  const int32_t len_status =
+      cudaq_rpc_check_arg_len(w2, p.rx_stride - CUDAQ_RPC_HEADER_SIZE, e.rule.len, e.rule.exact);
+  if (len_status) st->status = len_status;
   else if (e.mode != CUDAQ_DISPATCH_DEVICE_CALL || e.fn == nullptr) st->status = CUDAQ_RPC_ERR_UNSUPPORTED_MODE;
   else {
     st->cmd = CMD_CALL;

@@ -107,9 +107,10 @@ __global__ void graph_dispatch_kernel(graph_params p) {
       /* In flight from here: the producer leaves the slot alone until the
        * response is published (by us or by the graph). */
       cudaq__store_release_sys(&p.tx_flags[slot], CUDAQ_TX_FLAG_IN_FLIGHT);
-      if (arg_len > p.rx_stride - CUDAQ_RPC_HEADER_SIZE) status = CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE;
-      else if (!cudaq__arg_len_ok(cudaq__arg_rule_of(e), arg_len)) status = CUDAQ_RPC_ERR_ARG_LEN_MISMATCH;
-      else if (e->dispatch_mode != CUDAQ_DISPATCH_GRAPH_LAUNCH || e->handler.graph_exec == nullptr)
+      const cudaq__arg_rule rule = cudaq__arg_rule_of(e);
+      status = cudaq_rpc_check_arg_len(arg_len, p.rx_stride - CUDAQ_RPC_HEADER_SIZE, rule.len, rule.exact);
+      if (status == 0 &&
+          (e->dispatch_mode != CUDAQ_DISPATCH_GRAPH_LAUNCH || e->handler.graph_exec == nullptr))
         status = CUDAQ_RPC_ERR_UNSUPPORTED_MODE;
       if (status == 0) {
         /* G3 waits until the previous request's graph called

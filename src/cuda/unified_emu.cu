@@ -82,11 +82,11 @@ __global__ void unified_emu_kernel(unified_params p) {
       cudaq__bump(magic != CUDAQ_RPC_MAGIC_REQUEST ? &c->dropped_bad_magic : &c->dropped_unknown_function);
     } else {
       const uint32_t room = p.frame_size - CUDAQ_RPC_HEADER_SIZE;
-      if (arg_len > room) status = CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE;
-      else if (!cudaq__arg_len_ok(cudaq__arg_rule_of(e), arg_len)) status = CUDAQ_RPC_ERR_ARG_LEN_MISMATCH;
-      else if (e->dispatch_mode != CUDAQ_DISPATCH_DEVICE_CALL || !e->handler.device_fn_ptr)
+      const cudaq__arg_rule rule = cudaq__arg_rule_of(e);
+      status = cudaq_rpc_check_arg_len(arg_len, room, rule.len, rule.exact);
+      if (status == 0 && (e->dispatch_mode != CUDAQ_DISPATCH_DEVICE_CALL || !e->handler.device_fn_ptr))
         status = CUDAQ_RPC_ERR_UNSUPPORTED_MODE;
-      else {
+      else if (status == 0) {
         auto fn = reinterpret_cast<cudaq_device_rpc_fn_t>(e->handler.device_fn_ptr);
         status = fn(f + CUDAQ_RPC_HEADER_SIZE, f + CUDAQ_RPC_HEADER_SIZE, arg_len, room, &len);
         if (len > room) {

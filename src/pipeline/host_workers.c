@@ -118,8 +118,10 @@ int cudaq__host_pool_slot(cudaq_dispatcher_t *d, uint32_t slot) {
   /* Anything but a well-formed GRAPH_LAUNCH request is answered (or
    * dropped) by the ordinary host path, with its protocol status. */
   if (!e || e->dispatch_mode != CUDAQ_DISPATCH_GRAPH_LAUNCH) return 2;
-  if (h.arg_len > rb->rx_stride_sz - CUDAQ_RPC_HEADER_SIZE) return 2;
-  if (e->has_fixed_arg_len ? h.arg_len != e->fixed_arg_len : h.arg_len < e->fixed_arg_len) return 2;
+  const size_t room = rb->rx_stride_sz - CUDAQ_RPC_HEADER_SIZE;
+  if (cudaq_rpc_check_arg_len(h.arg_len, room > UINT32_MAX ? UINT32_MAX : (uint32_t)room,
+                              e->fixed_arg_len, e->has_fixed_arg_len))
+    return 2;
   void *slot_dev = rb->rx_data + (size_t)slot * rb->rx_stride_sz;
   cudaq__pool_result_t r =
       cudaq__pool_dispatch(d->pool, h.function_id, slot, slot_dev, &rb->tx_flags_host[slot], NULL, NULL);

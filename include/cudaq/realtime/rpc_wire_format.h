@@ -294,6 +294,39 @@ static inline CUDAQ_HD cudaq_status_t cudaq_schema_validate(const cudaq_handler_
 }
 
 /* ------------------------------------------------------------------------ */
+/* The request-length rule: its one home, for every path (host slot         */
+/* processor, host workers, regular / graph / unified kernels, UDP bridge)  */
+/* ------------------------------------------------------------------------ */
+
+/* What a handler schema demands of a request's arg_len: exactly *len bytes
+ * (*exact = 1: every argument fixed-size), or at least *len bytes (*exact =
+ * 0: the fixed arguments before a variable-size last one). No schema (or an
+ * invalid one, which set_function_table refuses): at least 0 bytes. */
+static inline CUDAQ_HD void cudaq_schema_arg_rule(const cudaq_handler_schema_t *s, uint32_t *len,
+                                                  int *exact) {
+  uint32_t total = 0;
+  int fixed = 0;
+  if (!s || s->num_args == 0 || cudaq_schema_arg_layout(s, 0, &total, &fixed) != CUDAQ_OK) {
+    total = 0;
+    fixed = 0;
+  }
+  *len = total;
+  *exact = fixed;
+}
+
+/* Checks a request of arg_len payload bytes in a slot (or frame, or
+ * datagram buffer) with `room` bytes after the header, for a handler whose
+ * rule (cudaq_schema_arg_rule) is (len, exact). Returns 0,
+ * CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE (arg_len > room) or
+ * CUDAQ_RPC_ERR_ARG_LEN_MISMATCH (the schema's size is not met). */
+CUDAQ_INLINE CUDAQ_HD int32_t cudaq_rpc_check_arg_len(uint32_t arg_len, uint32_t room,
+                                                      uint32_t len, int exact) {
+  return arg_len > room                             ? (int32_t)CUDAQ_RPC_ERR_PAYLOAD_TOO_LARGE
+         : (exact ? arg_len != len : arg_len < len) ? (int32_t)CUDAQ_RPC_ERR_ARG_LEN_MISMATCH
+                                                    : 0;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Bit packing (CUDAQ_TYPE_BIT_PACKED): LSB-first, unused high bits zero     */
 /* ------------------------------------------------------------------------ */
 
