@@ -24,9 +24,11 @@
  * PyMatching's.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cudaq/qec/dem.h"
@@ -41,13 +43,17 @@ typedef struct opts {
   int appended, timing;
 } opts_t;
 
+#ifndef CUDAQ_VERSION
+#define CUDAQ_VERSION "unknown"
+#endif
+
 static void usage(FILE *f) {
   fputs("usage:\n"
-        "  qec-decode predict --dem FILE [--in FILE] [--in_format 01|b8|dets]\n"
-        "                     [--out FILE] [--out_format 01|b8|dets]\n"
+        "  qec-decode predict --dem FILE [--in FILE] [--in_format 01|b8|dets (default b8)]\n"
+        "                     [--out FILE] [--out_format 01|b8|dets (default 01)]\n"
         "                     [--in_includes_appended_observables]\n"
-        "  qec-decode count_mistakes --dem FILE [--in FILE] [--in_format 01|b8|dets]\n"
-        "                     [--obs_in FILE] [--obs_in_format 01|b8|dets]\n"
+        "  qec-decode count_mistakes --dem FILE [--in FILE] [--in_format 01|b8|dets (default 01)]\n"
+        "                     [--obs_in FILE] [--obs_in_format 01|b8|dets (default 01)]\n"
         "                     [--in_includes_appended_observables] [--out FILE] [--time]\n"
         "  common: [--merge_strategy independent|smallest_weight]\n"
         "  predecoder (before MWPM; prediction = frame XOR MWPM(residual); count_mistakes\n"
@@ -59,17 +65,22 @@ static void usage(FILE *f) {
         "          [--local_weight_factor F]   local: likely edges weigh at most F x the\n"
         "                     lightest detector-detector edge (default 1.3)\n"
         "          [--json FILE]   count_mistakes: the report (predecoder + MWPM vs MWPM\n"
-        "                     alone) also as JSON\n",
+        "                     alone) also as JSON\n"
+        "  qec-decode --help | -h | --version\n"
+        "Defaults are PyMatching 2.4's: predict reads b8, count_mistakes reads 01.\n",
         f);
 }
 
 static int parse_args(int argc, char **argv, opts_t *o) {
   memset(o, 0, sizeof *o);
-  o->in_format = o->out_format = o->obs_in_format = "01";
   o->merge = "independent";
   if (argc < 2)
     return -1;
   o->cmd = argv[1];
+  /* PyMatching 2.4's defaults: predict reads b8 and writes 01; count_mistakes
+   * reads 01 detection events and 01 observables. */
+  o->in_format = !strcmp(o->cmd, "predict") ? "b8" : "01";
+  o->out_format = o->obs_in_format = "01";
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     const char **slot = NULL;
@@ -133,8 +144,64 @@ static FILE *open_or(const char *path, const char *mode, FILE *dflt) {
     return dflt;
   FILE *f = fopen(path, mode);
   if (!f)
-    fprintf(stderr, "qec-decode: cannot open '%s'\n", path);
+    fprintf(stderr, "qec-decode: cannot open '%s': %s\n", path, strerror(errno));
   return f;
+}
+
+/* Parses one format flag; names the flag and the bad value. */
+static int parse_format(const char *flag, const char *name, cudaq_sample_format_t *out) {
+  if (cudaq_sample_format_parse(name, out) == CUDAQ_MWPM_OK)
+    return 0;
+  fprintf(stderr, "qec-decode: %s '%s' is not a format: use 01, b8 or dets\n", flag, name);
+  return 1;
+}
+
+/* Before decoding a regular input file: checks that its record width fits
+ * the DEM (b8: the size is a whole number of records; 01: the first line has
+ * one character per bit) and says the expected and found widths when not. */
+static int check_width(const char *path, cudaq_sample_format_t fmt, uint32_t nd, uint32_t nobs,
+                       int appended) {
+  struct stat sb;
+  if (!path || !strcmp(path, "-") || stat(path, &sb) || !S_ISREG(sb.st_mode) || sb.st_size == 0)
+    return 0;
+  uint64_t bits = (uint64_t)nd + (appended ? nobs : 0);
+  const char *what = appended ? " (detectors + appended observables)" : "";
+  if (fmt == CUDAQ_SAMPLE_B8) {
+    uint64_t rec = (bits + 7) / 8;
+    if (rec && (uint64_t)sb.st_size % rec) {
+      fprintf(stderr, "qec-decode: %s: b8 records of %llu bits%s are %llu bytes each, but the file "
+                      "has %lld bytes, not a multiple of %llu (is --in_format right?)\n",
+              path, (unsigned long long)bits, what, (unsigned long long)rec, (long long)sb.st_size,
+              (unsigned long long)rec);
+      return 1;
+    }
+    return 0;
+  }
+  if (fmt != CUDAQ_SAMPLE_01)
+    return 0;
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return 0; /* reported when opened for decoding */
+  uint64_t n = 0;
+  int c;
+  while ((c = fgetc(f)) != EOF && c != '\n' && c != '\r')
+    n++;
+  fclose(f);
+  if (n != bits) {
+    fprintf(stderr, "qec-decode: %s: the first 01 record has %llu bits, the DEM needs %llu%s "
+                    "(is --in_format right?)\n", path, (unsigned long long)n,
+            (unsigned long long)bits, what);
+    return 1;
+  }
+  return 0;
+}
+
+/* The message for a shot that no set of errors explains. */
+static void no_matching_message(size_t shot, const char *which) {
+  fprintf(stderr, "qec-decode: shot %zu: %sno set of errors in the DEM produces these detection "
+                  "events (a part of the matching graph with no boundary edge holds an odd number of "
+                  "them): are the shots from this DEM's circuit, in its detector order?\n",
+          shot, which);
 }
 
 /* Checks the predecoder flags; fills the ONNX / local options. Prints the
@@ -215,7 +282,10 @@ static int decode_plain(run_state_t *r, const uint32_t *events, size_t ne, size_
   cudaq_mwpm_status_t st = cudaq_mwpm_decode(r->dec, events, ne, &res);
   r->rep.mwpm_raw_s += now_s() - t0;
   if (st) {
-    fprintf(stderr, "qec-decode: shot %zu: MWPM: %s\n", shot, cudaq_mwpm_status_str(st));
+    if (st == CUDAQ_MWPM_ERR_NO_SOLUTION)
+      no_matching_message(shot, "MWPM: ");
+    else
+      fprintf(stderr, "qec-decode: shot %zu: MWPM: %s\n", shot, cudaq_mwpm_status_str(st));
     return 1;
   }
   *plain = res.obs_mask;
@@ -240,8 +310,11 @@ static int decode_predecoded(run_state_t *r, const uint32_t *events, size_t ne, 
   cudaq_mwpm_status_t st = cudaq_mwpm_decode(r->dec, r->residual, nr, &res);
   double t2 = now_s();
   if (st) {
-    fprintf(stderr, "qec-decode: shot %zu: MWPM on the residual events: %s\n", shot,
-            cudaq_mwpm_status_str(st));
+    if (st == CUDAQ_MWPM_ERR_NO_SOLUTION)
+      no_matching_message(shot, "MWPM on the residual events: ");
+    else
+      fprintf(stderr, "qec-decode: shot %zu: MWPM on the residual events: %s\n", shot,
+              cudaq_mwpm_status_str(st));
     return 1;
   }
   *pred = frame ^ res.obs_mask;
@@ -263,7 +336,10 @@ static int decode_shot(run_state_t *r, const uint32_t *events, size_t ne, size_t
     cudaq_mwpm_result_t res;
     cudaq_mwpm_status_t st = cudaq_mwpm_decode(r->dec, events, ne, &res);
     if (st) {
-      fprintf(stderr, "qec-decode: shot %zu: %s\n", shot, cudaq_mwpm_status_str(st));
+      if (st == CUDAQ_MWPM_ERR_NO_SOLUTION)
+        no_matching_message(shot, "");
+      else
+        fprintf(stderr, "qec-decode: shot %zu: %s\n", shot, cudaq_mwpm_status_str(st));
       return 1;
     }
     *pred = *plain = res.obs_mask;
@@ -316,12 +392,10 @@ static int run(const opts_t *o) {
     return 2;
   }
   cudaq_sample_format_t in_fmt, out_fmt, obs_fmt;
-  if (cudaq_sample_format_parse(o->in_format, &in_fmt) ||
-      cudaq_sample_format_parse(o->out_format, &out_fmt) ||
-      cudaq_sample_format_parse(o->obs_in_format, &obs_fmt)) {
-    fprintf(stderr, "qec-decode: formats are 01, b8 or dets\n");
+  if (parse_format("--in_format", o->in_format, &in_fmt) ||
+      parse_format("--out_format", o->out_format, &out_fmt) ||
+      parse_format("--obs_in_format", o->obs_in_format, &obs_fmt))
     return 2;
-  }
   cudaq_mwpm_graph_options_t gopt;
   cudaq_mwpm_graph_options_init(&gopt);
   if (!strcmp(o->merge, "smallest_weight"))
@@ -339,6 +413,12 @@ static int run(const opts_t *o) {
   cudaq_local_predecoder_options_t local_opts;
   if (check_predecoder_flags(o, cmd_predict, &onnx_opts, &local_opts))
     return 2;
+  FILE *probe = fopen(o->dem, "rb"); /* the OS's reason, which the parser does not give */
+  if (!probe) {
+    fprintf(stderr, "qec-decode: cannot open --dem '%s': %s\n", o->dem, strerror(errno));
+    return 1;
+  }
+  fclose(probe);
   cudaq_mwpm_error_t err;
   cudaq_dem_t *dem = NULL;
   cudaq_mwpm_status_t st = cudaq_dem_parse_file(o->dem, &dem, &err);
@@ -363,6 +443,9 @@ static int run(const opts_t *o) {
   cudaq_sample_reader_t *rd = NULL, *ord = NULL;
   uint32_t *events = malloc(((size_t)nd + 1) * sizeof *events);
   FILE *fin = NULL, *fout = NULL, *fobs = NULL, *fjson = NULL;
+  if (check_width(o->in, in_fmt, nd, no, o->appended) ||
+      (o->obs_in && !o->appended && check_width(o->obs_in, obs_fmt, 0, no, 1)))
+    goto done;
   if (make_predecoder(o, g, nd, no, &onnx_opts, &local_opts, &r))
     goto done;
   fin = open_or(o->in, "rb", stdin);
@@ -452,9 +535,17 @@ done:
 
 int main(int argc, char **argv) {
   opts_t o;
-  if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "help"))) {
-    usage(stdout);
-    return 0;
+  /* --help / -h / --version anywhere (also after a command, before --dem). */
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h") ||
+        (i == 1 && !strcmp(argv[i], "help"))) {
+      usage(stdout);
+      return 0;
+    }
+    if (!strcmp(argv[i], "--version")) {
+      printf("qec-decode (cudaq-realtime) %s\n", CUDAQ_VERSION);
+      return 0;
+    }
   }
   int r = parse_args(argc, argv, &o);
   if (r) {

@@ -42,9 +42,51 @@ if "$QD" predict --dem "$T/bad.dem" --in /dev/null 2> "$T/err"; then fail "bad d
 grep -q "bad.dem:2: error is not graph-like" "$T/err" || fail "message: $(cat "$T/err")"
 printf 'error(0.1) D0\nerror(0.1) D0 D1\n' > "$T/ok.dem"
 printf '01\n0x\n' > "$T/bad.01"
-if "$QD" predict --dem "$T/ok.dem" --in "$T/bad.01" 2> "$T/err" > /dev/null; then fail "bad 01 accepted"; fi
+if "$QD" predict --dem "$T/ok.dem" --in "$T/bad.01" --in_format 01 2> "$T/err" > /dev/null; then fail "bad 01 accepted"; fi
 grep -q "record 2" "$T/err" || fail "message: $(cat "$T/err")"
 if "$QD" bogus --dem "$T/ok.dem" 2> /dev/null; then fail "unknown command accepted"; fi
 if "$QD" predict 2> /dev/null; then fail "missing --dem accepted"; fi
 pass=$((pass + 4))
+
+# PyMatching 2.4's defaults: predict reads b8, count_mistakes reads 01 (the
+# same argument lists without --in_format give the same outputs).
+for n in x_d3_p0.005; do
+  D="$REF/$n"
+  check "$n predict default b8" predict --dem "$D.dem" --in "$D.b8"
+done
+# expect NAME PHRASE ARGS...: qec-decode fails (exit != 0) and stderr has PHRASE.
+expect() {
+  name=$1 phrase=$2; shift 2
+  if "$QD" "$@" > /dev/null 2> "$T/err"; then fail "$name: accepted"; fi
+  grep -qF -- "$phrase" "$T/err" || fail "$name: message: $(cat "$T/err")"
+  pass=$((pass + 1))
+}
+# --help, -h (also after a command, before --dem) and --version: stdout, exit 0.
+for h in "--help" "-h" "predict --help" "count_mistakes -h"; do
+  # shellcheck disable=SC2086
+  "$QD" $h > "$T/out" 2>&1 || fail "$h exited $?"
+  grep -q "usage:" "$T/out" || fail "$h: no usage"
+  pass=$((pass + 1))
+done
+"$QD" --version | grep -qE "^qec-decode \(cudaq-realtime\) [0-9]+\.[0-9]+" || fail "--version"
+pass=$((pass + 1))
+expect "bad --in_format named" "--in_format 'b9' is not a format: use 01, b8 or dets" \
+  predict --dem "$T/ok.dem" --in_format b9
+expect "bad --obs_in_format named" "--obs_in_format 'x' is not a format" \
+  count_mistakes --dem "$T/ok.dem" --in_includes_appended_observables --obs_in_format x
+printf '101\n' > "$T/wide.01"
+expect "01 width" "the first 01 record has 3 bits, the DEM needs 2" \
+  predict --dem "$T/ok.dem" --in "$T/wide.01" --in_format 01
+printf 'error(0.1) D0\nerror(0.1) D0 D1\nerror(0.1) D1 D2 ^ D9\n' > "$T/ten.dem"
+printf '\001\002\003' > "$T/three.b8"
+expect "b8 width" "b8 records of 10 bits are 2 bytes each, but the file has 3 bytes" \
+  predict --dem "$T/ten.dem" --in "$T/three.b8"
+expect "missing --in file" "cannot open '$T/none.b8': No such file or directory" \
+  predict --dem "$T/ok.dem" --in "$T/none.b8"
+expect "missing --dem file" "cannot open --dem '$T/none.dem': No such file or directory" \
+  predict --dem "$T/none.dem"
+printf 'error(0.1) D0 D1\nerror(0.1) D1 D2\n' > "$T/noboundary.dem"
+printf '001\n' > "$T/odd.01"
+expect "no matching" "shot 1: no set of errors in the DEM produces these detection events" \
+  predict --dem "$T/noboundary.dem" --in "$T/odd.01" --in_format 01
 echo "$pass passed, 0 failed"
