@@ -22,14 +22,24 @@ static inline void bump(_Atomic uint64_t *c) {
                         memory_order_relaxed);
 }
 
-void cudaq__host_handle_slot(cudaq_dispatcher_t *d, uint32_t slot) {
+int cudaq__host_handle_slot(cudaq_dispatcher_t *d, uint32_t slot) {
   const cudaq_ringbuffer_t *rb = &d->ring;
   uint8_t *rx = rb->rx_data_host + (size_t)slot * rb->rx_stride_sz;
   uint8_t *tx = rb->tx_data_host + (size_t)slot * rb->tx_stride_sz;
+  const uint32_t max_payload = (uint32_t)(rb->rx_stride_sz - CUDAQ_RPC_HEADER_SIZE);
   int32_t status = 0;
-  cudaq__slot_outcome_t outcome = cudaq__host_process_slot(
-      d->host_table, d->host_table_count, rx, (uint32_t)(rb->rx_stride_sz - CUDAQ_RPC_HEADER_SIZE), tx,
-      rb->tx_stride_sz, &status);
+  uint32_t fid = 0;
+  cudaq__slot_outcome_t outcome =
+      cudaq__host_process_slot_ex(d->host_table, d->host_table_count, rx, max_payload, tx,
+                                  rb->tx_stride_sz, &status, d->pool != NULL, &fid);
+  if (outcome == CUDAQ__SLOT_GRAPH_LAUNCH) {
+    int r = cudaq__host_pool_slot(d, slot, fid);
+    if (r != 2) return r; /* handed to a graph worker (0), or all of them busy (1) */
+    /* No worker serves this function: answered UNSUPPORTED_MODE (an error
+     * path, so the second lookup costs the served requests nothing). */
+    outcome = cudaq__host_process_slot_ex(d->host_table, d->host_table_count, rx, max_payload,
+                                          tx, rb->tx_stride_sz, &status, 0, &fid);
+  }
 
   if (outcome == CUDAQ__SLOT_ANSWERED) {
     /* R2 publishes the response bytes written above; pairs with A2 in
@@ -46,9 +56,10 @@ void cudaq__host_handle_slot(cudaq_dispatcher_t *d, uint32_t slot) {
 
   cudaq__counters_t *c = &d->counters;
   switch (outcome) {
-  case CUDAQ__SLOT_BAD_MAGIC: bump(&c->dropped_bad_magic); return;
-  case CUDAQ__SLOT_UNKNOWN_FUNCTION: bump(&c->dropped_unknown_function); return;
+  case CUDAQ__SLOT_BAD_MAGIC: bump(&c->dropped_bad_magic); return 0;
+  case CUDAQ__SLOT_UNKNOWN_FUNCTION: bump(&c->dropped_unknown_function); return 0;
   case CUDAQ__SLOT_ANSWERED: break;
+  case CUDAQ__SLOT_GRAPH_LAUNCH: break; /* not with graph_ok 0 */
   }
   switch (status) {
   case 0: break;
@@ -63,6 +74,7 @@ void cudaq__host_handle_slot(cudaq_dispatcher_t *d, uint32_t slot) {
   /* stats[0] mirrors `processed` for the published get_processed(); read
    * with a relaxed load (it publishes no data). */
   atomic_store_explicit(CUDAQ__A64(d->stats), n, memory_order_relaxed);
+  return 0;
 }
 
 /* Idle spins between scans of the whole ring (about 10-30 us of pause
@@ -104,15 +116,9 @@ static void *host_dispatch_main(void *arg) {
       continue;
     }
     idle = 0;
-    if (d->pool) {
-      int r = cudaq__host_pool_slot(d, slot);
-      if (r == 1) { /* every graph worker busy: stay on this slot (no loss) */
-        cudaq__cpu_relax();
-        continue;
-      }
-      if (r == 2) cudaq__host_handle_slot(d, slot);
-    } else {
-      cudaq__host_handle_slot(d, slot);
+    if (cudaq__host_handle_slot(d, slot) == 1) { /* every graph worker busy: stay (no loss) */
+      cudaq__cpu_relax();
+      continue;
     }
     slot = slot + 1 == n ? 0 : slot + 1;
   }
@@ -123,18 +129,13 @@ static void *host_dispatch_main(void *arg) {
   for (uint32_t i = 0; i < 2 * n; ++i) {
     int64_t s = scan_ring(rb, slot, n);
     if (s < 0) break;
-    if (d->pool) {
-      /* Wait (bounded) for a graph worker to be released. */
-      int r = 1;
-      for (uint32_t spins = 0; r == 1 && spins < (1u << 24); ++spins) {
-        r = cudaq__host_pool_slot(d, (uint32_t)s);
-        if (r == 1) cudaq__cpu_relax();
-      }
-      if (r == 1) break; /* left set: a restart continues with it */
-      if (r == 2) cudaq__host_handle_slot(d, (uint32_t)s);
-    } else {
-      cudaq__host_handle_slot(d, (uint32_t)s);
+    /* A GRAPH_LAUNCH request waits (bounded) for a graph worker. */
+    int r = 1;
+    for (uint32_t spins = 0; r == 1 && spins < (1u << 24); ++spins) {
+      r = cudaq__host_handle_slot(d, (uint32_t)s);
+      if (r == 1) cudaq__cpu_relax();
     }
+    if (r == 1) break; /* left set: a restart continues with it */
     slot = (uint32_t)s + 1 == n ? 0 : (uint32_t)s + 1;
   }
   d->next_slot = slot; /* a restart continues here (read after join) */

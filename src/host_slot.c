@@ -53,6 +53,16 @@ cudaq__slot_outcome_t cudaq__host_process_slot(const cudaq__host_entry_t *table,
                                                const uint8_t *rx_slot, uint32_t max_payload,
                                                uint8_t *tx_slot, size_t tx_size,
                                                int32_t *out_status) {
+  uint32_t fid;
+  return cudaq__host_process_slot_ex(table, count, rx_slot, max_payload, tx_slot, tx_size,
+                                     out_status, 0, &fid);
+}
+
+cudaq__slot_outcome_t cudaq__host_process_slot_ex(const cudaq__host_entry_t *table, uint32_t count,
+                                                  const uint8_t *rx_slot, uint32_t max_payload,
+                                                  uint8_t *tx_slot, size_t tx_size,
+                                                  int32_t *out_status, int graph_ok,
+                                                  uint32_t *out_function_id) {
   cudaq_rpc_header_t req;
   cudaq_rpc_response_t resp;
   const uint32_t max_result =
@@ -71,6 +81,10 @@ cudaq__slot_outcome_t cudaq__host_process_slot(const cudaq__host_entry_t *table,
                                    e->has_fixed_arg_len);
   if (status) {
     /* payload too large, or the schema's size not met */
+  } else if (graph_ok && e->dispatch_mode == CUDAQ_DISPATCH_GRAPH_LAUNCH) {
+    *out_status = 0;
+    *out_function_id = req.function_id;
+    return CUDAQ__SLOT_GRAPH_LAUNCH; /* nothing written: the worker pool answers it */
   } else if (e->dispatch_mode != CUDAQ_DISPATCH_HOST_CALL) {
     status = CUDAQ_RPC_ERR_UNSUPPORTED_MODE;
   } else {

@@ -37,7 +37,9 @@ typedef struct {
 typedef enum {
   CUDAQ__SLOT_ANSWERED = 0,      /* a response header was written; *status says which */
   CUDAQ__SLOT_BAD_MAGIC = 1,     /* not a request: consume without response */
-  CUDAQ__SLOT_UNKNOWN_FUNCTION = 2 /* no entry: consume without response */
+  CUDAQ__SLOT_UNKNOWN_FUNCTION = 2, /* no entry: consume without response */
+  CUDAQ__SLOT_GRAPH_LAUNCH = 3      /* (graph_ok) a valid GRAPH_LAUNCH request: nothing
+                                       written; the caller hands it to the worker pool */
 } cudaq__slot_outcome_t;
 
 /* Checks a host function table and reduces it to out[count]. On a bad entry
@@ -53,6 +55,17 @@ cudaq__slot_outcome_t cudaq__host_process_slot(const cudaq__host_entry_t *table,
                                                const uint8_t *rx_slot, uint32_t max_payload,
                                                uint8_t *tx_slot, size_t tx_size,
                                                int32_t *out_status);
+
+/* The same, where GRAPH_LAUNCH entries have graph workers (graph_ok != 0):
+ * a request for one that passes the checks (length rule) comes back as
+ * CUDAQ__SLOT_GRAPH_LAUNCH with its function id in *out_function_id, so
+ * that the host path looks each request's entry up once. With graph_ok 0 a
+ * GRAPH_LAUNCH request is answered CUDAQ_RPC_ERR_UNSUPPORTED_MODE. */
+cudaq__slot_outcome_t cudaq__host_process_slot_ex(const cudaq__host_entry_t *table, uint32_t count,
+                                                  const uint8_t *rx_slot, uint32_t max_payload,
+                                                  uint8_t *tx_slot, size_t tx_size,
+                                                  int32_t *out_status, int graph_ok,
+                                                  uint32_t *out_function_id);
 
 /* ---- dispatcher objects ---------------------------------------------- */
 
@@ -117,16 +130,19 @@ cudaq_status_t cudaq__host_dispatch_start(cudaq_dispatcher_t *d);
 cudaq_status_t cudaq__host_dispatch_join(cudaq_dispatcher_t *d);
 
 /* Handles slot `slot` of the host-path ring once its RX flag was seen set:
- * processes it, publishes the response, clears the RX flag, counts it.
- * Called only from the dispatcher thread. */
-void cudaq__host_handle_slot(cudaq_dispatcher_t *d, uint32_t slot);
+ * processes it, publishes the response, clears the RX flag, counts it; a
+ * GRAPH_LAUNCH request goes to the worker pool (d->pool). Returns 0 when
+ * the slot was consumed, 1 when every graph worker for it is busy (the slot
+ * is left as it was: spin on it). Called only from the dispatcher thread. */
+int cudaq__host_handle_slot(cudaq_dispatcher_t *d, uint32_t slot);
 
 /* Host path, GRAPH_LAUNCH entries (pipeline/host_workers.c): hands slot
- * `slot` to the worker pool when its request is a valid GRAPH_LAUNCH
- * request and d has workers. Returns 0 if consumed (RX cleared, counted),
- * 1 if every worker for it is busy (spin on the slot), 2 if not for the
- * pool (use cudaq__host_handle_slot). Dispatcher thread only. */
-int cudaq__host_pool_slot(cudaq_dispatcher_t *d, uint32_t slot);
+ * `slot`, a request already checked by cudaq__host_process_slot_ex (outcome
+ * CUDAQ__SLOT_GRAPH_LAUNCH for function_id), to the worker pool. Returns 0
+ * if consumed (RX cleared, counted), 1 if every worker for it is busy (spin
+ * on the slot), 2 if no worker serves the function (answer it
+ * UNSUPPORTED_MODE). Dispatcher thread only. */
+int cudaq__host_pool_slot(cudaq_dispatcher_t *d, uint32_t slot, uint32_t function_id);
 /* Frees the pool of a dispatcher (destroy). */
 void cudaq__host_pool_free(cudaq_dispatcher_t *d);
 

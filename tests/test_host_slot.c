@@ -138,11 +138,54 @@ static void test_variable_schema_minimum(void **state) {
   }
 }
 
+/* With graph workers (graph_ok), a valid GRAPH_LAUNCH request comes back
+ * unanswered for the worker pool, after one lookup and the length rule;
+ * without them, or with a bad length, it is answered as before. */
+static void test_graph_launch_outcome(void **state) {
+  (void)state;
+  cudaq_function_entry_t e[2];
+  e[0] = test_entry(FN_ECHO, h_echo);
+  e[1] = test_entry(FN_SUM, NULL);
+  e[1].dispatch_mode = CUDAQ_DISPATCH_GRAPH_LAUNCH;
+  e[1].schema.num_args = 1;
+  e[1].schema.args[0].type_id = CUDAQ_TYPE_ARRAY_UINT8;
+  e[1].schema.args[0].size_bytes = 8;
+  e[1].schema.args[0].num_elements = 8;
+  cudaq__host_entry_t t[2];
+  assert_int_equal(cudaq__host_table_build(e, 2, t), CUDAQ_OK);
+  uint8_t rx[64], tx[64];
+  int32_t status = -100;
+  uint32_t fid = 0;
+  memset(rx, 0, sizeof rx);
+  memset(tx, 0xEE, sizeof tx);
+  put_req(rx, FN_SUM, 8, 1, 2);
+  assert_int_equal(cudaq__host_process_slot_ex(t, 2, rx, 40, tx, sizeof tx, &status, 1, &fid),
+                   CUDAQ__SLOT_GRAPH_LAUNCH);
+  assert_int_equal(status, 0);
+  assert_int_equal(fid, FN_SUM);
+  assert_int_equal(tx[0], 0xEE); /* nothing written */
+  /* graph_ok 0: answered UNSUPPORTED_MODE */
+  assert_int_equal(cudaq__host_process_slot_ex(t, 2, rx, 40, tx, sizeof tx, &status, 0, &fid),
+                   CUDAQ__SLOT_ANSWERED);
+  assert_int_equal(status, CUDAQ_RPC_ERR_UNSUPPORTED_MODE);
+  /* a bad length is answered even with graph workers */
+  put_req(rx, FN_SUM, 7, 1, 2);
+  assert_int_equal(cudaq__host_process_slot_ex(t, 2, rx, 40, tx, sizeof tx, &status, 1, &fid),
+                   CUDAQ__SLOT_ANSWERED);
+  assert_int_equal(status, CUDAQ_RPC_ERR_ARG_LEN_MISMATCH);
+  /* a HOST_CALL request is handled as usual with graph_ok */
+  put_req(rx, FN_ECHO, 4, 3, 4);
+  assert_int_equal(cudaq__host_process_slot_ex(t, 2, rx, 40, tx, sizeof tx, &status, 1, &fid),
+                   CUDAQ__SLOT_ANSWERED);
+  assert_int_equal(status, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_in_place_header_read_before_handler),
       cmocka_unit_test(test_outcomes),
       cmocka_unit_test(test_variable_schema_minimum),
+      cmocka_unit_test(test_graph_launch_outcome),
   };
   return cmocka_run_group_tests_name("host_slot", tests, NULL, NULL);
 }

@@ -102,29 +102,11 @@ cudaq_status_t cudaq_host_release_worker(cudaq_dispatcher_t *dispatcher, uint32_
   return cudaq__ok();
 }
 
-static const cudaq__host_entry_t *find(const cudaq_dispatcher_t *d, uint32_t id) {
-  for (uint32_t i = 0; i < d->host_table_count; ++i)
-    if (d->host_table[i].function_id == id) return &d->host_table[i];
-  return NULL;
-}
-
-int cudaq__host_pool_slot(cudaq_dispatcher_t *d, uint32_t slot) {
+int cudaq__host_pool_slot(cudaq_dispatcher_t *d, uint32_t slot, uint32_t function_id) {
   const cudaq_ringbuffer_t *rb = &d->ring;
-  uint8_t *rx = rb->rx_data_host + (size_t)slot * rb->rx_stride_sz;
-  cudaq_rpc_header_t h;
-  memcpy(&h, rx, sizeof h);
-  if (h.magic != CUDAQ_RPC_MAGIC_REQUEST) return 2;
-  const cudaq__host_entry_t *e = find(d, h.function_id);
-  /* Anything but a well-formed GRAPH_LAUNCH request is answered (or
-   * dropped) by the ordinary host path, with its protocol status. */
-  if (!e || e->dispatch_mode != CUDAQ_DISPATCH_GRAPH_LAUNCH) return 2;
-  const size_t room = rb->rx_stride_sz - CUDAQ_RPC_HEADER_SIZE;
-  if (cudaq_rpc_check_arg_len(h.arg_len, room > UINT32_MAX ? UINT32_MAX : (uint32_t)room,
-                              e->fixed_arg_len, e->has_fixed_arg_len))
-    return 2;
   void *slot_dev = rb->rx_data + (size_t)slot * rb->rx_stride_sz;
   cudaq__pool_result_t r =
-      cudaq__pool_dispatch(d->pool, h.function_id, slot, slot_dev, &rb->tx_flags_host[slot], NULL, NULL);
+      cudaq__pool_dispatch(d->pool, function_id, slot, slot_dev, &rb->tx_flags_host[slot], NULL, NULL);
   if (r == CUDAQ__POOL_BUSY) return 1;
   if (r == CUDAQ__POOL_NO_WORKER) return 2; /* answered UNSUPPORTED_MODE by the host path */
   /* R3 hands the RX slot back; pairs with A3 in the producer (which waits
