@@ -13,7 +13,7 @@
  * rate.
  *
  * Usage: realtime_demo [--shots N] [--distance D] [--p P] [--interval-us U]
- *                      [--slots S] [--cpu C]
+ *                      [--slots S] [--cpu C] [--help]
  * By default the dispatcher thread is pinned to the last CPU and the demo's
  * producer / consumer thread to CPU 0 (--cpu -1 leaves both unpinned).
  */
@@ -72,25 +72,73 @@ static int cmp_u64(const void *a, const void *b) {
     }                                                                                         \
   } while (0)
 
+#define PROG "realtime_demo"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: " PROG " [--shots N] [--distance D] [--p P] [--interval-us U] [--slots S] [--cpu C]\n"
+          "Streams repetition-code majority-vote requests through the host-thread dispatcher,\n"
+          "checks every answer and prints latency, throughput and the logical error rate.\n"
+          "  --shots N        requests to send (default 200000)\n"
+          "  --distance D     code distance, odd, <= %d (default 7)\n"
+          "  --p P            bit-flip probability, 0 <= P <= 1 (default 0.1)\n"
+          "  --interval-us U  arrival interval in us, 0 = flat out (default 1)\n"
+          "  --slots S        ring-buffer slots (default 32)\n"
+          "  --cpu C          pin the dispatcher to CPU C and the demo thread to CPU 0;\n"
+          "                   -1 leaves both unpinned (default: the last CPU)\n"
+          "  -h, --help       this text\n",
+          MAX_D);
+}
+
+/* Parses argv[i + 1] as a number in [lo, hi] (whole when `whole`) for option
+ * argv[i]; names the option and the value on an error. */
+static int num_arg(int argc, char **argv, int i, double lo, double hi, int whole, double *out) {
+  if (i + 1 >= argc) {
+    fprintf(stderr, PROG ": %s needs a value (--help lists the options)\n", argv[i]);
+    return -1;
+  }
+  char *end;
+  double v = strtod(argv[i + 1], &end);
+  if (end == argv[i + 1] || *end || !(v >= lo && v <= hi) || (whole && v != floor(v))) {
+    fprintf(stderr, PROG ": %s: bad value '%s' (expected %s in [%.0f, %.0f])\n", argv[i],
+            argv[i + 1], whole ? "a whole number" : "a number", lo, hi);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   uint32_t shots = 200000, d = 7, slots = 32, interval_ns = 1000;
   double p = 0.1;
   int cpu = (int)sysconf(_SC_NPROCESSORS_ONLN) - 1;
+  for (int i = 1; i < argc; ++i)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage(stdout);
+      return 0;
+    }
   for (int i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "--shots") && i + 1 < argc) shots = (uint32_t)atol(argv[++i]);
-    else if (!strcmp(argv[i], "--distance") && i + 1 < argc) d = (uint32_t)atol(argv[++i]);
-    else if (!strcmp(argv[i], "--p") && i + 1 < argc) p = atof(argv[++i]);
-    else if (!strcmp(argv[i], "--interval-us") && i + 1 < argc) interval_ns = (uint32_t)(atof(argv[++i]) * 1000);
-    else if (!strcmp(argv[i], "--slots") && i + 1 < argc) slots = (uint32_t)atol(argv[++i]);
-    else if (!strcmp(argv[i], "--cpu") && i + 1 < argc) cpu = atoi(argv[++i]);
-    else {
-      fprintf(stderr, "usage: %s [--shots N] [--distance D (odd, <= %d)] [--p P] "
-                      "[--interval-us U (0 = flat out)] [--slots S] [--cpu C]\n", argv[0], MAX_D);
+    const char *o = argv[i];
+    double v;
+    if (!strcmp(o, "--shots") || !strcmp(o, "--distance") || !strcmp(o, "--slots")) {
+      if (num_arg(argc, argv, i, 1, 4294967295.0, 1, &v)) return 2;
+      *(!strcmp(o, "--shots") ? &shots : !strcmp(o, "--distance") ? &d : &slots) = (uint32_t)v;
+    } else if (!strcmp(o, "--p")) {
+      if (num_arg(argc, argv, i, 0, 1, 0, &p)) return 2;
+    } else if (!strcmp(o, "--interval-us")) {
+      if (num_arg(argc, argv, i, 0, 4e6, 0, &v)) return 2;
+      interval_ns = (uint32_t)(v * 1000);
+    } else if (!strcmp(o, "--cpu")) {
+      if (num_arg(argc, argv, i, -1, 1 << 20, 1, &v)) return 2;
+      cpu = (int)v;
+    } else {
+      fprintf(stderr, PROG ": unknown option '%s' (--help lists the options)\n", o);
       return 2;
     }
+    ++i;
   }
-  if (d == 0 || d > MAX_D || d % 2 == 0 || shots == 0 || slots == 0 || p < 0 || p > 1) {
-    fprintf(stderr, "bad arguments: distance must be odd and <= %d, shots and slots > 0, 0 <= p <= 1\n", MAX_D);
+  if (d > MAX_D || d % 2 == 0) {
+    fprintf(stderr, PROG ": --distance %u: must be odd and <= %d\n", d, MAX_D);
     return 2;
   }
   const uint32_t payload = 4 + cudaq_bitpacked_size(d);
