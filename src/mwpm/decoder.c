@@ -94,6 +94,9 @@ enum { EV_NONE, EV_HIT_REGION, EV_HIT_BOUNDARY, EV_SHATTER, EV_IMPLODE };
 
 struct cudaq_mwpm_decoder {
   const cudaq_mwpm_graph_t *g;
+  const cudaq_mwpm__adj_t *adj; /* the graph's weights, or corr's copy */
+  const double *adj_wf;
+  cudaq_mwpm__corr_t *corr;     /* correlated matching state, or NULL */
   uint32_t n;
   node_t *nodes;
   int32_t *top;
@@ -291,7 +294,7 @@ static int64_t node_next_time(cudaq_mwpm_decoder_t *d, int32_t x) {
   int64_t lrx = local_radius(d, x);
   int64_t best = NEVER;
   for (uint32_t k = g->adj_start[x], e = g->adj_start[x + 1]; k < e; k++) {
-    int64_t t = edge_time(d, top, slope, lrx, g->adj[k].to, g->adj[k].w);
+    int64_t t = edge_time(d, top, slope, lrx, d->adj[k].to, d->adj[k].w);
     if (t < best)
       best = t;
   }
@@ -313,7 +316,7 @@ static void claim(cudaq_mwpm_decoder_t *d, int32_t x, uint32_t k, int32_t y) {
   d->top[y] = r;
   d->lrb[y] = -radius(R, d->now);
   ny->source = nx->source;
-  ny->distf = nx->distf + g->adj_wf[k];
+  ny->distf = nx->distf + d->adj_wf[k];
   ny->obs = nx->obs ^ g->adj_obs[k];
   ny->shell_next = R->shell;
   R->shell = y;
@@ -332,8 +335,8 @@ static int process_node(cudaq_mwpm_decoder_t *d, int32_t x, mev_t *ev) {
   int64_t lrx = local_radius(d, x);
   int64_t best = NEVER;
   for (uint32_t k = g->adj_start[x], e = g->adj_start[x + 1]; k < e; k++) {
-    int32_t to = g->adj[k].to;
-    int64_t t = edge_time(d, top, slope, lrx, to, g->adj[k].w);
+    int32_t to = d->adj[k].to;
+    int64_t t = edge_time(d, top, slope, lrx, to, d->adj[k].w);
     if (t > d->now) {
       if (t < best)
         best = t;
@@ -350,7 +353,7 @@ static int process_node(cudaq_mwpm_decoder_t *d, int32_t x, mev_t *ev) {
     const node_t *nx = &d->nodes[x];
     ev->e.a = nx->source;
     ev->e.obs = nx->obs ^ g->adj_obs[k];
-    ev->e.wf = nx->distf + g->adj_wf[k];
+    ev->e.wf = nx->distf + d->adj_wf[k];
     ev->r1 = top;
     if (to < 0) {
       ev->kind = EV_HIT_BOUNDARY;
@@ -402,7 +405,7 @@ static int process_region(cudaq_mwpm_decoder_t *d, int32_t r, mev_t *ev) {
     nv->shell_next = NONE;
     const cudaq_mwpm_graph_t *g = d->g;
     for (uint32_t k = g->adj_start[v], e = g->adj_start[v + 1]; k < e; k++) {
-      int32_t to = g->adj[k].to;
+      int32_t to = d->adj[k].to;
       if (to >= 0 && d->top[to] >= 0)
         requeue_node(d, to);
     }
@@ -1024,6 +1027,8 @@ cudaq_mwpm_status_t cudaq_mwpm_decode(cudaq_mwpm_decoder_t *d, const uint32_t *e
                                       size_t num_events, cudaq_mwpm_result_t *res) {
   if (!d || !res || (!events && num_events))
     return CUDAQ_MWPM_ERR_INVALID_ARG;
+  if (d->corr)
+    cudaq_mwpm__corr_before_decode(d->corr, d->g);
   for (size_t i = 0; i < num_events; i++)
     if (events[i] >= d->n)
       return CUDAQ_MWPM_ERR_OUT_OF_RANGE;
@@ -1037,6 +1042,8 @@ cudaq_mwpm_status_t cudaq_mwpm_decode_dense(cudaq_mwpm_decoder_t *d, const uint8
                                             cudaq_mwpm_result_t *res) {
   if (!d || !res || !dets)
     return CUDAQ_MWPM_ERR_INVALID_ARG;
+  if (d->corr)
+    cudaq_mwpm__corr_before_decode(d->corr, d->g);
   /* Reuse the tail of the events array as the input list. */
   size_t n = 0;
   uint32_t *list = d->events + d->n;
@@ -1084,6 +1091,7 @@ void cudaq_mwpm_decoder_destroy(cudaq_mwpm_decoder_t *d) {
   free(d->dj_dist);
   free(d->dj_prev_adj);
   free(d->dj_list);
+  cudaq_mwpm__corr_destroy(d->corr);
   free(d);
 }
 
@@ -1096,6 +1104,8 @@ cudaq_mwpm_status_t cudaq_mwpm_decoder_create(const cudaq_mwpm_graph_t *g,
   if (!d)
     return CUDAQ_MWPM_ERR_NO_MEMORY;
   d->g = g;
+  d->adj = g->adj;
+  d->adj_wf = g->adj_wf;
   d->n = g->num_nodes;
   size_t n = d->n ? d->n : 1;
   /* Events <= n, blossoms < events: 2n regions; the scratch lists hold at
@@ -1132,6 +1142,14 @@ cudaq_mwpm_status_t cudaq_mwpm_decoder_create(const cudaq_mwpm_graph_t *g,
       !d->events || !d->mark || !d->dj_dist || !d->dj_prev_adj || !d->dj_list) {
     cudaq_mwpm_decoder_destroy(d);
     return CUDAQ_MWPM_ERR_NO_MEMORY;
+  }
+  if (g->has_corr) {
+    if (!(d->corr = cudaq_mwpm__corr_create(g))) {
+      cudaq_mwpm_decoder_destroy(d);
+      return CUDAQ_MWPM_ERR_NO_MEMORY;
+    }
+    d->adj = d->corr->adj;
+    d->adj_wf = d->corr->adj_wf;
   }
   for (size_t i = 0; i < d->n; i++) {
     node_t *x = &d->nodes[i];
@@ -1176,8 +1194,8 @@ static cudaq_mwpm_status_t path_edges(cudaq_mwpm_decoder_t *d, int32_t a, int32_
       break;
     }
     for (uint32_t k = g->adj_start[x]; k < g->adj_start[x + 1]; k++) {
-      int32_t y = g->adj[k].to;
-      int64_t nd = it.t + g->adj[k].w;
+      int32_t y = d->adj[k].to;
+      int64_t nd = it.t + d->adj[k].w;
       if (y < 0) {
         if (b < 0 && nd < best_boundary) {
           best_boundary = nd;
@@ -1252,6 +1270,15 @@ cudaq_mwpm_status_t cudaq_mwpm_decoder_edges(cudaq_mwpm_decoder_t *d, uint32_t *
   }
   *num_edges = n;
   return n > cap ? CUDAQ_MWPM_ERR_TOO_LARGE : CUDAQ_MWPM_OK;
+}
+
+cudaq_mwpm__corr_t *cudaq_mwpm__decoder_corr(cudaq_mwpm_decoder_t *d) { return d->corr; }
+
+const cudaq_mwpm_graph_t *cudaq_mwpm__decoder_graph(const cudaq_mwpm_decoder_t *d) { return d->g; }
+
+cudaq_mwpm_status_t cudaq_mwpm__decoder_path(cudaq_mwpm_decoder_t *d, int32_t a, int32_t b,
+                                             uint32_t *out, size_t cap, size_t *n) {
+  return path_edges(d, a, b, out, cap, n);
 }
 
 uint64_t cudaq_mwpm__parity_violations(const cudaq_mwpm_decoder_t *d) {

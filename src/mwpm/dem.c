@@ -414,6 +414,7 @@ static int add_edge(exec_state_t *st, const instr_t *in, double p, const uint64_
   ed->obs_mask = obs;
   ed->p = p;
   ed->line = in->line;
+  ed->error = dem->num_errors - 1; /* exec_range counted this error first */
   return 0;
 }
 

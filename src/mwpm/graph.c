@@ -45,6 +45,7 @@ cudaq_mwpm_status_t cudaq_mwpm_graph_options_init(cudaq_mwpm_graph_options_t *op
   if (!opts)
     return CUDAQ_MWPM_ERR_INVALID_ARG;
   opts->merge = CUDAQ_MWPM_MERGE_INDEPENDENT;
+  opts->enable_correlations = 0;
   return CUDAQ_MWPM_OK;
 }
 
@@ -60,6 +61,7 @@ void cudaq_mwpm_graph_destroy(cudaq_mwpm_graph_t *g) {
   free(g->neg_edges);
   free(g->coords);
   free(g->coord_start);
+  cudaq_mwpm__corr_free_graph(g);
   free(g);
 }
 
@@ -170,6 +172,8 @@ cudaq_mwpm_status_t cudaq_mwpm_graph_from_edges(uint32_t num_nodes, uint32_t num
   cudaq_mwpm_merge_t merge = opts ? opts->merge : CUDAQ_MWPM_MERGE_INDEPENDENT;
   if (merge != CUDAQ_MWPM_MERGE_INDEPENDENT && merge != CUDAQ_MWPM_MERGE_SMALLEST_WEIGHT)
     return CUDAQ_MWPM_ERR_INVALID_ARG;
+  if (opts && opts->enable_correlations)
+    return CUDAQ_MWPM_ERR_INVALID_ARG; /* no decomposition to read */
   if (num_nodes > CUDAQ_DEM_MAX_DETECTORS)
     return CUDAQ_MWPM_ERR_TOO_LARGE;
   raw_edge_t *raw = malloc((num_edges ? num_edges : 1) * sizeof *raw);
@@ -251,6 +255,14 @@ cudaq_mwpm_status_t cudaq_mwpm_graph_from_dem(const cudaq_dem_t *dem,
   } else {
     memset(g->coord_start, 0, ((size_t)dem->num_detectors + 1) * sizeof(uint32_t));
   }
+  if (opts && opts->enable_correlations) {
+    r = cudaq_mwpm__corr_build(g, dem, err);
+    if (r) {
+      cudaq_mwpm_graph_destroy(g);
+      *out = NULL;
+      return r;
+    }
+  }
   return CUDAQ_MWPM_OK;
 }
 
@@ -261,6 +273,12 @@ uint32_t cudaq_mwpm_graph_num_observables(const cudaq_mwpm_graph_t *g) {
 }
 
 size_t cudaq_mwpm_graph_num_edges(const cudaq_mwpm_graph_t *g) { return g ? g->num_edges : 0; }
+
+int cudaq_mwpm_graph_has_correlations(const cudaq_mwpm_graph_t *g) { return g ? g->has_corr : 0; }
+
+size_t cudaq_mwpm_graph_num_correlation_rules(const cudaq_mwpm_graph_t *g) {
+  return g ? g->num_corr_rules : 0;
+}
 
 cudaq_mwpm_status_t cudaq_mwpm_graph_edge(const cudaq_mwpm_graph_t *g, size_t i,
                                           cudaq_mwpm_edge_t *out) {

@@ -37,7 +37,60 @@ struct cudaq_mwpm_graph {
   double scale;         /* integer weight = 2 * llround(|w| * scale) */
   double *coords;
   uint32_t *coord_start;
+  /* Correlated matching (correlated.c), only with enable_correlations: the
+   * rules of causal edge i are corr_rules[corr_start[i] .. corr_start[i+1]);
+   * edge_adj[2i], edge_adj[2i+1] are edge i's adjacency positions (the
+   * second UINT32_MAX for a boundary edge). */
+  int has_corr;
+  uint32_t *corr_start;            /* num_edges + 1 */
+  struct cudaq_mwpm__corr_rule *corr_rules;
+  size_t num_corr_rules;
+  uint32_t *edge_adj;              /* 2 * num_edges */
 };
+
+/* A reweighting rule: edge `edge` weighs at most w (even integer, scaled as
+ * the graph's) / wf (the double weight) while the causal edge is in the
+ * first pass's correction. */
+typedef struct cudaq_mwpm__corr_rule {
+  uint32_t edge;
+  int32_t w;
+  double wf;
+} cudaq_mwpm__corr_rule_t;
+
+/* Per-decoder state of correlated matching: the decoder's own copy of the
+ * weights (the flooder reads these), the edges reweighted (restored from the
+ * graph before the next decode), and scratch. All sized at creation. */
+typedef struct cudaq_mwpm__corr {
+  cudaq_mwpm__adj_t *adj;
+  double *adj_wf;
+  uint32_t *dirty;      /* edges whose weights differ from the graph's */
+  size_t ndirty;
+  uint32_t *pass1;      /* distinct edges of the first pass's correction */
+  size_t npass1;
+  uint8_t *edge_mark;   /* per edge: 1 in pass1, 2 dirty */
+  uint32_t *path;       /* one pair's path (num_nodes + 1) */
+  uint32_t *list;       /* dense input as a list (num_nodes) */
+  int armed;            /* the second pass runs on the lowered weights */
+} cudaq_mwpm__corr_t;
+
+/* correlated.c: builds the rules of g from dem (g built from dem); frees
+ * them with the graph; per-decoder state. */
+cudaq_mwpm_status_t cudaq_mwpm__corr_build(cudaq_mwpm_graph_t *g, const cudaq_dem_t *dem,
+                                           cudaq_mwpm_error_t *err);
+void cudaq_mwpm__corr_free_graph(cudaq_mwpm_graph_t *g);
+cudaq_mwpm__corr_t *cudaq_mwpm__corr_create(const cudaq_mwpm_graph_t *g);
+void cudaq_mwpm__corr_destroy(cudaq_mwpm__corr_t *c);
+/* Called at the start of every decode: restores the graph's weights unless
+ * the correlated second pass is running. */
+void cudaq_mwpm__corr_before_decode(cudaq_mwpm__corr_t *c, const cudaq_mwpm_graph_t *g);
+
+/* decoder.c hooks for correlated.c: the decoder's correlation state (NULL
+ * without correlations), and a shortest path a -> b (b < 0: the boundary)
+ * on the decoder's current weights, edge indices appended to out. */
+cudaq_mwpm__corr_t *cudaq_mwpm__decoder_corr(cudaq_mwpm_decoder_t *d);
+const cudaq_mwpm_graph_t *cudaq_mwpm__decoder_graph(const cudaq_mwpm_decoder_t *d);
+cudaq_mwpm_status_t cudaq_mwpm__decoder_path(cudaq_mwpm_decoder_t *d, int32_t a, int32_t b,
+                                             uint32_t *out, size_t cap, size_t *n);
 
 void cudaq_mwpm__set_error(cudaq_mwpm_error_t *err, size_t line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

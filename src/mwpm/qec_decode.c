@@ -40,7 +40,7 @@ typedef struct opts {
   const char *cmd, *dem, *in, *out, *obs_in;
   const char *in_format, *out_format, *obs_in_format, *merge;
   const char *predecoder, *device, *precision, *local_factor, *json;
-  int appended, timing;
+  int appended, timing, correlations;
 } opts_t;
 
 #ifndef CUDAQ_VERSION
@@ -56,6 +56,8 @@ static void usage(FILE *f) {
         "                     [--obs_in FILE] [--obs_in_format 01|b8|dets (default 01)]\n"
         "                     [--in_includes_appended_observables] [--out FILE] [--time]\n"
         "  common: [--merge_strategy independent|smallest_weight]\n"
+        "          [--enable_correlations]   two-pass correlated matching from the DEM's\n"
+        "                     decomposed errors ('^'), as PyMatching 2.4's\n"
         "  predecoder (before MWPM; prediction = frame XOR MWPM(residual); count_mistakes\n"
         "  also decodes with MWPM alone and prints a comparison report):\n"
         "          [--predecoder MODEL.onnx|local]   an ONNX model (models/README.md\n"
@@ -93,8 +95,8 @@ static int parse_args(int argc, char **argv, opts_t *o) {
       continue;
     }
     if (!strcmp(a, "--enable_correlations")) {
-      fprintf(stderr, "qec-decode: --enable_correlations is not supported\n");
-      return -2;
+      o->correlations = 1;
+      continue;
     }
     if (!strcmp(a, "--dem"))
       slot = &o->dem;
@@ -269,17 +271,24 @@ static double now_s(void) {
 /* Everything one decoding run holds. */
 typedef struct run_state {
   cudaq_mwpm_decoder_t *dec;
+  int correlations;              /* --enable_correlations: two-pass decode */
   cudaq_predecoder_t *pd;        /* NULL: MWPM alone */
   uint32_t *residual;
   cudaq_predecoder_report_t rep;
 } run_state_t;
+
+static cudaq_mwpm_status_t mwpm(run_state_t *r, const uint32_t *events, size_t ne,
+                                cudaq_mwpm_result_t *res) {
+  return r->correlations ? cudaq_mwpm_decode_correlated(r->dec, events, ne, res)
+                         : cudaq_mwpm_decode(r->dec, events, ne, res);
+}
 
 /* MWPM alone on the raw events, timed, into *plain. */
 static int decode_plain(run_state_t *r, const uint32_t *events, size_t ne, size_t shot,
                         uint64_t *plain) {
   cudaq_mwpm_result_t res;
   double t0 = now_s();
-  cudaq_mwpm_status_t st = cudaq_mwpm_decode(r->dec, events, ne, &res);
+  cudaq_mwpm_status_t st = mwpm(r, events, ne, &res);
   r->rep.mwpm_raw_s += now_s() - t0;
   if (st) {
     if (st == CUDAQ_MWPM_ERR_NO_SOLUTION)
@@ -307,7 +316,7 @@ static int decode_predecoded(run_state_t *r, const uint32_t *events, size_t ne, 
     fprintf(stderr, "qec-decode: shot %zu: predecoder: %s\n", shot, perr.message);
     return 1;
   }
-  cudaq_mwpm_status_t st = cudaq_mwpm_decode(r->dec, r->residual, nr, &res);
+  cudaq_mwpm_status_t st = mwpm(r, r->residual, nr, &res);
   double t2 = now_s();
   if (st) {
     if (st == CUDAQ_MWPM_ERR_NO_SOLUTION)
@@ -334,7 +343,7 @@ static int decode_shot(run_state_t *r, const uint32_t *events, size_t ne, size_t
                        int compare, uint64_t *pred, uint64_t *plain) {
   if (!r->pd) {
     cudaq_mwpm_result_t res;
-    cudaq_mwpm_status_t st = cudaq_mwpm_decode(r->dec, events, ne, &res);
+    cudaq_mwpm_status_t st = mwpm(r, events, ne, &res);
     if (st) {
       if (st == CUDAQ_MWPM_ERR_NO_SOLUTION)
         no_matching_message(shot, "");
@@ -404,6 +413,7 @@ static int run(const opts_t *o) {
     fprintf(stderr, "qec-decode: --merge_strategy is independent or smallest_weight\n");
     return 2;
   }
+  gopt.enable_correlations = o->correlations;
   if (!cmd_predict && !o->appended && !o->obs_in) {
     fprintf(stderr, "qec-decode: count_mistakes needs --obs_in or "
                     "--in_includes_appended_observables\n");
@@ -430,16 +440,21 @@ static int run(const opts_t *o) {
     return 1;
   }
   cudaq_mwpm_graph_t *g = NULL;
+  memset(&err, 0, sizeof err);
   st = cudaq_mwpm_graph_from_dem(dem, &gopt, &g, &err);
   uint32_t nd = dem->num_detectors, no = dem->num_observables;
   cudaq_dem_destroy(dem);
   if (st) {
-    fprintf(stderr, "qec-decode: %s: %s\n", o->dem, cudaq_mwpm_status_str(st));
+    fprintf(stderr, "qec-decode: %s", o->dem);
+    if (err.line)
+      fprintf(stderr, ":%zu", err.line);
+    fprintf(stderr, ": %s\n", err.message[0] ? err.message : cudaq_mwpm_status_str(st));
     return 1;
   }
   int rc = 1;
   run_state_t r;
   memset(&r, 0, sizeof r);
+  r.correlations = o->correlations;
   cudaq_sample_reader_t *rd = NULL, *ord = NULL;
   uint32_t *events = malloc(((size_t)nd + 1) * sizeof *events);
   FILE *fin = NULL, *fout = NULL, *fobs = NULL, *fjson = NULL;

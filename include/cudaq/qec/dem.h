@@ -50,13 +50,17 @@ typedef struct cudaq_mwpm_error {
 
 /* One graph-like component of an error: detectors u and v (v = -1 for a
  * single-detector component, which connects u to the boundary), the mask of
- * observables it flips, its probability, and the DEM line it came from. */
+ * observables it flips, its probability, the DEM line it came from, and the
+ * error it belongs to (the index of the error instruction as executed, after
+ * repeats): the components of one error ('^'-separated) are consecutive in
+ * edges and share `error`; correlated matching reads this. */
 typedef struct cudaq_dem_edge {
   int32_t u;
   int32_t v;
   uint64_t obs_mask;
   double p;
   size_t line;
+  size_t error;
 } cudaq_dem_edge_t;
 
 /* A parsed, flattened model. All arrays are owned by the model (read-only for

@@ -40,6 +40,11 @@ typedef enum cudaq_mwpm_merge {
 
 typedef struct cudaq_mwpm_graph_options {
   cudaq_mwpm_merge_t merge;
+  /* Non-zero: keep the correlation structure of the DEM's decomposed errors
+   * ('^') for cudaq_mwpm_decode_correlated (PyMatching 2.4's
+   * enable_correlations=True at load time). The edges and weights are those
+   * of the plain graph. Default 0. */
+  int enable_correlations;
 } cudaq_mwpm_graph_options_t;
 
 /* An edge given to or read from a graph: v = CUDAQ_MWPM_BOUNDARY connects u
@@ -67,21 +72,29 @@ typedef struct cudaq_mwpm_result {
   size_t num_pairs;    /* matched pairs, see cudaq_mwpm_decoder_pairs */
 } cudaq_mwpm_result_t;
 
-/* Sets the default options (independent merge). Returns CUDAQ_MWPM_OK or
+/* Sets the default options (independent merge, no correlations). Returns CUDAQ_MWPM_OK or
  * CUDAQ_MWPM_ERR_INVALID_ARG (opts NULL). */
 cudaq_mwpm_status_t cudaq_mwpm_graph_options_init(cudaq_mwpm_graph_options_t *opts);
 
 /* Builds the matching graph of a parsed model: nodes are its detectors plus
  * the boundary, weight ln((1-p)/p), parallel edges merged as opts says
  * (opts NULL: defaults), detector coordinates copied. Errors of probability
- * 0 add no edge. Returns CUDAQ_MWPM_OK; CUDAQ_MWPM_ERR_INVALID_ARG (dem or
- * out NULL, bad merge option); CUDAQ_MWPM_ERR_NO_MEMORY. err may be NULL. */
+ * 0 add no edge. With opts->enable_correlations, also the reweighting rules
+ * of correlated matching (see cudaq_mwpm_decode_correlated): for every pair
+ * of components e, f of one decomposed error, when e is in the first pass's
+ * correction, f's weight becomes at most ln((1-q)/q) with
+ * q = min(0.5, P(e and f) / P(e)), the probabilities XOR-combined over all
+ * errors (as PyMatching 2.4 does). Returns CUDAQ_MWPM_OK;
+ * CUDAQ_MWPM_ERR_INVALID_ARG (dem or out NULL, bad merge option; with
+ * correlations, an error of probability > 0.5, which err names);
+ * CUDAQ_MWPM_ERR_NO_MEMORY. err may be NULL. */
 cudaq_mwpm_status_t cudaq_mwpm_graph_from_dem(const cudaq_dem_t *dem,
                                               const cudaq_mwpm_graph_options_t *opts,
                                               cudaq_mwpm_graph_t **out, cudaq_mwpm_error_t *err);
 
 /* Builds a graph from explicit weighted edges (weights may be negative; a
- * NaN or infinite weight is refused). Returns CUDAQ_MWPM_OK;
+ * NaN or infinite weight is refused). opts->enable_correlations is refused
+ * here (edges carry no decomposition; CUDAQ_MWPM_ERR_INVALID_ARG). Returns CUDAQ_MWPM_OK;
  * CUDAQ_MWPM_ERR_INVALID_ARG (NULL pointers, an endpoint out of range, a
  * self-loop, a non-finite weight, bad option); CUDAQ_MWPM_ERR_TOO_LARGE
  * (num_nodes over CUDAQ_DEM_MAX_DETECTORS); CUDAQ_MWPM_ERR_NO_MEMORY. */
@@ -98,6 +111,12 @@ void cudaq_mwpm_graph_destroy(cudaq_mwpm_graph_t *graph);
 uint32_t cudaq_mwpm_graph_num_nodes(const cudaq_mwpm_graph_t *graph);
 uint32_t cudaq_mwpm_graph_num_observables(const cudaq_mwpm_graph_t *graph);
 size_t cudaq_mwpm_graph_num_edges(const cudaq_mwpm_graph_t *graph);
+
+/* Non-zero when the graph was built with enable_correlations; and the
+ * number of its reweighting rules (pairs causal edge -> affected edge that
+ * can lower a weight). A NULL graph gives 0. */
+int cudaq_mwpm_graph_has_correlations(const cudaq_mwpm_graph_t *graph);
+size_t cudaq_mwpm_graph_num_correlation_rules(const cudaq_mwpm_graph_t *graph);
 
 /* Copies merged edge i out. Returns CUDAQ_MWPM_OK or
  * CUDAQ_MWPM_ERR_INVALID_ARG (NULL, i out of range). */
@@ -133,6 +152,26 @@ cudaq_mwpm_status_t cudaq_mwpm_decode(cudaq_mwpm_decoder_t *dec, const uint32_t 
  * the statuses of cudaq_mwpm_decode. */
 cudaq_mwpm_status_t cudaq_mwpm_decode_dense(cudaq_mwpm_decoder_t *dec, const uint8_t *dets,
                                             cudaq_mwpm_result_t *res);
+
+/* Two-pass correlated matching (PyMatching 2.4's decode with
+ * enable_correlations=True; arXiv:1310.0863): decodes once, finds the edges
+ * of that correction (a shortest path per matched pair), lowers the weight of
+ * every edge correlated with one of them (the graph's rules: an edge's weight
+ * is the smallest of its own and the rules' weights), decodes again on the
+ * lowered weights and reports that second decode (obs_mask, pairs; weight is
+ * the sum of the lowered weights used). The decoder's private copy of the
+ * weights is changed, never the shared graph; the lowered weights stay until
+ * the decoder's next decode (so cudaq_mwpm_decoder_edges sees them).
+ * Allocates nothing per shot. The graph must have been built with
+ * enable_correlations. Returns the statuses of cudaq_mwpm_decode, and
+ * CUDAQ_MWPM_ERR_INVALID_ARG for a graph without correlations. */
+cudaq_mwpm_status_t cudaq_mwpm_decode_correlated(cudaq_mwpm_decoder_t *dec, const uint32_t *events,
+                                                 size_t num_events, cudaq_mwpm_result_t *res);
+
+/* The same with one byte per detector (non-zero = detection event). */
+cudaq_mwpm_status_t cudaq_mwpm_decode_dense_correlated(cudaq_mwpm_decoder_t *dec,
+                                                       const uint8_t *dets,
+                                                       cudaq_mwpm_result_t *res);
 
 /* The matched pairs of the last successful decode (*pairs points into the
  * decoder, valid until its next decode). Returns CUDAQ_MWPM_OK or
