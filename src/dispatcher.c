@@ -290,7 +290,7 @@ cudaq_status_t cudaq_dispatcher_set_unified_launch(cudaq_dispatcher_t *dispatche
 cudaq_status_t cudaq_dispatcher_set_host_affinity(cudaq_dispatcher_t *dispatcher, int cpu_core) {
   static const char *fn = "cudaq_dispatcher_set_host_affinity";
   CHECK_ARG(dispatcher, fn, "dispatcher is NULL");
-  if (cpu_core < -1 || cpu_core >= get_nprocs_conf() || cpu_core >= CPU_SETSIZE)
+  if (!cudaq__cpus_valid(cpu_core, 1))
     return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: cpu_core %d is not a CPU of this machine (0..%d)",
                        fn, cpu_core, get_nprocs_conf() - 1);
   dispatcher->cpu_core = cpu_core;

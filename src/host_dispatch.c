@@ -81,11 +81,14 @@ int cudaq__host_handle_slot(cudaq_dispatcher_t *d, uint32_t slot) {
  * instructions): the scan finds requests signalled out of ring order. */
 #define IDLE_SCAN_INTERVAL 256u
 
-/* First slot at or after `from` (ring order) whose RX flag is set, or -1. */
-static int64_t scan_ring(const cudaq_ringbuffer_t *rb, uint32_t from, uint32_t n) {
+int64_t cudaq__scan_rx_flags(volatile uint64_t *rx_flags, uint32_t from, uint32_t n) {
   for (uint32_t i = 0, s = from; i < n; ++i, s = s + 1 == n ? 0 : s + 1)
-    if (cudaq__load_acquire_u64(&rb->rx_flags_host[s]) != 0) return s; /* A1 (see below) */
+    if (cudaq__load_acquire_u64(&rx_flags[s]) != 0) return s; /* A1 (see below) */
   return -1;
+}
+
+static int64_t scan_ring(const cudaq_ringbuffer_t *rb, uint32_t from, uint32_t n) {
+  return cudaq__scan_rx_flags(rb->rx_flags_host, from, n);
 }
 
 /* The loop serves slots in ring order: the producer fills slot k, k+1, ...
@@ -142,33 +145,43 @@ static void *host_dispatch_main(void *arg) {
   return NULL;
 }
 
-cudaq_status_t cudaq__host_dispatch_start(cudaq_dispatcher_t *d) {
+int cudaq__cpus_valid(int first, int count) {
+  const int ncpu = get_nprocs_conf();
+  return first == -1 ||
+         (first >= 0 && count >= 1 && first + count - 1 < ncpu && first + count - 1 < CPU_SETSIZE);
+}
+
+int cudaq__spawn_pinned(pthread_t *t, void *(*main_fn)(void *), void *arg, int core,
+                        const char *name) {
   pthread_attr_t attr;
   cpu_set_t set;
-  int rc;
-
-  if (pthread_attr_init(&attr) != 0)
-    return cudaq__fail(CUDAQ_ERR_INTERNAL, "cudaq_dispatcher_start: pthread_attr_init failed");
+  if (pthread_attr_init(&attr) != 0) return EAGAIN;
   /* Set the affinity explicitly: a thread inherits its creator's, and a
-   * caller pinned to one core would otherwise share it with the spinning
-   * dispatcher (DESIGN.md, the reference design's 8 ms per request). */
+   * caller pinned to one core would otherwise share it with a spinning
+   * thread (DESIGN.md, the reference design's 8 ms per request). */
   CPU_ZERO(&set);
-  if (d->cpu_core >= 0) {
-    CPU_SET(d->cpu_core, &set);
+  if (core >= 0) {
+    CPU_SET(core, &set);
   } else {
     int ncpu = get_nprocs_conf();
     for (int c = 0; c < ncpu && c < CPU_SETSIZE; ++c) CPU_SET(c, &set);
   }
   pthread_attr_setaffinity_np(&attr, sizeof set, &set);
-  rc = pthread_create(&d->thread, &attr, host_dispatch_main, d);
-  if (rc == EINVAL && d->cpu_core < 0) {
+  int rc = pthread_create(t, &attr, main_fn, arg);
+  if (rc == EINVAL && core < 0) {
     /* The "all CPUs" mask can be refused inside a restricted cpuset; then
      * inheriting is the only choice left. */
     pthread_attr_destroy(&attr);
     pthread_attr_init(&attr);
-    rc = pthread_create(&d->thread, &attr, host_dispatch_main, d);
+    rc = pthread_create(t, &attr, main_fn, arg);
   }
   pthread_attr_destroy(&attr);
+  if (rc == 0) pthread_setname_np(*t, name);
+  return rc;
+}
+
+cudaq_status_t cudaq__host_dispatch_start(cudaq_dispatcher_t *d) {
+  int rc = cudaq__spawn_pinned(&d->thread, host_dispatch_main, d, d->cpu_core, "cudaq-dispatch");
   if (rc == EINVAL)
     return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
                        "cudaq_dispatcher_start: cannot run the dispatcher thread on CPU %d",
@@ -176,7 +189,6 @@ cudaq_status_t cudaq__host_dispatch_start(cudaq_dispatcher_t *d) {
   if (rc != 0)
     return cudaq__fail(CUDAQ_ERR_INTERNAL, "cudaq_dispatcher_start: pthread_create: %s",
                        strerror(rc));
-  pthread_setname_np(d->thread, "cudaq-dispatch");
   return cudaq__ok();
 }
 

@@ -125,6 +125,21 @@ void cudaq__device_release(cudaq_dispatcher_t *d);
  * cudaq__register_device_counter_reader). Returns 0 on success. */
 typedef int (*cudaq__counter_reader_fn)(const uint64_t *stats, cudaq_dispatcher_counters_t *out);
 
+/* Thread and ring helpers shared by the host dispatcher and the pipeline
+ * (host_dispatch.c): */
+/* Starts a thread pinned to CPU `core` (-1: every CPU of the machine; a
+ * thread never inherits its creator's affinity, DESIGN.md), named `name`.
+ * Returns 0 or the pthread error (EINVAL: the core cannot be used). */
+int cudaq__spawn_pinned(pthread_t *t, void *(*main_fn)(void *), void *arg, int core,
+                        const char *name);
+/* 1 if `first`..`first + count - 1` are CPUs of this machine (or first is
+ * -1: no pinning), else 0. */
+int cudaq__cpus_valid(int first, int count);
+/* First slot at or after `from` (ring order, n slots) whose RX flag is set,
+ * or -1. Each flag is read with acquire (A1 of the ring: pairs with R1 in
+ * cudaq_host_ringbuffer_signal_slot). */
+int64_t cudaq__scan_rx_flags(volatile uint64_t *rx_flags, uint32_t from, uint32_t n);
+
 /* Host path: start and stop the dispatcher thread. */
 cudaq_status_t cudaq__host_dispatch_start(cudaq_dispatcher_t *d);
 cudaq_status_t cudaq__host_dispatch_join(cudaq_dispatcher_t *d);

@@ -143,7 +143,7 @@ cudaq_status_t cudaq_pipeline_config_init(cudaq_pipeline_config_t *config) {
 
 static cudaq_status_t check_core(int core, int count, const char *what) {
   int ncpu = get_nprocs_conf();
-  if (core < -1 || (core >= 0 && (core + count - 1 >= ncpu || core + count - 1 >= CPU_SETSIZE)))
+  if (!cudaq__cpus_valid(core, count))
     return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
                        "cudaq_pipeline_create: cores.%s = %d is not -1 or a CPU of this machine "
                        "(0..%d, %d needed)", what, core, ncpu - 1, count);
@@ -336,9 +336,7 @@ static void gpu_only_complete(void *arg) {
 
 /* First slot at or after `from` (ring order) whose RX flag is set, or -1. */
 static int64_t scan_rx(const cudaq_pipeline_t *p, uint32_t from) {
-  for (uint32_t i = 0, s = from; i < p->nslots; ++i, s = s + 1 == p->nslots ? 0 : s + 1)
-    if (cudaq__load_acquire_u64(&p->ring.rx_flags_host[s]) != 0) return s; /* A1 */
-  return -1;
+  return cudaq__scan_rx_flags(p->ring.rx_flags_host, from, p->nslots); /* A1 inside */
 }
 
 #define IDLE_SCAN_INTERVAL 256u
@@ -526,27 +524,7 @@ static void *consumer_main(void *arg) {
 /* ---- start / stop ------------------------------------------------------ */
 
 static int spawn(pthread_t *t, void *(*main_fn)(void *), void *arg, int core, const char *name) {
-  pthread_attr_t attr;
-  cpu_set_t set;
-  if (pthread_attr_init(&attr) != 0) return EAGAIN;
-  /* Explicit affinity: never inherit the caller's (DESIGN.md). */
-  CPU_ZERO(&set);
-  if (core >= 0) {
-    CPU_SET(core, &set);
-  } else {
-    int ncpu = get_nprocs_conf();
-    for (int c = 0; c < ncpu && c < CPU_SETSIZE; ++c) CPU_SET(c, &set);
-  }
-  pthread_attr_setaffinity_np(&attr, sizeof set, &set);
-  int rc = pthread_create(t, &attr, main_fn, arg);
-  if (rc == EINVAL && core < 0) { /* "all CPUs" refused by a restricted cpuset */
-    pthread_attr_destroy(&attr);
-    pthread_attr_init(&attr);
-    rc = pthread_create(t, &attr, main_fn, arg);
-  }
-  pthread_attr_destroy(&attr);
-  if (rc == 0) pthread_setname_np(*t, name);
-  return rc;
+  return cudaq__spawn_pinned(t, main_fn, arg, core, name); /* shared with the host dispatcher */
 }
 
 static cudaq_status_t build_workers(cudaq_pipeline_t *p) {
