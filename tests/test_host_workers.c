@@ -223,7 +223,25 @@ static void test_host_workers(void **state) {
   assert_int_equal(cudaq_dispatcher_get_processed(g_d, &processed), CUDAQ_OK);
   assert_int_equal(processed, 2 + 4 + 1 + 40);
 
+  /* Re-arming the workers while a job is held is refused (the job would be
+   * lost); after its finisher releases the worker it is accepted. */
+  atomic_store(&hold, 1);
+  it = atomic_load(&poller_iter);
+  while (atomic_load(&poller_iter) < it + 2) test_spin();
+  submit(7, FN_GRAPH, 17);
+  t0 = test_now_ns();
+  while (cudaq_host_ringbuffer_poll_tx_flag(&g_rb, 7, NULL) != CUDAQ_TX_IN_FLIGHT &&
+         test_now_ns() - t0 < 5000000000ull)
+    test_spin();
+  assert_int_equal(cudaq_host_ringbuffer_poll_tx_flag(&g_rb, 7, NULL), CUDAQ_TX_IN_FLIGHT);
   assert_int_equal(cudaq_dispatcher_stop(g_d), CUDAQ_OK);
+  assert_int_equal(cudaq__dispatcher_set_host_workers_ops(g_d, w, NW, &fake_ops),
+                   CUDAQ_ERR_INVALID_ARG);
+  assert_non_null(strstr(cudaq_last_error(), "still held"));
+  atomic_store(&hold, 0);
+  check_graph_answer(7, 17);
+  assert_int_equal(cudaq__dispatcher_set_host_workers_ops(g_d, w, NW, &fake_ops), CUDAQ_OK);
+
   atomic_store(&poller_stop, 1);
   pthread_join(pt, NULL);
   assert_int_equal(cudaq_dispatch_manager_destroy(m), CUDAQ_OK);

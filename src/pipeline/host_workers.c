@@ -30,6 +30,13 @@ static cudaq_status_t set_workers(cudaq_dispatcher_t *d, const cudaq_host_dispat
       return cudaq__fail(CUDAQ_ERR_UNSUPPORTED, "%s: graph workers need a build with CUDA", fn);
   }
   cudaq__pool_t *p = d->pool;
+  /* A6' (like A6 in pool.c): acquire pairs with the finishers' release of their workers (R6 in
+   * pool.c); a job still held (its finisher has not called
+   * cudaq_host_release_worker) would be lost if the pool were re-armed. */
+  if (p && (atomic_load_explicit(&p->idle_mask, memory_order_acquire) & p->all_mask) != p->all_mask)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                       "%s: graph worker jobs are still held (call cudaq_host_release_worker for "
+                       "each before re-arming the workers)", fn);
   if (!p) {
     p = calloc(1, sizeof *p);
     if (!p) return cudaq__fail(CUDAQ_ERR_INTERNAL, "%s: out of memory", fn);

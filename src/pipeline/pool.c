@@ -85,7 +85,8 @@ cudaq__pool_result_t cudaq__pool_dispatch(cudaq__pool_t *p, uint32_t function_id
 
 int cudaq__pool_release(cudaq__pool_t *p, uint32_t w) {
   /* R6 returns worker w: everything its job did with tags[w], mailbox[w]
-   * and its buffers happens before the dispatcher's next use (A6). */
+   * and its buffers happens before the dispatcher's next use (A6), and
+   * before a re-arm's check that no job is held (A6' in host_workers.c). */
   uint64_t old = atomic_fetch_or_explicit(&p->idle_mask, 1ull << w, memory_order_release);
   return (old >> w) & 1 ? -1 : 0;
 }
