@@ -7,7 +7,9 @@
 #   3. TSan build (clang): the multi-threaded tests
 #   4. libFuzzer over the slot parser and the DEM parser + decoder, bounded
 #      (FUZZ_SECONDS each, default 60)
-#   5. install, then build a consumer with find_package and with pkg-config
+#   5. install, then build consumers (tests/install_consumer, the stand-alone
+#      examples/consumer as its README says) with find_package and with
+#      pkg-config, and run them without LD_LIBRARY_PATH
 #   6. the Python package (pip install . into the venv) and its pytest suite
 # Long stress and soak runs are separate: see README ("Stress, soak, fuzz").
 set -euo pipefail
@@ -73,19 +75,40 @@ fuzz fuzz_slot fuzz/corpus/slot -max_len=1100
 fuzz fuzz_dem fuzz/corpus/dem -max_len=4096
 fuzz fuzz_onnx fuzz/corpus/onnx -max_len=16384
 
-echo "== 5. install and consume"
-prefix=$(mktemp -d)
+echo "== 5. install; consumers built with find_package and with pkg-config, run without LD_LIBRARY_PATH"
+prefix=$(mktemp -d) ex=$(mktemp -d)
 cmake --install build --prefix "$prefix" >/dev/null
-if cmake -S tests/install_consumer -B build-consumer -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null &&
-   cmake --build build-consumer >/dev/null && ./build-consumer/consumer_cmake &&
-   cc -std=c11 tests/install_consumer/main.c -o build-consumer/consumer_pc \
-      $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs cudaq-realtime) \
-      -Wl,-rpath,"$prefix/lib" && ./build-consumer/consumer_pc; then
-  echo "install: find_package and pkg-config consumers built and ran"; passed=$((passed + 1))
-else
-  echo "install: FAILED"; failed=$((failed + 1))
-fi
-rm -rf "$prefix"
+install_check() { # install_check NAME COMMAND...: one test, passed or failed
+  local name=$1; shift
+  if "$@"; then echo "install: $name: ok"; passed=$((passed + 1))
+  else echo "install: $name: FAILED"; failed=$((failed + 1)); fi
+}
+# tests/install_consumer: the smallest program, both routes.
+install_check "tests/install_consumer, find_package and pkg-config" env -u LD_LIBRARY_PATH bash -ec '
+  cmake -S tests/install_consumer -B build-consumer -G Ninja -DCMAKE_PREFIX_PATH="$1" >/dev/null
+  cmake --build build-consumer >/dev/null
+  ./build-consumer/consumer_cmake
+  cc -std=c11 tests/install_consumer/main.c -o build-consumer/consumer_pc \
+    $(PKG_CONFIG_PATH="$1/lib/pkgconfig" pkg-config --cflags --libs cudaq-realtime)
+  ./build-consumer/consumer_pc' _ "$prefix"
+# examples/consumer: the stand-alone example, copied out and built as its README says.
+cp -r examples/consumer "$ex/my-decoder"
+install_check "examples/consumer with CMake (find_package)" env -u LD_LIBRARY_PATH bash -ec '
+  cd "$2/my-decoder"
+  cmake -S . -B build -DCMAKE_PREFIX_PATH="$1" >/dev/null
+  cmake --build build >/dev/null
+  ./build/mwpm_dispatch' _ "$prefix" "$ex"
+install_check "examples/consumer with make (pkg-config)" env -u LD_LIBRARY_PATH bash -ec '
+  cd "$2/my-decoder"
+  PKG_CONFIG_PATH="$1/lib/pkgconfig" make >/dev/null
+  ./mwpm_dispatch' _ "$prefix" "$ex"
+pc_libs=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --libs cudaq-realtime || true)
+pc_static=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --static --libs cudaq-realtime || true)
+echo "pkg-config --libs: $pc_libs"; echo "pkg-config --static --libs: $pc_static"
+install_check "pkg-config: -lm in --libs, CUDA's lib64 not lib" bash -c '
+  grep -qE "(^| )-lm( |$)" <<<"$1" && ! grep -qE "cuda[^ ]*/lib/?( |$)" <<<"$1 $2"' _ "$pc_libs" "$pc_static"
+install_check "installed qec-decode runs" env -u LD_LIBRARY_PATH "$prefix/bin/qec-decode" --version
+rm -rf "$prefix" "$ex"
 
 echo "== 6. Python package: pip install . into the venv, pytest python/tests"
 # The package's own CMake build (build-py/, CPU only); scikit-build-core is pinned in the venv.
