@@ -57,7 +57,7 @@ echo "== 4. libFuzzer: slot parser, DEM parser/decoder, ONNX loader, ${FUZZ_SECO
 cmake -S . -B build-fuzz -G Ninja -DCUDAQ_ENABLE_CUDA=OFF -DCUDAQ_BUILD_FUZZERS=ON \
   -DCUDAQ_SANITIZE=address -DCUDAQ_BUILD_TESTS=OFF -DCUDAQ_BUILD_BENCH=OFF \
   -DCUDAQ_BUILD_EXAMPLES=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
-cmake --build build-fuzz -j"$JOBS" --target fuzz_slot fuzz_dem fuzz_onnx
+cmake --build build-fuzz -j"$JOBS" --target fuzz_slot fuzz_dem fuzz_onnx fuzz_udp
 fuzz() { # fuzz NAME SEED_DIR [libFuzzer options]
   local name=$1 seeds=$2; shift 2
   local corpus; corpus=$(mktemp -d)
@@ -73,6 +73,7 @@ fuzz() { # fuzz NAME SEED_DIR [libFuzzer options]
 }
 fuzz fuzz_slot fuzz/corpus/slot -max_len=1100
 fuzz fuzz_dem fuzz/corpus/dem -max_len=4096
+fuzz fuzz_udp fuzz/corpus/udp -max_len=1100
 fuzz fuzz_onnx fuzz/corpus/onnx -max_len=16384
 
 echo "== 5. install; consumers built with find_package and with pkg-config, run without LD_LIBRARY_PATH"

@@ -195,7 +195,7 @@ static udp_emu_config_t emu_cfg(uint16_t port, uint64_t count, double rate) {
   c.count = count;
   c.rate_hz = rate;
   c.late_ns = 1000000000ull;
-  c.wait_ms = 2000;
+  c.wait_ms = 5000; /* sanitizer builds on a loaded 2-core machine */
   c.check = check_echo;
   return c;
 }
@@ -220,6 +220,13 @@ static void run_host_mode(cudaq_udp_tx_mode_t mode) {
   c.window = 8;
   udp_emu_result_t r;
   assert_int_equal(udp_emu_run(&c, &r), 0);
+  if (r.answered != 2000) { /* say where the losses went before failing */
+    cudaq_udp_counters_t k;
+    cudaq_udp_bridge_counters(s.bridge, &k);
+    fprintf(stderr, "bridge: rx %llu accepted %llu ring_full %llu responses %llu\n",
+            (unsigned long long)k.rx_datagrams, (unsigned long long)k.accepted,
+            (unsigned long long)k.drop_ring_full, (unsigned long long)k.tx_responses);
+  }
   expect_all_answered(&r, 2000);
   c.closed_loop = 1; /* and one at a time */
   c.count = 200;
