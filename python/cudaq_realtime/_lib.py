@@ -14,7 +14,7 @@ from ctypes import POINTER, c_char, c_char_p, c_double, c_int, c_int32, c_int64,
     c_uint32, c_uint64, c_void_p
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_ABI_VERSION = 1
+_ABI_VERSION = 2
 
 
 class CudaqError(Exception):
@@ -80,7 +80,7 @@ class MwpmResult(ctypes.Structure):
 
 
 class MwpmGraphOptions(ctypes.Structure):
-    _fields_ = [("merge", c_int)]
+    _fields_ = [("merge", c_int), ("enable_correlations", c_int)]
 
 
 class MwpmEdge(ctypes.Structure):
@@ -103,11 +103,13 @@ _sig("cudaq_mwpm_graph_destroy", None, c_void_p)
 _sig("cudaq_mwpm_graph_num_nodes", c_uint32, c_void_p)
 _sig("cudaq_mwpm_graph_num_observables", c_uint32, c_void_p)
 _sig("cudaq_mwpm_graph_num_edges", c_size_t, c_void_p)
+_sig("cudaq_mwpm_graph_has_correlations", c_int, c_void_p)
+_sig("cudaq_mwpm_graph_num_correlation_rules", c_size_t, c_void_p)
 _sig("cudaq_mwpm_graph_edge", c_int, c_void_p, c_size_t, POINTER(MwpmEdge))
 _sig("cudaq_mwpm_decoder_create", c_int, c_void_p, POINTER(c_void_p))
 _sig("cudaq_mwpm_decoder_destroy", None, c_void_p)
 _sig("cudaq_py_mwpm_decode_batch", c_int, c_void_p, c_uint32, c_uint32, c_void_p, c_size_t, c_int,
-     c_void_p, c_int, c_void_p, POINTER(c_size_t))
+     c_void_p, c_int, c_void_p, c_int, POINTER(c_size_t))
 
 # ---------------------------------------------------------------------------
 # Predecoders: include/cudaq/qec/predecoder.h

@@ -7,8 +7,10 @@ from . import _lib
 from ._lib import lib
 
 _CORRELATIONS_MSG = (
-    "cudaq_realtime: correlated matching (enable_correlations=True) is not implemented by the C "
-    "MWPM decoder yet (issue 13); use pymatching.Matching for correlated decoding")
+    "Attempting to decode with `enable_correlations=True`, however the decoder has not been "
+    "configured to decode using correlations. Ensure that you also set `enable_correlations=True` "
+    "when loading the stim circuit or detector error model. For example: "
+    "`matching = cudaq_realtime.Matching.from_detector_error_model(dem, enable_correlations=True)`")
 
 
 def _dem_text(model):
@@ -25,7 +27,7 @@ def _dem_text(model):
 class _Graph:
     """Owns a cudaq_mwpm_graph_t (immutable, shared by threads)."""
 
-    def __init__(self, text, merge):
+    def __init__(self, text, merge, correlations=False):
         dem = _lib.c_void_p()
         err = _lib.MwpmError()
         st = lib.cudaq_dem_parse(text, len(text), _lib.ctypes.byref(dem), _lib.ctypes.byref(err))
@@ -34,7 +36,7 @@ class _Graph:
             raise _lib.mwpm_error(st, where + (err.message.decode(errors="replace") or
                                                lib.cudaq_mwpm_status_str(st).decode()))
         self.ptr = _lib.c_void_p()
-        opts = _lib.MwpmGraphOptions(merge)
+        opts = _lib.MwpmGraphOptions(merge, int(bool(correlations)))
         try:
             st = lib.cudaq_mwpm_graph_from_dem(dem, _lib.ctypes.byref(opts), _lib.ctypes.byref(self.ptr),
                                                _lib.ctypes.byref(err))
@@ -42,10 +44,12 @@ class _Graph:
             lib.cudaq_dem_destroy(dem)
         if st != _lib.MWPM_OK:
             self.ptr = None
-            raise _lib.mwpm_error(st, err.message.decode(errors="replace"))
+            msg = err.message.decode(errors="replace")
+            raise _lib.mwpm_error(st, (f"detector error model line {err.line}: " if err.line else "") + msg)
         self.num_nodes = lib.cudaq_mwpm_graph_num_nodes(self.ptr)
         self.num_observables = lib.cudaq_mwpm_graph_num_observables(self.ptr)
         self.num_edges = lib.cudaq_mwpm_graph_num_edges(self.ptr)
+        self.correlations = bool(lib.cudaq_mwpm_graph_has_correlations(self.ptr))
 
     def __del__(self):
         if getattr(self, "ptr", None):
@@ -112,25 +116,25 @@ class Matching:
     released while the C decoder runs.
     """
 
-    def __init__(self, model=None, *, merge_strategy="independent"):
+    def __init__(self, model=None, *, merge_strategy="independent", enable_correlations=False):
         if model is None:
             raise TypeError("cudaq_realtime.Matching is built from a detector error model: use "
                             "Matching.from_detector_error_model(dem) (or Matching(dem))")
         merges = {"independent": 0, "smallest-weight": 1}
         if merge_strategy not in merges:
             raise ValueError(f"merge_strategy must be one of {sorted(merges)}, got {merge_strategy!r}")
-        self._graph = _Graph(_dem_text(model), merges[merge_strategy])
+        self._graph = _Graph(_dem_text(model), merges[merge_strategy], enable_correlations)
         self._tls = threading.local()
 
     # -- construction, as PyMatching --------------------------------------
     @staticmethod
     def from_detector_error_model(model, *, enable_correlations=False):
         """From a stim.DetectorErrorModel or its text (graph-like errors or
-        errors decomposed with '^'). enable_correlations=True raises
-        NotImplementedError: the C decoder has no correlated matching."""
-        if enable_correlations:
-            raise NotImplementedError(_CORRELATIONS_MSG)
-        return Matching(model)
+        errors decomposed with '^'). enable_correlations=True keeps the
+        correlations of the decomposed errors, so that decode and
+        decode_batch can run correlated matching (as PyMatching 2.4; errors of
+        probability > 0.5 are then refused)."""
+        return Matching(model, enable_correlations=enable_correlations)
 
     @staticmethod
     def from_detector_error_model_file(dem_path, *, enable_correlations=False):
@@ -183,15 +187,16 @@ class Matching:
     def decode(self, z, *, return_weight=False, enable_correlations=False, **kwargs):
         """Decodes one shot: z holds one 0/1 per detector. Returns the predicted
         observables (uint8, num_fault_ids), and the matching weight when
-        return_weight=True."""
-        if enable_correlations:
-            raise NotImplementedError(_CORRELATIONS_MSG)
+        return_weight=True. enable_correlations=True: two-pass correlated
+        matching (the Matching must have been made with
+        enable_correlations=True); the weight is then that of the reweighted
+        edges."""
         if kwargs:
             raise TypeError(f"decode() got unexpected keyword argument(s) {sorted(kwargs)}")
         z = np.asarray(z)
         if z.ndim != 1:
             raise ValueError(f"z must be a 1D array of {self.num_detectors} detection events, got shape {z.shape}")
-        preds, weights = self._decode(z[None, :], False, False, "z")
+        preds, weights = self._decode(z[None, :], False, False, "z", enable_correlations)
         if return_weight:
             return preds[0], float(weights[0])
         return preds[0]
@@ -203,13 +208,15 @@ class Matching:
         bytes as np.packbits(..., bitorder='little') and stim make). Returns
         predictions (num_shots, num_fault_ids), or bit-packed
         (num_shots, ceil(num_fault_ids / 8)); with return_weights also the
-        matching weight of each shot (float64)."""
-        if enable_correlations:
-            raise NotImplementedError(_CORRELATIONS_MSG)
-        preds, weights = self._decode(shots, bool(bit_packed_shots), bool(bit_packed_predictions), "shots")
+        matching weight of each shot (float64). enable_correlations=True:
+        two-pass correlated matching, as in decode."""
+        preds, weights = self._decode(shots, bool(bit_packed_shots), bool(bit_packed_predictions), "shots",
+                                      enable_correlations)
         return (preds, weights) if return_weights else preds
 
-    def _decode(self, shots, packed_in, packed_out, what):
+    def _decode(self, shots, packed_in, packed_out, what, correlated=False):
+        if correlated and not self._graph.correlations:
+            raise ValueError(_CORRELATIONS_MSG)
         arr = _check_shots(shots, self.num_detectors, packed_in, what)
         n = arr.shape[0]
         preds = _predictions(n, self.num_fault_ids, packed_out)
@@ -219,7 +226,7 @@ class Matching:
         # ctypes releases the GIL for the length of this call.
         st = lib.cudaq_py_mwpm_decode_batch(dec.ptr, self.num_detectors, self.num_fault_ids, _ptr(arr), n,
                                             int(packed_in), _ptr(preds), int(packed_out), _ptr(weights),
-                                            _lib.ctypes.byref(bad))
+                                            int(bool(correlated)), _lib.ctypes.byref(bad))
         if st != _lib.MWPM_OK:
             raise _shot_error(st, bad.value, n, arr, packed_in, self.num_detectors)
         return preds, weights

@@ -24,7 +24,7 @@ enum { CUDAQ_PY_LAYER_NONE = 0, CUDAQ_PY_LAYER_PREDECODER = 1, CUDAQ_PY_LAYER_MW
 
 /* Exported (the package's ABI check): bump when a signature below changes. */
 int cudaq_py_abi_version(void);
-int cudaq_py_abi_version(void) { return 1; }
+int cudaq_py_abi_version(void) { return 2; }
 
 /* Row s of a shot array as a list of detection events (dense: one byte per
  * detector, non-zero = event; packed: little-endian bits, as numpy's
@@ -64,16 +64,17 @@ static size_t row_bytes(uint32_t n, int packed) { return packed ? (n + 7u) / 8u 
 int cudaq_py_mwpm_decode_batch(cudaq_mwpm_decoder_t *dec, uint32_t num_dets, uint32_t num_obs,
                                const uint8_t *shots, size_t num_shots, int packed_in,
                                uint8_t *preds, int packed_out, double *weights,
-                               size_t *bad_shot);
+                               int correlated, size_t *bad_shot);
 
-/* Decodes num_shots rows of `shots` with MWPM; writes rows of `preds` (dense
- * num_obs bytes or packed) and, when weights is not NULL, each shot's
+/* Decodes num_shots rows of `shots` with MWPM (correlated: two-pass
+ * correlated matching, cudaq_mwpm_decode_correlated); writes rows of `preds`
+ * (dense num_obs bytes or packed) and, when weights is not NULL, each shot's
  * matching weight. Returns a cudaq_mwpm_status_t; on a failure *bad_shot is
  * the shot that failed. */
 int cudaq_py_mwpm_decode_batch(cudaq_mwpm_decoder_t *dec, uint32_t num_dets, uint32_t num_obs,
                                const uint8_t *shots, size_t num_shots, int packed_in,
                                uint8_t *preds, int packed_out, double *weights,
-                               size_t *bad_shot) {
+                               int correlated, size_t *bad_shot) {
   const size_t in_bytes = row_bytes(num_dets, packed_in), out_bytes = row_bytes(num_obs, packed_out);
   if (!dec || (!shots && num_shots && in_bytes) || (!preds && num_shots && out_bytes) || !bad_shot ||
       num_obs > 64)
@@ -85,7 +86,8 @@ int cudaq_py_mwpm_decode_batch(cudaq_mwpm_decoder_t *dec, uint32_t num_dets, uin
   for (size_t s = 0; s < num_shots; s++) {
     size_t n = shot_events(shots + s * in_bytes, num_dets, packed_in, events);
     cudaq_mwpm_result_t res;
-    st = cudaq_mwpm_decode(dec, events, n, &res);
+    st = correlated ? cudaq_mwpm_decode_correlated(dec, events, n, &res)
+                    : cudaq_mwpm_decode(dec, events, n, &res);
     if (st != CUDAQ_MWPM_OK) {
       *bad_shot = s;
       break;

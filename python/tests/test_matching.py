@@ -145,13 +145,12 @@ def test_no_matching_message_is_understandable():
         m.decode_batch(np.array([[1, 1, 0], [0, 0, 1]], np.uint8))
 
 
-def test_enable_correlations_not_implemented(d5z):
-    with pytest.raises(NotImplementedError, match="correlated matching"):
-        cr.Matching.from_detector_error_model(d5z[1], enable_correlations=True)
+def test_enable_correlations_needs_it_at_load_time(d5z):
+    # As PyMatching: decoding with correlations needs a Matching loaded with them.
     m = cr.Matching.from_detector_error_model(d5z[1])
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(ValueError, match="enable_correlations=True"):
         m.decode_batch(np.zeros((1, 120), np.uint8), enable_correlations=True)
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(ValueError, match="enable_correlations=True"):
         m.decode(np.zeros(120, np.uint8), enable_correlations=True)
 
 
