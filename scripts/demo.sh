@@ -21,6 +21,9 @@ scripts/install-deps.sh
 scripts/venv.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build --target qec-realtime -j"$(nproc)"
+for a in "$@"; do # --help needs no shots: straight to qec-realtime's own
+  case $a in -h | --help) exec ./build/src/realtime_app/qec-realtime --help ;; esac
+done
 if [ "${DEMO_MODE:-auto}" != cpu ] && nvidia-smi -L > /dev/null 2>&1; then
   D=build/demo-d13
   if [ ! -f "$D/shots.b8" ]; then
