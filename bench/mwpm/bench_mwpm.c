@@ -10,6 +10,14 @@
  * threads, each with its own decoder on the shared graph, each decoding all
  * shots, and prints the aggregate throughput. --csv 1 prints
  * "name,shots,events_per_shot,us_per_shot,threads,mshots_per_s" lines instead.
+ *
+ *   bench_mwpm --batch T [--repeats R] [--csv 1] DATA_DIR NAME...
+ *
+ * Batch mode: times cudaq_mwpm_decode_batch (one call over all shots, the b8
+ * file's bit-packed rows as they are, bit-packed predictions, weights
+ * returned) with 1..T threads, best of R calls after one warm-up call, and
+ * prints shots/s and shots/s per thread (per core when T <= the cores). CSV:
+ * "name,shots,threads,seconds,shots_per_s,shots_per_s_per_thread".
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -125,8 +133,65 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+static int batch_mode(const char *dir, const char *name, int max_threads, int repeats, int csv) {
+  cudaq_mwpm_graph_t *g;
+  shots_t s;
+  if (load(dir, name, &g, &s))
+    return -1;
+  free(s.events);
+  free(s.start);
+  uint32_t nd = cudaq_mwpm_graph_num_nodes(g), no = cudaq_mwpm_graph_num_observables(g);
+  size_t row = (nd + 7) / 8, n = s.n;
+  char path[2048];
+  snprintf(path, sizeof path, "%s/%s.b8", dir, name);
+  FILE *f = fopen(path, "rb");
+  uint8_t *raw = malloc(n * row + 1), *preds = malloc(n * ((no + 7) / 8) + 1);
+  double *w = malloc((n + 1) * sizeof *w);
+  if (!f || fread(raw, 1, n * row, f) != n * row) {
+    fprintf(stderr, "cannot read %s\n", path);
+    return -1;
+  }
+  fclose(f);
+  cudaq_mwpm_decoder_t *decs[256];
+  for (int t = 0; t < max_threads; t++)
+    if (cudaq_mwpm_decoder_create(g, &decs[t]))
+      return -1;
+  double base = 0;
+  for (int t = 1; t <= max_threads; t++) {
+    unsigned flags = CUDAQ_MWPM_BATCH_PACKED_SHOTS | CUDAQ_MWPM_BATCH_PACKED_PREDICTIONS;
+    double best = 1e300;
+    for (int r = 0; r <= repeats; r++) { /* r = 0: warm-up */
+      double t0 = now_s();
+      cudaq_mwpm_status_t st = cudaq_mwpm_decode_batch(decs, (size_t)t, raw, n, flags, preds, w, NULL);
+      double dt = now_s() - t0;
+      if (st) {
+        fprintf(stderr, "%s: %s\n", name, cudaq_mwpm_status_str(st));
+        return -1;
+      }
+      if (r && dt < best)
+        best = dt;
+    }
+    double sps = (double)n / best;
+    if (t == 1)
+      base = sps;
+    if (csv)
+      printf("%s,%zu,%d,%.6f,%.0f,%.0f\n", name, n, t, best, sps, sps / t);
+    else
+      printf("| %s | %zu | %d | %.4f | %.0f | %.0f | %.2f |\n", name, n, t, best, sps, sps / t,
+             sps / base);
+    fflush(stdout);
+  }
+  for (int t = 0; t < max_threads; t++)
+    cudaq_mwpm_decoder_destroy(decs[t]);
+  cudaq_mwpm_graph_destroy(g);
+  free(raw);
+  free(preds);
+  free(w);
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  int repeats = 3, threads = 1, csv = 0, i = 1;
+  int repeats = 3, threads = 1, csv = 0, batch = 0, i = 1;
   for (; i < argc && !strncmp(argv[i], "--", 2); i += 2) {
     if (i + 1 >= argc)
       break;
@@ -136,14 +201,27 @@ int main(int argc, char **argv) {
       threads = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--csv"))
       csv = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--batch"))
+      batch = atoi(argv[i + 1]);
     else
       break;
   }
-  if (argc - i < 2 || repeats < 1 || threads < 1 || threads > 256) {
-    fprintf(stderr, "usage: %s [--repeats R] [--threads T] DATA_DIR NAME...\n", argv[0]);
+  if (argc - i < 2 || repeats < 1 || threads < 1 || threads > 256 || batch < 0 || batch > 256) {
+    fprintf(stderr, "usage: %s [--repeats R] [--threads T | --batch T] [--csv 1] DATA_DIR NAME...\n",
+            argv[0]);
     return 2;
   }
   const char *dir = argv[i++];
+  if (batch) {
+    if (!csv) {
+      printf("| data set | shots | threads | best call (s) | shots/s | shots/s per thread | vs 1 thread |\n");
+      printf("|---|---|---|---|---|---|---|\n");
+    }
+    for (; i < argc; i++)
+      if (batch_mode(dir, argv[i], batch, repeats, csv))
+        return 1;
+    return 0;
+  }
   if (!csv) {
     printf("| data set | shots | mean events/shot | ours us/shot (1 thread) |%s\n",
            threads > 1 ? " threads | aggregate Mshots/s | us/shot per thread |" : "");

@@ -14,7 +14,7 @@ from ctypes import POINTER, c_char, c_char_p, c_double, c_int, c_int32, c_int64,
     c_uint32, c_uint64, c_void_p
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_ABI_VERSION = 2
+_ABI_VERSION = 3
 
 
 class CudaqError(Exception):
@@ -108,6 +108,12 @@ _sig("cudaq_mwpm_graph_num_correlation_rules", c_size_t, c_void_p)
 _sig("cudaq_mwpm_graph_edge", c_int, c_void_p, c_size_t, POINTER(MwpmEdge))
 _sig("cudaq_mwpm_decoder_create", c_int, c_void_p, POINTER(c_void_p))
 _sig("cudaq_mwpm_decoder_destroy", None, c_void_p)
+_sig("cudaq_mwpm_decode_batch", c_int, c_void_p, c_size_t, c_void_p, c_size_t, ctypes.c_uint, c_void_p,
+     c_void_p, POINTER(c_size_t))
+MWPM_BATCH_PACKED_SHOTS = 1
+MWPM_BATCH_PACKED_PREDICTIONS = 2
+MWPM_BATCH_CORRELATED = 4
+MWPM_BATCH_MAX_THREADS = 256
 _sig("cudaq_py_mwpm_decode_batch", c_int, c_void_p, c_uint32, c_uint32, c_void_p, c_size_t, c_int,
      c_void_p, c_int, c_void_p, c_int, POINTER(c_size_t))
 

@@ -202,31 +202,53 @@ class Matching:
         return preds[0]
 
     def decode_batch(self, shots, *, return_weights=False, bit_packed_shots=False,
-                     bit_packed_predictions=False, enable_correlations=False):
+                     bit_packed_predictions=False, enable_correlations=False, num_threads=1):
         """Decodes a (num_shots, num_detectors) uint8 array (or, with
         bit_packed_shots, (num_shots, ceil(num_detectors / 8)) little-endian
         bytes as np.packbits(..., bitorder='little') and stim make). Returns
         predictions (num_shots, num_fault_ids), or bit-packed
         (num_shots, ceil(num_fault_ids / 8)); with return_weights also the
         matching weight of each shot (float64). enable_correlations=True:
-        two-pass correlated matching, as in decode."""
+        two-pass correlated matching, as in decode. num_threads=k > 1 decodes
+        on k threads inside one C call (cudaq_mwpm_decode_batch, each thread
+        with its own decoder, kept for later calls); the results are the same
+        as with one thread. Not a PyMatching argument."""
+        if isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer)):
+            raise TypeError(f"num_threads must be an integer, got {type(num_threads).__name__}")
+        if not 1 <= num_threads <= _lib.MWPM_BATCH_MAX_THREADS:
+            raise ValueError(f"num_threads must be in 1..{_lib.MWPM_BATCH_MAX_THREADS}, got {num_threads}")
         preds, weights = self._decode(shots, bool(bit_packed_shots), bool(bit_packed_predictions), "shots",
-                                      enable_correlations)
+                                      enable_correlations, int(num_threads))
         return (preds, weights) if return_weights else preds
 
-    def _decode(self, shots, packed_in, packed_out, what, correlated=False):
+    def _decoders(self, k):
+        """This Python thread's k decoders for the multi-thread batch call."""
+        decs = getattr(self._tls, "decs", None)
+        if decs is None or len(decs) < k:
+            decs = self._tls.decs = [self._decoder()] + [_Decoder(self._graph) for _ in range(k - 1)]
+            self._tls.dec_array = (_lib.c_void_p * k)(*[d.ptr for d in decs])
+        return self._tls.dec_array
+
+    def _decode(self, shots, packed_in, packed_out, what, correlated=False, num_threads=1):
         if correlated and not self._graph.correlations:
             raise ValueError(_CORRELATIONS_MSG)
         arr = _check_shots(shots, self.num_detectors, packed_in, what)
         n = arr.shape[0]
         preds = _predictions(n, self.num_fault_ids, packed_out)
         weights = np.zeros(n, dtype=np.float64)
-        dec = self._decoder()
         bad = _lib.c_size_t(0)
-        # ctypes releases the GIL for the length of this call.
-        st = lib.cudaq_py_mwpm_decode_batch(dec.ptr, self.num_detectors, self.num_fault_ids, _ptr(arr), n,
-                                            int(packed_in), _ptr(preds), int(packed_out), _ptr(weights),
-                                            int(bool(correlated)), _lib.ctypes.byref(bad))
+        # ctypes releases the GIL for the length of these calls.
+        if num_threads > 1:
+            flags = ((_lib.MWPM_BATCH_PACKED_SHOTS if packed_in else 0) |
+                     (_lib.MWPM_BATCH_PACKED_PREDICTIONS if packed_out else 0) |
+                     (_lib.MWPM_BATCH_CORRELATED if correlated else 0))
+            st = lib.cudaq_mwpm_decode_batch(self._decoders(num_threads), num_threads, _ptr(arr), n, flags,
+                                             _ptr(preds), _ptr(weights), _lib.ctypes.byref(bad))
+        else:
+            dec = self._decoder()
+            st = lib.cudaq_py_mwpm_decode_batch(dec.ptr, self.num_detectors, self.num_fault_ids, _ptr(arr), n,
+                                                int(packed_in), _ptr(preds), int(packed_out), _ptr(weights),
+                                                int(bool(correlated)), _lib.ctypes.byref(bad))
         if st != _lib.MWPM_OK:
             raise _shot_error(st, bad.value, n, arr, packed_in, self.num_detectors)
         return preds, weights

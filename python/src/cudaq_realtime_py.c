@@ -24,7 +24,7 @@ enum { CUDAQ_PY_LAYER_NONE = 0, CUDAQ_PY_LAYER_PREDECODER = 1, CUDAQ_PY_LAYER_MW
 
 /* Exported (the package's ABI check): bump when a signature below changes. */
 int cudaq_py_abi_version(void);
-int cudaq_py_abi_version(void) { return 2; }
+int cudaq_py_abi_version(void) { return 3; } /* 3: cudaq_mwpm_decode_batch used */
 
 /* Row s of a shot array as a list of detection events (dense: one byte per
  * detector, non-zero = event; packed: little-endian bits, as numpy's

@@ -1284,3 +1284,7 @@ cudaq_mwpm_status_t cudaq_mwpm__decoder_path(cudaq_mwpm_decoder_t *d, int32_t a,
 uint64_t cudaq_mwpm__parity_violations(const cudaq_mwpm_decoder_t *d) {
   return d ? d->parity_violations : 0;
 }
+
+const cudaq_mwpm_graph_t *cudaq_mwpm_decoder_graph(const cudaq_mwpm_decoder_t *d) {
+  return d ? d->g : NULL;
+}

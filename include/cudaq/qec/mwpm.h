@@ -173,6 +173,48 @@ cudaq_mwpm_status_t cudaq_mwpm_decode_dense_correlated(cudaq_mwpm_decoder_t *dec
                                                        const uint8_t *dets,
                                                        cudaq_mwpm_result_t *res);
 
+/* Flags of cudaq_mwpm_decode_batch (OR them). */
+enum {
+  /* Shots are bit-packed: ceil(num_nodes / 8) bytes per shot, detector d in
+   * bit d % 8 of byte d / 8 (numpy's packbits(bitorder='little'), stim's b8);
+   * padding bits past the last detector are ignored. Without it: num_nodes
+   * bytes per shot, non-zero = detection event (as cudaq_mwpm_decode_dense). */
+  CUDAQ_MWPM_BATCH_PACKED_SHOTS = 1,
+  /* Predictions are bit-packed: ceil(num_observables / 8) bytes per shot,
+   * little-endian bits. Without it: num_observables bytes of 0/1 per shot. */
+  CUDAQ_MWPM_BATCH_PACKED_PREDICTIONS = 2,
+  /* Two-pass correlated matching (cudaq_mwpm_decode_correlated). */
+  CUDAQ_MWPM_BATCH_CORRELATED = 4
+};
+
+/* Decodes num_shots shots with one call on num_decoders threads: decoder i
+ * (all made from the same graph, by the caller, once) is used by thread i
+ * only; the calling thread is thread 0 and num_decoders - 1 threads are
+ * started for the call and joined before it returns. Shots are handed out in
+ * blocks of 64 from a shared counter, so the threads share the work whatever
+ * the shots' costs. Row s of `shots` is shot s (layout per flags); row s of
+ * `preds` receives its predicted observables; weights (may be NULL) receives
+ * each shot's matching weight. The results are those of decoding the shots
+ * one by one on one decoder (cudaq_mwpm_decode / _correlated), whatever
+ * num_decoders. Not for the realtime hot path: it allocates its scratch and
+ * starts threads per call. On a failure the status is that of the first
+ * failing shot (the smallest index, as a one-thread loop would report),
+ * *bad_shot (may be NULL) is its index, and the rows of the shots before it
+ * are written (later rows are unspecified). Returns CUDAQ_MWPM_OK; the
+ * statuses of cudaq_mwpm_decode (CUDAQ_MWPM_ERR_INVALID_ARG also for NULL
+ * pointers, num_decoders 0 or over CUDAQ_MWPM_BATCH_MAX_THREADS, decoders of
+ * different graphs, unknown flags, CUDAQ_MWPM_BATCH_CORRELATED on a graph
+ * without correlations); CUDAQ_MWPM_ERR_NO_MEMORY; CUDAQ_MWPM_ERR_IO (a
+ * thread could not be started). */
+#define CUDAQ_MWPM_BATCH_MAX_THREADS 256
+cudaq_mwpm_status_t cudaq_mwpm_decode_batch(cudaq_mwpm_decoder_t *const *decoders,
+                                            size_t num_decoders, const uint8_t *shots,
+                                            size_t num_shots, unsigned flags, uint8_t *preds,
+                                            double *weights, size_t *bad_shot);
+
+/* The graph a decoder was made from (NULL for NULL). */
+const cudaq_mwpm_graph_t *cudaq_mwpm_decoder_graph(const cudaq_mwpm_decoder_t *dec);
+
 /* The matched pairs of the last successful decode (*pairs points into the
  * decoder, valid until its next decode). Returns CUDAQ_MWPM_OK or
  * CUDAQ_MWPM_ERR_INVALID_ARG. */
