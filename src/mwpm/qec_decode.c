@@ -41,6 +41,7 @@ typedef struct opts {
   const char *in_format, *out_format, *obs_in_format, *merge;
   const char *predecoder, *device, *precision, *local_factor, *json;
   int appended, timing, correlations;
+  int threads; /* --threads: 1 = the streaming one-thread loop */
 } opts_t;
 
 #ifndef CUDAQ_VERSION
@@ -58,6 +59,8 @@ static void usage(FILE *f) {
         "  common: [--merge_strategy independent|smallest_weight]\n"
         "          [--enable_correlations]   two-pass correlated matching from the DEM's\n"
         "                     decomposed errors ('^'), as PyMatching 2.4's\n"
+        "          [--threads N]   decode on N threads, 4096 shots at a time\n"
+        "                     (cudaq_mwpm_decode_batch); same output (default 1)\n"
         "  predecoder (before MWPM; prediction = frame XOR MWPM(residual); count_mistakes\n"
         "  also decodes with MWPM alone and prints a comparison report):\n"
         "          [--predecoder MODEL.onnx|local]   an ONNX model (models/README.md\n"
@@ -76,6 +79,7 @@ static void usage(FILE *f) {
 static int parse_args(int argc, char **argv, opts_t *o) {
   memset(o, 0, sizeof *o);
   o->merge = "independent";
+  o->threads = 1;
   if (argc < 2)
     return -1;
   o->cmd = argv[1];
@@ -96,6 +100,19 @@ static int parse_args(int argc, char **argv, opts_t *o) {
     }
     if (!strcmp(a, "--enable_correlations")) {
       o->correlations = 1;
+      continue;
+    }
+    if (!strcmp(a, "--threads")) {
+      char *end = NULL;
+      long t = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
+      if (i + 1 >= argc || !end || *end || end == argv[i + 1] || t < 1 ||
+          t > CUDAQ_MWPM_BATCH_MAX_THREADS) {
+        fprintf(stderr, "qec-decode: --threads needs a number of threads from 1 to %d\n",
+                CUDAQ_MWPM_BATCH_MAX_THREADS);
+        return -1;
+      }
+      o->threads = (int)t;
+      i++;
       continue;
     }
     if (!strcmp(a, "--dem"))
@@ -365,6 +382,100 @@ static int decode_shot(run_state_t *r, const uint32_t *events, size_t ne, size_t
   return 0;
 }
 
+/* --threads N > 1 (MWPM alone): reads up to CHUNK shots, decodes them with
+ * cudaq_mwpm_decode_batch on the decoders decs[0..nt-1], then writes or
+ * counts them in order; the output and the messages are the one-thread
+ * loop's (the shots before a failing one are written first). Returns 0, or 1
+ * after printing the problem. */
+#define CHUNK 4096
+static int run_threaded(cudaq_mwpm_decoder_t *const *decs, size_t nt, int correlated, uint32_t nd,
+                        uint32_t no, cudaq_sample_reader_t *rd, cudaq_sample_reader_t *ord,
+                        FILE *fout, cudaq_sample_format_t out_fmt, int cmd_predict,
+                        size_t *shots_out, size_t *mistakes_out) {
+  const size_t row = (nd + 7) / 8, pb = (no + 7) / 8;
+  uint8_t *packed = malloc(CHUNK * row + 1), *preds = malloc(CHUNK * pb + 1);
+  uint64_t *obs = malloc(CHUNK * sizeof *obs);
+  uint32_t *events = malloc(((size_t)nd + 1) * sizeof *events);
+  int rc = 1;
+  size_t shots = 0, mistakes = 0;
+  if (!packed || !preds || !obs || !events) {
+    fprintf(stderr, "qec-decode: out of memory\n");
+    goto done;
+  }
+  const unsigned flags = CUDAQ_MWPM_BATCH_PACKED_SHOTS | CUDAQ_MWPM_BATCH_PACKED_PREDICTIONS |
+                         (correlated ? CUDAQ_MWPM_BATCH_CORRELATED : 0u);
+  for (;;) {
+    size_t k = 0;
+    cudaq_mwpm_error_t err;
+    memset(&err, 0, sizeof err);
+    cudaq_mwpm_status_t in_st = CUDAQ_MWPM_OK;
+    memset(packed, 0, CHUNK * row);
+    while (k < CHUNK) {
+      size_t ne = 0;
+      uint64_t o = 0;
+      in_st = cudaq_sample_reader_next(rd, events, &ne, &o, &err);
+      if (in_st)
+        break;
+      uint8_t *r = packed + k * row;
+      for (size_t e = 0; e < ne; e++) /* the reader checks events[e] < nd */
+        r[events[e] / 8] ^= (uint8_t)(1u << (events[e] % 8)); /* twice cancels, as in decode */
+      obs[k++] = o;
+    }
+    size_t bad = 0;
+    cudaq_mwpm_status_t st =
+        k ? cudaq_mwpm_decode_batch(decs, nt, packed, k, flags, preds, NULL, &bad) : CUDAQ_MWPM_OK;
+    size_t good = st ? bad : k;
+    for (size_t s = 0; s < good; s++) {
+      uint64_t pred = 0;
+      for (size_t b = 0; b < pb; b++)
+        pred |= (uint64_t)preds[s * pb + b] << (8 * b);
+      shots++;
+      if (cmd_predict) {
+        if (cudaq_sample_write_obs(fout, out_fmt, pred, no)) {
+          fprintf(stderr, "qec-decode: write error\n");
+          goto done;
+        }
+        continue;
+      }
+      uint64_t o = obs[s];
+      if (ord) {
+        size_t dummy = 0;
+        cudaq_mwpm_status_t ost = cudaq_sample_reader_next(ord, NULL, &dummy, &o, &err);
+        if (ost) {
+          fprintf(stderr, "qec-decode: obs_in: %s\n",
+                  ost == CUDAQ_MWPM_EOF ? "fewer records than the detection events"
+                                        : (err.message[0] ? err.message : cudaq_mwpm_status_str(ost)));
+          goto done;
+        }
+      }
+      mistakes += pred != o;
+    }
+    if (st) {
+      if (st == CUDAQ_MWPM_ERR_NO_SOLUTION)
+        no_matching_message(shots + 1, "");
+      else
+        fprintf(stderr, "qec-decode: shot %zu: %s\n", shots + 1, cudaq_mwpm_status_str(st));
+      goto done;
+    }
+    if (in_st == CUDAQ_MWPM_EOF)
+      break;
+    if (in_st) {
+      fprintf(stderr, "qec-decode: input: %s\n", err.message[0] ? err.message :
+                                                  cudaq_mwpm_status_str(in_st));
+      goto done;
+    }
+  }
+  rc = 0;
+done:
+  *shots_out = shots;
+  *mistakes_out = mistakes;
+  free(packed);
+  free(preds);
+  free(obs);
+  free(events);
+  return rc;
+}
+
 /* Creates the predecoder the flags ask for (none without --predecoder). */
 static int make_predecoder(const opts_t *o, const cudaq_mwpm_graph_t *g, uint32_t nd, uint32_t no,
                            const cudaq_onnx_predecoder_options_t *onnx,
@@ -423,6 +534,11 @@ static int run(const opts_t *o) {
   cudaq_local_predecoder_options_t local_opts;
   if (check_predecoder_flags(o, cmd_predict, &onnx_opts, &local_opts))
     return 2;
+  if (o->threads > 1 && o->predecoder) {
+    fprintf(stderr, "qec-decode: --threads decodes with MWPM alone; it cannot be combined with "
+                    "--predecoder\n");
+    return 2;
+  }
   FILE *probe = fopen(o->dem, "rb"); /* the OS's reason, which the parser does not give */
   if (!probe) {
     fprintf(stderr, "qec-decode: cannot open --dem '%s': %s\n", o->dem, strerror(errno));
@@ -478,7 +594,25 @@ static int run(const opts_t *o) {
   size_t shots = 0, mistakes = 0;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (;;) {
+  if (o->threads > 1) {
+    cudaq_mwpm_decoder_t *decs[CUDAQ_MWPM_BATCH_MAX_THREADS] = {r.dec};
+    int made = 1, bad = 0;
+    for (; made < o->threads; made++)
+      if (cudaq_mwpm_decoder_create(g, &decs[made])) {
+        fprintf(stderr, "qec-decode: out of memory\n");
+        bad = 1;
+        break;
+      }
+    if (!bad)
+      bad = run_threaded(decs, (size_t)o->threads, o->correlations, nd, no, rd, ord, fout, out_fmt,
+                         cmd_predict, &shots, &mistakes);
+    for (int t = 1; t < made; t++)
+      cudaq_mwpm_decoder_destroy(decs[t]);
+    if (bad)
+      goto done;
+    r.rep.mistakes_mwpm = mistakes; /* MWPM alone: the plain prediction is the prediction */
+  }
+  for (; o->threads == 1;) { /* the streaming one-thread loop */
     size_t ne = 0;
     uint64_t obs = 0, pred = 0, plain = 0;
     st = cudaq_sample_reader_next(rd, events, &ne, &obs, &err);

@@ -89,4 +89,44 @@ printf 'error(0.1) D0 D1\nerror(0.1) D1 D2\n' > "$T/noboundary.dem"
 printf '001\n' > "$T/odd.01"
 expect "no matching" "shot 1: no set of errors in the DEM produces these detection events" \
   predict --dem "$T/noboundary.dem" --in "$T/odd.01" --in_format 01
+
+# --threads N (cudaq_mwpm_decode_batch, 4096 shots at a time): the same bytes
+# as one thread, plain and correlated, predict and count_mistakes (both
+# observable routes); errors name the same shot, after the same output.
+for n in x_d7_p0.01 z_d5_p0.005; do
+  D="$REF/$n"
+  for args in "predict --dem $D.dem --in $D.b8" \
+              "predict --dem $D.dem --in $D.b8 --enable_correlations --out_format b8" \
+              "count_mistakes --dem $D.dem --in $D.app.b8 --in_format b8 --in_includes_appended_observables" \
+              "count_mistakes --dem $D.dem --in $D.b8 --in_format b8 --obs_in $D.obs.01"; do
+    # shellcheck disable=SC2086
+    "$QD" $args > "$T/t1" || fail "$n $args: exited $?"
+    for th in 2 3; do
+      # shellcheck disable=SC2086
+      "$QD" $args --threads "$th" > "$T/tn" || fail "$n $args --threads $th: exited $?"
+      cmp -s "$T/t1" "$T/tn" || fail "$n $args --threads $th: output differs from one thread"
+      pass=$((pass + 1))
+    done
+  done
+done
+# 5000 shots, shot 4500 (in the second chunk) without a matching.
+"$VENV/bin/python" -c "
+import sys
+rows = ['110'] * 5000
+rows[4499] = '100'
+sys.stdout.write(''.join(r + '\\n' for r in rows))" > "$T/late.01"
+printf 'error(0.1) D0 D1 L0\nerror(0.1) D2\n' > "$T/late.dem"
+for th in 1 2; do
+  if "$QD" predict --dem "$T/late.dem" --in "$T/late.01" --in_format 01 --threads "$th" \
+      > "$T/late.out$th" 2> "$T/err"; then fail "late no-matching accepted"; fi
+  grep -qF "shot 4500: no set of errors" "$T/err" || fail "--threads $th: message: $(cat "$T/err")"
+  pass=$((pass + 1))
+done
+cmp -s "$T/late.out1" "$T/late.out2" || fail "--threads 2: output before the failing shot differs"
+[ "$(wc -l < "$T/late.out2")" -eq 4499 ] || fail "--threads 2: $(wc -l < "$T/late.out2") lines before the failure"
+expect "--threads 0" "--threads needs a number of threads from 1 to 256" \
+  predict --dem "$T/ok.dem" --threads 0
+expect "--threads x" "--threads needs a number of threads" predict --dem "$T/ok.dem" --threads 2x
+expect "--threads with --predecoder" "cannot be combined with --predecoder" \
+  predict --dem "$T/ok.dem" --threads 2 --predecoder local
 echo "$pass passed, 0 failed"
