@@ -13,6 +13,17 @@
  * dispatcher) -> R2 -> A2 orders; the sender's reads happen before R5,
  * which the RX thread's A3 (slot_available) orders before its next write.
  *
+ * The RX thread fills slots in ring order and needs the slot at rx_next
+ * free, so a client that keeps fewer requests in flight than half the
+ * slots must never get an answer while an older answered slot is still
+ * held. A sweep of the TX flags therefore first frees every answered slot
+ * it finds (copying each response out), then sends them all: an answer
+ * never leaves before an older slot that this sweep found answered is
+ * free. (Sending each as it was found let a sweep in slot-index order send
+ * slots 0..13 while the older slot 15 waited for the end of the sweep; the
+ * client, given those credits, filled the ring up to slot 15 and its next
+ * requests were ring-full drops with 8 of 16 slots in flight.)
+ *
  * Counters are bumped with relaxed fetch_add: two threads can write the same
  * counter (error replies from RX, responses from TX), and the cost of a
  * locked add is small next to the sendto / recvmmsg it accompanies.
@@ -59,7 +70,12 @@ struct cudaq_udp_bridge {
   struct sockaddr_in *peer; /* [n] sender of the slot's request */
   uint8_t *peer_valid;      /* [n] 1 while the slot holds a request of the bridge */
   uint8_t *pending;         /* [n] INLINE mode: signalled, not yet answered (RX thread) */
-  uint8_t *txbuf;           /* one response: the TX-polling thread copies it out of the slot */
+  /* A sweep's answers, copied out of their slots (the TX-polling thread):
+   * stage + k * tx_stride_sz holds stage_len[k] bytes for stage_to[k]. */
+  uint8_t *stage;
+  uint32_t *stage_len;
+  uint8_t *stage_err; /* 1: an error reply (CUDAQ_TX_ERROR) */
+  struct sockaddr_in *stage_to;
   uint32_t npending;
   uint32_t rx_next; /* next slot in ring order (RX thread; kept across restarts) */
   /* RX thread's receive state, allocated once. */
@@ -133,12 +149,15 @@ static int send_slot(cudaq_udp_bridge_t *b, uint32_t s, cudaq_tx_status_t st) {
 }
 
 /* One pass over the TX flags (TX thread, or the RX thread in INLINE mode):
- * sends and frees every answered slot. The response is copied out and the
- * slot freed before the sendto, so that a sender who has its answer finds
- * the slot free again (a client with as many credits as slots loses
- * nothing to a slow sendto). Returns the number sent. */
+ * frees every answered slot, copying its response out, then sends them all.
+ * A slot is freed before its answer leaves, so that a sender who has its
+ * answer finds the slot free again (a client with as many credits as slots
+ * loses nothing to a slow sendto), and every answered slot of the sweep is
+ * freed before any of its answers leaves (see the comment at the top).
+ * Returns the number of slots answered. */
 static uint32_t tx_poll(cudaq_udp_bridge_t *b, int inline_mode) {
-  uint32_t sent = 0;
+  uint32_t staged = 0, answered = 0;
+  const size_t stride = b->ring.tx_stride_sz;
   for (uint32_t s = 0; s < b->n; ++s) {
     if (inline_mode && !b->pending[s]) continue;
     int err = 0;
@@ -146,9 +165,8 @@ static uint32_t tx_poll(cudaq_udp_bridge_t *b, int inline_mode) {
      * bytes and, through R1 -> A1, peer[s] are visible. */
     cudaq_tx_status_t st = cudaq_host_ringbuffer_poll_tx_flag(&b->ring, s, &err);
     if (st == CUDAQ_TX_READY || st == CUDAQ_TX_ERROR) {
-      const int valid = b->peer_valid[s];
-      const struct sockaddr_in to = b->peer[s];
-      size_t len = 0;
+      uint8_t *out = b->stage + (size_t)staged * stride;
+      size_t len;
       if (st == CUDAQ_TX_ERROR) {
         /* A failed graph launch wrote no response: answer for it, echoing
          * the request (the RX slot is not reused while TX is set). */
@@ -156,20 +174,23 @@ static uint32_t tx_poll(cudaq_udp_bridge_t *b, int inline_mode) {
         memcpy(&h, rx_slot(b, s), sizeof h);
         cudaq_rpc_response_t r = {CUDAQ_RPC_MAGIC_RESPONSE, CUDAQ_RPC_ERR_LAUNCH_FAILED, 0,
                                   h.request_id, h.ptp_timestamp};
-        memcpy(b->txbuf, &r, sizeof r);
+        memcpy(out, &r, sizeof r);
         len = sizeof r;
       } else {
         len = response_len(b, s);
-        memcpy(b->txbuf, tx_slot(b, s), len);
+        memcpy(out, tx_slot(b, s), len);
+      }
+      if (b->peer_valid[s]) {
+        b->stage_to[staged] = b->peer[s];
+        b->stage_len[staged] = (uint32_t)len;
+        b->stage_err[staged] = st == CUDAQ_TX_ERROR;
+        ++staged;
       }
       b->peer_valid[s] = 0;
       /* R5 frees the slot after our reads of it and of peer[s]; pairs with
        * A3 in slot_available (the RX thread). */
       cudaq_host_ringbuffer_clear_slot(&b->ring, s);
-      if (valid)
-        (void)send_to(b, b->txbuf, len, &to,
-                      st == CUDAQ_TX_ERROR ? &b->c.tx_error_replies : &b->c.tx_responses);
-      ++sent;
+      ++answered;
     } else if (st == CUDAQ_TX_EMPTY && inline_mode &&
                cudaq_host_ringbuffer_slot_available(&b->ring, s)) {
       /* Consumed without a response (an id the dispatcher does not serve):
@@ -184,7 +205,10 @@ static uint32_t tx_poll(cudaq_udp_bridge_t *b, int inline_mode) {
       --b->npending;
     }
   }
-  return sent;
+  for (uint32_t k = 0; k < staged; ++k)
+    (void)send_to(b, b->stage + (size_t)k * stride, b->stage_len[k], &b->stage_to[k],
+                  b->stage_err[k] ? &b->c.tx_error_replies : &b->c.tx_responses);
+  return answered;
 }
 
 /* ---- receiving ---------------------------------------------------------- */
@@ -416,7 +440,10 @@ static void free_bridge(cudaq_udp_bridge_t *b) {
   free(b->peer);
   free(b->peer_valid);
   free(b->pending);
-  free(b->txbuf);
+  free(b->stage);
+  free(b->stage_len);
+  free(b->stage_err);
+  free(b->stage_to);
   free(b);
 }
 
@@ -441,10 +468,14 @@ cudaq_status_t cudaq_udp_bridge_create(const cudaq_udp_config_t *config,
   b->peer = calloc(b->n, sizeof *b->peer);
   b->peer_valid = calloc(b->n, 1);
   b->pending = calloc(b->n, 1);
-  b->txbuf = malloc(b->ring.tx_stride_sz);
+  b->stage = malloc((size_t)b->n * b->ring.tx_stride_sz);
+  b->stage_len = calloc(b->n, sizeof *b->stage_len);
+  b->stage_err = calloc(b->n, 1);
+  b->stage_to = calloc(b->n, sizeof *b->stage_to);
   b->n_ids = config->num_function_ids;
   b->ids = b->n_ids ? malloc(b->n_ids * sizeof *b->ids) : NULL;
-  if (!b->peer || !b->peer_valid || !b->pending || !b->txbuf || (b->n_ids && !b->ids)) {
+  if (!b->peer || !b->peer_valid || !b->pending || !b->stage || !b->stage_len ||
+      !b->stage_err || !b->stage_to || (b->n_ids && !b->ids)) {
     free_bridge(b);
     return cudaq__fail(CUDAQ_ERR_INTERNAL, "cudaq_udp_bridge_create: out of memory");
   }

@@ -56,6 +56,10 @@ typedef struct {
   uint64_t wrong_answers;   /* check() said no */
   int32_t last_error_status;
   double wall_s;       /* first send to last send */
+  /* CPU time (CLOCK_THREAD_CPUTIME_ID) of the sending thread over the run
+   * and of the receiving thread (open loop; 0 in closed loop, where the
+   * sender receives): what the client costs per request. */
+  uint64_t sender_cpu_ns, receiver_cpu_ns;
 } udp_emu_result_t;
 
 /* Runs one emulation. Returns 0, or -1 on a setup error (message on stderr). */

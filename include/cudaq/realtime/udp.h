@@ -16,7 +16,11 @@
  *     CUDAQ_UDP_TX_THREAD    a TX thread polls every TX flag, sends READY
  *                            responses and clears the slot (host-thread
  *                            dispatch; the host worker pool, whose IN_FLIGHT
- *                            slots it skips);
+ *                            slots it skips); each sweep clears every
+ *                            answered slot (copying the responses out)
+ *                            before it sends any, so a client that keeps at
+ *                            most half the slots in flight never finds the
+ *                            ring full;
  *     CUDAQ_UDP_TX_INLINE    the RX thread does the same between receives:
  *                            it blocks in recvmmsg while nothing is in flight
  *                            and spins (non-blocking receives + TX polls)
