@@ -10,12 +10,16 @@
  *   pipeline    the pipeline, CPU stage echo, external ring, TX_EXTERNAL.
  * Latency runs are closed loop (one request in flight), the client being
  * the emulator core (tools/udp/udp_emu.h) in every row, so the rows differ
- * only by the server. The rate run sends --count requests at --rate per
- * second open loop (no credits, as an FPGA would) to the pipeline service
- * and explains every loss: the bridge's ring-full drops and send errors,
- * and the kernel's UDP receive-buffer drops (/proc/net/snmp RcvbufErrors).
- *
- * Usage: bench_udp [--requests N] [--count N] [--rate HZ] [--payload BYTES]
+ * only by the server. The rate runs send --count requests at --rate per
+ * second open loop (no credits, as an FPGA would) to each server named in
+ * --rate-servers (inline: the bridge in TX_INLINE mode + the host-thread
+ * dispatcher, the lightest server, two threads; pipeline: the pipeline
+ * service) with a ring of --rate-slots slots, and explain every loss: the
+ * bridge's ring-full drops and send errors, and the kernel's UDP
+ * receive-buffer drops (/proc/net/snmp RcvbufErrors). Each rate run also
+ * prints the CPU time of every thread over the run (server threads from
+ * /proc/self/task/TID/schedstat, the emulator's two threads from
+ * CLOCK_THREAD_CPUTIME_ID), per request: what a request costs each thread.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -24,8 +28,11 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cudaq/realtime/pipeline.h"
@@ -35,8 +42,10 @@
 #define DIE(...) do { fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); exit(1); } while (0)
 #define CK(call) do { cudaq_status_t st_ = (call); if (st_ != CUDAQ_OK) DIE("%s: %s (%s)", #call, cudaq_status_string(st_), cudaq_last_error()); } while (0)
 
-#define SLOTS 64u
+#define SLOTS 64u /* latency rows */
 #define SLOT 2048u
+
+static uint32_t g_slots = SLOTS; /* ring of the server being set up */
 
 /* ---- bare UDP echo ------------------------------------------------------ */
 typedef struct {
@@ -97,7 +106,7 @@ static void bridge_up(server_t *s, cudaq_udp_tx_mode_t mode) {
   CK(cudaq_udp_config_init(&c));
   c.bind_addr = "127.0.0.1";
   c.ring = &s->ring;
-  c.num_slots = SLOTS;
+  c.num_slots = g_slots;
   c.tx_mode = mode;
   c.rcvbuf_bytes = 8 << 20;
   c.sndbuf_bytes = 8 << 20;
@@ -106,10 +115,10 @@ static void bridge_up(server_t *s, cudaq_udp_tx_mode_t mode) {
 
 static void host_up(server_t *s, cudaq_udp_tx_mode_t mode) {
   memset(s, 0, sizeof *s);
-  CK(cudaq_host_ringbuffer_alloc(&s->ring, SLOTS, SLOT, CUDAQ_RING_ALLOC_HOST));
+  CK(cudaq_host_ringbuffer_alloc(&s->ring, g_slots, SLOT, CUDAQ_RING_ALLOC_HOST));
   cudaq_dispatcher_config_t dc;
   cudaq_dispatcher_config_init(&dc);
-  dc.num_slots = SLOTS;
+  dc.num_slots = g_slots;
   dc.slot_size = SLOT;
   dc.dispatch_path = CUDAQ_DISPATCH_PATH_HOST;
   dc.dispatch_mode = CUDAQ_DISPATCH_HOST_CALL;
@@ -131,11 +140,11 @@ static void host_up(server_t *s, cudaq_udp_tx_mode_t mode) {
 
 static void pipeline_up(server_t *s) {
   memset(s, 0, sizeof *s);
-  CK(cudaq_host_ringbuffer_alloc(&s->ring, SLOTS, SLOT, CUDAQ_RING_ALLOC_HOST));
+  CK(cudaq_host_ringbuffer_alloc(&s->ring, g_slots, SLOT, CUDAQ_RING_ALLOC_HOST));
   cudaq_pipeline_config_t pc;
   cudaq_pipeline_config_init(&pc);
   pc.num_workers = 1;
-  pc.num_slots = SLOTS;
+  pc.num_slots = g_slots;
   pc.slot_size = SLOT;
   pc.external_ringbuffer = &s->ring;
   pc.idle_yield = 1; /* 2 cores: dispatcher, worker and consumer would otherwise all spin */
@@ -224,75 +233,230 @@ static unsigned long long rcvbuf_errors(void) {
   return out;
 }
 
+/* ---- CPU time per thread ------------------------------------------------ */
+#define MAX_THREADS 64
+typedef struct {
+  int n;
+  int tid[MAX_THREADS];
+  char name[MAX_THREADS][32];
+  unsigned long long ns[MAX_THREADS]; /* time on a CPU (schedstat's first field) */
+} threads_t;
+
+/* Every thread of this process and its CPU time so far. */
+static void snapshot_threads(threads_t *t) {
+  t->n = 0;
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return;
+  struct dirent *de;
+  while ((de = readdir(d)) && t->n < MAX_THREADS) {
+    if (de->d_name[0] == '.') continue;
+    char path[300];
+    int tid = atoi(de->d_name);
+    unsigned long long ns = 0;
+    snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", tid);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    int ok = fscanf(f, "%llu", &ns) == 1;
+    fclose(f);
+    if (!ok) continue;
+    snprintf(path, sizeof path, "/proc/self/task/%d/comm", tid);
+    t->name[t->n][0] = 0;
+    if ((f = fopen(path, "r"))) {
+      if (fgets(t->name[t->n], sizeof t->name[t->n], f))
+        t->name[t->n][strcspn(t->name[t->n], "\n")] = 0;
+      fclose(f);
+    }
+    t->tid[t->n] = tid;
+    t->ns[t->n] = ns;
+    t->n++;
+  }
+  closedir(d);
+}
+
+static double process_cpu_s(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+static void print_cpu(const char *name, unsigned long long ns, uint64_t sent, double wall_s) {
+  printf("  %-22s %9.1f ms  %6.2f us/request  %5.1f%% of one core\n", name, ns / 1e6,
+         sent ? ns / 1e3 / (double)sent : 0.0, wall_s > 0 ? ns / 1e7 / wall_s : 0.0);
+}
+
+/* Server threads: CPU time between the two snapshots (the main thread is
+ * the emulator's sender and is reported from the emulator instead). */
+static void print_thread_cpu(const threads_t *a, const threads_t *b, const udp_emu_result_t *r,
+                             double wall_s) {
+  const int self = (int)getpid();
+  printf("CPU time per thread over the run (wall %.2f s):\n", wall_s);
+  for (int j = 0; j < b->n; ++j) {
+    if (b->tid[j] == self) continue;
+    unsigned long long before = 0;
+    for (int i = 0; i < a->n; ++i)
+      if (a->tid[i] == b->tid[j]) before = a->ns[i];
+    char label[48];
+    snprintf(label, sizeof label, "%s (server)", b->name[j]);
+    print_cpu(label, b->ns[j] - before, r->sent, wall_s);
+  }
+  print_cpu("emulator sender", r->sender_cpu_ns, r->sent, wall_s);
+  print_cpu("emulator receiver", r->receiver_cpu_ns, r->sent, wall_s);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* One open-loop rate run against server `which` ("inline" or "pipeline"). */
+static void rate_run(const char *which, uint64_t count, double rate, uint32_t slots) {
+  const int pipeline = !strcmp(which, "pipeline");
+  printf("\nrate run: %llu requests at %.0f/s open loop (no credits) to %s, ring %u slots\n",
+         (unsigned long long)count, rate,
+         pipeline ? "the pipeline service (TX_EXTERNAL)"
+                  : "the bridge (TX_INLINE) + host-thread dispatcher",
+         slots);
+  server_t s;
+  g_slots = slots;
+  if (pipeline) pipeline_up(&s);
+  else host_up(&s, CUDAQ_UDP_TX_INLINE);
+  g_slots = SLOTS;
+  unsigned long long k0 = rcvbuf_errors();
+  threads_t t0, t1;
+  snapshot_threads(&t0);
+  const double cpu0 = process_cpu_s(), w0 = now_s();
+  row_t r = run_client(pipeline ? "bridge+pipeline open loop" : "bridge+host INLINE open loop",
+                       port_of(&s), count, 0, rate);
+  const double wall = now_s() - w0, cpu = process_cpu_s() - cpu0;
+  snapshot_threads(&t1);
+  server_down(&s);
+  unsigned long long kd = rcvbuf_errors() - k0;
+  const cudaq_udp_counters_t *k = &s.final;
+  unsigned long long explained = k->drop_ring_full + k->tx_errors + kd;
+  printf("sent %llu in %.2f s (%.0f/s), answered %llu, lost %llu, duplicated %llu, late(>1ms) %llu\n",
+         (unsigned long long)r.r.sent, r.r.wall_s, (double)r.r.sent / r.r.wall_s,
+         (unsigned long long)r.r.answered, (unsigned long long)r.r.lost,
+         (unsigned long long)r.r.duplicated, (unsigned long long)r.r.late);
+  printf("bridge: received %llu, accepted %llu, ring-full drops %llu, send errors %llu; "
+         "kernel UDP receive-buffer drops %llu\n",
+         (unsigned long long)k->rx_datagrams, (unsigned long long)k->accepted,
+         (unsigned long long)k->drop_ring_full, (unsigned long long)k->tx_errors, kd);
+  printf("unexplained losses: %lld\n", (long long)r.r.lost - (long long)explained);
+  print_thread_cpu(&t0, &t1, &r.r, wall);
+  printf("process CPU %.2f s over %.2f s wall: %.2f cores busy (of %ld)\n", cpu, wall,
+         wall > 0 ? cpu / wall : 0.0, sysconf(_SC_NPROCESSORS_ONLN));
+  fflush(stdout);
+}
+
+static const char *USAGE =
+    "usage: bench_udp [--requests N] [--count N] [--rate HZ] [--payload BYTES]\n"
+    "                 [--rate-servers LIST] [--rate-slots N]\n"
+    "  --requests N       closed-loop round trips per latency row (default 20000; 0: no rows)\n"
+    "  --count N          requests of each rate run (default 1000000; 0: no rate run)\n"
+    "  --rate HZ          rate of the rate runs, requests per second (default 100000)\n"
+    "  --payload BYTES    request payload (default 64, at most 2024)\n"
+    "  --rate-servers L   comma-separated servers of the rate runs, in order:\n"
+    "                     inline (bridge TX_INLINE + host-thread dispatcher),\n"
+    "                     pipeline (pipeline service); default inline,pipeline\n"
+    "  --rate-slots N     ring slots of the rate-run servers (default 64)\n"
+    "  --help, -h         this text\n";
+
 int main(int argc, char **argv) {
   uint64_t requests = 20000, count = 1000000;
   double rate = 100000;
+  uint32_t rate_slots = SLOTS;
+  const char *rate_servers = "inline,pipeline";
   g_len = 64;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--requests")) requests = strtoull(argv[i + 1], NULL, 10);
-    else if (!strcmp(argv[i], "--count")) count = strtoull(argv[i + 1], NULL, 10);
-    else if (!strcmp(argv[i], "--rate")) rate = atof(argv[i + 1]);
-    else if (!strcmp(argv[i], "--payload")) g_len = (uint32_t)atoi(argv[i + 1]);
-    else DIE("usage: bench_udp [--requests N] [--count N] [--rate HZ] [--payload BYTES]");
+  for (int i = 1; i < argc; ++i) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      fputs(USAGE, stdout);
+      return 0;
+    }
+    const int known = !strcmp(a, "--requests") || !strcmp(a, "--count") || !strcmp(a, "--rate") ||
+                      !strcmp(a, "--payload") || !strcmp(a, "--rate-servers") ||
+                      !strcmp(a, "--rate-slots");
+    if (!known) {
+      fprintf(stderr, "bench_udp: unknown option '%s'\n%s", a, USAGE);
+      return 2;
+    }
+    if (i + 1 >= argc) {
+      fprintf(stderr, "bench_udp: %s needs a value\n%s", a, USAGE);
+      return 2;
+    }
+    const char *v = argv[++i];
+    char *end = NULL;
+    if (!strcmp(a, "--rate-servers")) {
+      rate_servers = v;
+      continue;
+    }
+    double x = strtod(v, &end);
+    if (end == v || *end || x < 0) {
+      fprintf(stderr, "bench_udp: %s: '%s' is not a non-negative number\n", a, v);
+      return 2;
+    }
+    if (!strcmp(a, "--requests")) requests = (uint64_t)x;
+    else if (!strcmp(a, "--count")) count = (uint64_t)x;
+    else if (!strcmp(a, "--rate")) rate = x;
+    else if (!strcmp(a, "--payload")) g_len = (uint32_t)x;
+    else rate_slots = (uint32_t)x;
   }
   if (g_len + 24 > SLOT) DIE("payload at most %u bytes", SLOT - 24);
+  if (count && rate <= 0) DIE("bench_udp: --rate must be above 0");
+  if (rate_slots < 1 || rate_slots > 65536) DIE("bench_udp: --rate-slots 1..65536");
+  /* Check the server list before any run. */
+  char list[256];
+  snprintf(list, sizeof list, "%s", rate_servers);
+  for (char *sv, *w = strtok_r(list, ",", &sv); w; w = strtok_r(NULL, ",", &sv))
+    if (strcmp(w, "inline") && strcmp(w, "pipeline"))
+      DIE("bench_udp: --rate-servers: unknown server '%s' (inline, pipeline)", w);
   for (uint32_t k = 0; k < g_len; ++k) g_payload[k] = (uint8_t)k;
-  printf("bench_udp: loopback, payload %u bytes, closed loop %llu round trips per row; "
-         "latency = arrival - echoed ptp_timestamp\n", g_len, (unsigned long long)requests);
-  printf("%-28s %9s %9s %7s %9s %9s %9s\n", "server", "sent", "answered", "lost", "p50_us",
-         "p99_us", "mean_us");
 
-  /* bare UDP ping-pong */
-  bare_t b = {socket(AF_INET, SOCK_DGRAM, 0), 0};
-  struct sockaddr_in a = {0};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  struct timeval tv = {0, 20000};
-  setsockopt(b.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  if (bind(b.fd, (struct sockaddr *)&a, sizeof a)) DIE("bind");
-  socklen_t al = sizeof a;
-  getsockname(b.fd, (struct sockaddr *)&a, &al);
-  pthread_t bt;
-  pthread_create(&bt, NULL, bare_main, &b);
-  row_t bare = run_client("bare UDP ping-pong", ntohs(a.sin_port), requests, 1, 0);
-  atomic_store(&b.stop, 1);
-  pthread_join(bt, NULL);
-  close(b.fd);
+  if (requests) {
+    printf("bench_udp: loopback, payload %u bytes, closed loop %llu round trips per row; "
+           "latency = arrival - echoed ptp_timestamp\n", g_len, (unsigned long long)requests);
+    printf("%-28s %9s %9s %7s %9s %9s %9s\n", "server", "sent", "answered", "lost", "p50_us",
+           "p99_us", "mean_us");
 
-  server_t s;
-  host_up(&s, CUDAQ_UDP_TX_INLINE);
-  row_t inl = run_client("bridge+host dispatch INLINE", port_of(&s), requests, 1, 0);
-  server_down(&s);
-  host_up(&s, CUDAQ_UDP_TX_THREAD);
-  row_t thr = run_client("bridge+host dispatch TXTHRD", port_of(&s), requests, 1, 0);
-  server_down(&s);
-  pipeline_up(&s);
-  row_t pip = run_client("bridge+pipeline (CPU stage)", port_of(&s), requests, 1, 0);
-  server_down(&s);
-  printf("ratios to bare: INLINE p50 %.2fx p99 %.2fx; TXTHRD p50 %.2fx p99 %.2fx; "
-         "pipeline p50 %.2fx p99 %.2fx (goal: p50 <= 1.5x, p99 <= 2x)\n",
-         inl.p50 / bare.p50, inl.p99 / bare.p99, thr.p50 / bare.p50, thr.p99 / bare.p99,
-         pip.p50 / bare.p50, pip.p99 / bare.p99);
+    /* bare UDP ping-pong */
+    bare_t b = {socket(AF_INET, SOCK_DGRAM, 0), 0};
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct timeval tv = {0, 20000};
+    setsockopt(b.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (bind(b.fd, (struct sockaddr *)&a, sizeof a)) DIE("bind");
+    socklen_t al = sizeof a;
+    getsockname(b.fd, (struct sockaddr *)&a, &al);
+    pthread_t bt;
+    pthread_create(&bt, NULL, bare_main, &b);
+    row_t bare = run_client("bare UDP ping-pong", ntohs(a.sin_port), requests, 1, 0);
+    atomic_store(&b.stop, 1);
+    pthread_join(bt, NULL);
+    close(b.fd);
+
+    server_t s;
+    host_up(&s, CUDAQ_UDP_TX_INLINE);
+    row_t inl = run_client("bridge+host dispatch INLINE", port_of(&s), requests, 1, 0);
+    server_down(&s);
+    host_up(&s, CUDAQ_UDP_TX_THREAD);
+    row_t thr = run_client("bridge+host dispatch TXTHRD", port_of(&s), requests, 1, 0);
+    server_down(&s);
+    pipeline_up(&s);
+    row_t pip = run_client("bridge+pipeline (CPU stage)", port_of(&s), requests, 1, 0);
+    server_down(&s);
+    printf("ratios to bare: INLINE p50 %.2fx p99 %.2fx; TXTHRD p50 %.2fx p99 %.2fx; "
+           "pipeline p50 %.2fx p99 %.2fx (goal: p50 <= 1.5x, p99 <= 2x)\n",
+           inl.p50 / bare.p50, inl.p99 / bare.p99, thr.p50 / bare.p50, thr.p99 / bare.p99,
+           pip.p50 / bare.p50, pip.p99 / bare.p99);
+  }
 
   if (count) {
-    printf("\nrate run: %llu requests at %.0f/s open loop (no credits) to the pipeline service\n",
-           (unsigned long long)count, rate);
-    unsigned long long k0 = rcvbuf_errors();
-    pipeline_up(&s);
-    row_t r = run_client("bridge+pipeline open loop", port_of(&s), count, 0, rate);
-    server_down(&s);
-    unsigned long long kd = rcvbuf_errors() - k0;
-    const cudaq_udp_counters_t *k = &s.final;
-    unsigned long long explained = k->drop_ring_full + k->tx_errors + kd;
-    printf("sent %llu in %.2f s (%.0f/s), answered %llu, lost %llu, duplicated %llu, late(>1ms) %llu\n",
-           (unsigned long long)r.r.sent, r.r.wall_s, (double)r.r.sent / r.r.wall_s,
-           (unsigned long long)r.r.answered, (unsigned long long)r.r.lost,
-           (unsigned long long)r.r.duplicated, (unsigned long long)r.r.late);
-    printf("bridge: received %llu, accepted %llu, ring-full drops %llu, send errors %llu; "
-           "kernel UDP receive-buffer drops %llu\n",
-           (unsigned long long)k->rx_datagrams, (unsigned long long)k->accepted,
-           (unsigned long long)k->drop_ring_full, (unsigned long long)k->tx_errors, kd);
-    printf("unexplained losses: %lld\n", (long long)r.r.lost - (long long)explained);
+    snprintf(list, sizeof list, "%s", rate_servers);
+    for (char *sv, *w = strtok_r(list, ",", &sv); w; w = strtok_r(NULL, ",", &sv))
+      rate_run(w, count, rate, rate_slots);
   }
   return 0;
 }
