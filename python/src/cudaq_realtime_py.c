@@ -26,39 +26,8 @@ enum { CUDAQ_PY_LAYER_NONE = 0, CUDAQ_PY_LAYER_PREDECODER = 1, CUDAQ_PY_LAYER_MW
 int cudaq_py_abi_version(void);
 int cudaq_py_abi_version(void) { return 3; } /* 3: cudaq_mwpm_decode_batch used */
 
-/* Row s of a shot array as a list of detection events (dense: one byte per
- * detector, non-zero = event; packed: little-endian bits, as numpy's
- * packbits(bitorder='little') and stim's b8). */
-static size_t shot_events(const uint8_t *row, uint32_t num_dets, int packed, uint32_t *events) {
-  size_t n = 0;
-  if (!packed) {
-    for (uint32_t d = 0; d < num_dets; d++)
-      if (row[d])
-        events[n++] = d;
-    return n;
-  }
-  for (uint32_t byte = 0; byte < (num_dets + 7) / 8; byte++) {
-    unsigned v = row[byte];
-    while (v) {
-      uint32_t d = byte * 8 + (uint32_t)__builtin_ctz(v);
-      v &= v - 1;
-      if (d < num_dets) /* padding bits past the last detector are ignored */
-        events[n++] = d;
-    }
-  }
-  return n;
-}
-
-static void write_prediction(uint8_t *row, uint64_t obs, uint32_t num_obs, int packed) {
-  if (!packed) {
-    for (uint32_t k = 0; k < num_obs; k++)
-      row[k] = (uint8_t)((obs >> k) & 1u);
-    return;
-  }
-  for (uint32_t byte = 0; byte < (num_obs + 7) / 8; byte++)
-    row[byte] = (uint8_t)(obs >> (8 * byte));
-}
-
+/* Rows of shots and predictions: cudaq_mwpm_shot_events and
+ * cudaq_mwpm_write_prediction (mwpm.h), shared with cudaq_mwpm_decode_batch. */
 static size_t row_bytes(uint32_t n, int packed) { return packed ? (n + 7u) / 8u : n; }
 
 int cudaq_py_mwpm_decode_batch(cudaq_mwpm_decoder_t *dec, uint32_t num_dets, uint32_t num_obs,
@@ -84,7 +53,7 @@ int cudaq_py_mwpm_decode_batch(cudaq_mwpm_decoder_t *dec, uint32_t num_dets, uin
     return CUDAQ_MWPM_ERR_NO_MEMORY;
   int st = CUDAQ_MWPM_OK;
   for (size_t s = 0; s < num_shots; s++) {
-    size_t n = shot_events(shots + s * in_bytes, num_dets, packed_in, events);
+    size_t n = cudaq_mwpm_shot_events(shots + s * in_bytes, num_dets, packed_in, events);
     cudaq_mwpm_result_t res;
     st = correlated ? cudaq_mwpm_decode_correlated(dec, events, n, &res)
                     : cudaq_mwpm_decode(dec, events, n, &res);
@@ -92,7 +61,7 @@ int cudaq_py_mwpm_decode_batch(cudaq_mwpm_decoder_t *dec, uint32_t num_dets, uin
       *bad_shot = s;
       break;
     }
-    write_prediction(preds + s * out_bytes, res.obs_mask, num_obs, packed_out);
+    cudaq_mwpm_write_prediction(preds + s * out_bytes, res.obs_mask, num_obs, packed_out);
     if (weights)
       weights[s] = res.weight;
   }
@@ -131,7 +100,7 @@ int cudaq_py_hybrid_decode_batch(cudaq_predecoder_t *pre, cudaq_mwpm_decoder_t *
   int st = 0;
   *layer = CUDAQ_PY_LAYER_NONE;
   for (size_t s = 0; s < num_shots; s++) {
-    size_t n = shot_events(shots + s * in_bytes, num_dets, packed_in, events);
+    size_t n = cudaq_mwpm_shot_events(shots + s * in_bytes, num_dets, packed_in, events);
     size_t nr = 0;
     uint64_t frame = 0;
     st = cudaq_predecoder_run(pre, events, n, residual, &nr, &frame, perr);
@@ -147,7 +116,7 @@ int cudaq_py_hybrid_decode_batch(cudaq_predecoder_t *pre, cudaq_mwpm_decoder_t *
       *bad_shot = s;
       break;
     }
-    write_prediction(preds + s * out_bytes, frame ^ res.obs_mask, num_obs, packed_out);
+    cudaq_mwpm_write_prediction(preds + s * out_bytes, frame ^ res.obs_mask, num_obs, packed_out);
     if (weights)
       weights[s] = res.weight;
     if (residual_counts)

@@ -40,7 +40,7 @@ typedef struct batch_thread {
   int status;  /* its status */
 } batch_thread_t;
 
-static size_t shot_events(const uint8_t *row, uint32_t num_dets, int packed, uint32_t *events) {
+size_t cudaq_mwpm_shot_events(const uint8_t *row, uint32_t num_dets, int packed, uint32_t *events) {
   size_t n = 0;
   if (!packed) {
     for (uint32_t d = 0; d < num_dets; d++)
@@ -60,7 +60,7 @@ static size_t shot_events(const uint8_t *row, uint32_t num_dets, int packed, uin
   return n;
 }
 
-static void write_prediction(uint8_t *row, uint64_t obs, uint32_t num_obs, int packed) {
+void cudaq_mwpm_write_prediction(uint8_t *row, uint64_t obs, uint32_t num_obs, int packed) {
   if (!packed) {
     for (uint32_t k = 0; k < num_obs; k++)
       row[k] = (uint8_t)((obs >> k) & 1u);
@@ -89,7 +89,7 @@ static void *batch_worker(void *arg) {
       break;
     size_t end = sh->num_shots - first < BLOCK ? sh->num_shots : first + BLOCK;
     for (size_t s = first; s < end; s++) {
-      size_t n = shot_events(sh->shots + s * sh->in_bytes, sh->num_dets, packed_in, t->events);
+      size_t n = cudaq_mwpm_shot_events(sh->shots + s * sh->in_bytes, sh->num_dets, packed_in, t->events);
       cudaq_mwpm_result_t res;
       cudaq_mwpm_status_t st = corr ? cudaq_mwpm_decode_correlated(t->dec, t->events, n, &res)
                                     : cudaq_mwpm_decode(t->dec, t->events, n, &res);
@@ -99,7 +99,7 @@ static void *batch_worker(void *arg) {
         atomic_store_explicit(&sh->stop, 1, memory_order_relaxed);
         return NULL;
       }
-      write_prediction(sh->preds + s * sh->out_bytes, res.obs_mask, sh->num_obs, packed_out);
+      cudaq_mwpm_write_prediction(sh->preds + s * sh->out_bytes, res.obs_mask, sh->num_obs, packed_out);
       if (sh->weights)
         sh->weights[s] = res.weight;
     }

@@ -173,6 +173,17 @@ cudaq_mwpm_status_t cudaq_mwpm_decode_dense_correlated(cudaq_mwpm_decoder_t *dec
                                                        const uint8_t *dets,
                                                        cudaq_mwpm_result_t *res);
 
+/* One row of a shot array as the list of its detection events: dense (one
+ * byte per detector, non-zero = event) or packed (little-endian bits, as
+ * numpy's packbits(bitorder='little') and stim's b8; padding bits past the
+ * last detector are ignored). events needs room for num_dets entries.
+ * Returns the number of events. */
+size_t cudaq_mwpm_shot_events(const uint8_t *row, uint32_t num_dets, int packed, uint32_t *events);
+
+/* Writes a prediction (observable bits obs) as one row: dense (one byte per
+ * observable) or packed (little-endian bits, ceil(num_obs / 8) bytes). */
+void cudaq_mwpm_write_prediction(uint8_t *row, uint64_t obs, uint32_t num_obs, int packed);
+
 /* Flags of cudaq_mwpm_decode_batch (OR them). */
 enum {
   /* Shots are bit-packed: ceil(num_nodes / 8) bytes per shot, detector d in
