@@ -388,6 +388,19 @@ static int decode_shot(run_state_t *r, const uint32_t *events, size_t ne, size_t
  * loop's (the shots before a failing one are written first). Returns 0, or 1
  * after printing the problem. */
 #define CHUNK 4096
+/* The next record of --obs_in into *obs. Returns 0, or 1 after a message
+ * (the file ended before the detection events, or a bad record). */
+static int next_obs(cudaq_sample_reader_t *ord, uint64_t *obs, cudaq_mwpm_error_t *err) {
+  size_t dummy = 0;
+  cudaq_mwpm_status_t st = cudaq_sample_reader_next(ord, NULL, &dummy, obs, err);
+  if (!st)
+    return 0;
+  fprintf(stderr, "qec-decode: obs_in: %s\n",
+          st == CUDAQ_MWPM_EOF ? "fewer records than the detection events"
+                               : (err->message[0] ? err->message : cudaq_mwpm_status_str(st)));
+  return 1;
+}
+
 static int run_threaded(cudaq_mwpm_decoder_t *const *decs, size_t nt, int correlated, uint32_t nd,
                         uint32_t no, cudaq_sample_reader_t *rd, cudaq_sample_reader_t *ord,
                         FILE *fout, cudaq_sample_format_t out_fmt, int cmd_predict,
@@ -438,16 +451,8 @@ static int run_threaded(cudaq_mwpm_decoder_t *const *decs, size_t nt, int correl
         continue;
       }
       uint64_t o = obs[s];
-      if (ord) {
-        size_t dummy = 0;
-        cudaq_mwpm_status_t ost = cudaq_sample_reader_next(ord, NULL, &dummy, &o, &err);
-        if (ost) {
-          fprintf(stderr, "qec-decode: obs_in: %s\n",
-                  ost == CUDAQ_MWPM_EOF ? "fewer records than the detection events"
-                                        : (err.message[0] ? err.message : cudaq_mwpm_status_str(ost)));
-          goto done;
-        }
-      }
+      if (ord && next_obs(ord, &o, &err))
+        goto done;
       mistakes += pred != o;
     }
     if (st) {
@@ -633,16 +638,8 @@ static int run(const opts_t *o) {
       }
       continue;
     }
-    if (ord) {
-      size_t dummy = 0;
-      st = cudaq_sample_reader_next(ord, NULL, &dummy, &obs, &err);
-      if (st) {
-        fprintf(stderr, "qec-decode: obs_in: %s\n",
-                st == CUDAQ_MWPM_EOF ? "fewer records than the detection events"
-                                     : (err.message[0] ? err.message : cudaq_mwpm_status_str(st)));
-        goto done;
-      }
-    }
+    if (ord && next_obs(ord, &obs, &err))
+      goto done;
     mistakes += pred != obs;
     r.rep.mistakes_mwpm += plain != obs;
   }
