@@ -4,11 +4,13 @@
 # sanitizer memcheck and racecheck on short GPU runs, an Nsight Systems NVTX
 # summary where nsys exists, and the benchmark matrix: d = 7, 13 x {hybrid
 # FP16, passthrough} x arrivals every 10 us, 30 us and flat out, plus d = 21
-# passthrough, each with its JSON report in $OUT.
+# passthrough, each with its JSON report in $OUT; and the UDP service (issue 14)
+# on the GPU machine's 16-core host (bench_udp: latency rows and a 10^6-request
+# run at 100k/s), which needs no GPU but more cores than the development VM.
 # Prepare here (the build folder is too large to carry whole):
 #   scripts/gpu-build.sh && scripts/gpu-pack.sh      -> .gpucarry/
 # then run with .gpucarry and .whl (stim, PyMatching wheels) carried.
-# STEPS="test sanitize nsys bench lowload" (default all); DURATION (s per bench run,
+# STEPS="test sanitize nsys bench lowload udp" (default all); DURATION (s per bench run,
 # default 2); WORKERS (default 8). Logs and reports go to $OUT (default gpu-out/); the
 # device tool returns few files, so run it as
 #   OUT=/tmp/rt-out scripts/gpu-run-realtime.sh; tar czf "$OUT/rt.tgz" -C /tmp/rt-out .
@@ -24,7 +26,7 @@ chmod +x /tmp/rtbin/*
 export LD_LIBRARY_PATH=$PWD/$C:$LD_LIBRARY_PATH
 install_wheels
 RT=/tmp/rtbin/qec-realtime QD=/tmp/rtbin/qec-decode
-STEPS=${STEPS:-test sanitize nsys bench lowload}
+STEPS=${STEPS:-test sanitize nsys bench lowload udp}
 DURATION=${DURATION:-2} WORKERS=${WORKERS:-8}
 machine_info 2>&1 | tee "$OUT/machine.txt"
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -90,6 +92,11 @@ if has lowload; then # the hybrid mode's latency below its capacity (engine-boun
   SFX=-fp32 bench d7 hybrid 1000 --precision fp32
   SFX=-bits bench d7 hybrid 1000 --payload bits
   SFX=-bits bench d7 passthrough 10 --payload bits
+fi
+if has udp; then # UDP bridge + emulator on loopback: ratios to a bare ping-pong, then the rate runs
+  STEP_TIMEOUT=200 run bench_udp /tmp/rtbin/bench_udp --requests 20000 --count "${UDP_COUNT:-1000000}" \
+    --rate "${UDP_RATE:-100000}" --rate-slots "${UDP_SLOTS:-1024}"
+  cat "$OUT/bench_udp.log"
 fi
 ls "$OUT"/bench/*.json > /dev/null 2>&1 &&
   python3 tools/realtime/bench_table.py "$OUT"/bench/*.json | tee "$OUT/bench_table.md"
