@@ -101,9 +101,16 @@ static void on_complete(void *user, const cudaq_completion_t *c) {
   (void)cudaq_udp_bridge_send_response(s->bridge, (uint32_t)c->slot);
 }
 
+/* --pin C: the server's threads get cores C, C+1, ... (bridge RX on C, then
+ * the dispatcher, the pipeline's consumer and its worker); -1 = no pinning.
+ * The emulator's sender and receiver threads are left to the scheduler. */
+static int g_pin = -1;
+static int pin_core(int k) { return g_pin < 0 ? -1 : g_pin + k; }
+
 static void bridge_up(server_t *s, cudaq_udp_tx_mode_t mode) {
   cudaq_udp_config_t c;
   CK(cudaq_udp_config_init(&c));
+  c.rx_core = pin_core(0);
   c.bind_addr = "127.0.0.1";
   c.ring = &s->ring;
   c.num_slots = g_slots;
@@ -133,6 +140,7 @@ static void host_up(server_t *s, cudaq_udp_tx_mode_t mode) {
   CK(cudaq_dispatcher_set_ringbuffer(s->d, &s->ring));
   CK(cudaq_dispatcher_set_function_table(s->d, &t));
   CK(cudaq_dispatcher_set_control(s->d, &s->shutdown, s->stats));
+  if (g_pin >= 0) CK(cudaq_dispatcher_set_host_affinity(s->d, pin_core(1)));
   CK(cudaq_dispatcher_start(s->d));
   bridge_up(s, mode);
   CK(cudaq_udp_bridge_start(s->bridge));
@@ -147,7 +155,14 @@ static void pipeline_up(server_t *s) {
   pc.num_slots = g_slots;
   pc.slot_size = SLOT;
   pc.external_ringbuffer = &s->ring;
-  pc.idle_yield = 1; /* 2 cores: dispatcher, worker and consumer would otherwise all spin */
+  /* Unpinned (2 cores): dispatcher, worker and consumer would otherwise all
+   * spin. Pinned: each has its own core and spins. */
+  pc.idle_yield = g_pin < 0;
+  if (g_pin >= 0) {
+    pc.cores.dispatcher = pin_core(1);
+    pc.cores.consumer = pin_core(2);
+    pc.cores.worker_base = pin_core(3);
+  }
   CK(cudaq_pipeline_create(&pc, &s->p));
   CK(cudaq_pipeline_set_cpu_stage(s->p, cpu_echo, s));
   CK(cudaq_pipeline_set_completion_handler(s->p, on_complete, s));
@@ -352,7 +367,7 @@ static void rate_run(const char *which, uint64_t count, double rate, uint32_t sl
 
 static const char *USAGE =
     "usage: bench_udp [--requests N] [--count N] [--rate HZ] [--payload BYTES]\n"
-    "                 [--rate-servers LIST] [--rate-slots N]\n"
+    "                 [--rate-servers LIST] [--rate-slots N] [--pin CPU]\n"
     "  --requests N       closed-loop round trips per latency row (default 20000; 0: no rows)\n"
     "  --count N          requests of each rate run (default 1000000; 0: no rate run)\n"
     "  --rate HZ          rate of the rate runs, requests per second (default 100000)\n"
@@ -361,6 +376,9 @@ static const char *USAGE =
     "                     inline (bridge TX_INLINE + host-thread dispatcher),\n"
     "                     pipeline (pipeline service); default inline,pipeline\n"
     "  --rate-slots N     ring slots of the rate-run servers (default 64)\n"
+    "  --pin CPU          pin the server's threads to CPUs CPU, CPU+1, ... (bridge RX,\n"
+    "                     dispatcher, pipeline consumer, worker); default: no pinning,\n"
+    "                     and the pipeline's idle threads yield\n"
     "  --help, -h         this text\n";
 
 int main(int argc, char **argv) {
@@ -377,7 +395,7 @@ int main(int argc, char **argv) {
     }
     const int known = !strcmp(a, "--requests") || !strcmp(a, "--count") || !strcmp(a, "--rate") ||
                       !strcmp(a, "--payload") || !strcmp(a, "--rate-servers") ||
-                      !strcmp(a, "--rate-slots");
+                      !strcmp(a, "--rate-slots") || !strcmp(a, "--pin");
     if (!known) {
       fprintf(stderr, "bench_udp: unknown option '%s'\n%s", a, USAGE);
       return 2;
@@ -401,11 +419,15 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--count")) count = (uint64_t)x;
     else if (!strcmp(a, "--rate")) rate = x;
     else if (!strcmp(a, "--payload")) g_len = (uint32_t)x;
+    else if (!strcmp(a, "--pin")) g_pin = (int)x;
     else rate_slots = (uint32_t)x;
   }
   if (g_len + 24 > SLOT) DIE("payload at most %u bytes", SLOT - 24);
   if (count && rate <= 0) DIE("bench_udp: --rate must be above 0");
   if (rate_slots < 1 || rate_slots > 65536) DIE("bench_udp: --rate-slots 1..65536");
+  if (g_pin >= 0 && g_pin + 4 > sysconf(_SC_NPROCESSORS_ONLN))
+    DIE("bench_udp: --pin %d needs CPUs %d..%d; this machine has %ld", g_pin, g_pin, g_pin + 3,
+        sysconf(_SC_NPROCESSORS_ONLN));
   /* Check the server list before any run. */
   char list[256];
   snprintf(list, sizeof list, "%s", rate_servers);

@@ -97,6 +97,10 @@ if has udp; then # UDP bridge + emulator on loopback: ratios to a bare ping-pong
   STEP_TIMEOUT=200 run bench_udp /tmp/rtbin/bench_udp --requests 20000 --count "${UDP_COUNT:-1000000}" \
     --rate "${UDP_RATE:-100000}" --rate-slots "${UDP_SLOTS:-1024}"
   cat "$OUT/bench_udp.log"
+  # the same with the server's threads on CPUs 2.. (bridge RX, dispatcher, consumer, worker)
+  STEP_TIMEOUT=200 run bench_udp_pinned /tmp/rtbin/bench_udp --pin 2 --requests 20000 \
+    --count "${UDP_COUNT:-1000000}" --rate "${UDP_RATE:-100000}" --rate-slots "${UDP_SLOTS:-1024}"
+  cat "$OUT/bench_udp_pinned.log"
 fi
 ls "$OUT"/bench/*.json > /dev/null 2>&1 &&
   python3 tools/realtime/bench_table.py "$OUT"/bench/*.json | tee "$OUT/bench_table.md"
