@@ -7,10 +7,13 @@
 # passthrough, each with its JSON report in $OUT; and the UDP service (issue 14)
 # on the GPU machine's 16-core host (bench_udp: latency rows and a 10^6-request
 # run at 100k/s), which needs no GPU but more cores than the development VM.
+# STEPS=dispatch adds the dispatch and pipeline GPU tests (test_gpu_dispatch,
+# test_pipeline_gpu) under compute-sanitizer memcheck and racecheck at a
+# reduced scale, and bench_gpu_dispatch / bench_pipeline, from the packed binaries.
 # Prepare here (the build folder is too large to carry whole):
 #   scripts/gpu-build.sh && scripts/gpu-pack.sh      -> .gpucarry/
 # then run with .gpucarry and .whl (stim, PyMatching wheels) carried.
-# STEPS="test sanitize nsys bench lowload udp" (default all); DURATION (s per bench run,
+# STEPS="test sanitize nsys bench lowload udp dispatch" (default all but dispatch); DURATION (s per bench run,
 # default 2); WORKERS (default 8). Logs and reports go to $OUT (default gpu-out/); the
 # device tool returns few files, so run it as
 #   OUT=/tmp/rt-out scripts/gpu-run-realtime.sh; tar czf "$OUT/rt.tgz" -C /tmp/rt-out .
@@ -92,6 +95,22 @@ if has lowload; then # the hybrid mode's latency below its capacity (engine-boun
   SFX=-fp32 bench d7 hybrid 1000 --precision fp32
   SFX=-bits bench d7 hybrid 1000 --payload bits
   SFX=-bits bench d7 passthrough 10 --payload bits
+fi
+if has dispatch; then
+  for t in test_gpu_dispatch test_pipeline_gpu; do
+    STEP_TIMEOUT=240 run "$t" "/tmp/rtbin/$t"
+    grep -E "PASSED|FAILED|^\[ +(OK|FAILED)|graph launch:|floor" "$OUT/$t.log" | tail -40
+    for tool in memcheck racecheck; do
+      STEP_TIMEOUT=${SAN_TIMEOUT:-120} run "${t}_$tool" env CUDAQ_TEST_SCALE="${SCALE_SAN:-0.005}" \
+        CUDAQ_TEST_SLOW=1 compute-sanitizer --tool $tool $([ $tool = memcheck ] && echo --report-api-errors no) \
+        --error-exitcode 1 "/tmp/rtbin/$t"
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/${t}_$tool.log" | tail -3
+    done
+  done
+  STEP_TIMEOUT=120 run bench_gpu_dispatch /tmp/rtbin/bench_gpu_dispatch --requests 200000 --cpu 2
+  cat "$OUT/bench_gpu_dispatch.log"
+  STEP_TIMEOUT=180 run bench_pipeline /tmp/rtbin/bench_pipeline --requests 100000 --cpus 2,3,4 --workers 8
+  cat "$OUT/bench_pipeline.log"
 fi
 if has udp; then # UDP bridge + emulator on loopback: ratios to a bare ping-pong, then the rate runs
   STEP_TIMEOUT=200 run bench_udp /tmp/rtbin/bench_udp --requests 20000 --count "${UDP_COUNT:-1000000}" \
