@@ -1,0 +1,211 @@
+/* Internal declarations of the sparse-blossom decoder, shared by its files:
+ *   decoder.c      the public decode calls, results, create/destroy, paths
+ *   flood.c        region growth on the detector graph (the flooder) and the
+ *                  event loop
+ *   blossom.c      Edmonds' primal side: alternating trees, blossoms, augment
+ *   event_queue.c  the radix heap of event times
+ * See decoder.c for the picture of the algorithm. */
+#ifndef CUDAQ_MWPM_DECODER_INTERNAL_H
+#define CUDAQ_MWPM_DECODER_INTERNAL_H
+
+#include <stdint.h>
+
+#include "mwpm_internal.h"
+
+#define NEVER INT64_MAX
+#define NONE (-1)
+#define BOUNDARY_REGION (-2)
+
+typedef struct cedge {  /* a path between two detection events (b = -1: boundary) */
+  int32_t a, b;
+  uint64_t obs;
+  double wf;
+} cedge_t;
+
+/* Per node, outside node_t because the inner loops read them: top (4
+ * bytes, so that the whole array stays in the first-level cache) is the
+ * top-level region owning the node, or NONE; the node's local radius (how
+ * far its region reaches past it) is radius(top) + lrb, where lrb = (sum of
+ * the frozen radii of the blossoms between its region and top) - (radius of
+ * its region on arrival). */
+typedef struct node {
+  int32_t region;     /* innermost owning region, or NONE */
+  int32_t source;     /* detection event this node was reached from */
+  int32_t shell_next; /* next older node in region's shell (stack) */
+  double distf;       /* length of the tracked path from source */
+  uint64_t obs;       /* observables along the tracked path from source */
+  uint8_t touched;
+  uint8_t is_event;
+} node_t;
+
+typedef struct region {
+  int64_t y0;         /* radius(t) = y0 + slope * t */
+  int32_t slope;      /* +1 growing, 0 frozen, -1 shrinking */
+  int32_t parent;     /* blossom containing this region, or NONE */
+  int32_t alt;        /* alternating-tree node, or NONE */
+  int32_t shell;      /* newest node of the shell, or NONE */
+  int32_t child;      /* blossom: one child of the cycle, or NONE */
+  int32_t next;       /* as a child: next child around the cycle */
+  int32_t source;     /* trivial region: its detection event; blossom: NONE */
+  int32_t match;      /* matched region, BOUNDARY_REGION, or NONE */
+  uint32_t stamp;
+  cedge_t to_next;    /* as a child: edge to next */
+  cedge_t match_edge; /* from this region to match */
+} region_t;
+
+typedef struct altnode {
+  int32_t inner, outer;   /* root: inner = NONE */
+  int32_t parent;         /* NONE for a root */
+  int32_t first_child, next_sib, prev_sib;
+  uint32_t stamp;
+  cedge_t inner_to_outer; /* inner -> outer */
+  cedge_t parent_edge;    /* inner -> parent's outer */
+} altnode_t;
+
+typedef struct heap_item {
+  int64_t t;
+  int32_t id;
+  int32_t next;
+} heap_item_t;
+
+typedef struct mev {       /* an event for the matcher */
+  int kind;
+  int32_t r1, r2;
+  cedge_t e;
+} mev_t;
+
+enum { EV_NONE, EV_HIT_REGION, EV_HIT_BOUNDARY, EV_SHATTER, EV_IMPLODE };
+
+struct cudaq_mwpm_decoder {
+  const cudaq_mwpm_graph_t *g;
+  const cudaq_mwpm__adj_t *adj; /* the graph's weights, or corr's copy */
+  const double *adj_wf;
+  cudaq_mwpm__corr_t *corr;     /* correlated matching state, or NULL */
+  uint32_t n;
+  node_t *nodes;
+  int32_t *top;
+  int64_t *lrb;
+  region_t *regions;
+  int32_t nregions, *free_regions, nfree_regions;
+  altnode_t *alts;
+  int32_t nalts, *free_alts, nfree_alts;
+  int64_t *ev_desired, *ev_queued; /* per id: nodes, then regions */
+  heap_item_t *pool;      /* radix heap entries */
+  size_t pool_cap, pool_used;
+  int32_t pool_free;
+  int32_t bucket[64];
+  uint64_t bucket_mask;
+  int64_t heap_last;
+  size_t heap_len;
+  int64_t now;
+  uint32_t stamp;
+  int32_t *touched;
+  size_t ntouched;
+  int32_t *scratch_a, *scratch_b, *scratch_c; /* region/alt lists, max_regions each */
+  cedge_t *scratch_e;
+  int32_t max_regions;
+  cudaq_mwpm_pair_t *pairs;
+  cedge_t *pair_edges;
+  size_t npairs;
+  uint64_t obs;
+  double weight;
+  uint32_t *events;       /* deduplicated event list of the current shot */
+  size_t nevents;
+  uint8_t *mark;          /* per node, for deduplication */
+  uint64_t parity_violations;
+  int oom;                /* the heap could not grow */
+  /* Dijkstra scratch for cudaq_mwpm_decoder_edges. */
+  int64_t *dj_dist;
+  int32_t *dj_prev_adj;
+  int32_t *dj_list;
+};
+/* ------------------------------------------------------------ utilities */
+
+static inline cedge_t rev(cedge_t e) {
+  int32_t t = e.a;
+  e.a = e.b;
+  e.b = t;
+  return e;
+}
+
+static inline int64_t radius(const region_t *r, int64_t t) { return r->y0 + r->slope * t; }
+
+static inline int64_t local_radius(const cudaq_mwpm_decoder_t *d, int32_t x) {
+  return radius(&d->regions[d->top[x]], d->now) + d->lrb[x];
+}
+static inline int32_t rid(const cudaq_mwpm_decoder_t *d, int32_t r) { return (int32_t)d->n + r; }
+
+/* The region's radius at time now becomes its y0 under the new slope. */
+static inline void set_slope(cudaq_mwpm_decoder_t *d, int32_t r, int32_t slope) {
+  region_t *R = &d->regions[r];
+  int64_t y = radius(R, d->now);
+  R->slope = slope;
+  R->y0 = y - (int64_t)slope * d->now;
+}
+
+/* Applies f to every node in the total area of region r (its own shell and
+
+ * those of all its descendants). */
+#define FOR_AREA_BEGIN(d, r0, xvar)                                                      \
+  {                                                                                      \
+    int32_t *stk_ = (d)->scratch_c;                                                      \
+    int32_t nstk_ = 0;                                                                   \
+    stk_[nstk_++] = (r0);                                                                \
+    while (nstk_) {                                                                      \
+      int32_t rr_ = stk_[--nstk_];                                                       \
+      region_t *RR_ = &(d)->regions[rr_];                                                \
+      if (RR_->child != NONE) {                                                          \
+        int32_t c_ = RR_->child;                                                         \
+        do {                                                                             \
+          stk_[nstk_++] = c_;                                                            \
+          c_ = (d)->regions[c_].next;                                                    \
+        } while (c_ != RR_->child);                                                      \
+      }                                                                                  \
+      for (int32_t xvar = RR_->shell; xvar != NONE; xvar = (d)->nodes[xvar].shell_next) {
+#define FOR_AREA_END \
+  }                  \
+  }                  \
+  }
+
+
+/* The child of blossom b (a direct child) whose area holds source node s. */
+static inline int32_t child_holding(const cudaq_mwpm_decoder_t *d, int32_t b, int32_t s) {
+  int32_t r = d->nodes[s].region;
+  while (d->regions[r].parent != b)
+    r = d->regions[r].parent;
+  return r;
+}
+
+/* event_queue.c */
+void cudaq_mwpm__heap_clear(cudaq_mwpm_decoder_t *d);
+int cudaq_mwpm__heap_push(cudaq_mwpm_decoder_t *d, int64_t t, int32_t id);
+heap_item_t cudaq_mwpm__heap_pop(cudaq_mwpm_decoder_t *d);
+
+/* Asks for entity id to be looked at at time t (NEVER: not at all). At most
+ * one live heap entry per entity: a later desired time keeps the earlier
+ * entry, which re-queues itself when it comes out. */
+static inline void q_set(cudaq_mwpm_decoder_t *d, int32_t id, int64_t t) {
+  d->ev_desired[id] = t;
+  if (t != NEVER && d->ev_queued[id] > t) {
+    if (cudaq_mwpm__heap_push(d, t, id))
+      d->oom = 1;
+    d->ev_queued[id] = t;
+  }
+}
+
+/* flood.c */
+cudaq_mwpm_status_t cudaq_mwpm__run(cudaq_mwpm_decoder_t *d);
+void cudaq_mwpm__replan_region(cudaq_mwpm_decoder_t *d, int32_t r, int was_growing);
+
+/* decoder.c: the matched pairs of the finished matching into the result. */
+void cudaq_mwpm__collect(cudaq_mwpm_decoder_t *d);
+
+/* blossom.c */
+int32_t cudaq_mwpm__new_region(cudaq_mwpm_decoder_t *d);
+int32_t cudaq_mwpm__new_alt(cudaq_mwpm_decoder_t *d);
+void cudaq_mwpm__hit_region(cudaq_mwpm_decoder_t *d, int32_t r1, int32_t r2, cedge_t e);
+void cudaq_mwpm__augment_tree(cudaq_mwpm_decoder_t *d, int32_t r, int32_t partner, cedge_t e);
+void cudaq_mwpm__shatter(cudaq_mwpm_decoder_t *d, int32_t b);
+void cudaq_mwpm__implode(cudaq_mwpm_decoder_t *d, int32_t r);
+
+#endif

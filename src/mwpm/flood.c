@@ -1,0 +1,279 @@
+/* The flooder of the sparse-blossom decoder: regions grow (or shrink) on
+ * the detector graph, claim nodes, and report collisions with each other
+ * and with the boundary to the matcher (blossom.c) as timed events. */
+#include "decoder_internal.h"
+
+static void touch(cudaq_mwpm_decoder_t *d, int32_t x) {
+  if (!d->nodes[x].touched) {
+    d->nodes[x].touched = 1;
+    d->touched[d->ntouched++] = x;
+  }
+}
+
+/* Time at which a growing/frozen region at node x next interacts along one
+ * edge. Parity note: with even weights, every vertex of a growing or
+ * shrinking region has a total dual of the parity of `now`, so a gap between
+ * two growing regions is even. */
+static inline int64_t edge_time(cudaq_mwpm_decoder_t *d, int32_t top_x, int32_t slope_x,
+                                int64_t lrx, int32_t to, int64_t w) {
+  if (to < 0 || d->top[to] < 0) {
+    if (slope_x > 0) {
+      int64_t gap = w - lrx;
+      return d->now + (gap > 0 ? gap : 0);
+    }
+    return NEVER;
+  }
+  int32_t top_y = d->top[to];
+  if (top_y == top_x)
+    return NEVER;
+  const region_t *ry = &d->regions[top_y];
+  int32_t rate = slope_x + ry->slope;
+  if (rate <= 0)
+    return NEVER;
+  int64_t gap = w - lrx - (radius(ry, d->now) + d->lrb[to]);
+  if (gap <= 0)
+    return d->now;
+  if (rate == 2) {
+    if (gap & 1)
+      d->parity_violations++;
+    return d->now + gap / 2;
+  }
+  return d->now + gap;
+}
+
+static int64_t node_next_time(cudaq_mwpm_decoder_t *d, int32_t x) {
+  int32_t top = d->top[x];
+  if (top < 0)
+    return NEVER;
+  int32_t slope = d->regions[top].slope;
+  if (slope < 0)
+    return NEVER;
+  const cudaq_mwpm_graph_t *g = d->g;
+  int64_t lrx = local_radius(d, x);
+  int64_t best = NEVER;
+  for (uint32_t k = g->adj_start[x], e = g->adj_start[x + 1]; k < e; k++) {
+    int64_t t = edge_time(d, top, slope, lrx, d->adj[k].to, d->adj[k].w);
+    if (t < best)
+      best = t;
+  }
+  return best;
+}
+
+static inline void requeue_node(cudaq_mwpm_decoder_t *d, int32_t x) {
+  q_set(d, x, node_next_time(d, x));
+}
+
+/* Region `r` (top, growing) takes unowned node y through node x's edge k. */
+static void claim(cudaq_mwpm_decoder_t *d, int32_t x, uint32_t k, int32_t y) {
+  const cudaq_mwpm_graph_t *g = d->g;
+  node_t *nx = &d->nodes[x], *ny = &d->nodes[y];
+  int32_t r = d->top[x];
+  region_t *R = &d->regions[r];
+  touch(d, y);
+  d->nodes[y].region = r;
+  d->top[y] = r;
+  d->lrb[y] = -radius(R, d->now);
+  ny->source = nx->source;
+  ny->distf = nx->distf + d->adj_wf[k];
+  ny->obs = nx->obs ^ g->adj_obs[k];
+  ny->shell_next = R->shell;
+  R->shell = y;
+}
+
+/* Processes node x at time now. Returns 1 with *ev set when a collision is
+ * due (x is then looked at again at the same time). */
+static int process_node(cudaq_mwpm_decoder_t *d, int32_t x, mev_t *ev) {
+  const cudaq_mwpm_graph_t *g = d->g;
+  int32_t top = d->top[x];
+  if (top < 0)
+    return 0;
+  int32_t slope = d->regions[top].slope;
+  if (slope < 0)
+    return 0;
+  int64_t lrx = local_radius(d, x);
+  int64_t best = NEVER;
+  for (uint32_t k = g->adj_start[x], e = g->adj_start[x + 1]; k < e; k++) {
+    int32_t to = d->adj[k].to;
+    int64_t t = edge_time(d, top, slope, lrx, to, d->adj[k].w);
+    if (t > d->now) {
+      if (t < best)
+        best = t;
+      continue;
+    }
+    if (t == NEVER)
+      continue;
+    if (to >= 0 && d->top[to] < 0) {
+      claim(d, x, k, to);
+      requeue_node(d, to);
+      continue;
+    }
+    /* A collision: build the path between the two detection events. */
+    const node_t *nx = &d->nodes[x];
+    ev->e.a = nx->source;
+    ev->e.obs = nx->obs ^ g->adj_obs[k];
+    ev->e.wf = nx->distf + d->adj_wf[k];
+    ev->r1 = top;
+    if (to < 0) {
+      ev->kind = EV_HIT_BOUNDARY;
+      ev->e.b = NONE;
+      ev->r2 = BOUNDARY_REGION;
+    } else {
+      const node_t *ny = &d->nodes[to];
+      ev->kind = EV_HIT_REGION;
+      ev->e.b = ny->source;
+      ev->e.obs ^= ny->obs;
+      ev->e.wf += ny->distf;
+      ev->r2 = d->top[to];
+    }
+    q_set(d, x, d->now);
+    return 1;
+  }
+  q_set(d, x, best);
+  return 0;
+}
+
+
+/* Schedules the next shrink step of a shrinking top region. */
+static void schedule_shrink(cudaq_mwpm_decoder_t *d, int32_t r) {
+  region_t *R = &d->regions[r];
+  int64_t y = radius(R, d->now);
+  int64_t t;
+  if (R->shell != NONE && R->shell != R->source)
+    t = d->now + (y + d->lrb[R->shell]);
+  else
+    t = d->now + y;
+  if (t < d->now)
+    t = d->now;
+  q_set(d, rid(d, r), t);
+}
+
+/* A shrinking region gives up its newest node, or reports that it reached
+ * radius zero. */
+static int process_region(cudaq_mwpm_decoder_t *d, int32_t r, mev_t *ev) {
+  region_t *R = &d->regions[r];
+  if (R->parent != NONE || R->slope >= 0)
+    return 0;
+  if (R->shell != NONE && R->shell != R->source) {
+    int32_t v = R->shell;
+    node_t *nv = &d->nodes[v];
+    R->shell = nv->shell_next;
+    d->nodes[v].region = NONE;
+    d->top[v] = NONE;
+    nv->shell_next = NONE;
+    const cudaq_mwpm_graph_t *g = d->g;
+    for (uint32_t k = g->adj_start[v], e = g->adj_start[v + 1]; k < e; k++) {
+      int32_t to = d->adj[k].to;
+      if (to >= 0 && d->top[to] >= 0)
+        requeue_node(d, to);
+    }
+    schedule_shrink(d, r);
+    return 0;
+  }
+  ev->kind = R->source == NONE ? EV_SHATTER : EV_IMPLODE;
+  ev->r1 = r;
+  return 1;
+}
+
+/* After a region's growth or top-level status changed: re-plan its nodes
+ * and, when it shrinks, its shrink step. Nodes need no re-planning when the
+ * region shrinks (they cannot collide) or when it stopped growing
+ * (`was_growing`): every pending collision time near it can then only move
+ * later, and the events already queued are re-examined when they fire. */
+void cudaq_mwpm__replan_region(cudaq_mwpm_decoder_t *d, int32_t r, int was_growing) {
+  const region_t *R = &d->regions[r];
+  if (R->slope < 0 && R->parent == NONE) {
+    schedule_shrink(d, r);
+    return;
+  }
+  d->ev_desired[rid(d, r)] = NEVER;
+  if (R->slope == 0 && was_growing)
+    return;
+  FOR_AREA_BEGIN(d, r, x)
+  requeue_node(d, x);
+  FOR_AREA_END
+}
+
+/* The child of blossom b (a direct child) whose area holds source node s. */
+
+/* ------------------------------------------------------------ event loop */
+
+/* Decodes d->events: one trivial region and one tree per event, then
+ * events in time order until every region is matched. */
+cudaq_mwpm_status_t cudaq_mwpm__run(cudaq_mwpm_decoder_t *d) {
+  d->obs = 0;
+  d->weight = 0;
+  d->npairs = 0;
+  d->oom = 0;
+  /* One trivial region and one tree per event. */
+  for (size_t i = 0; i < d->nevents; i++) {
+    int32_t s = (int32_t)d->events[i];
+    int32_t r = cudaq_mwpm__new_region(d);
+    region_t *R = &d->regions[r];
+    R->slope = 1;
+    R->source = s;
+    R->shell = s;
+    int32_t a = cudaq_mwpm__new_alt(d);
+    d->alts[a].outer = r;
+    R->alt = a;
+    node_t *ns = &d->nodes[s];
+    touch(d, s);
+    d->nodes[s].region = d->top[s] = r;
+    d->lrb[s] = 0;
+    ns->source = s;
+    ns->shell_next = NONE;
+    ns->distf = 0;
+    ns->obs = 0;
+  }
+  for (size_t i = 0; i < d->nevents; i++)
+    requeue_node(d, (int32_t)d->events[i]);
+  mev_t ev;
+  while (d->heap_len) {
+    heap_item_t it = cudaq_mwpm__heap_pop(d);
+    int32_t id = it.id;
+    if (d->ev_queued[id] != it.t)
+      continue; /* superseded entry */
+    d->ev_queued[id] = NEVER;
+    int64_t want = d->ev_desired[id];
+    if (want != it.t) {
+      if (want != NEVER && want > it.t) {
+        if (cudaq_mwpm__heap_push(d, want, id))
+          d->oom = 1;
+        d->ev_queued[id] = want;
+      }
+      continue;
+    }
+    d->ev_desired[id] = NEVER;
+    d->now = it.t;
+    int got = id < (int32_t)d->n ? process_node(d, id, &ev)
+                                  : process_region(d, id - (int32_t)d->n, &ev);
+    if (!got)
+      continue;
+    switch (ev.kind) {
+    case EV_HIT_REGION:
+      cudaq_mwpm__hit_region(d, ev.r1, ev.r2, ev.e);
+      break;
+    case EV_HIT_BOUNDARY:
+      if (d->regions[ev.r1].alt != NONE)
+        cudaq_mwpm__augment_tree(d, ev.r1, BOUNDARY_REGION, ev.e);
+      break;
+    case EV_SHATTER:
+      cudaq_mwpm__shatter(d, ev.r1);
+      break;
+    case EV_IMPLODE:
+      cudaq_mwpm__implode(d, ev.r1);
+      break;
+    }
+    if (d->oom)
+      break;
+  }
+  if (d->oom)
+    return CUDAQ_MWPM_ERR_NO_MEMORY;
+  for (size_t i = 0; i < d->nevents; i++) {
+    const region_t *R = &d->regions[d->top[d->events[i]]];
+    if (R->match == NONE)
+      return CUDAQ_MWPM_ERR_NO_SOLUTION;
+  }
+  cudaq_mwpm__collect(d);
+  return CUDAQ_MWPM_OK;
+}
+
