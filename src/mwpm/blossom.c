@@ -197,13 +197,11 @@ static void form_blossom(cudaq_mwpm_decoder_t *d, int32_t r1, int32_t r2, cedge_
     }
   }
   d->alts[lca].outer = b;
-  /* Nodes: new top, wrapped radius grows by the child's (now frozen) radius. */
+  /* Nodes: new top, growing; their local radii are unchanged at now. */
   int32_t c = d->regions[b].child;
   do {
-    int64_t y = d->regions[c].y0;
     FOR_AREA_BEGIN(d, c, x)
-    d->top[x] = b;
-    d->lrb[x] += y;
+    node_retop(d, x, b, 1);
     FOR_AREA_END
     c = d->regions[c].next;
   } while (c != d->regions[b].child);
@@ -284,11 +282,9 @@ void cudaq_mwpm__shatter(cudaq_mwpm_decoder_t *d, int32_t b) {
     region_t *C = &d->regions[cyc[i]];
     C->parent = NONE;
     C->next = NONE;
-    int64_t y = C->y0;
     int32_t ci = cyc[i];
-    FOR_AREA_BEGIN(d, ci, x)
-    d->top[x] = ci;
-    d->lrb[x] -= y;
+    FOR_AREA_BEGIN(d, ci, x) /* top-level and frozen until set_slope below */
+    node_retop(d, x, ci, 0);
     FOR_AREA_END
   }
   int32_t fwd = ((io - ip) % k + k) % k;

@@ -70,7 +70,7 @@ static void resolve(cudaq_mwpm_decoder_t *d, int32_t r0, int32_t s0) {
 void cudaq_mwpm__collect(cudaq_mwpm_decoder_t *d) {
   uint32_t s = ++d->stamp;
   for (size_t i = 0; i < d->nevents; i++) {
-    int32_t r = d->top[d->events[i]];
+    int32_t r = d->ns[d->events[i]].top;
     region_t *R = &d->regions[r];
     if (R->stamp == s)
       continue;
@@ -94,7 +94,8 @@ static void reset(cudaq_mwpm_decoder_t *d) {
   for (size_t i = 0; i < d->ntouched; i++) {
     int32_t x = d->touched[i];
     node_t *nx = &d->nodes[x];
-    d->nodes[x].region = d->top[x] = NONE;
+    d->nodes[x].region = NONE;
+    d->ns[x] = (nstate_t){0, NONE, 0};
     nx->source = nx->shell_next = NONE;
     nx->touched = 0;
     nx->is_event = 0;
@@ -200,8 +201,8 @@ void cudaq_mwpm_decoder_destroy(cudaq_mwpm_decoder_t *d) {
   if (!d)
     return;
   free(d->nodes);
-  free(d->top);
-  free(d->lrb);
+  if (d->ns)
+    free(d->ns - 1);
   free(d->regions);
   free(d->free_regions);
   free(d->alts);
@@ -244,8 +245,9 @@ cudaq_mwpm_status_t cudaq_mwpm_decoder_create(const cudaq_mwpm_graph_t *g,
   size_t mr = (size_t)d->max_regions;
   size_t ms = mr > n ? mr : n;
   d->nodes = calloc(n, sizeof *d->nodes);
-  d->top = calloc(n, sizeof *d->top);
-  d->lrb = calloc(n, sizeof *d->lrb);
+  d->ns = malloc((n + 1) * sizeof *d->ns);
+  if (d->ns)
+    d->ns++; /* ns[-1]: the boundary */
   d->regions = calloc(mr, sizeof *d->regions);
   d->free_regions = calloc(mr, sizeof *d->free_regions);
   d->alts = calloc(mr, sizeof *d->alts);
@@ -266,7 +268,7 @@ cudaq_mwpm_status_t cudaq_mwpm_decoder_create(const cudaq_mwpm_graph_t *g,
   d->dj_dist = malloc(n * sizeof *d->dj_dist);
   d->dj_prev_adj = malloc(n * sizeof *d->dj_prev_adj);
   d->dj_list = malloc(n * sizeof *d->dj_list);
-  if (!d->nodes || !d->top || !d->lrb || !d->regions || !d->free_regions || !d->alts || !d->free_alts ||
+  if (!d->nodes || !d->ns || !d->regions || !d->free_regions || !d->alts || !d->free_alts ||
       !d->ev_desired || !d->ev_queued || !d->pool || !d->touched || !d->scratch_a ||
       !d->scratch_b || !d->scratch_c || !d->scratch_e || !d->pairs || !d->pair_edges ||
       !d->events || !d->mark || !d->dj_dist || !d->dj_prev_adj || !d->dj_list) {
@@ -284,8 +286,10 @@ cudaq_mwpm_status_t cudaq_mwpm_decoder_create(const cudaq_mwpm_graph_t *g,
   for (size_t i = 0; i < d->n; i++) {
     node_t *x = &d->nodes[i];
     x->source = x->shell_next = NONE;
-    d->nodes[i].region = d->top[i] = NONE;
+    d->nodes[i].region = NONE;
   }
+  for (int64_t i = -1; i < (int64_t)n; i++)
+    d->ns[i] = (nstate_t){0, NONE, 0};
   cudaq_mwpm__heap_clear(d);
   for (size_t i = 0; i < n + mr; i++) {
     d->ev_desired[i] = NEVER;

@@ -22,12 +22,22 @@ typedef struct cedge {  /* a path between two detection events (b = -1: boundary
   double wf;
 } cedge_t;
 
-/* Per node, outside node_t because the inner loops read them: top (4
- * bytes, so that the whole array stays in the first-level cache) is the
- * top-level region owning the node, or NONE; the node's local radius (how
- * far its region reaches past it) is radius(top) + lrb, where lrb = (sum of
- * the frozen radii of the blossoms between its region and top) - (radius of
- * its region on arrival). */
+/* Per node, the flooder's view, read for every edge it scans (one 16-byte
+ * load per neighbour): the top-level region owning the node (NONE:
+ * unowned) and the node's local radius (how far its region reaches past it)
+ * at time t, r0 + slope * t, where slope is the top region's slope. Every
+ * node in a top-level region's area carries that region's slope; when the
+ * slope or the top changes at time now, r0 is shifted so that the local
+ * radius at now is unchanged (set_slope, form_blossom, shatter). An unowned
+ * node is {0, NONE, 0}, like the boundary: the array is allocated with one
+ * entry before node 0, ns[-1], the boundary, so that an adjacency entry's
+ * `to` (-1: the boundary) indexes it directly. */
+typedef struct nstate {
+  int64_t r0;
+  int32_t top;
+  int32_t slope;
+} nstate_t;
+
 typedef struct node {
   int32_t region;     /* innermost owning region, or NONE */
   int32_t source;     /* detection event this node was reached from */
@@ -83,8 +93,7 @@ struct cudaq_mwpm_decoder {
   cudaq_mwpm__corr_t *corr;     /* correlated matching state, or NULL */
   uint32_t n;
   node_t *nodes;
-  int32_t *top;
-  int64_t *lrb;
+  nstate_t *ns;           /* n + 1 entries from ns[-1] (the boundary) */
   region_t *regions;
   int32_t nregions, *free_regions, nfree_regions;
   altnode_t *alts;
@@ -131,17 +140,18 @@ static inline cedge_t rev(cedge_t e) {
 static inline int64_t radius(const region_t *r, int64_t t) { return r->y0 + r->slope * t; }
 
 static inline int64_t local_radius(const cudaq_mwpm_decoder_t *d, int32_t x) {
-  return radius(&d->regions[d->top[x]], d->now) + d->lrb[x];
+  return d->ns[x].r0 + (int64_t)d->ns[x].slope * d->now;
+}
+
+/* Node x's top region becomes top with slope `slope` at time now, its local
+ * radius unchanged. */
+static inline void node_retop(cudaq_mwpm_decoder_t *d, int32_t x, int32_t top, int32_t slope) {
+  nstate_t *s = &d->ns[x];
+  s->r0 += (int64_t)(s->slope - slope) * d->now;
+  s->top = top;
+  s->slope = slope;
 }
 static inline int32_t rid(const cudaq_mwpm_decoder_t *d, int32_t r) { return (int32_t)d->n + r; }
-
-/* The region's radius at time now becomes its y0 under the new slope. */
-static inline void set_slope(cudaq_mwpm_decoder_t *d, int32_t r, int32_t slope) {
-  region_t *R = &d->regions[r];
-  int64_t y = radius(R, d->now);
-  R->slope = slope;
-  R->y0 = y - (int64_t)slope * d->now;
-}
 
 /* Applies f to every node in the total area of region r (its own shell and
 
@@ -167,6 +177,20 @@ static inline void set_slope(cudaq_mwpm_decoder_t *d, int32_t r, int32_t slope) 
   }                  \
   }
 
+
+/* The region's radius at time now becomes its y0 under the new slope; a
+ * top-level region's nodes take the new slope. */
+static inline void set_slope(cudaq_mwpm_decoder_t *d, int32_t r, int32_t slope) {
+  region_t *R = &d->regions[r];
+  int64_t y = radius(R, d->now);
+  R->slope = slope;
+  R->y0 = y - (int64_t)slope * d->now;
+  if (R->parent == NONE) {
+    FOR_AREA_BEGIN(d, r, x)
+    node_retop(d, x, r, slope);
+    FOR_AREA_END
+  }
+}
 
 /* The child of blossom b (a direct child) whose area holds source node s. */
 static inline int32_t child_holding(const cudaq_mwpm_decoder_t *d, int32_t b, int32_t s) {

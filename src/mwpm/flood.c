@@ -10,52 +10,39 @@ static void touch(cudaq_mwpm_decoder_t *d, int32_t x) {
   }
 }
 
-/* Time at which a growing/frozen region at node x next interacts along one
- * edge. Parity note: with even weights, every vertex of a growing or
+/* Time at which a growing/frozen region (top_x, slope_x) at a node of
+ * local radius lrx next interacts along one edge of weight w to node `to`
+ * (-1: the boundary). Branch-free: one load of the neighbour's state; an
+ * unowned node or the boundary is a region of radius 0 and slope 0 that is
+ * never x's own. Parity note: with even weights, every vertex of a growing or
  * shrinking region has a total dual of the parity of `now`, so a gap between
- * two growing regions is even. */
-static inline int64_t edge_time(cudaq_mwpm_decoder_t *d, int32_t top_x, int32_t slope_x,
-                                int64_t lrx, int32_t to, int64_t w) {
-  if (to < 0 || d->top[to] < 0) {
-    if (slope_x > 0) {
-      int64_t gap = w - lrx;
-      return d->now + (gap > 0 ? gap : 0);
-    }
-    return NEVER;
-  }
-  int32_t top_y = d->top[to];
-  if (top_y == top_x)
-    return NEVER;
-  const region_t *ry = &d->regions[top_y];
-  int32_t rate = slope_x + ry->slope;
-  if (rate <= 0)
-    return NEVER;
-  int64_t gap = w - lrx - (radius(ry, d->now) + d->lrb[to]);
-  if (gap <= 0)
-    return d->now;
-  if (rate == 2) {
-    if (gap & 1)
-      d->parity_violations++;
-    return d->now + gap / 2;
-  }
-  return d->now + gap;
+ * two growing regions is even (*odd counts the exceptions). */
+static inline int64_t edge_time(const cudaq_mwpm_decoder_t *d, int32_t top_x, int32_t slope_x,
+                                int64_t lrx, int32_t to, int64_t w, uint32_t *odd) {
+  const nstate_t *y = &d->ns[to];
+  int32_t rate = slope_x + y->slope;
+  int64_t gap = w - lrx - (y->r0 + (int64_t)y->slope * d->now);
+  gap = gap > 0 ? gap : 0;
+  int two = rate == 2;
+  *odd += (uint32_t)(two & (int)(gap & 1));
+  int64_t t = d->now + (gap >> two);
+  return (rate <= 0 || y->top == top_x) ? NEVER : t;
 }
 
 static int64_t node_next_time(cudaq_mwpm_decoder_t *d, int32_t x) {
-  int32_t top = d->top[x];
-  if (top < 0)
-    return NEVER;
-  int32_t slope = d->regions[top].slope;
-  if (slope < 0)
+  int32_t top = d->ns[x].top, slope = d->ns[x].slope;
+  if (top < 0 || slope < 0)
     return NEVER;
   const cudaq_mwpm_graph_t *g = d->g;
+  const cudaq_mwpm__adj_t *adj = d->adj;
   int64_t lrx = local_radius(d, x);
   int64_t best = NEVER;
+  uint32_t odd = 0;
   for (uint32_t k = g->adj_start[x], e = g->adj_start[x + 1]; k < e; k++) {
-    int64_t t = edge_time(d, top, slope, lrx, d->adj[k].to, d->adj[k].w);
-    if (t < best)
-      best = t;
+    int64_t t = edge_time(d, top, slope, lrx, adj[k].to, adj[k].w, &odd);
+    best = t < best ? t : best;
   }
+  d->parity_violations += odd;
   return best;
 }
 
@@ -67,12 +54,11 @@ static inline void requeue_node(cudaq_mwpm_decoder_t *d, int32_t x) {
 static void claim(cudaq_mwpm_decoder_t *d, int32_t x, uint32_t k, int32_t y) {
   const cudaq_mwpm_graph_t *g = d->g;
   node_t *nx = &d->nodes[x], *ny = &d->nodes[y];
-  int32_t r = d->top[x];
+  int32_t r = d->ns[x].top;
   region_t *R = &d->regions[r];
   touch(d, y);
   d->nodes[y].region = r;
-  d->top[y] = r;
-  d->lrb[y] = -radius(R, d->now);
+  d->ns[y] = (nstate_t){-(int64_t)R->slope * d->now, r, R->slope}; /* local radius 0 */
   ny->source = nx->source;
   ny->distf = nx->distf + d->adj_wf[k];
   ny->obs = nx->obs ^ g->adj_obs[k];
@@ -84,17 +70,15 @@ static void claim(cudaq_mwpm_decoder_t *d, int32_t x, uint32_t k, int32_t y) {
  * due (x is then looked at again at the same time). */
 static int process_node(cudaq_mwpm_decoder_t *d, int32_t x, mev_t *ev) {
   const cudaq_mwpm_graph_t *g = d->g;
-  int32_t top = d->top[x];
-  if (top < 0)
-    return 0;
-  int32_t slope = d->regions[top].slope;
-  if (slope < 0)
+  int32_t top = d->ns[x].top, slope = d->ns[x].slope;
+  if (top < 0 || slope < 0)
     return 0;
   int64_t lrx = local_radius(d, x);
   int64_t best = NEVER;
+  uint32_t odd = 0;
   for (uint32_t k = g->adj_start[x], e = g->adj_start[x + 1]; k < e; k++) {
     int32_t to = d->adj[k].to;
-    int64_t t = edge_time(d, top, slope, lrx, to, d->adj[k].w);
+    int64_t t = edge_time(d, top, slope, lrx, to, d->adj[k].w, &odd);
     if (t > d->now) {
       if (t < best)
         best = t;
@@ -102,7 +86,7 @@ static int process_node(cudaq_mwpm_decoder_t *d, int32_t x, mev_t *ev) {
     }
     if (t == NEVER)
       continue;
-    if (to >= 0 && d->top[to] < 0) {
+    if (to >= 0 && d->ns[to].top < 0) {
       claim(d, x, k, to);
       requeue_node(d, to);
       continue;
@@ -123,11 +107,13 @@ static int process_node(cudaq_mwpm_decoder_t *d, int32_t x, mev_t *ev) {
       ev->e.b = ny->source;
       ev->e.obs ^= ny->obs;
       ev->e.wf += ny->distf;
-      ev->r2 = d->top[to];
+      ev->r2 = d->ns[to].top;
     }
+    d->parity_violations += odd;
     q_set(d, x, d->now);
     return 1;
   }
+  d->parity_violations += odd;
   q_set(d, x, best);
   return 0;
 }
@@ -139,7 +125,7 @@ static void schedule_shrink(cudaq_mwpm_decoder_t *d, int32_t r) {
   int64_t y = radius(R, d->now);
   int64_t t;
   if (R->shell != NONE && R->shell != R->source)
-    t = d->now + (y + d->lrb[R->shell]);
+    t = d->now + local_radius(d, R->shell);
   else
     t = d->now + y;
   if (t < d->now)
@@ -158,12 +144,12 @@ static int process_region(cudaq_mwpm_decoder_t *d, int32_t r, mev_t *ev) {
     node_t *nv = &d->nodes[v];
     R->shell = nv->shell_next;
     d->nodes[v].region = NONE;
-    d->top[v] = NONE;
+    d->ns[v] = (nstate_t){0, NONE, 0};
     nv->shell_next = NONE;
     const cudaq_mwpm_graph_t *g = d->g;
     for (uint32_t k = g->adj_start[v], e = g->adj_start[v + 1]; k < e; k++) {
       int32_t to = d->adj[k].to;
-      if (to >= 0 && d->top[to] >= 0)
+      if (to >= 0 && d->ns[to].top >= 0)
         requeue_node(d, to);
     }
     schedule_shrink(d, r);
@@ -217,8 +203,8 @@ cudaq_mwpm_status_t cudaq_mwpm__run(cudaq_mwpm_decoder_t *d) {
     R->alt = a;
     node_t *ns = &d->nodes[s];
     touch(d, s);
-    d->nodes[s].region = d->top[s] = r;
-    d->lrb[s] = 0;
+    d->nodes[s].region = r;
+    d->ns[s] = (nstate_t){-d->now, r, 1}; /* local radius 0 */
     ns->source = s;
     ns->shell_next = NONE;
     ns->distf = 0;
@@ -269,7 +255,7 @@ cudaq_mwpm_status_t cudaq_mwpm__run(cudaq_mwpm_decoder_t *d) {
   if (d->oom)
     return CUDAQ_MWPM_ERR_NO_MEMORY;
   for (size_t i = 0; i < d->nevents; i++) {
-    const region_t *R = &d->regions[d->top[d->events[i]]];
+    const region_t *R = &d->regions[d->ns[d->events[i]].top];
     if (R->match == NONE)
       return CUDAQ_MWPM_ERR_NO_SOLUTION;
   }
