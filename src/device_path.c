@@ -75,6 +75,16 @@ static cudaError_t zero_stats(uint64_t *stats) {
   return e;
 }
 
+int cudaq__device_copy_to_host(void *dst, const void *src, size_t bytes) {
+  cudaStream_t s;
+  cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (e != cudaSuccess) return (int)e;
+  e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s); /* device, mapped or managed memory */
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  cudaStreamDestroy(s);
+  return (int)e;
+}
+
 cudaq_status_t cudaq__device_read_u64(const uint64_t *p, uint64_t *out) {
   const void *host = NULL;
   if (!cudaq__device_accessible(p, &host))
@@ -83,13 +93,7 @@ cudaq_status_t cudaq__device_read_u64(const uint64_t *p, uint64_t *out) {
     *out = atomic_load_explicit(CUDAQ__A64(host), memory_order_relaxed);
     return cudaq__ok();
   }
-  cudaStream_t s;
-  cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-  if (e == cudaSuccess) {
-    e = cudaMemcpyAsync(out, p, sizeof *out, cudaMemcpyDeviceToHost, s);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
-    cudaStreamDestroy(s);
-  }
+  cudaError_t e = (cudaError_t)cudaq__device_copy_to_host(out, p, sizeof *out);
   return e == cudaSuccess ? cudaq__ok()
                           : cudaq__fail(CUDAQ_ERR_CUDA, "reading stats: %s", cudaGetErrorString(e));
 }

@@ -217,6 +217,39 @@ cudaq_status_t cudaq_dispatcher_set_ringbuffer(cudaq_dispatcher_t *dispatcher,
   return cudaq__ok();
 }
 
+/* Device path: refuses a table in which two entries share a function_id
+ * (the host path's cudaq__host_table_build refuses them with the same
+ * message), so that every kernel serves one entry per id. The entries are
+ * device-visible memory the host may not read directly: they are copied
+ * here (CUDA builds; without CUDA the device path's table is host memory).
+ * The copy runs on a private stream and does not wait for a kernel that is
+ * still writing the table: write it, and synchronise, before wiring it. */
+static cudaq_status_t check_device_table_ids(const cudaq_function_table_t *table, const char *fn) {
+  const cudaq_function_entry_t *entries = table->entries;
+#ifdef CUDAQ_HAVE_CUDA
+  cudaq_function_entry_t *copy = malloc((size_t)table->count * sizeof *copy);
+  if (!copy) return cudaq__fail(CUDAQ_ERR_INTERNAL, "%s: out of memory", fn);
+  int e = cudaq__device_copy_to_host(copy, entries, (size_t)table->count * sizeof *copy);
+  if (e != 0) {
+    free(copy);
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: reading table->entries failed (CUDA error %d)", fn, e);
+  }
+  entries = copy;
+#endif
+  cudaq_status_t st = CUDAQ_OK;
+  for (uint32_t i = 1; i < table->count && st == CUDAQ_OK; ++i)
+    for (uint32_t j = 0; j < i; ++j)
+      if (entries[j].function_id == entries[i].function_id) {
+        st = cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: function table entries %u and %u share function_id 0x%08x",
+                         fn, j, i, entries[i].function_id);
+        break;
+      }
+#ifdef CUDAQ_HAVE_CUDA
+  free(copy);
+#endif
+  return st;
+}
+
 cudaq_status_t cudaq_dispatcher_set_function_table(cudaq_dispatcher_t *dispatcher,
                                                    const cudaq_function_table_t *table) {
   static const char *fn = "cudaq_dispatcher_set_function_table";
@@ -238,6 +271,7 @@ cudaq_status_t cudaq_dispatcher_set_function_table(cudaq_dispatcher_t *dispatche
     dispatcher->host_table_count = table->count;
   } else {
     cudaq_status_t st = check_visible(dispatcher, table->entries, fn, "table->entries");
+    if (st == CUDAQ_OK) st = check_device_table_ids(table, fn);
     if (st != CUDAQ_OK) return st;
   }
   dispatcher->table = *table;

@@ -116,6 +116,10 @@ struct cudaq_dispatch_manager_t {
 /* Device path (device_path.c, CUDA builds only). */
 int cudaq__device_accessible(const void *p, const void **host_view);
 cudaq_status_t cudaq__device_read_u64(const uint64_t *p, uint64_t *out);
+/* Copies `bytes` of device-visible memory (device, mapped pinned or
+ * managed) into host memory on a private non-blocking stream, so it never
+ * waits behind a persistent kernel. Returns the CUDA error. Not a hot path. */
+int cudaq__device_copy_to_host(void *dst, const void *src, size_t bytes);
 cudaq_status_t cudaq__device_start(cudaq_dispatcher_t *d);
 cudaq_status_t cudaq__device_stop(cudaq_dispatcher_t *d);
 void cudaq__device_release(cudaq_dispatcher_t *d);

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -243,6 +244,17 @@ static void test_device_path_start(void **state) {
   if (st != CUDAQ_OK) { /* a GPU is present: host stack memory is not device-visible */
     assert_int_equal(st, CUDAQ_ERR_INVALID_ARG);
     assert_non_null(strstr(cudaq_last_error(), "not device-visible"));
+  }
+  /* Duplicate function ids are refused on the device path too, naming the
+   * id (checked here in builds without CUDA, where the device path's table
+   * is host memory; test_gpu_dispatch checks a device-memory table). */
+  e[4].function_id = e[1].function_id;
+  st = cudaq_dispatcher_set_function_table(d, &t);
+  assert_int_equal(st, CUDAQ_ERR_INVALID_ARG);
+  if (!strstr(cudaq_last_error(), "not device-visible")) {
+    char want[64];
+    snprintf(want, sizeof want, "entries 1 and 4 share function_id 0x%08x", e[1].function_id);
+    assert_non_null(strstr(cudaq_last_error(), want));
   }
   assert_int_equal(cudaq_dispatch_manager_destroy(m), CUDAQ_OK);
 }

@@ -97,6 +97,34 @@ static __host__ __device__ inline cudaq__arg_rule cudaq__arg_rule_of(const cudaq
   return r;
 }
 
+/* The one lookup rule of the device kernels (regular, cooperative, graph,
+ * unified), the same as the host path's (host_slot.c): the first entry
+ * with the request's function_id serves it. Duplicate ids can reach a
+ * kernel only through a launch helper called directly:
+ * cudaq_dispatcher_set_function_table refuses them on both paths. A
+ * template so that the regular kernel's shared-memory cache (an array of
+ * entries reduced to what it reads, each with a function_id, holding the
+ * table's first entries in order) is searched by the same code. */
+template <class Entry>
+static __device__ inline const Entry *cudaq__find_entry(const Entry *table, uint32_t count,
+                                                        uint32_t function_id) {
+  for (uint32_t i = 0; i < count; ++i)
+    if (table[i].function_id == function_id) return &table[i];
+  return nullptr;
+}
+
+/* The one set of checks of a found entry, in the host path's order: the
+ * length rule first (cudaq_rpc_check_arg_len, max_payload = slot or frame
+ * size - header), then the dispatch mode the kernel serves (want_mode) and
+ * a handler. Returns 0 (run it) or the status to answer with. */
+static __device__ inline int32_t cudaq__entry_status(cudaq__arg_rule rule, uint32_t mode, bool has_handler,
+                                                     uint32_t want_mode, uint32_t arg_len,
+                                                     uint32_t max_payload) {
+  int32_t s = cudaq_rpc_check_arg_len(arg_len, max_payload, rule.len, rule.exact);
+  if (s == 0 && (mode != want_mode || !has_handler)) s = CUDAQ_RPC_ERR_UNSUPPORTED_MODE;
+  return s;
+}
+
 /* The device state of the dispatcher whose stats buffer is `stats`;
  * created (zeroed) on first use when create is true. NULL on failure. */
 cudaq__device_state *cudaq__state_for(const uint64_t *stats, bool create);

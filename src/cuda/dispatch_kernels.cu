@@ -85,18 +85,20 @@ __device__ inline cached_entry make_entry(const cudaq_function_entry_t &e) {
   return c;
 }
 
+/* cudaq__find_entry's rule (the first entry with the id) over the whole
+ * table: the cache holds entries 0..cached-1 in table order, so searching
+ * it first and then the rest of the table finds the same entry. */
 __device__ uint32_t find_entry(const cached_entry *cache, uint32_t cached, const dispatch_params &p,
                                uint32_t function_id, cached_entry *out) {
-  for (uint32_t i = 0; i < cached; ++i)
-    if (cache[i].function_id == function_id) {
-      *out = cache[i];
-      return 1;
-    }
-  for (uint32_t i = cached; i < p.table_count; ++i) /* tables larger than the cache */
-    if (p.table[i].function_id == function_id) {
-      *out = make_entry(p.table[i]);
-      return 1;
-    }
+  if (const cached_entry *c = cudaq__find_entry(cache, cached, function_id)) {
+    *out = *c;
+    return 1;
+  }
+  /* Tables larger than the cache. */
+  if (const cudaq_function_entry_t *e = cudaq__find_entry(p.table + cached, p.table_count - cached, function_id)) {
+    *out = make_entry(*e);
+    return 1;
+  }
   return 0;
 }
 
@@ -218,10 +220,9 @@ __device__ void parse_request(const dispatch_params &p, const cached_entry *cach
   /* R3 hands the RX slot back (after the in-flight marker); pairs with A3
    * in slot_available / cudaq_host_ringbuffer_slot_available. */
   cudaq__store_release_sys(&p.rx_flags[slot], 0);
-  const int32_t len_status =
-      cudaq_rpc_check_arg_len(w2, p.rx_stride - CUDAQ_RPC_HEADER_SIZE, e.rule.len, e.rule.exact);
-  if (len_status) st->status = len_status;
-  else if (e.mode != CUDAQ_DISPATCH_DEVICE_CALL || e.fn == nullptr) st->status = CUDAQ_RPC_ERR_UNSUPPORTED_MODE;
+  const int32_t status = cudaq__entry_status(e.rule, e.mode, e.fn != nullptr, CUDAQ_DISPATCH_DEVICE_CALL, w2,
+                                             p.rx_stride - CUDAQ_RPC_HEADER_SIZE);
+  if (status) st->status = status;
   else {
     st->cmd = CMD_CALL;
     st->fn = e.fn;

@@ -96,22 +96,17 @@ __global__ void graph_dispatch_kernel(graph_params p) {
     const uint32_t *h = reinterpret_cast<const uint32_t *>(p.rx_data + (size_t)slot * p.rx_stride);
     const uint32_t magic = h[0], fid = h[1], arg_len = h[2], rid = h[3];
     const uint64_t ptp = (uint64_t)h[4] | ((uint64_t)h[5] << 32);
-    const cudaq_function_entry_t *e = nullptr;
-    for (uint32_t i = 0; i < p.table_count; ++i)
-      if (p.table[i].function_id == fid) e = &p.table[i];
+    const cudaq_function_entry_t *e = cudaq__find_entry(p.table, p.table_count, fid);
     if (magic != CUDAQ_RPC_MAGIC_REQUEST || !e) {
       cudaq__store_release_sys(&p.rx_flags[slot], 0); /* R3: consumed without response */
       cudaq__bump(magic != CUDAQ_RPC_MAGIC_REQUEST ? &c->dropped_bad_magic : &c->dropped_unknown_function);
     } else {
-      int32_t status = 0;
       /* In flight from here: the producer leaves the slot alone until the
        * response is published (by us or by the graph). */
       cudaq__store_release_sys(&p.tx_flags[slot], CUDAQ_TX_FLAG_IN_FLIGHT);
-      const cudaq__arg_rule rule = cudaq__arg_rule_of(e);
-      status = cudaq_rpc_check_arg_len(arg_len, p.rx_stride - CUDAQ_RPC_HEADER_SIZE, rule.len, rule.exact);
-      if (status == 0 &&
-          (e->dispatch_mode != CUDAQ_DISPATCH_GRAPH_LAUNCH || e->handler.graph_exec == nullptr))
-        status = CUDAQ_RPC_ERR_UNSUPPORTED_MODE;
+      int32_t status = cudaq__entry_status(cudaq__arg_rule_of(e), e->dispatch_mode, e->handler.graph_exec != nullptr,
+                                           CUDAQ_DISPATCH_GRAPH_LAUNCH, arg_len,
+                                           p.rx_stride - CUDAQ_RPC_HEADER_SIZE);
       if (status == 0) {
         /* G3 waits until the previous request's graph called
          * cudaq_graph_io_complete (G2); acquire makes its context reads done.

@@ -71,9 +71,7 @@ __global__ void unified_emu_kernel(unified_params p) {
     uint32_t *h = reinterpret_cast<uint32_t *>(f);
     /* Header fields into registers before the handler overwrites the frame. */
     const uint32_t magic = h[0], fid = h[1], arg_len = h[2], rid = h[3], t0 = h[4], t1 = h[5];
-    const cudaq_function_entry_t *e = nullptr;
-    for (uint32_t i = 0; i < p.table_count; ++i)
-      if (p.table[i].function_id == fid) e = &p.table[i];
+    const cudaq_function_entry_t *e = cudaq__find_entry(p.table, p.table_count, fid);
     int32_t status = 0;
     uint32_t len = 0;
     if (magic != CUDAQ_RPC_MAGIC_REQUEST || !e) {
@@ -82,11 +80,9 @@ __global__ void unified_emu_kernel(unified_params p) {
       cudaq__bump(magic != CUDAQ_RPC_MAGIC_REQUEST ? &c->dropped_bad_magic : &c->dropped_unknown_function);
     } else {
       const uint32_t room = p.frame_size - CUDAQ_RPC_HEADER_SIZE;
-      const cudaq__arg_rule rule = cudaq__arg_rule_of(e);
-      status = cudaq_rpc_check_arg_len(arg_len, room, rule.len, rule.exact);
-      if (status == 0 && (e->dispatch_mode != CUDAQ_DISPATCH_DEVICE_CALL || !e->handler.device_fn_ptr))
-        status = CUDAQ_RPC_ERR_UNSUPPORTED_MODE;
-      else if (status == 0) {
+      status = cudaq__entry_status(cudaq__arg_rule_of(e), e->dispatch_mode, e->handler.device_fn_ptr != nullptr,
+                                   CUDAQ_DISPATCH_DEVICE_CALL, arg_len, room);
+      if (status == 0) {
         auto fn = reinterpret_cast<cudaq_device_rpc_fn_t>(e->handler.device_fn_ptr);
         status = fn(f + CUDAQ_RPC_HEADER_SIZE, f + CUDAQ_RPC_HEADER_SIZE, arg_len, room, &len);
         if (len > room) {

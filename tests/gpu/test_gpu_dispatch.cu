@@ -438,6 +438,20 @@ static void test_device_wiring_errors(void **) {
   CK(cudaMalloc(&stats, sizeof(uint64_t)));
   cudaq_function_table_t table = {t, TABLE_SIZE};
   assert_int_equal(cudaq_dispatcher_set_ringbuffer(d, &rb), CUDAQ_OK);
+  /* A device-memory table with a duplicate function id is refused, naming
+   * the entries and the id. */
+  cudaq_function_entry_t *dup;
+  CK(cudaMalloc(&dup, TABLE_SIZE * sizeof *dup));
+  init_table<<<1, 1>>>(dup);
+  CK(cudaDeviceSynchronize());
+  const uint32_t echo_id = FN_ECHO;
+  CK(cudaMemcpy(&dup[5].function_id, &echo_id, sizeof echo_id, cudaMemcpyHostToDevice));
+  cudaq_function_table_t dup_table = {dup, TABLE_SIZE};
+  assert_int_equal(cudaq_dispatcher_set_function_table(d, &dup_table), CUDAQ_ERR_INVALID_ARG);
+  char want[64];
+  snprintf(want, sizeof want, "entries 0 and 5 share function_id 0x%08x", echo_id);
+  assert_non_null(strstr(cudaq_last_error(), want));
+  CK(cudaFree(dup));
   assert_int_equal(cudaq_dispatcher_set_function_table(d, &table), CUDAQ_OK);
   assert_int_equal(cudaq_dispatcher_set_control(d, flag, stats), CUDAQ_OK);
   assert_int_equal(cudaq_dispatcher_start(d), CUDAQ_ERR_INVALID_ARG); /* no launch fn */

@@ -226,9 +226,13 @@ cudaq_status_t cudaq_dispatcher_set_ringbuffer(cudaq_dispatcher_t *dispatcher,
 
 /* Wires the function table. On the host path the entries are copied and
  * checked (valid dispatch mode, valid schema, a handler pointer, no
- * duplicate function_id); on the device path the pointer is kept.
- * Returns CUDAQ_OK or CUDAQ_ERR_INVALID_ARG (naming the bad entry in
- * cudaq_last_error()); CUDAQ_ERR_INTERNAL (out of memory). */
+ * duplicate function_id); on the device path the pointer is kept and the
+ * entries are read once to refuse duplicate function_ids (write them, and
+ * synchronise the writer, before this call). Every dispatcher serves a
+ * request with the first entry of its function_id.
+ * Returns CUDAQ_OK or CUDAQ_ERR_INVALID_ARG (naming the bad entry and id
+ * in cudaq_last_error(); on the device path also memory the GPU cannot
+ * read, or a failed read); CUDAQ_ERR_INTERNAL (out of memory). */
 cudaq_status_t cudaq_dispatcher_set_function_table(cudaq_dispatcher_t *dispatcher,
                                                    const cudaq_function_table_t *table);
 
