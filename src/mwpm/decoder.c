@@ -95,7 +95,7 @@ static void reset(cudaq_mwpm_decoder_t *d) {
     int32_t x = d->touched[i];
     node_t *nx = &d->nodes[x];
     d->nodes[x].region = NONE;
-    d->ns[x] = (nstate_t){0, NONE, 0};
+    d->ns[x] = (nstate_t){0, NONE, 0, 0};
     nx->source = nx->shell_next = NONE;
     nx->touched = 0;
     nx->is_event = 0;
@@ -289,7 +289,7 @@ cudaq_mwpm_status_t cudaq_mwpm_decoder_create(const cudaq_mwpm_graph_t *g,
     d->nodes[i].region = NONE;
   }
   for (int64_t i = -1; i < (int64_t)n; i++)
-    d->ns[i] = (nstate_t){0, NONE, 0};
+    d->ns[i] = (nstate_t){0, NONE, 0, 0};
   cudaq_mwpm__heap_clear(d);
   for (size_t i = 0; i < n + mr; i++) {
     d->ev_desired[i] = NEVER;

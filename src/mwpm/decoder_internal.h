@@ -35,7 +35,10 @@ typedef struct cedge {  /* a path between two detection events (b = -1: boundary
 typedef struct nstate {
   int64_t r0;
   int32_t top;
-  int32_t slope;
+  int16_t slope;
+  /* 1: while frozen, x must still look for collisions from its own side
+   * (see frozen_idle in flood.c); sticky until the end of the shot. */
+  uint16_t watch;
 } nstate_t;
 
 typedef struct node {
@@ -149,7 +152,8 @@ static inline void node_retop(cudaq_mwpm_decoder_t *d, int32_t x, int32_t top, i
   nstate_t *s = &d->ns[x];
   s->r0 += (int64_t)(s->slope - slope) * d->now;
   s->top = top;
-  s->slope = slope;
+  s->watch |= slope > s->slope; /* a rise: neighbours' plans may be late */
+  s->slope = (int16_t)slope;
 }
 static inline int32_t rid(const cudaq_mwpm_decoder_t *d, int32_t r) { return (int32_t)d->n + r; }
 

@@ -29,9 +29,20 @@ static inline int64_t edge_time(const cudaq_mwpm_decoder_t *d, int32_t top_x, in
   return (rate <= 0 || y->top == top_x) ? NEVER : t;
 }
 
+/* A frozen node need not look for collisions itself when every growing
+ * neighbour's own plan already covers them. That holds for a node that has
+ * been owned since the start (an event node, never claimed) and whose
+ * top-level slope never rose (+1, then 0): a growing neighbour z planned at
+ * some time tp, while z kept growing, and x's local radius grew at most as
+ * fast as z's plan assumed (rate 2 when x grew at tp, then x stayed frozen).
+ * Every other node (claimed: z's plan may have seen it unowned; or its slope
+ * rose: -1 -> 0, 0 -> +1, -1 -> +1, shatter) is `watch`ed and scans as
+ * before. Most frozen nodes popped are event nodes just matched. */
+static inline int frozen_idle(const nstate_t *s) { return s->slope == 0 && !s->watch; }
+
 static int64_t node_next_time(cudaq_mwpm_decoder_t *d, int32_t x) {
   int32_t top = d->ns[x].top, slope = d->ns[x].slope;
-  if (top < 0 || slope < 0)
+  if (top < 0 || slope < 0 || frozen_idle(&d->ns[x]))
     return NEVER;
   const cudaq_mwpm_graph_t *g = d->g;
   const cudaq_mwpm__adj_t *adj = d->adj;
@@ -58,7 +69,8 @@ static void claim(cudaq_mwpm_decoder_t *d, int32_t x, uint32_t k, int32_t y) {
   region_t *R = &d->regions[r];
   touch(d, y);
   d->nodes[y].region = r;
-  d->ns[y] = (nstate_t){-(int64_t)R->slope * d->now, r, R->slope}; /* local radius 0 */
+  /* Local radius 0; watched: plans made before the claim saw y unowned. */
+  d->ns[y] = (nstate_t){-(int64_t)R->slope * d->now, r, (int16_t)R->slope, 1};
   ny->source = nx->source;
   ny->distf = nx->distf + d->adj_wf[k];
   ny->obs = nx->obs ^ g->adj_obs[k];
@@ -71,7 +83,7 @@ static void claim(cudaq_mwpm_decoder_t *d, int32_t x, uint32_t k, int32_t y) {
 static int process_node(cudaq_mwpm_decoder_t *d, int32_t x, mev_t *ev) {
   const cudaq_mwpm_graph_t *g = d->g;
   int32_t top = d->ns[x].top, slope = d->ns[x].slope;
-  if (top < 0 || slope < 0)
+  if (top < 0 || slope < 0 || frozen_idle(&d->ns[x]))
     return 0;
   int64_t lrx = local_radius(d, x);
   int64_t best = NEVER;
@@ -144,7 +156,7 @@ static int process_region(cudaq_mwpm_decoder_t *d, int32_t r, mev_t *ev) {
     node_t *nv = &d->nodes[v];
     R->shell = nv->shell_next;
     d->nodes[v].region = NONE;
-    d->ns[v] = (nstate_t){0, NONE, 0};
+    d->ns[v] = (nstate_t){0, NONE, 0, 0};
     nv->shell_next = NONE;
     const cudaq_mwpm_graph_t *g = d->g;
     for (uint32_t k = g->adj_start[v], e = g->adj_start[v + 1]; k < e; k++) {
@@ -204,7 +216,7 @@ cudaq_mwpm_status_t cudaq_mwpm__run(cudaq_mwpm_decoder_t *d) {
     node_t *ns = &d->nodes[s];
     touch(d, s);
     d->nodes[s].region = r;
-    d->ns[s] = (nstate_t){-d->now, r, 1}; /* local radius 0 */
+    d->ns[s] = (nstate_t){-d->now, r, 1, 0}; /* local radius 0 */
     ns->source = s;
     ns->shell_next = NONE;
     ns->distf = 0;
