@@ -116,11 +116,17 @@ cudaq_status_t cudaq__device_start(cudaq_dispatcher_t *d) {
     return cudaq__fail(CUDAQ_ERR_CUDA, "%s: clearing the shutdown flag: %s", fn, cudaGetErrorString(e));
   }
   /* A new dispatcher counts from 0 even if its stats buffer held another
-   * dispatcher's counts (the launch layer restarts its counters when
-   * stats[0] is 0); a restarted one continues. */
+   * dispatcher's counts; a restarted one continues, stats[0] and the
+   * device counters alike. Decided by started_once, not by stats[0]: a
+   * first run that only dropped requests leaves stats[0] at 0 and its drop
+   * counters must survive a restart. */
   if (!d->started_once && (e = zero_stats(d->stats)) != cudaSuccess) {
     cudaSetDevice(prev);
     return cudaq__fail(CUDAQ_ERR_CUDA, "%s: clearing the stats buffer: %s", fn, cudaGetErrorString(e));
+  }
+  if (cudaq__device_counters_prepare(d->stats, !d->started_once) != 0) {
+    cudaSetDevice(prev);
+    return cudaq__fail(CUDAQ_ERR_CUDA, "%s: preparing the device counters failed", fn);
   }
   if (!d->stream && (e = cudaStreamCreateWithFlags((cudaStream_t *)&d->stream, cudaStreamNonBlocking)) != cudaSuccess) {
     cudaSetDevice(prev);

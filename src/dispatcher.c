@@ -14,13 +14,23 @@
 #include "internal.h"
 
 static _Atomic(cudaq__counter_reader_fn) counter_reader;
+static _Atomic(cudaq__counter_prepare_fn) counter_prepare;
 
 /* Called by the dispatch kernel library (cudaq_realtime_dispatch) when it
  * is loaded, so that cudaq_dispatcher_get_counters() can read the counters
- * its kernels keep in device memory. Exported for that library only. */
-void cudaq__register_device_counter_reader(cudaq__counter_reader_fn fn);
-void cudaq__register_device_counter_reader(cudaq__counter_reader_fn fn) {
-  atomic_store_explicit(&counter_reader, fn, memory_order_release);
+ * its kernels keep in device memory and cudaq_dispatcher_start() can tell
+ * it whether they start from 0. Exported for that library only. The
+ * release stores pair with the acquire loads of the callers (the function
+ * pointers are all they publish). */
+void cudaq__register_device_counter_reader(cudaq__counter_reader_fn read, cudaq__counter_prepare_fn prepare);
+void cudaq__register_device_counter_reader(cudaq__counter_reader_fn read, cudaq__counter_prepare_fn prepare) {
+  atomic_store_explicit(&counter_reader, read, memory_order_release);
+  atomic_store_explicit(&counter_prepare, prepare, memory_order_release);
+}
+
+int cudaq__device_counters_prepare(const uint64_t *stats, int fresh) {
+  cudaq__counter_prepare_fn fn = atomic_load_explicit(&counter_prepare, memory_order_acquire);
+  return fn ? fn(stats, fresh) : 0; /* no dispatch library: the user's kernel keeps its own counters */
 }
 
 static bool on_device_path(const cudaq_dispatcher_t *d) {

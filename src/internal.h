@@ -100,7 +100,7 @@ struct cudaq_dispatcher_t {
   int cpu_core; /* -1: any CPU */
 
   bool running;
-  bool started_once; /* device path: stats[0] zeroed at the first start */
+  bool started_once; /* device path: launched once; decides whether counters start from 0 */
   pthread_t thread;
   uint32_t next_slot; /* host path: where the loop resumes after a restart */
   void *stream;       /* device path: the dispatcher's cudaStream_t */
@@ -128,6 +128,15 @@ void cudaq__device_release(cudaq_dispatcher_t *d);
  * is `stats`; registered by the dispatch library (see
  * cudaq__register_device_counter_reader). Returns 0 on success. */
 typedef int (*cudaq__counter_reader_fn)(const uint64_t *stats, cudaq_dispatcher_counters_t *out);
+/* Tells the dispatch library, right before cudaq_dispatcher_start calls the
+ * launch function, whether the device counters of `stats` start from 0
+ * (fresh: the dispatcher's first start) or continue (a restart), so that
+ * the next launch does not decide from stats[0] (which stays 0 after a run
+ * that only dropped requests). Returns 0 on success. */
+typedef int (*cudaq__counter_prepare_fn)(const uint64_t *stats, int fresh);
+/* Calls the registered prepare hook (dispatcher.c); 0 when none is
+ * registered (a launch function of the user's own, without our library). */
+int cudaq__device_counters_prepare(const uint64_t *stats, int fresh);
 
 /* Thread and ring helpers shared by the host dispatcher and the pipeline
  * (host_dispatch.c): */

@@ -379,45 +379,80 @@ struct counters_node {
   counters_node *next;
   const uint64_t *stats;
   cudaq__device_state *dev;
+  /* Set by prepare_counters_for_dispatcher (cudaq_dispatcher_start): the
+   * next launch keeps the counters as prepared instead of deciding from
+   * stats[0]. Guarded by registry_lock. */
+  bool prepared;
 };
 pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 counters_node *registry;
 
+/* The node of `stats`, created (counters zeroed) when create is true and
+ * there is none. NULL on failure. Call with registry_lock held. */
+counters_node *node_for(const uint64_t *stats, bool create) {
+  for (counters_node *n = registry; n; n = n->next)
+    if (n->stats == stats) return n;
+  if (!create) return nullptr;
+  counters_node *n = static_cast<counters_node *>(calloc(1, sizeof *n));
+  if (n && cudaMalloc(&n->dev, sizeof(cudaq__device_state)) == cudaSuccess &&
+      cudaq__memset_private_stream(n->dev, 0, sizeof(cudaq__device_state)) == cudaSuccess) {
+    n->stats = stats;
+    n->next = registry;
+    registry = n;
+    return n;
+  }
+  if (n && n->dev) cudaFree(n->dev);
+  free(n);
+  return nullptr;
+}
+
+/* Zeroes the device state from byte `from` on (0: every counter;
+ * offsetof(exited_blocks): only the per-launch fields). */
+bool reset_state(cudaq__device_state *dev, size_t from) {
+  return cudaq__memset_private_stream(reinterpret_cast<uint8_t *>(dev) + from, 0,
+                                      sizeof(cudaq__device_state) - from) == cudaSuccess;
+}
+
 } // namespace
 
 cudaq__device_state *cudaq__state_for(const uint64_t *stats, bool create) {
-  cudaq__device_state *dev = nullptr;
   pthread_mutex_lock(&registry_lock);
-  for (counters_node *n = registry; n; n = n->next)
-    if (n->stats == stats) dev = n->dev;
-  if (!dev && create) {
-    counters_node *n = static_cast<counters_node *>(calloc(1, sizeof *n));
-    if (n && cudaMalloc(&n->dev, sizeof(cudaq__device_state)) == cudaSuccess &&
-        cudaq__memset_private_stream(n->dev, 0, sizeof(cudaq__device_state)) == cudaSuccess) {
-      n->stats = stats;
-      n->next = registry;
-      registry = n;
-      dev = n->dev;
-    } else {
-      free(n);
-    }
-  }
+  counters_node *n = node_for(stats, create);
   pthread_mutex_unlock(&registry_lock);
-  return dev;
+  return n ? n->dev : nullptr;
+}
+
+/* Called by cudaq_dispatcher_start (through the hook registered below)
+ * right before it calls the launch function, so that counters follow the
+ * dispatcher, not the contents of stats[0]: fresh (the dispatcher's first
+ * start) zeroes every counter, else they continue, even when the earlier
+ * runs only dropped requests and stats[0] still reads 0. Returns 0, or -1
+ * when the device state cannot be made. */
+static int prepare_counters_for_dispatcher(const uint64_t *stats, int fresh) {
+  pthread_mutex_lock(&registry_lock);
+  counters_node *n = node_for(stats, true);
+  bool ok = n && (!fresh || reset_state(n->dev, 0));
+  if (ok) n->prepared = true;
+  pthread_mutex_unlock(&registry_lock);
+  return ok ? 0 : -1;
 }
 
 cudaq__device_state *cudaq__state_for_launch(const uint64_t *stats) {
-  cudaq__device_state *dev = cudaq__state_for(stats, true);
-  if (!dev) return nullptr;
-  uint64_t processed = 0;
-  if (cudaq__copy_to_host_private_stream(&processed, stats, sizeof processed) != cudaSuccess) return nullptr;
-  /* Fresh counters for a zeroed stats buffer; else only the per-launch
-   * fields (from exited_blocks on) start again. */
-  const size_t from = processed == 0 ? 0 : offsetof(cudaq__device_state, exited_blocks);
-  if (cudaq__memset_private_stream(reinterpret_cast<uint8_t *>(dev) + from, 0,
-                                   sizeof(cudaq__device_state) - from) != cudaSuccess)
-    return nullptr;
-  return dev;
+  pthread_mutex_lock(&registry_lock);
+  counters_node *n = node_for(stats, true);
+  const bool prepared = n && n->prepared;
+  if (n) n->prepared = false; /* one launch per preparation */
+  pthread_mutex_unlock(&registry_lock);
+  if (!n) return nullptr;
+  size_t from = offsetof(cudaq__device_state, exited_blocks); /* per-launch fields: always */
+  if (!prepared) {
+    /* A launch helper called directly: fresh counters for a zeroed stats
+     * buffer, else they continue. */
+    uint64_t processed = 0;
+    if (cudaq__copy_to_host_private_stream(&processed, stats, sizeof processed) != cudaSuccess) return nullptr;
+    if (processed == 0) from = 0;
+  }
+  return reset_state(n->dev, from) ? n->dev : nullptr;
 }
 
 namespace {
@@ -553,14 +588,16 @@ extern "C" cudaError_t cudaq_dispatch_kernel_cooperative_query_occupancy(int *ou
   return e;
 }
 
-/* Lets cudaq_dispatcher_get_counters() (in the shared library) reach the
- * counters kept here: registered when this library is loaded. */
-extern "C" void cudaq__register_device_counter_reader(int (*fn)(const uint64_t *, cudaq_dispatcher_counters_t *));
+/* Lets cudaq_dispatcher_get_counters() and cudaq_dispatcher_start() (in
+ * the shared library) reach the counters kept here: registered when this
+ * library is loaded. */
+extern "C" void cudaq__register_device_counter_reader(int (*read)(const uint64_t *, cudaq_dispatcher_counters_t *),
+                                                      int (*prepare)(const uint64_t *, int));
 static int read_counters_for_dispatcher(const uint64_t *stats, cudaq_dispatcher_counters_t *out) {
   return cudaq_dispatch_kernel_get_counters(stats, out) == cudaSuccess ? 0 : -1;
 }
 __attribute__((constructor)) static void register_counter_reader() {
-  cudaq__register_device_counter_reader(read_counters_for_dispatcher);
+  cudaq__register_device_counter_reader(read_counters_for_dispatcher, prepare_counters_for_dispatcher);
 }
 
 extern "C" void cudaq__dispatch_debug_dump(const uint64_t *stats) {

@@ -223,6 +223,58 @@ static void test_variable_schema_min_len(void **) {
   }
 }
 
+/* Replaces the fixture's dispatcher by a new regular one (1 block of 32
+ * threads, 128-byte slots) wired to the same ring, table and control words. */
+static void fixture_new_dispatcher(fixture *f) {
+  assert_int_equal(cudaq_dispatcher_destroy(f->d), CUDAQ_OK);
+  cudaq_dispatcher_config_t c;
+  cudaq_dispatcher_config_init(&c);
+  c.num_slots = f->num_slots;
+  c.slot_size = 128;
+  assert_int_equal(cudaq_dispatcher_create(f->mgr, &c, &f->d), CUDAQ_OK);
+  cudaq_function_table_t t = {f->d_table, TABLE_SIZE};
+  assert_int_equal(cudaq_dispatcher_set_ringbuffer(f->d, &f->rb), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_set_function_table(f->d, &t), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_set_control(f->d, f->d_shutdown, f->h_stats), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_set_launch_fn(f->d, cudaq_launch_dispatch_kernel_regular), CUDAQ_OK);
+}
+
+static void expect_counts(cudaq_dispatcher_t *d, const uint64_t *stats, uint64_t processed, uint64_t dropped) {
+  cudaq_dispatcher_counters_t c;
+  assert_int_equal(cudaq_dispatcher_get_counters(d, &c), CUDAQ_OK);
+  assert_int_equal(c.processed, processed);
+  assert_int_equal(c.dropped_unknown_function, dropped);
+  assert_int_equal(*stats, processed);
+}
+
+/* A restarted dispatcher whose first run only dropped requests keeps its
+ * drop counters (stats[0] is still 0 then: the device path decides from
+ * the dispatcher having started before); a new dispatcher on the same
+ * stats buffer starts from 0. */
+static void test_restart_keeps_drop_counters(void **) {
+  fixture f;
+  fixture_init(&f, 4, 128, CUDAQ_KERNEL_REGULAR, 1, 32);
+  assert_int_equal(cudaq_dispatcher_start(f.d), CUDAQ_OK);
+  for (uint32_t s = 0; s < 3; ++s) { /* unknown function: consumed, not answered */
+    assert_int_equal(cudaq_host_ringbuffer_write_rpc_request(&f.rb, s, 0x1234u, NULL, 0, s, 0), CUDAQ_OK);
+    cudaq_host_ringbuffer_signal_slot(&f.rb, s);
+    wait_rx_consumed(&f.rb, s);
+  }
+  assert_int_equal(cudaq_dispatcher_stop(f.d), CUDAQ_OK);
+  expect_counts(f.d, f.h_stats, 0, 3);
+  assert_int_equal(cudaq_dispatcher_start(f.d), CUDAQ_OK);
+  uint8_t p[4] = {1, 2, 3, 4};
+  assert_int_equal(roundtrip(&f, 3, FN_ECHO, p, 4, 9, 0), CUDAQ_TX_READY);
+  cudaq_host_ringbuffer_clear_slot(&f.rb, 3);
+  assert_int_equal(cudaq_dispatcher_stop(f.d), CUDAQ_OK);
+  expect_counts(f.d, f.h_stats, 1, 3);
+  fixture_new_dispatcher(&f);
+  assert_int_equal(cudaq_dispatcher_start(f.d), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_stop(f.d), CUDAQ_OK);
+  expect_counts(f.d, f.h_stats, 0, 0);
+  fixture_fini(&f);
+}
+
 /* A new dispatcher given a stats buffer that holds another dispatcher's
  * count starts from 0; a restarted one continues. */
 static void test_counters_fresh_dispatcher_same_stats(void **) {
@@ -236,20 +288,7 @@ static void test_counters_fresh_dispatcher_same_stats(void **) {
   }
   assert_int_equal(cudaq_dispatcher_stop(f.d), CUDAQ_OK);
   assert_int_equal(*f.h_stats, 5);
-  assert_int_equal(cudaq_dispatcher_destroy(f.d), CUDAQ_OK);
-
-  cudaq_dispatcher_config_t c;
-  cudaq_dispatcher_config_init(&c);
-  c.num_slots = 4;
-  c.slot_size = 128;
-  c.num_blocks = 1;
-  c.threads_per_block = 32;
-  assert_int_equal(cudaq_dispatcher_create(f.mgr, &c, &f.d), CUDAQ_OK);
-  cudaq_function_table_t t = {f.d_table, TABLE_SIZE};
-  assert_int_equal(cudaq_dispatcher_set_ringbuffer(f.d, &f.rb), CUDAQ_OK);
-  assert_int_equal(cudaq_dispatcher_set_function_table(f.d, &t), CUDAQ_OK);
-  assert_int_equal(cudaq_dispatcher_set_control(f.d, f.d_shutdown, f.h_stats), CUDAQ_OK);
-  assert_int_equal(cudaq_dispatcher_set_launch_fn(f.d, cudaq_launch_dispatch_kernel_regular), CUDAQ_OK);
+  fixture_new_dispatcher(&f);
   for (int run = 0; run < 2; ++run) {
     assert_int_equal(cudaq_dispatcher_start(f.d), CUDAQ_OK);
     for (uint32_t k = 0; k < 3; ++k) {
@@ -808,6 +847,7 @@ int main(void) {
       cmocka_unit_test(test_payload_sizes),
       cmocka_unit_test(test_variable_schema_min_len),
       cmocka_unit_test(test_counters_fresh_dispatcher_same_stats),
+      cmocka_unit_test(test_restart_keeps_drop_counters),
       cmocka_unit_test(test_cooperative_grid_handler),
       cmocka_unit_test(test_in_place_ring),
       cmocka_unit_test(test_shutdown_idle_busy_restart),

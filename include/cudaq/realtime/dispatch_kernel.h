@@ -69,12 +69,14 @@ cudaError_t cudaq_dispatch_kernel_cooperative_query_occupancy(int *out_blocks,
  * pointer passed to the launch helper): processed, drops and protocol
  * errors, as cudaq_dispatcher_counters_t (extension). The kernel keeps them
  * in device memory owned by this library; stats[0] stays the spec's
- * processed count. A launch with stats[0] == 0 starts every counter from 0;
- * a launch with the nonzero stats of an earlier launch continues them (a
- * restarted dispatcher; cudaq_dispatcher_start zeroes stats[0] at a
- * dispatcher's first start). With several blocks stats[0] may lag by a
- * request or two while requests flow and is exact once the kernel has
- * exited. Returns cudaErrorInvalidValue for an unknown stats. */
+ * processed count. A launch by cudaq_dispatcher_start starts every counter
+ * from 0 at the dispatcher's first start (it zeroes stats[0] too) and
+ * continues them at a restart, whatever stats[0] holds (a first run that
+ * only dropped requests keeps its drop counts). A launch helper called
+ * directly starts them from 0 when stats[0] == 0 and continues them when it
+ * holds the nonzero count of an earlier launch. With several blocks stats[0]
+ * may lag by a request or two while requests flow and is exact once the
+ * kernel has exited. Returns cudaErrorInvalidValue for an unknown stats. */
 cudaError_t cudaq_dispatch_kernel_get_counters(const uint64_t *stats,
                                                cudaq_dispatcher_counters_t *out);
 
