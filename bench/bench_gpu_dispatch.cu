@@ -265,7 +265,7 @@ static double bench_graph(uint32_t payload, uint64_t n) {
   int *flag;
   uint64_t *stats;
   CK(cudaMalloc(&flag, sizeof(int)));
-  CK(cudaMemset(flag, 0, sizeof(int)));
+  CQ(cudaq_dispatch_set_shutdown_flag(flag, 0)); /* never through a stream a kernel may occupy */
   CK(cudaMalloc(&stats, sizeof(uint64_t)));
   cudaq_dispatch_graph_context *ctx;
   CK(cudaq_create_dispatch_graph_regular(rb.rx_flags, rb.tx_flags, rb.rx_data, rb.tx_data, rb.rx_stride_sz, rb.tx_stride_sz,
@@ -276,14 +276,10 @@ static double bench_graph(uint32_t payload, uint64_t n) {
   CK(cudaq_dispatch_graph_get_info(ctx, &failures, &relaunches));
   printf("%-46s %llu dispatcher relaunches (one per %u graph launches), %llu launch failures\n", "",
          (unsigned long long)relaunches, CUDAQ_GRAPH_DISPATCH_RELAUNCH_EVERY, (unsigned long long)failures);
-  /* Raise the shutdown flag from another stream: the dispatch graph occupies
-   * `s` until it exits, so a copy queued on `s` would wait for it forever. */
-  int one = 1;
-  cudaStream_t ctl;
-  CK(cudaStreamCreateWithFlags(&ctl, cudaStreamNonBlocking));
-  CK(cudaMemcpyAsync(flag, &one, sizeof one, cudaMemcpyHostToDevice, ctl));
-  CK(cudaStreamSynchronize(ctl));
-  CK(cudaStreamDestroy(ctl));
+  /* The dispatch graph occupies `s` until it exits: the flag is raised
+   * without queueing anything on `s` (a copy queued there would wait for
+   * the graph forever). */
+  CQ(cudaq_dispatch_set_shutdown_flag(flag, 1));
   CK(cudaStreamSynchronize(s));
   CK(cudaq_destroy_dispatch_graph(ctx));
   CK(cudaGraphExecDestroy(ge));

@@ -39,7 +39,9 @@ int cudaq__device_accessible(const void *p, const void **host_view) {
 }
 
 /* Stores v into an int the GPU reads: through its host view when it has
- * one, else with a copy on a private non-blocking stream. */
+ * one, else with a copy on a private non-blocking stream, never on a
+ * stream a persistent kernel occupies (the one home of this rule: start,
+ * stop and cudaq_dispatch_set_shutdown_flag use it). */
 static cudaError_t write_control_int(volatile int *flag, int v) {
   const void *host = NULL;
   if (!cudaq__device_accessible((const void *)(uintptr_t)flag, &host)) return cudaErrorInvalidValue;
@@ -56,6 +58,16 @@ static cudaError_t write_control_int(volatile int *flag, int v) {
   if (e == cudaSuccess) e = cudaStreamSynchronize(s);
   cudaStreamDestroy(s);
   return e;
+}
+
+cudaq_status_t cudaq_dispatch_set_shutdown_flag(volatile int *shutdown_flag, int value) {
+  static const char *fn = "cudaq_dispatch_set_shutdown_flag";
+  if (!shutdown_flag) return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: shutdown_flag is NULL", fn);
+  if (!cudaq__device_accessible((const void *)(uintptr_t)shutdown_flag, NULL))
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: shutdown_flag is not device-visible memory", fn);
+  cudaError_t e = write_control_int(shutdown_flag, value);
+  return e == cudaSuccess ? cudaq__ok()
+                          : cudaq__fail(CUDAQ_ERR_CUDA, "%s: %s", fn, cudaGetErrorString(e));
 }
 
 /* Zeroes the stats word (through its host view when it has one). */

@@ -396,6 +396,15 @@ cudaq_status_t cudaq_dispatcher_stop(cudaq_dispatcher_t *dispatcher) {
   return st;
 }
 
+#ifndef CUDAQ_HAVE_CUDA
+cudaq_status_t cudaq_dispatch_set_shutdown_flag(volatile int *shutdown_flag, int value) {
+  static const char *fn = "cudaq_dispatch_set_shutdown_flag";
+  (void)value;
+  CHECK_ARG(shutdown_flag, fn, "shutdown_flag is NULL");
+  return cudaq__fail(CUDAQ_ERR_UNSUPPORTED, "%s: the device dispatch path needs a build with CUDA", fn);
+}
+#endif
+
 /* ---- statistics -------------------------------------------------------- */
 
 cudaq_status_t cudaq_dispatcher_get_processed(cudaq_dispatcher_t *dispatcher,

@@ -257,6 +257,16 @@ static void test_device_path_start(void **state) {
     assert_non_null(strstr(cudaq_last_error(), want));
   }
   assert_int_equal(cudaq_dispatch_manager_destroy(m), CUDAQ_OK);
+
+  /* The shutdown-flag writer: NULL refused; host stack memory is not
+   * device-visible (CUDA builds; test_gpu_dispatch uses it on device and
+   * mapped memory), and without CUDA there is no device path. */
+  EXPECT_ERR(cudaq_dispatch_set_shutdown_flag(NULL, 1), CUDAQ_ERR_INVALID_ARG);
+  volatile int flag = 0;
+  st = cudaq_dispatch_set_shutdown_flag(&flag, 1);
+  assert_true(st == CUDAQ_ERR_INVALID_ARG || st == CUDAQ_ERR_UNSUPPORTED);
+  assert_true(strlen(cudaq_last_error()) > 0);
+  assert_int_equal(flag, 0);
 }
 
 static void test_tx_flag_classification(void **state) {

@@ -571,7 +571,7 @@ static void test_graph_launch_100k(void **) {
   int *flag;
   uint64_t *stats;
   CK(cudaMalloc(&flag, sizeof(int)));
-  CK(cudaMemset(flag, 0, sizeof(int)));
+  assert_int_equal(cudaq_dispatch_set_shutdown_flag(flag, 0), CUDAQ_OK);
   CK(cudaHostAlloc(&stats, sizeof(uint64_t), cudaHostAllocMapped));
   *stats = 0;
   cudaq_dispatch_graph_context *ctx = nullptr;
@@ -644,14 +644,10 @@ static void test_graph_launch_100k(void **) {
   assert_true(relaunches >= n / CUDAQ_GRAPH_DISPATCH_RELAUNCH_EVERY - 1);
   printf("graph launch: %u requests answered, %llu relaunches of the dispatcher, %llu launch failures\n", n,
          (unsigned long long)relaunches, (unsigned long long)failures);
-  /* Raise the shutdown flag from another stream: the dispatch graph occupies
-   * `s` until it exits, so a copy queued on `s` would wait for it forever. */
-  int one = 1;
-  cudaStream_t ctl;
-  CK(cudaStreamCreateWithFlags(&ctl, cudaStreamNonBlocking));
-  CK(cudaMemcpyAsync(flag, &one, sizeof one, cudaMemcpyHostToDevice, ctl));
-  CK(cudaStreamSynchronize(ctl));
-  CK(cudaStreamDestroy(ctl));
+  /* The dispatch graph occupies `s` until it exits: the flag is raised
+   * without queueing anything on `s` (a copy queued there would wait for
+   * the graph forever). */
+  assert_int_equal(cudaq_dispatch_set_shutdown_flag(flag, 1), CUDAQ_OK);
   CK(cudaStreamSynchronize(s)); /* waits for the dispatcher and its tail launches */
   cudaq_dispatcher_counters_t c;
   CK(cudaq_dispatch_kernel_get_counters(stats, &c));
@@ -828,6 +824,67 @@ static void test_unified_shutdown_busy_new_transport(void **) {
   assert_int_equal(cudaq_emu_transport_destroy(t2), CUDAQ_OK);
 }
 
+/* Every kernel serves a request with the first entry of its function id
+ * (one lookup rule, cudaq__find_entry): a table handed to the launch
+ * helpers directly, in which entry 2 (fail_with_7) repeats entry 0's id
+ * (echo). The regular kernel's flag is in device memory, the unified
+ * kernel's in mapped host memory: cudaq_dispatch_set_shutdown_flag stops
+ * both without a copy on their stream. */
+static void test_duplicate_id_first_entry_wins(void **) {
+  cudaq_function_entry_t *t;
+  CK(cudaMalloc(&t, TABLE_SIZE * sizeof *t));
+  init_table<<<1, 1>>>(t);
+  CK(cudaDeviceSynchronize());
+  const uint32_t echo_id = FN_ECHO;
+  CK(cudaMemcpy(&t[2].function_id, &echo_id, sizeof echo_id, cudaMemcpyHostToDevice));
+  int *dflag, *hflag;
+  uint64_t *stats;
+  CK(cudaMalloc(&dflag, sizeof(int)));
+  CK(cudaHostAlloc(&hflag, sizeof(int), cudaHostAllocMapped));
+  CK(cudaHostAlloc(&stats, sizeof(uint64_t), cudaHostAllocMapped));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+
+  cudaq_ringbuffer_t rb;
+  assert_int_equal(cudaq_host_ringbuffer_alloc(&rb, 4, 128, CUDAQ_RING_ALLOC_MAPPED), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatch_set_shutdown_flag(dflag, 0), CUDAQ_OK);
+  *stats = 0;
+  g_stats = stats;
+  (void)cudaGetLastError();
+  cudaq_launch_dispatch_kernel_regular(rb.rx_flags, rb.tx_flags, rb.rx_data, rb.tx_data, rb.rx_stride_sz,
+                                       rb.tx_stride_sz, t, TABLE_SIZE, dflag, stats, 4, 1, 32, s);
+  CK(cudaGetLastError());
+  uint8_t p[4] = {5, 6, 7, 8};
+  assert_int_equal(cudaq_host_ringbuffer_write_rpc_request(&rb, 0, FN_ECHO, p, 4, 21, 0), CUDAQ_OK);
+  cudaq_host_ringbuffer_signal_slot(&rb, 0);
+  assert_int_equal(wait_tx(&rb, 0), CUDAQ_TX_READY);
+  cudaq_rpc_response_t r = read_resp(&rb, 0);
+  assert_int_equal(r.status, 0);
+  assert_int_equal(r.result_len, 4);
+  assert_memory_equal(resp_payload(&rb, 0), p, 4);
+  assert_int_equal(cudaq_dispatch_set_shutdown_flag(dflag, 1), CUDAQ_OK);
+  CK(cudaStreamSynchronize(s));
+  assert_int_equal(cudaq_host_ringbuffer_free(&rb), CUDAQ_OK);
+
+  cudaq_emu_transport_t *et;
+  assert_int_equal(cudaq_emu_transport_create(4, 128, &et), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatch_set_shutdown_flag(hflag, 0), CUDAQ_OK);
+  *stats = 0;
+  cudaq_launch_unified_dispatch_emu(cudaq_emu_transport_ctx(et), t, TABLE_SIZE, hflag, stats, s);
+  CK(cudaGetLastError());
+  unified_roundtrip(et, FN_ECHO, 4, 22, 0);
+  assert_int_equal(cudaq_dispatch_set_shutdown_flag(hflag, 1), CUDAQ_OK);
+  assert_int_equal(*hflag, 1);
+  CK(cudaStreamSynchronize(s));
+  assert_int_equal(cudaq_emu_transport_destroy(et), CUDAQ_OK);
+  g_stats = nullptr;
+  CK(cudaStreamDestroy(s));
+  CK(cudaFree(t));
+  CK(cudaFree(dflag));
+  CK(cudaFreeHost(hflag));
+  CK(cudaFreeHost(stats));
+}
+
 int main(void) {
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -858,6 +915,7 @@ int main(void) {
       cmocka_unit_test(test_graph_launch_100k),
       cmocka_unit_test(test_unified_emu),
       cmocka_unit_test(test_unified_shutdown_busy_new_transport),
+      cmocka_unit_test(test_duplicate_id_first_entry_wins),
   };
   return cmocka_run_group_tests_name("gpu_dispatch", tests, NULL, NULL);
 }

@@ -277,6 +277,19 @@ cudaq_status_t cudaq_dispatcher_start(cudaq_dispatcher_t *dispatcher);
  * considered running). */
 cudaq_status_t cudaq_dispatcher_stop(cudaq_dispatcher_t *dispatcher);
 
+/* Raises (value nonzero) or clears (0) the shutdown flag of a dispatch
+ * kernel or dispatch graph launched without a dispatcher (extension), and
+ * never through a stream the kernel may occupy: through the flag's host
+ * view when it is mapped pinned or managed memory (a release store), else
+ * with a copy on a private non-blocking stream. A copy or memset of the
+ * flag queued on the stream a persistent kernel or the dispatch graph runs
+ * in waits for it to exit, and it waits for the flag: a deadlock this call
+ * cannot cause. It does not wait for the kernel: synchronise its stream
+ * next. cudaq_dispatcher_stop raises a dispatcher's flag the same way.
+ * Returns CUDAQ_OK; CUDAQ_ERR_INVALID_ARG (NULL, or memory the GPU cannot
+ * read); CUDAQ_ERR_UNSUPPORTED (a build without CUDA); CUDAQ_ERR_CUDA. */
+cudaq_status_t cudaq_dispatch_set_shutdown_flag(volatile int *shutdown_flag, int value);
+
 /* Reads stats[0], the number of processed (answered) requests. Returns
  * CUDAQ_OK or CUDAQ_ERR_INVALID_ARG (NULL, or no stats buffer wired). */
 cudaq_status_t cudaq_dispatcher_get_processed(cudaq_dispatcher_t *dispatcher,

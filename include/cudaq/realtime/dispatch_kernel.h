@@ -38,7 +38,8 @@ typedef int (*cudaq_device_rpc_fn_t)(const void *args, void *result, uint32_t ar
 /* ---- persistent dispatch kernels (3-kernel / ring-buffer path) ---------- */
 
 /* Launch the persistent dispatch kernel on `stream` (non-blocking streams
- * recommended). With num_blocks > 1 the regular kernel gives block b the
+ * recommended). Stop it with cudaq_dispatch_set_shutdown_flag (never with a
+ * copy queued on `stream`, which would wait for the kernel). With num_blocks > 1 the regular kernel gives block b the
  * slots b, b + num_blocks, ...; each request is handled by one block. The
  * ring's slot stride must be a multiple of 4. Launch errors are reported
  * through cudaGetLastError(), as for any kernel launch. */
@@ -116,7 +117,11 @@ cudaError_t cudaq_create_dispatch_graph_regular(
     size_t num_slots, uint32_t num_blocks, uint32_t threads_per_block, cudaStream_t stream,
     cudaq_dispatch_graph_context **out_context);
 
-/* Launches the dispatch graph (from the host) into `stream`. */
+/* Launches the dispatch graph (from the host) into `stream`. It runs until
+ * its shutdown flag is raised: raise it with
+ * cudaq_dispatch_set_shutdown_flag(shutdown_flag, 1), then synchronise
+ * `stream`. Never queue the flag's write on `stream` itself: it would wait
+ * for the graph, which waits for the flag. */
 cudaError_t cudaq_launch_dispatch_graph(cudaq_dispatch_graph_context *context, cudaStream_t stream);
 
 /* Destroys the context; call after the dispatch graph has exited. */
