@@ -147,11 +147,17 @@ __device__ uint32_t poll_ready_slot(const dispatch_params &p, uint32_t slot, uin
        * block's slots; the lowest set lane wins. */
       uint32_t k = window + lane;
       uint32_t s = first + (k % my_slots) * step;
-      bool set = lane < my_slots && cudaq__load_acquire_sys(&p.rx_flags[s]) != 0; /* A1 */
+      /* A1, pairs with R1 in cudaq_host_ringbuffer_signal_slot, done by the
+       * lane that checks the slot (not lane 0). */
+      bool set = lane < my_slots && cudaq__load_acquire_sys(&p.rx_flags[s]) != 0;
       uint32_t mask = __ballot_sync(0xFFFFFFFFu, set);
       window = (window + 32u) % my_slots;
       if (mask) {
-        __syncwarp(); /* the winning lane's acquire (A1) happens before the other lanes' reads */
+        /* The ballot and shfl move values, not memory order: this barrier
+         * (memory ordering among the warp's lanes) makes the winning lane's
+         * A1 happen before every lane's reads of the request
+         * (prefetch_request), so R1's request bytes are visible to them. */
+        __syncwarp();
         return __shfl_sync(0xFFFFFFFFu, s, __ffs(mask) - 1);
       }
     }
@@ -326,12 +332,12 @@ __device__ void dispatch_loop(const dispatch_params &p) {
       }
       if (draining) { /* one lap over this block's slots, in ring order */
         while (drain_left > 0 && s == UINT32_MAX) {
-          uint32_t ready = threadIdx.x == 0 && cudaq__load_acquire_sys(&p.rx_flags[slot]) != 0; /* A1 */
+          uint32_t ready = threadIdx.x == 0 && cudaq__load_acquire_sys(&p.rx_flags[slot]) != 0; /* A1 (R1) */
           if (__shfl_sync(0xFFFFFFFFu, ready, 0)) s = slot;
           else slot = slot + step < p.num_slots ? slot + step : first;
           --drain_left;
         }
-        __syncwarp(); /* lane 0's acquire happens before the prefetch of every lane */
+        __syncwarp(); /* lane 0's A1 happens before the prefetch of every lane */
       }
       if (s != UINT32_MAX) prefetch_request(p, s, stage);
       if (leader) {
