@@ -5,8 +5,14 @@
 #   scripts/gpu-build.sh   -> build-gpu/ with libs/ and the reference models (nn-ref/)
 # then run this from the repository root on the GPU machine with build-gpu
 # carried along. Results go to $OUT (default ./gpu-out).
+# A smaller carry: BUILD=DIR holding tests/nn/test_nn_gpu, bench/nn/bench_nn_gpu
+# (either may be xz-compressed, NAME.xz: unpacked here), libs/ and nn-ref/.
+# Knobs: TORCH_ARGS (extra bench/nn/torch_cnn.py arguments, e.g. --layers 3
+# --predecoder predecoder_d13_z:14), BENCH_ARGS (e.g. --prec fp16 --impls
+# auto,cudnn,tc), BENCH_MODELS (more .onnx files for bench_nn_gpu, e.g. the
+# shipped models/predecoder_*.onnx), TEST_FILTER (test_nn_gpu's model filter).
 set -uo pipefail
-STEP_TIMEOUT_DEFAULT=300
+STEP_TIMEOUT_DEFAULT=${STEP_TIMEOUT_DEFAULT:-300}
 source "$(dirname "$0")/gpu-common.sh"
 PY=${PYTHON:-python3}
 # cuDNN: from the CUDA toolkit; else the copy PyTorch ships.
@@ -15,13 +21,16 @@ if ! ldconfig -p 2>/dev/null | grep -q libcudnn.so.9 && [ ! -e /usr/local/cuda/l
   [ -n "$d" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d
 fi
 export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/usr/local/cuda/lib64
+for f in "$B"/tests/nn/test_nn_gpu.xz "$B"/bench/nn/bench_nn_gpu.xz; do
+  [ -e "$f" ] && [ ! -e "${f%.xz}" ] && xz -dkc "$f" > "${f%.xz}" && chmod +x "${f%.xz}"
+done
 {
   machine_info
   $PY -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())' 2>&1
 } > "$OUT/nn-machine.txt" 2>&1
 cat "$OUT/nn-machine.txt"
 
-run nn_gpu "$B/tests/nn/test_nn_gpu" "$B/nn-ref"
+run nn_gpu env CUDAQ_NN_TEST_FILTER="${TEST_FILTER:-}" "$B/tests/nn/test_nn_gpu" "$B/nn-ref"
 grep -E "^(graph|plan|PASSED|FAILED)|^conv #" "$OUT/nn_gpu.log"
 # memcheck checks device memory accesses; API errors are not reported by
 # default (SAN_API_ERRORS=explicit to see them) because cuDNN probes with
@@ -41,11 +50,12 @@ if [ -z "${NO_BENCH:-}" ]; then
   # engine then loads the exported files and is timed in the same run.
   # The exported models (tens of MB) stay in $CNN_DIR; the times go to $OUT.
   CNN_DIR=${CNN_DIR:-/tmp/nn-cnn}
-  run nn_torch $PY bench/nn/torch_cnn.py --out "$CNN_DIR" --iters "${TORCH_ITERS:-2000}"
+  run nn_torch $PY bench/nn/torch_cnn.py --out "$CNN_DIR" --iters "${TORCH_ITERS:-2000}" ${TORCH_ARGS:-}
   cat "$OUT/nn_torch.log"
   cp "$CNN_DIR/torch_times.txt" "$OUT/" 2>/dev/null
   STEP_TIMEOUT=${BENCH_TIMEOUT:-540} run nn_bench "$B/bench/nn/bench_nn_gpu" --iters "${BENCH_ITERS:-3000}" \
-    --torch "$CNN_DIR/torch_times.txt" --check "$CNN_DIR" $(ls "$CNN_DIR"/cnn3d_*.onnx 2>/dev/null)
+    ${BENCH_ARGS:-} --torch "$CNN_DIR/torch_times.txt" --check "$CNN_DIR" $(ls "$CNN_DIR"/cnn3d_*.onnx 2>/dev/null) \
+    ${BENCH_MODELS:-}
   cat "$OUT/nn_bench.log"
 fi
 echo "gpu-run-onnx: $passes passed, $fails failed"

@@ -351,12 +351,45 @@ def refusals(g):
     g.refuse("bad_text", b"this is not an onnx file\n", "PARSE", "not a valid ONNX model")
 
 
+def tc_cases(g):
+    """Convolutions for the GPU engine's tensor-core kernel (stride 1): odd and
+    padded channel counts (one and several K chunks, partial N tiles), non-cube
+    and 2D shapes, no padding with dilation, asymmetric padding, batch 2, and
+    a d = 13, 64 -> 128 layer (several chunks through the prefetch pipeline),
+    with and without a fused ReLU. Generated last so that the other cases keep
+    their random data."""
+    F = TP.FLOAT
+    r = g.rng
+
+    def conv(name, x, cout, k, relu=False, bias=True, **attrs):
+        cin, taps = x[1], int(np.prod(k))
+        inits = [init("w", (r.standard_normal([cout, cin] + k) / np.sqrt(cin * taps)).astype(np.float32))]
+        ins = ["x", "w"]
+        if bias:
+            inits.append(init("b", (r.standard_normal([cout]) * 0.1).astype(np.float32)))
+            ins.append("b")
+        nodes = [node("Conv", ins, ["c" if relu else "y"], kernel_shape=k, **attrs)]
+        if relu:
+            nodes.append(node("Relu", ["c"], ["y"]))
+        g.case(name, nodes, [("x", F, x)], [("y", F)], inits)
+
+    conv("conv3d_tc_odd", [1, 5, 6, 7, 9], 19, [3, 3, 3], pads=[1] * 6)
+    conv("conv3d_tc_wide", [1, 40, 5, 6, 7], 37, [3, 3, 3], relu=True, pads=[1] * 6)
+    conv("conv3d_tc_valid_dil", [1, 6, 6, 7, 8], 10, [2, 3, 3], bias=False, dilations=[1, 2, 1])
+    conv("conv3d_tc_asym", [1, 3, 4, 5, 6], 9, [2, 2, 2], relu=True, auto_pad="SAME_UPPER")
+    conv("conv3d_tc_batch2", [2, 8, 4, 5, 6], 16, [3, 3, 3], pads=[1] * 6)
+    conv("conv3d_tc_1x1", [1, 24, 3, 4, 5], 7, [1, 1, 1])
+    conv("conv3d_tc_d13_c64_m128", [1, 64, 13, 13, 13], 128, [3, 3, 3], relu=True, pads=[1] * 6)
+    conv("conv2d_tc", [1, 33, 9, 11], 24, [3, 3], relu=True, pads=[1] * 4)
+
+
 def gen(args):
     os.makedirs(args.out, exist_ok=True)
     g = Gen(args.out)
     single_ops(g)
     multi_ops(g)
     refusals(g)
+    tc_cases(g)
     with open(os.path.join(args.out, "cases.txt"), "w") as f:
         f.write("\n".join(g.manifest) + "\n")
     print(f"onnx_reference: {len(g.manifest)} cases in {args.out}")

@@ -1,7 +1,7 @@
 /* Batch-1 latency of the NN GPU engine: graph replay (cudaGraphLaunch +
  * cudaStreamSynchronize, timed on the host) for each model, FP32 and FP16,
- * with the convolutions chosen by timing (auto) and forced to cuDNN and to
- * the own kernel; auto also with the input DMA and output DMA around the
+ * with the convolutions chosen by timing (auto) and forced to cuDNN, to the
+ * own kernel and to the tensor-core kernel (tc); auto also with the input DMA and output DMA around the
  * graph. PyTorch times of the same models (bench/nn/torch_cnn.py, same
  * GPU, same visit) are printed beside when given.
  *
@@ -10,7 +10,11 @@
  * FP32 and FP16 outputs are compared with PyTorch's (1e-4 and 1e-2 of the
  * output's largest magnitude); a mismatch fails the run.
  *
- * Usage: bench_nn_gpu [--iters N] [--torch torch_times.txt] [--check DIR] MODEL.onnx...
+ * --prec fp16|fp32|both (default both), --impls LIST (default auto,cudnn,own,tc):
+ * which rows to run.
+ *
+ * Usage: bench_nn_gpu [--iters N] [--torch torch_times.txt] [--check DIR] [--prec P] [--impls L]
+ *                     MODEL.onnx...
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime_api.h>
@@ -170,12 +174,15 @@ static int check_against_torch(cudaq_nn_gpu_t *g, const cudaq_nn_model_t *m, con
 
 int main(int argc, char **argv) {
   int iters = 5000;
-  const char *torch = NULL, *check = NULL;
+  const char *torch = NULL, *check = NULL, *prec_opt = "both", *impls = "auto,cudnn,own,tc";
+  static const char *const impl_names[] = {"auto", "cudnn", "own", "tc"};
   int first = 1;
   while (first < argc && !strncmp(argv[first], "--", 2)) {
     if (!strcmp(argv[first], "--iters") && first + 1 < argc) iters = atoi(argv[++first]);
     else if (!strcmp(argv[first], "--torch") && first + 1 < argc) torch = argv[++first];
     else if (!strcmp(argv[first], "--check") && first + 1 < argc) check = argv[++first];
+    else if (!strcmp(argv[first], "--prec") && first + 1 < argc) prec_opt = argv[++first];
+    else if (!strcmp(argv[first], "--impls") && first + 1 < argc) impls = argv[++first];
     else { fprintf(stderr, "unknown option %s\n", argv[first]); return 2; }
     first++;
   }
@@ -207,7 +214,9 @@ int main(int argc, char **argv) {
     if (dot) *dot = '\0';
     for (int half = 0; half <= 1; half++) {
       const char *prec = half ? "fp16" : "fp32";
-      for (int impl = CUDAQ_NN_CONV_AUTO; impl <= CUDAQ_NN_CONV_OWN; impl++) {
+      if (strcmp(prec_opt, "both") && strcmp(prec_opt, prec)) continue;
+      for (int impl = CUDAQ_NN_CONV_AUTO; impl <= CUDAQ_NN_CONV_TC; impl++) {
+        if (!strstr(impls, impl_names[impl])) continue;
         cudaq_nn_gpu_options_t o;
         cudaq_nn_gpu_options_init(&o);
         o.precision = half ? CUDAQ_NN_FP16 : CUDAQ_NN_FP32;
@@ -215,7 +224,7 @@ int main(int argc, char **argv) {
         cudaq_nn_gpu_t *g = NULL;
         cudaq_nn_status_t st = cudaq_nn_gpu_create(m, &o, &g, &err);
         if (st == CUDAQ_NN_ERR_UNSUPPORTED && impl != CUDAQ_NN_CONV_AUTO) {
-          printf("%-26s %-4s %-6s n/a: %s\n", model, prec, impl == 1 ? "cudnn" : "own", err.message);
+          printf("%-26s %-4s %-6s n/a: %s\n", model, prec, impl_names[impl], err.message);
           continue;
         }
         if (st != CUDAQ_NN_OK) {
@@ -229,13 +238,13 @@ int main(int argc, char **argv) {
           fails++;
         }
         int ht = impl == 0 && torch_time(torch, model, prec, &t);
-        const char *iname = impl == 0 ? "auto" : impl == 1 ? "cudnn" : "own";
+        const char *iname = impl_names[impl];
         printf("%-26s %-4s %-6s %10.1f %10.1f", model, prec, iname, s.p50, s.p99);
         if (impl == 0) printf(" %12.1f %12.1f", d.p50, d.p99);
         else printf(" %12s %12s", "-", "-");
         if (ht) printf(" %11.1f %11.1f\n", t.p50, t.p99);
         else printf(" %11s %11s\n", "-", "-");
-        if (impl == 0) {
+        if (impl == 0 || impl == CUDAQ_NN_CONV_TC) {
           char desc[8192];
           cudaq_nn_gpu_describe(g, desc, sizeof desc);
           for (char *line = strtok(desc, "\n"); line; line = strtok(NULL, "\n")) printf("#   %s\n", line);

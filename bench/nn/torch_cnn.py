@@ -11,6 +11,13 @@ a final Conv3d to 1 channel), this script:
     benchmark mode; TF32 off for FP32), FP32 and FP16: p50/p99 in µs of
     g.replay() + torch.cuda.synchronize() on the host,
 and writes OUT/torch_times.txt ("NAME PREC P50 P99" per line).
+
+--predecoder NAME:S (repeatable) also times the convolution stack of the
+shipped predecoder models (models/predecoder_d*: 3 -> 128 -> 128 -> 128 -> 9
+channels, kernel 3, padding 1, ReLU between, on an S x S x S grid) under
+NAME; the models' integer/gather tail is left out, so PyTorch's figure is a
+lower bound for the whole model. Nothing is exported for these.
+--skip-grid: only the --predecoder stacks.
 """
 import argparse
 import copy
@@ -20,12 +27,12 @@ import time
 import torch
 
 
-def build(layers, ch):
-    mods, cin = [], 4
+def build(layers, ch, cin=4, cout=1):
+    mods = []
     for _ in range(layers):
         mods += [torch.nn.Conv3d(cin, ch, 3, padding=1), torch.nn.ReLU()]
         cin = ch
-    mods.append(torch.nn.Conv3d(cin, 1, 3, padding=1))
+    mods.append(torch.nn.Conv3d(cin, cout, 3, padding=1))
     return torch.nn.Sequential(*mods).eval()
 
 
@@ -81,6 +88,8 @@ def main():
     p.add_argument("--layers", type=int, nargs="+", default=[3, 5])
     p.add_argument("--channels", type=int, nargs="+", default=[32, 64, 128])
     p.add_argument("--iters", type=int, default=2000)
+    p.add_argument("--predecoder", action="append", default=[], metavar="NAME:S")
+    p.add_argument("--skip-grid", action="store_true")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     torch.backends.cudnn.benchmark = True
@@ -89,7 +98,14 @@ def main():
     torch.manual_seed(0)
     print(f"# torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name(0)}")
     rows = []
-    for d in a.distances:
+    for spec in a.predecoder:
+        name, size = spec.rsplit(":", 1)
+        net, x = build(3, 128, cin=3, cout=9), torch.randn(1, 3, int(size), int(size), int(size))
+        for half in (False, True):
+            p50, p99 = time_replay(net, x, half, a.iters)
+            rows.append(f"{name} {'fp16' if half else 'fp32'} {p50:.2f} {p99:.2f}")
+            print(rows[-1], flush=True)
+    for d in [] if a.skip_grid else a.distances:
         for layers in a.layers:
             for ch in a.channels:
                 name = f"cnn3d_d{d}_l{layers}_c{ch}"

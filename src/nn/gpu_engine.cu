@@ -1,5 +1,6 @@
-/* GPU engine: device buffers for every tensor, one step per node (cuDNN or
- * own convolution with fused bias and ReLU, elementwise, index-map copies,
+/* GPU engine: device buffers for every tensor, one step per node (cuDNN, own
+ * direct convolution or, in FP16, own tensor-core convolution, the last two
+ * with fused bias and ReLU; elementwise, index-map copies,
  * matrix products), algorithm selection with an on-disk plan, and the whole
  * inference captured into one CUDA graph. */
 #include <cuda_fp16.h>
@@ -16,22 +17,24 @@
 #include "gpu_kernels.cuh"
 #include "nn_internal.h"
 
-#define ENGINE_PLAN_VERSION 2
+#define ENGINE_PLAN_VERSION 3 /* 3: tensor-core candidates, t_tc per conv */
 
-enum { IMPL_OWN = 0, IMPL_CUDNN = 1 };
-enum { ST_ELEMENTWISE, ST_MOVE, ST_CONV, ST_GEMM, ST_CONVERT };
+enum { IMPL_OWN = 0, IMPL_CUDNN = 1, IMPL_TC = 2 }; /* IMPL_TC: algo = tile configuration */
+enum { ST_ELEMENTWISE, ST_MOVE, ST_CONV, ST_GEMM, ST_CONVERT, ST_CHAIN };
 
 struct conv_state {
   int node;
   nnk_conv p;
-  int own_ok, cudnn_ok;
+  int own_ok, cudnn_ok, tc_ok;
+  __half *tc_w;  /* weights packed for the tensor-core kernel (tc_ok) */
+  float *tc_b;   /* its FP32 bias, or NULL */
   cudnnTensorDescriptor_t xd, yd;
   cudnnFilterDescriptor_t wd;
   cudnnConvolutionDescriptor_t cd;
   int impl;
   int algo;
   size_t ws;
-  float t_own, t_cudnn; /* microseconds per launch; < 0 when not measured */
+  float t_own, t_cudnn, t_tc; /* microseconds per launch; < 0 when not measured */
 };
 
 struct step {
@@ -45,6 +48,8 @@ struct step {
   void *cout;
   int cout_dt;
   int64_t n;
+  const nnk_chain_step *chain; /* ST_CHAIN: device array of chain_len steps */
+  int chain_len;
 };
 
 struct cudaq_nn_gpu {
@@ -165,6 +170,30 @@ static void find_fused_relu(const cudaq_nn_model_t *m, int *consumers, int *relu
   }
 }
 
+/* The tensor-core kernel's weights (packed) and FP32 bias, for FP16 engines
+ * whose convolution has constant weights and bias and a shape it handles. */
+static cudaq_nn_status_t build_tc(cudaq_nn_gpu *g, conv_state *c, const nn_node_t *node, cudaq_nn_error_t *err) {
+  const cudaq_nn_model_t *m = g->m;
+  const nn_value_t *w = &m->values[node->in[1]];
+  const nn_value_t *b = node->n_in > 2 && node->in[2] >= 0 ? &m->values[node->in[2]] : NULL;
+  if (!g->half || !w->data || (b && !b->data) || !nnk_tc_supported(c->p)) return CUDAQ_NN_OK;
+  size_t n = nnk_tc_weight_elems(c->p);
+  __half *h = (__half *)malloc(n * sizeof(__half));
+  if (!h) return CUDAQ_NN_ERR_NO_MEMORY;
+  nnk_tc_pack_weights(c->p, (const float *)w->data, h);
+  cudaq_nn_status_t st = dalloc(g, n * sizeof(__half), (void **)&c->tc_w, err);
+  cudaError_t e = st ? cudaSuccess : cudaMemcpy(c->tc_w, h, n * sizeof(__half), cudaMemcpyHostToDevice);
+  free(h);
+  if (st) return st;
+  CK(e);
+  if (b) {
+    TRY(dalloc(g, b->n * sizeof(float), (void **)&c->tc_b, err));
+    CK(cudaMemcpy(c->tc_b, b->data, b->n * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  c->tc_ok = 1;
+  return CUDAQ_NN_OK;
+}
+
 static cudaq_nn_status_t build_conv(cudaq_nn_gpu *g, int ni, int relu, cudaq_nn_error_t *err) {
   const cudaq_nn_model_t *m = g->m;
   const nn_node_t *node = &m->nodes[ni];
@@ -173,7 +202,7 @@ static cudaq_nn_status_t build_conv(cudaq_nn_gpu *g, int ni, int relu, cudaq_nn_
   conv_state *c = &g->convs[g->n_convs++];
   memset(c, 0, sizeof *c);
   c->node = ni;
-  c->t_own = c->t_cudnn = -1.0f;
+  c->t_own = c->t_cudnn = c->t_tc = -1.0f;
   nnk_conv *p = &c->p;
   const nn_conv_attr_t *a = &node->conv;
   p->N = (int)x->dims[0];
@@ -197,6 +226,7 @@ static cudaq_nn_status_t build_conv(cudaq_nn_gpu *g, int ni, int relu, cudaq_nn_
   p->y = g->dev[node->out[0]];
   p->relu = relu;
   c->own_ok = nnk_conv_supported(*p);
+  TRY(build_tc(g, c, node, err));
   /* cuDNN: 5-D NCDHW descriptors (1D/2D as depth/height 1); symmetric pads only. */
   int sym = 1;
   for (int i = 0; i < 3; i++) sym &= a->pad0[i] == a->pad1[i];
@@ -384,10 +414,15 @@ static cudaq_nn_status_t build_steps(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
       p->rank = out->rank;
       p->n = (int64_t)out->n;
       for (int d = 0; d < out->rank; d++) p->dims[d] = out->dims[d];
+      p->flat = NNK_EW_FLAT;
       for (int k = 0; k < node->n_in && k < 3; k++) {
-        nn__bcast_strides(&m->values[node->in[k]], out, p->strides[k]);
+        const nn_value_t *in = &m->values[node->in[k]];
+        nn__bcast_strides(in, out, p->strides[k]);
         p->in[k] = g->dev[node->in[k]];
         p->in_dt[k] = g->sdt[node->in[k]];
+        /* Same element count as the output: same shape up to 1-dims, offset i. */
+        if (in->n == out->n) p->flat |= 1 << k;
+        else if (in->n != 1) p->flat = 0;
       }
       p->out = g->dev[node->out[0]];
       p->out_dt = g->sdt[node->out[0]];
@@ -416,6 +451,73 @@ static cudaq_nn_status_t build_steps(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
   return st;
 }
 
+/* Runs of two or more consecutive small steps (elementwise, copy maps,
+ * matrix products, conversions: the integer/gather tails of the predecoder
+ * models) become one ST_CHAIN step: one launch of one block instead of one
+ * launch each. Small: at most CHAIN_MAX_N outputs (and CHAIN_MAX_WORK
+ * multiply-adds for a product), where a block of NNK_CHAIN_THREADS threads
+ * costs less than a launch. CUDAQ_NN_NO_CHAIN set: no chains (to measure). */
+#define CHAIN_MAX_N 8192
+#define CHAIN_MAX_WORK (1 << 18)
+
+static int64_t chain_size(const step *s) {
+  switch (s->kind) {
+    case ST_ELEMENTWISE: return s->ew.n <= CHAIN_MAX_N ? s->ew.n : -1;
+    case ST_MOVE: return s->mv.n <= CHAIN_MAX_N ? s->mv.n : -1;
+    case ST_CONVERT: return s->n <= CHAIN_MAX_N ? s->n : -1;
+    case ST_GEMM: {
+      int64_t n = s->gm.nb * s->gm.M * s->gm.N;
+      return n <= CHAIN_MAX_N && n * s->gm.K <= CHAIN_MAX_WORK ? n : -1;
+    }
+    default: return -1;
+  }
+}
+
+static void chain_fill(const step *s, nnk_chain_step *c) {
+  memset(c, 0, sizeof *c);
+  c->n = chain_size(s);
+  switch (s->kind) {
+    case ST_ELEMENTWISE: c->kind = NNK_CHAIN_EW; c->ew = s->ew; break;
+    case ST_MOVE: c->kind = NNK_CHAIN_MOVE; c->mv = s->mv; break;
+    case ST_GEMM: c->kind = NNK_CHAIN_GEMM; c->gm = s->gm; break;
+    default:
+      c->kind = NNK_CHAIN_CONVERT;
+      c->cin = s->cin; c->cin_dt = s->cin_dt; c->cout = s->cout; c->cout_dt = s->cout_dt;
+      break;
+  }
+}
+
+static cudaq_nn_status_t build_chains(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
+  if (getenv("CUDAQ_NN_NO_CHAIN")) return CUDAQ_NN_OK;
+  int out = 0;
+  for (int i = 0; i < g->n_steps;) {
+    int j = i;
+    while (j < g->n_steps && chain_size(&g->steps[j]) >= 0) j++;
+    if (j - i < 2) { /* not a run: kept as it is (compacted in place, out <= i) */
+      g->steps[out++] = g->steps[i++];
+      continue;
+    }
+    int len = j - i;
+    nnk_chain_step *h = (nnk_chain_step *)malloc((size_t)len * sizeof *h);
+    if (!h) return CUDAQ_NN_ERR_NO_MEMORY;
+    for (int k = 0; k < len; k++) chain_fill(&g->steps[i + k], &h[k]);
+    void *d = NULL;
+    cudaq_nn_status_t st = dalloc(g, (size_t)len * sizeof *h, &d, err);
+    cudaError_t e = st ? cudaSuccess : cudaMemcpy(d, h, (size_t)len * sizeof *h, cudaMemcpyHostToDevice);
+    free(h);
+    if (st) return st;
+    CK(e);
+    step *s = &g->steps[out++];
+    memset(s, 0, sizeof *s);
+    s->kind = ST_CHAIN;
+    s->chain = (const nnk_chain_step *)d;
+    s->chain_len = len;
+    i = j;
+  }
+  g->n_steps = out;
+  return CUDAQ_NN_OK;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Enqueue and tuning                                                        */
 
@@ -423,6 +525,10 @@ static cudaq_nn_status_t enqueue_conv(cudaq_nn_gpu *g, const conv_state *c, int 
                                       size_t ws, cudaq_nn_error_t *err) {
   if (impl == IMPL_OWN) {
     CK(nnk_launch_conv(c->p, g->half, g->stream));
+    return CUDAQ_NN_OK;
+  }
+  if (impl == IMPL_TC) {
+    CK(nnk_launch_tc(c->p, c->tc_w, c->tc_b, algo, g->stream));
     return CUDAQ_NN_OK;
   }
   const float one = 1.0f, zero = 0.0f;
@@ -443,6 +549,7 @@ static cudaq_nn_status_t enqueue_all(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
       case ST_MOVE: if (s->mv.n) CK(nnk_launch_move(s->mv, g->stream)); break;
       case ST_GEMM: CK(nnk_launch_gemm(s->gm, g->half, g->stream)); break;
       case ST_CONVERT: CK(nnk_launch_convert(s->cin, s->cin_dt, s->cout, s->cout_dt, s->n, g->stream)); break;
+      case ST_CHAIN: CK(nnk_launch_chain(s->chain, s->chain_len, g->half, g->stream)); break;
       case ST_CONV: {
         const conv_state *c = &g->convs[s->conv];
         TRY(enqueue_conv(g, c, c->impl, c->algo, c->ws, err));
@@ -511,16 +618,48 @@ static cudaq_nn_status_t time_conv(cudaq_nn_gpu *g, const conv_state *c, int imp
  * algorithms need). */
 #define TUNE_WS_LIMIT ((size_t)256 << 20)
 
+/* CUDAQ_NN_TUNE_LOG set: every timed candidate on stderr (the plan and
+ * cudaq_nn_gpu_describe keep only the best of each kind). */
+static void tune_log(const cudaq_nn_gpu *g, const conv_state *c, const char *impl, int algo, float us) {
+  static int on = -1;
+  if (on < 0) on = getenv("CUDAQ_NN_TUNE_LOG") != NULL;
+  if (on)
+    fprintf(stderr, "tune: conv '%s' %dx%dx%d -> %d ch, %dx%dx%d out, %s: %s %d %.2f us\n", g->m->nodes[c->node].name,
+            c->p.C, c->p.k[0], c->p.k[1], c->p.M, c->p.out3[0], c->p.out3[1], c->p.out3[2], g->half ? "fp16" : "fp32",
+            impl, algo, us);
+}
+
 /* Times the candidates of one convolution and keeps the fastest. Starts from
  * nothing: a plan that failed to parse part-way may have filled fields. */
 static cudaq_nn_status_t tune_conv(cudaq_nn_gpu *g, conv_state *c, cudaq_nn_error_t *err) {
   c->impl = IMPL_OWN;
   c->algo = 0;
   c->ws = 0;
-  c->t_own = c->t_cudnn = -1.0f;
+  c->t_own = c->t_cudnn = c->t_tc = -1.0f;
   cudaq_nn_error_t cand_err; /* why the last cuDNN candidate was skipped */
   cand_err.message[0] = 0;
-  if (c->cudnn_ok && g->opts.conv_impl != CUDAQ_NN_CONV_OWN) {
+  const cudaq_nn_conv_impl_t want = g->opts.conv_impl;
+  /* Tensor cores: every tile configuration that fits, the fastest kept.
+   * Forced TC runs it wherever it applies; elsewhere the layer is chosen
+   * as in AUTO between cuDNN and own. */
+  int tc_cfg = -1;
+  if (c->tc_ok && (want == CUDAQ_NN_CONV_AUTO || want == CUDAQ_NN_CONV_TC))
+    for (int k = 0; k < NNK_TC_CONFIGS; k++) {
+      float t = -1.0f;
+      if (!nnk_tc_config_ok(c->p, k)) continue;
+      TRY(time_conv(g, c, IMPL_TC, k, 0, &t, err));
+      tune_log(g, c, "tc cfg", k, t);
+      if (c->t_tc < 0.0f || t < c->t_tc) {
+        c->t_tc = t;
+        tc_cfg = k;
+      }
+    }
+  if (want == CUDAQ_NN_CONV_TC && tc_cfg >= 0) {
+    c->impl = IMPL_TC;
+    c->algo = tc_cfg;
+    return CUDAQ_NN_OK;
+  }
+  if (c->cudnn_ok && want != CUDAQ_NN_CONV_OWN) {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int found = 0;
     cudnnStatus_t s = cudnnFindConvolutionForwardAlgorithmEx(
@@ -552,6 +691,7 @@ static cudaq_nn_status_t tune_conv(cudaq_nn_gpu *g, conv_state *c, cudaq_nn_erro
         (void)cudaGetLastError();
         continue;
       }
+      tune_log(g, c, "cudnn algo", perf[i].algo, t);
       if (c->t_cudnn < 0.0f || t < c->t_cudnn) {
         c->t_cudnn = t;
         c->algo = perf[i].algo;
@@ -559,15 +699,23 @@ static cudaq_nn_status_t tune_conv(cudaq_nn_gpu *g, conv_state *c, cudaq_nn_erro
       }
     }
   }
-  if (c->own_ok && g->opts.conv_impl != CUDAQ_NN_CONV_CUDNN)
+  if (c->own_ok && want != CUDAQ_NN_CONV_CUDNN) {
     TRY(time_conv(g, c, IMPL_OWN, 0, 0, &c->t_own, err));
-  if (c->t_cudnn < 0.0f && c->t_own < 0.0f) {
+    tune_log(g, c, "own", 0, c->t_own);
+  }
+  if (c->t_cudnn < 0.0f && c->t_own < 0.0f && tc_cfg < 0) {
     nn__set_error(err, "node '%s' (Conv): no convolution implementation available for the %s choice%s%s",
                   g->m->nodes[c->node].name, g->opts.conv_impl == CUDAQ_NN_CONV_AUTO ? "automatic" : "forced",
                   cand_err.message[0] ? "; last cuDNN candidate: " : "", cand_err.message);
     return CUDAQ_NN_ERR_UNSUPPORTED;
   }
   if (c->t_own < 0.0f || (c->t_cudnn >= 0.0f && c->t_cudnn < c->t_own)) c->impl = IMPL_CUDNN;
+  float best = c->impl == IMPL_CUDNN ? c->t_cudnn : c->t_own;
+  if (tc_cfg >= 0 && (best < 0.0f || c->t_tc < best)) {
+    c->impl = IMPL_TC;
+    c->algo = tc_cfg;
+    c->ws = 0;
+  }
   return CUDAQ_NN_OK;
 }
 
@@ -605,12 +753,14 @@ static int read_plan(cudaq_nn_gpu *g, const char *path) {
     conv_state *c = &g->convs[i];
     int node, impl, algo, used = 0;
     unsigned long long ws;
-    float to, tc;
-    if (sscanf(p, "conv %d %d %d %llu %f %f\n%n", &node, &impl, &algo, &ws, &to, &tc, &used) != 6 || used == 0)
+    float to, tc, tt;
+    if (sscanf(p, "conv %d %d %d %llu %f %f %f\n%n", &node, &impl, &algo, &ws, &to, &tc, &tt, &used) != 7 ||
+        used == 0)
       return 0;
     p += used;
-    if (node != c->node || (impl != IMPL_OWN && impl != IMPL_CUDNN)) return 0;
+    if (node != c->node || (impl != IMPL_OWN && impl != IMPL_CUDNN && impl != IMPL_TC)) return 0;
     if (impl == IMPL_OWN && !c->own_ok) return 0;
+    if (impl == IMPL_TC && (!c->tc_ok || !nnk_tc_config_ok(c->p, algo))) return 0;
     if (impl == IMPL_CUDNN) {
       size_t need = 0;
       if (!c->cudnn_ok || algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT ||
@@ -624,6 +774,7 @@ static int read_plan(cudaq_nn_gpu *g, const char *path) {
     c->ws = (size_t)ws;
     c->t_own = to;
     c->t_cudnn = tc;
+    c->t_tc = tt;
   }
   return strcmp(p, "end\n") == 0;
 }
@@ -651,8 +802,8 @@ static cudaq_nn_status_t write_plan(cudaq_nn_gpu *g, const char *path, cudaq_nn_
   fputs(g->key, f);
   for (int i = 0; i < g->n_convs; i++) {
     const conv_state *c = &g->convs[i];
-    fprintf(f, "conv %d %d %d %llu %.9g %.9g\n", c->node, c->impl, c->algo, (unsigned long long)c->ws,
-            c->t_own, c->t_cudnn);
+    fprintf(f, "conv %d %d %d %llu %.9g %.9g %.9g\n", c->node, c->impl, c->algo, (unsigned long long)c->ws,
+            c->t_own, c->t_cudnn, c->t_tc);
   }
   fputs("end\n", f);
   int bad = ferror(f);
@@ -741,6 +892,7 @@ static cudaq_nn_status_t create_engine(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
   for (size_t v = 0; v < m->n_values; v++)
     g->sdt[v] = g->half && m->values[v].dtype == CUDAQ_NN_FLOAT ? CUDAQ_NN_FLOAT16 : m->values[v].dtype;
   TRY(build_steps(g, err));
+  TRY(build_chains(g, err));
   TRY(make_key(g, g->opts.device, err));
   TRY(select_algorithms(g, err));
   return capture(g, err);
@@ -760,7 +912,7 @@ cudaq_nn_status_t cudaq_nn_gpu_create(const cudaq_nn_model_t *model, const cudaq
   if (opts) g->opts = *opts;
   else cudaq_nn_gpu_options_init(&g->opts);
   if ((g->opts.precision != CUDAQ_NN_FP32 && g->opts.precision != CUDAQ_NN_FP16) ||
-      g->opts.conv_impl < CUDAQ_NN_CONV_AUTO || g->opts.conv_impl > CUDAQ_NN_CONV_OWN) {
+      g->opts.conv_impl < CUDAQ_NN_CONV_AUTO || g->opts.conv_impl > CUDAQ_NN_CONV_TC) {
     free(g);
     nn__set_error(err, "bad precision or conv_impl option");
     return CUDAQ_NN_ERR_INVALID_ARG;
@@ -860,10 +1012,11 @@ cudaq_nn_status_t cudaq_nn_gpu_describe(const cudaq_nn_gpu_t *g, char *buf, size
     const conv_state *c = &g->convs[i];
     const nn_node_t *node = &g->m->nodes[c->node];
     int w = snprintf(buf + used, len - used,
-                     "conv #%d '%s' (%dx%dx%d -> %d ch, %dx%dx%d out%s): own %.2f us, cudnn algo %d %.2f us -> %s\n",
+                     "conv #%d '%s' (%dx%dx%d -> %d ch, %dx%dx%d out%s): own %.2f us, cudnn %.2f us, tc %.2f us"
+                     " -> %s %d\n",
                      i, node->name, c->p.C, c->p.k[0], c->p.k[1], c->p.M, c->p.out3[0], c->p.out3[1],
-                     c->p.out3[2], c->p.relu ? ", +relu" : "", c->t_own, c->algo, c->t_cudnn,
-                     c->impl == IMPL_CUDNN ? "cudnn" : "own");
+                     c->p.out3[2], c->p.relu ? ", +relu" : "", c->t_own, c->t_cudnn, c->t_tc,
+                     c->impl == IMPL_CUDNN ? "cudnn algo" : c->impl == IMPL_TC ? "tc cfg" : "own", c->algo);
     if (w < 0) break;
     used += (size_t)w;
   }

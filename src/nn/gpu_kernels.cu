@@ -54,16 +54,20 @@ __device__ __forceinline__ float relu_nan(float v) { return v > 0.0f ? v : (v !=
 
 __device__ __forceinline__ bool is_float(int dt) { return dt == CUDAQ_NN_FLOAT || dt == CUDAQ_NN_FLOAT16; }
 
-__global__ void k_elementwise(nnk_elementwise p) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < p.n;
-       i += (int64_t)gridDim.x * blockDim.x) {
+/* Element i of an elementwise node. */
+__device__ void ew_at(const nnk_elementwise &p, int64_t i) {
+  {
     int64_t off[3] = {0, 0, 0}, r = i;
-    for (int d = p.rank - 1; d >= 0; d--) {
-      int64_t c = r % p.dims[d];
-      r /= p.dims[d];
-      off[0] += c * p.strides[0][d];
-      off[1] += c * p.strides[1][d];
-      off[2] += c * p.strides[2][d];
+    if (p.flat & NNK_EW_FLAT) { /* every input is contiguous (offset i) or a scalar (offset 0) */
+      for (int k = 0; k < 3; k++) off[k] = (p.flat >> k) & 1 ? i : 0;
+    } else {
+      for (int d = p.rank - 1; d >= 0; d--) {
+        int64_t c = r % p.dims[d];
+        r /= p.dims[d];
+        off[0] += c * p.strides[0][d];
+        off[1] += c * p.strides[1][d];
+        off[2] += c * p.strides[2][d];
+      }
     }
     const int t0 = p.in_dt[0];
     const bool f = is_float(t0);
@@ -124,9 +128,14 @@ __global__ void k_elementwise(nnk_elementwise p) {
   }
 }
 
-__global__ void k_move(nnk_move p) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < p.n;
-       i += (int64_t)gridDim.x * blockDim.x) {
+__global__ void k_elementwise(nnk_elementwise p) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < p.n; i += (int64_t)gridDim.x * blockDim.x)
+    ew_at(p, i);
+}
+
+/* Element i of an index-map copy. */
+__device__ void move_at(const nnk_move &p, int64_t i) {
+  {
     const char *src = static_cast<const char *>(p.in[p.src_in[i]]) + (int64_t)p.src_idx[i] * p.elem_size;
     char *dst = static_cast<char *>(p.out) + i * p.elem_size;
     switch (p.elem_size) {
@@ -136,6 +145,11 @@ __global__ void k_move(nnk_move p) {
       default: *reinterpret_cast<uint64_t *>(dst) = *reinterpret_cast<const uint64_t *>(src); break;
     }
   }
+}
+
+__global__ void k_move(nnk_move p) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < p.n; i += (int64_t)gridDim.x * blockDim.x)
+    move_at(p, i);
 }
 
 template <typename T> __device__ __forceinline__ float tof(T v);
@@ -334,12 +348,12 @@ __global__ void k_bias_act(T *y, const T *b, int M, int64_t plane, int64_t n, in
   }
 }
 
+/* Output t of a (batched) matrix product. */
 template <typename T>
-__global__ void k_gemm(nnk_gemm p) {
-  const int64_t total = p.nb * p.M * p.N;
+__device__ void gemm_at(const nnk_gemm &p, int64_t t) {
   const T *A = static_cast<const T *>(p.a), *B = static_cast<const T *>(p.b), *C = static_cast<const T *>(p.c);
   T *Y = static_cast<T *>(p.y);
-  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total; t += (int64_t)gridDim.x * blockDim.x) {
+  {
     const int64_t j = t % p.N, i = (t / p.N) % p.M, bi = t / (p.N * p.M);
     int64_t oa = 0, ob = 0, r = bi;
     for (int d = p.br - 1; d >= 0; d--) {
@@ -356,10 +370,41 @@ __global__ void k_gemm(nnk_gemm p) {
   }
 }
 
+template <typename T>
+__global__ void k_gemm(nnk_gemm p) {
+  const int64_t total = p.nb * p.M * p.N;
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total; t += (int64_t)gridDim.x * blockDim.x)
+    gemm_at<T>(p, t);
+}
+
+__device__ __forceinline__ void convert_at(const void *in, int in_dt, void *out, int out_dt, int64_t i) {
+  if (is_float(in_dt)) stf(out, out_dt, i, ldf(in, in_dt, i));
+  else sti(out, out_dt, i, ldi(in, in_dt, i));
+}
+
 __global__ void k_convert(const void *in, int in_dt, void *out, int out_dt, int64_t n) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    if (is_float(in_dt)) stf(out, out_dt, i, ldf(in, in_dt, i));
-    else sti(out, out_dt, i, ldi(in, in_dt, i));
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    convert_at(in, in_dt, out, out_dt, i);
+}
+
+/* A run of small steps in one block, in order. __syncthreads() between two
+ * steps makes every global write of a step visible to the whole block (the
+ * next step's reads); nothing else reads these buffers meanwhile. */
+__global__ void __launch_bounds__(NNK_CHAIN_THREADS) k_chain(const nnk_chain_step *steps, int count, int half) {
+  for (int k = 0; k < count; k++) {
+    const nnk_chain_step &s = steps[k];
+    for (int64_t i = threadIdx.x; i < s.n; i += blockDim.x) {
+      switch (s.kind) {
+        case NNK_CHAIN_EW: ew_at(s.ew, i); break;
+        case NNK_CHAIN_MOVE: move_at(s.mv, i); break;
+        case NNK_CHAIN_GEMM:
+          if (half) gemm_at<__half>(s.gm, i);
+          else gemm_at<float>(s.gm, i);
+          break;
+        default: convert_at(s.cin, s.cin_dt, s.cout, s.cout_dt, i); break;
+      }
+    }
+    __syncthreads();
   }
 }
 
@@ -427,6 +472,11 @@ cudaError_t nnk_launch_gemm(const nnk_gemm &p, int half, cudaStream_t s) {
   int64_t total = p.nb * p.M * p.N;
   if (half) k_gemm<__half><<<grid_for(total, 128), 128, 0, s>>>(p);
   else k_gemm<float><<<grid_for(total, 128), 128, 0, s>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t nnk_launch_chain(const nnk_chain_step *steps, int count, int half, cudaStream_t s) {
+  k_chain<<<1, NNK_CHAIN_THREADS, 0, s>>>(steps, count, half);
   return cudaGetLastError();
 }
 

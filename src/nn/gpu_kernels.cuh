@@ -6,6 +6,7 @@
 #define CUDAQ_NN_GPU_KERNELS_CUH
 
 #include <cuda_fp16.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cudaq/nn/nn.h"
@@ -24,7 +25,10 @@ struct nnk_elementwise {
   void *out;
   int out_dt;
   int gelu_tanh;
+  int flat; /* NNK_EW_FLAT set: no index arithmetic; bit k set: input k is contiguous
+               (offset i), clear: a scalar (offset 0). Clear: through dims/strides. */
 };
+#define NNK_EW_FLAT 8
 
 /* out[i] = in[src_in[i]][src_idx[i]] */
 struct nnk_move {
@@ -56,6 +60,22 @@ struct nnk_gemm {
   void *y;
 };
 
+/* One step of a chain: a run of small steps that one block runs in order
+ * (k_chain), one launch instead of one per step. n: elements (outputs). */
+enum { NNK_CHAIN_EW = 0, NNK_CHAIN_MOVE = 1, NNK_CHAIN_GEMM = 2, NNK_CHAIN_CONVERT = 3 };
+#define NNK_CHAIN_THREADS 1024
+struct nnk_chain_step {
+  int kind;
+  int64_t n;
+  nnk_elementwise ew;
+  nnk_move mv;
+  nnk_gemm gm;
+  const void *cin;
+  int cin_dt;
+  void *cout;
+  int cout_dt;
+};
+
 /* Launchers (src/nn/gpu_kernels.cu); all asynchronous on stream. */
 cudaError_t nnk_launch_elementwise(const nnk_elementwise &p, int half, cudaStream_t s);
 cudaError_t nnk_launch_move(const nnk_move &p, cudaStream_t s);
@@ -63,9 +83,23 @@ cudaError_t nnk_launch_conv(const nnk_conv &p, int half, cudaStream_t s);
 cudaError_t nnk_launch_bias_act(void *y, const void *b, int N, int M, int64_t plane, int relu, int half,
                                 cudaStream_t s);
 cudaError_t nnk_launch_gemm(const nnk_gemm &p, int half, cudaStream_t s);
+/* steps: device array of count steps. */
+cudaError_t nnk_launch_chain(const nnk_chain_step *steps, int count, int half, cudaStream_t s);
 cudaError_t nnk_launch_convert(const void *in, int in_dt, void *out, int out_dt, int64_t n,
                                cudaStream_t s);
 /* Whether the own convolution kernel handles this kernel size. */
 int nnk_conv_supported(const nnk_conv &p);
+
+/* Tensor-core implicit-GEMM convolution, FP16 only (src/nn/gpu_tc.cu):
+ * stride 1, up to 32 taps, output dims <= input dims. Weights are packed
+ * once (host) by nnk_tc_pack_weights into nnk_tc_weight_elems halves
+ * ([tap][Cout padded to 64][Cin padded to 16 or 32]); the bias, if any, is
+ * FP32. cfg picks the tile shape (0 .. NNK_TC_CONFIGS-1); p.x / p.y are FP16. */
+#define NNK_TC_CONFIGS 6
+int nnk_tc_supported(const nnk_conv &p);
+int nnk_tc_config_ok(const nnk_conv &p, int cfg);
+size_t nnk_tc_weight_elems(const nnk_conv &p);
+void nnk_tc_pack_weights(const nnk_conv &p, const float *w, __half *out);
+cudaError_t nnk_launch_tc(const nnk_conv &p, const __half *w, const float *b, int cfg, cudaStream_t s);
 
 #endif

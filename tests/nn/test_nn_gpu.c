@@ -1,8 +1,9 @@
 /* GPU engine against the CPU executor, on every model tools/onnx_reference.py
  * wrote: FP32 within 1e-5 relative, FP16 within 1e-2 (threshold outputs of
  * the predecoders may flip on at most 2% of the elements in FP16); with the
- * convolution implementation chosen by timing and forced to cuDNN and to the
- * own kernel. Graph capture and replay through the fixed device buffers;
+ * convolution implementation chosen by timing and forced to cuDNN, to the
+ * own kernel and to the tensor-core kernel (FP16; forced, it must be the one
+ * that runs the stride-1 3D convolutions). Graph capture and replay through the fixed device buffers;
  * engine cache hit, invalidation (other model, stale key, garbage) and
  * rebuild. Issue 12: Relu keeps NaN at every ReLU site, Concat of 9 and 16
  * inputs (models written byte by byte, check_hardening).
@@ -148,7 +149,7 @@ static int selected(const char *name) {
 }
 
 static const char *impl_name(cudaq_nn_conv_impl_t c) {
-  return c == CUDAQ_NN_CONV_AUTO ? "auto" : c == CUDAQ_NN_CONV_CUDNN ? "cudnn" : "own";
+  return c == CUDAQ_NN_CONV_AUTO ? "auto" : c == CUDAQ_NN_CONV_CUDNN ? "cudnn" : c == CUDAQ_NN_CONV_TC ? "tc" : "own";
 }
 
 static void check_model(const char *name) {
@@ -168,7 +169,7 @@ static void check_model(const char *name) {
     return;
   }
   for (int half = 0; half <= 1; half++)
-    for (int impl = CUDAQ_NN_CONV_AUTO; impl <= CUDAQ_NN_CONV_OWN; impl++) {
+    for (int impl = CUDAQ_NN_CONV_AUTO; impl <= CUDAQ_NN_CONV_TC; impl++) {
       if (impl != CUDAQ_NN_CONV_AUTO && !strstr(name, "conv") && !strstr(name, "predecoder")) continue;
       cudaq_nn_gpu_options_t o;
       cudaq_nn_gpu_options_init(&o);
@@ -193,6 +194,13 @@ static void check_model(const char *name) {
       size_t bad = st == CUDAQ_NN_OK ? compare(&io, half, what) : 1;
       CHECK(bad == 0, "%s: %zu elements differ from the CPU executor", what, bad);
       if (bad == 0) printf("ok      %s\n", what);
+      if (half && impl == CUDAQ_NN_CONV_TC) {
+        char desc[4096];
+        cudaq_nn_gpu_describe(g, desc, sizeof desc);
+        int want_tc = !strncmp(name, "conv3d", 6) && !strstr(name, "stride");
+        CHECK(!want_tc || strstr(desc, "-> tc cfg"), "%s: forced TC ran no layer on tensor cores:\n%s", what, desc);
+        if (want_tc || strstr(name, "tc_")) printf("%s", desc);
+      }
       cudaq_nn_gpu_destroy(g);
     }
   io_free(&io);
@@ -435,7 +443,7 @@ static void check_conv_relu_nan_gpu(void) {
         CHECK(0, "conv relu: CPU run");
       cudaq_nn_cpu_destroy(cpu);
       for (int half = 0; half <= 1; half++)
-        for (int impl = CUDAQ_NN_CONV_AUTO; impl <= CUDAQ_NN_CONV_OWN; impl++) {
+        for (int impl = CUDAQ_NN_CONV_AUTO; impl <= CUDAQ_NN_CONV_TC; impl++) {
           char what[128];
           snprintf(what, sizeof what, "conv%dd+relu nan in %s %s %s", nsp, nan_in_x ? "x" : "bias",
                    half ? "fp16" : "fp32", impl_name((cudaq_nn_conv_impl_t)impl));

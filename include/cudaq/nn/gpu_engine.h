@@ -1,7 +1,8 @@
 /*
  * GPU engine for a loaded ONNX model (cudaq/nn/nn.h): FP32 or FP16 execution,
- * convolutions through cuDNN or through the engine's own direct-convolution
- * kernel (chosen per layer by timing both at the first load, unless forced),
+ * convolutions through cuDNN, the engine's own direct-convolution kernel or,
+ * in FP16, its tensor-core implicit-GEMM kernel (chosen per layer by timing
+ * the candidates at the first load, unless forced),
  * and the whole inference captured into one CUDA graph over fixed device
  * input and output buffers. A pipeline worker copies the payload into
  * cudaq_nn_gpu_input(..., 0), launches the graph (cudaq_nn_gpu_launch, or
@@ -37,9 +38,12 @@ typedef enum cudaq_nn_precision {
 } cudaq_nn_precision_t;
 
 typedef enum cudaq_nn_conv_impl {
-  CUDAQ_NN_CONV_AUTO = 0,   /* time both per layer, keep the faster */
+  CUDAQ_NN_CONV_AUTO = 0,   /* time all per layer, keep the fastest */
   CUDAQ_NN_CONV_CUDNN = 1,  /* cuDNN, fastest algorithm found by cudnnFind */
-  CUDAQ_NN_CONV_OWN = 2     /* the engine's direct convolution kernel */
+  CUDAQ_NN_CONV_OWN = 2,    /* the engine's direct convolution kernel */
+  CUDAQ_NN_CONV_TC = 3      /* FP16 tensor-core implicit GEMM (fastest tile shape) where it
+                               applies (FP16, stride 1, constant weights, <= 32 taps); the
+                               AUTO choice between cuDNN and own elsewhere (so in FP32 too) */
 } cudaq_nn_conv_impl_t;
 
 typedef enum cudaq_nn_plan_state {

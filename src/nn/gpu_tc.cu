@@ -1,0 +1,424 @@
+/* Tensor-core implicit-GEMM convolution for FP16 engines (see gpu_kernels.cuh).
+ *
+ * The convolution is a GEMM per batch item: M = output cells, N = output
+ * channels, K = input channels x kernel taps, computed with
+ * mma.sync.m16n8k16 (FP16 inputs, FP32 accumulation), bias + ReLU + the cast
+ * to FP16 fused into the epilogue. Stride 1 only; any dilation, padding,
+ * channel count and (up to 32) taps.
+ *
+ * Tiling. A CTA of 4 warps computes BM consecutive output cells x BN output
+ * channels (one of the configurations in kTcCfg; the engine times them and
+ * keeps the fastest). The warps are laid out WARPS_M x WARPS_N, each owning a
+ * (BM / WARPS_M) x (BN / WARPS_N) block of m16n8 accumulators. K runs as
+ * chunks of KC input channels (16 or 32), and inside a chunk over the taps:
+ *
+ *  - X: for a chunk, the CTA stages every input cell that any of its output
+ *    cells reads through any tap: with stride 1 the input index of output
+ *    cell o through tap t is ibase(o) + toff(t), and ibase is non-decreasing
+ *    in o (out dims <= in dims), so this is one contiguous range of R input
+ *    cells starting at lo = ibase(first cell). It is stored transposed,
+ *    xs[cell][channel] (NCDHW is [channel][cell] in memory), rows of KC + 8
+ *    halves: 16-byte aligned and conflict-free for ldmatrix. Cells outside
+ *    the volume are staged as zeros. The tap is then only a row shift: a
+ *    lane's ldmatrix row address is (ibase(o) - lo + toff(t)). Rows whose tap
+ *    falls into the padding (or wraps into the next line or plane) are zeroed
+ *    in the registers with a per-row tap mask (rmask, bit t).
+ *  - W: re-laid out once at engine create as [tap][Npad][Cpad] halves
+ *    (nnk_tc_pack_weights), so that one (tap, chunk) stage is BN rows of KC
+ *    contiguous halves, copied with cp.async into a 3-deep ring.
+ *
+ * Pipeline (one __syncthreads per stage s = chunk * taps + tap):
+ *   wait for W stage s (cp.async.wait_group 1); barrier; issue W stage s+2
+ *   into the ring slot that stage s-1 used (every thread has finished s-1:
+ *   it passed the barrier); compute. The next chunk's X goes into the other
+ *   of two X buffers, a few cells per tap (loads issued before the MMAs,
+ *   stores after them, so the global latency hides behind the math); the
+ *   barrier at the next chunk's first stage publishes it. Where two X
+ *   buffers do not fit in shared memory, one is used and staged between
+ *   chunks behind an extra barrier.
+ */
+#include <cuda_runtime.h>
+
+#include "gpu_kernels.cuh"
+
+namespace {
+
+constexpr int TC_THREADS = 128;
+constexpr int TC_MAX_TAPS = 32;
+constexpr int TC_XPS = 4;                     /* X pairs prefetched per thread per tap */
+constexpr size_t TC_MAX_SMEM = 227 * 1024;    /* opt-in shared memory per block, sm_90 */
+
+struct tc_cfg {
+  int bm, bn, warps_m;
+};
+/* The candidates that the engine times (index = the plan's algo). */
+constexpr tc_cfg kTcCfg[NNK_TC_CONFIGS] = {{64, 64, 2}, {32, 64, 2}, {64, 32, 2},
+                                           {32, 32, 2}, {64, 16, 4}, {128, 16, 4}};
+
+struct tc_args {
+  const __half *x, *w;
+  const float *b;
+  __half *y;
+  int C, M, P, Pin;       /* in channels, out channels, out cells, in cells */
+  int OH, OW, D, H, W;    /* output plane dims, input dims */
+  int kh, kw, taps;       /* kernel height/width (for tap decomposition), taps */
+  int dil[3], pad0[3];
+  int cpad, npad;         /* packed weight strides */
+  int R, xbufs, relu;     /* staged X rows, X buffers (1 or 2), fused ReLU */
+};
+
+int tc_kc(int C) { return C <= 16 ? 16 : 32; }
+int round_up(int v, int m) { return (v + m - 1) / m * m; }
+
+/* Input index of tap (0,0,0) for output cell o: the tap adds toff(t). */
+__host__ __device__ inline int tc_ibase(const tc_args &a, int o) {
+  const int od = o / (a.OH * a.OW), oh = (o / a.OW) % a.OH, ow = o % a.OW;
+  return ((od - a.pad0[0]) * a.H + (oh - a.pad0[1])) * a.W + (ow - a.pad0[2]);
+}
+
+__host__ __device__ inline int tc_toff(const tc_args &a, int t) {
+  const int kd = t / (a.kh * a.kw), kh = (t / a.kw) % a.kh, kw = t % a.kw;
+  return (kd * a.dil[0] * a.H + kh * a.dil[1]) * a.W + kw * a.dil[2];
+}
+
+/* Bit t set when tap t of output cell o reads inside the input volume. */
+__device__ uint32_t tc_tap_mask(const tc_args &a, int o) {
+  const int od = o / (a.OH * a.OW), oh = (o / a.OW) % a.OH, ow = o % a.OW;
+  uint32_t m = 0;
+  for (int t = 0; t < a.taps; t++) {
+    const int kd = t / (a.kh * a.kw), kh = (t / a.kw) % a.kh, kw = t % a.kw;
+    const int id = od - a.pad0[0] + kd * a.dil[0], ih = oh - a.pad0[1] + kh * a.dil[1];
+    const int iw = ow - a.pad0[2] + kw * a.dil[2];
+    if (id >= 0 && id < a.D && ih >= 0 && ih < a.H && iw >= 0 && iw < a.W) m |= 1u << t;
+  }
+  return m;
+}
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+/* Waits until at most one committed group is pending; "memory" keeps the
+ * compiler from moving shared-memory reads above it. */
+__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+
+__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float relu_keep_nan(float v) { return v > 0.0f ? v : (v != v ? v : 0.0f); }
+
+/* X staging item i of chunk c: staged row r = i % R, channel pair p = i / R,
+ * i.e. input cell lo + r, channels c * KC + 2p and + 1, packed as two halves. */
+template <int KC>
+__device__ __forceinline__ uint32_t tc_x_pair(const tc_args &a, const unsigned short *X, int lo, int c, int i) {
+  const int r = i % a.R, p = i / a.R, gi = lo + r, ci = c * KC + 2 * p;
+  uint32_t v0 = 0, v1 = 0;
+  if (gi >= 0 && gi < a.Pin) {
+    if (ci < a.C) v0 = __ldg(X + (size_t)ci * a.Pin + gi);
+    if (ci + 1 < a.C) v1 = __ldg(X + (size_t)(ci + 1) * a.Pin + gi);
+  }
+  return v0 | (v1 << 16);
+}
+
+template <int KC>
+__device__ __forceinline__ void tc_x_store(const tc_args &a, __half *xb, int i, uint32_t v) {
+  const int r = i % a.R, p = i / a.R;
+  *reinterpret_cast<uint32_t *>(xb + r * (KC + 8) + 2 * p) = v;
+}
+
+/* Stages this thread's X items j in [jb, je) of chunk c into xb, eight loads
+ * in flight at a time. */
+template <int KC>
+__device__ void tc_stage_x(const tc_args &a, const unsigned short *X, int lo, int c, __half *xb, int jb, int je) {
+  const int items = a.R * (KC / 2);
+  for (int j = jb; j < je; j += 8) {
+    uint32_t v[8];
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int i = threadIdx.x + (j + u) * TC_THREADS;
+      v[u] = (j + u < je && i < items) ? tc_x_pair<KC>(a, X, lo, c, i) : 0u;
+    }
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int i = threadIdx.x + (j + u) * TC_THREADS;
+      if (j + u < je && i < items) tc_x_store<KC>(a, xb, i, v[u]);
+    }
+  }
+}
+
+template <int BM, int BN, int WARPS_M, int KC>
+__global__ void __launch_bounds__(TC_THREADS) k_conv_tc(tc_args a) {
+  constexpr int WARPS_N = 4 / WARPS_M;
+  constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
+  constexpr int MI = WM / 16, NI = WN / 8;
+  constexpr int LD = KC + 8; /* shared row stride in halves */
+  static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0, "warp tile");
+  extern __shared__ __align__(16) unsigned char tc_smem[];
+  __half *xs = reinterpret_cast<__half *>(tc_smem);                 /* [xbufs][R][LD] */
+  __half *ws = xs + (size_t)a.xbufs * a.R * LD;                      /* [3][BN][LD] */
+  uint32_t *rmask = reinterpret_cast<uint32_t *>(ws + 3 * BN * LD);  /* [BM] */
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+  const int cell0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+  const unsigned short *X = reinterpret_cast<const unsigned short *>(a.x) + (size_t)blockIdx.z * a.C * a.Pin;
+  const int last = min(cell0 + BM, a.P) - 1;
+  const int lo = tc_ibase(a, cell0);
+  const int nch = a.cpad / KC, S = nch * a.taps;
+  const int items = a.R * (KC / 2), J = (items + TC_THREADS - 1) / TC_THREADS;
+  const int pre = a.xbufs == 2 ? min(J, TC_XPS * a.taps) : 0; /* items per thread staged during the taps */
+
+  auto issue_w = [&](int s) {
+    const int c = s / a.taps, t = s - c * a.taps;
+    __half *dst = ws + (s % 3) * BN * LD;
+    const __half *src = a.w + ((size_t)t * a.npad + n0) * a.cpad + c * KC;
+    for (int i = tid; i < BN * KC / 8; i += TC_THREADS) {
+      const int row = i / (KC / 8), col = (i % (KC / 8)) * 8;
+      cp_async16(dst + row * LD + col, src + (size_t)row * a.cpad + col);
+    }
+  };
+
+  issue_w(0);
+  cp_async_commit();
+  if (S > 1) issue_w(1);
+  cp_async_commit();
+  for (int r = tid; r < BM; r += TC_THREADS) rmask[r] = cell0 + r < a.P ? tc_tap_mask(a, cell0 + r) : 0u;
+  tc_stage_x<KC>(a, X, lo, 0, xs, 0, J);
+  __syncthreads(); /* rmask and chunk 0 of X are written */
+
+  /* Per lane: ldmatrix row addresses (rows past the end read the last cell;
+   * their results are never stored) and the tap masks of its fragment rows. */
+  int arow[MI];
+  uint32_t mk0[MI], mk1[MI];
+#pragma unroll
+  for (int mi = 0; mi < MI; mi++) {
+    const int r = wm * WM + mi * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+    arow[mi] = tc_ibase(a, min(cell0 + r, last)) - lo;
+    const int g = wm * WM + mi * 16 + (lane >> 2);
+    mk0[mi] = rmask[g];
+    mk1[mi] = rmask[g + 8];
+  }
+  const int akof = (lane >> 4) * 8;
+  const int brow = wn * WN + (lane & 7) + (lane >> 4) * 8, bkof = ((lane >> 3) & 1) * 8;
+
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+    for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[mi][ni][e] = 0.0f;
+
+  for (int s = 0; s < S; s++) {
+    const int c = s / a.taps, t = s - c * a.taps;
+    cp_async_wait1(); /* W stage s has landed (this thread's copies) */
+    __syncthreads();  /* ... everyone's; everyone is done with stage s-1 */
+    if (s + 2 < S) issue_w(s + 2);
+    cp_async_commit(); /* possibly empty: keeps the group count per stage fixed */
+
+    const bool pf = a.xbufs == 2 && c + 1 < nch;
+    __half *xnext = xs + (size_t)((c + 1) & 1) * a.R * LD;
+    uint32_t pv[TC_XPS];
+#pragma unroll
+    for (int u = 0; u < TC_XPS; u++) {
+      const int j = t * TC_XPS + u, i = tid + j * TC_THREADS;
+      pv[u] = (pf && j < pre && i < items) ? tc_x_pair<KC>(a, X, lo, c + 1, i) : 0u;
+    }
+
+    const __half *xb = xs + (size_t)(a.xbufs == 2 ? (c & 1) : 0) * a.R * LD;
+    const __half *wb = ws + (s % 3) * BN * LD;
+    const int toff = tc_toff(a, t);
+    uint32_t z0[MI], z1[MI];
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++) {
+      z0[mi] = (mk0[mi] >> t) & 1u ? 0xffffffffu : 0u;
+      z1[mi] = (mk1[mi] >> t) & 1u ? 0xffffffffu : 0u;
+    }
+#pragma unroll
+    for (int kk = 0; kk < KC; kk += 16) {
+      uint32_t af[MI][4], bf[NI][2];
+#pragma unroll
+      for (int mi = 0; mi < MI; mi++) {
+        ldmatrix_x4(af[mi], xb + (arow[mi] + toff) * LD + kk + akof);
+        af[mi][0] &= z0[mi];
+        af[mi][2] &= z0[mi];
+        af[mi][1] &= z1[mi];
+        af[mi][3] &= z1[mi];
+      }
+#pragma unroll
+      for (int nj = 0; nj < NI / 2; nj++) {
+        uint32_t r[4];
+        ldmatrix_x4(r, wb + (brow + nj * 16) * LD + kk + bkof);
+        bf[2 * nj][0] = r[0];
+        bf[2 * nj][1] = r[1];
+        bf[2 * nj + 1][0] = r[2];
+        bf[2 * nj + 1][1] = r[3];
+      }
+#pragma unroll
+      for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int ni = 0; ni < NI; ni++) mma16816(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+    }
+
+    if (pf) {
+#pragma unroll
+      for (int u = 0; u < TC_XPS; u++) {
+        const int j = t * TC_XPS + u, i = tid + j * TC_THREADS;
+        if (j < pre && i < items) tc_x_store<KC>(a, xnext, i, pv[u]);
+      }
+      if (t == a.taps - 1) tc_stage_x<KC>(a, X, lo, c + 1, xnext, pre, J); /* what the taps did not cover */
+    } else if (a.xbufs == 1 && t == a.taps - 1 && c + 1 < nch) {
+      __syncthreads(); /* everyone is done reading the single X buffer */
+      tc_stage_x<KC>(a, X, lo, c + 1, xs, 0, J);
+    }
+  }
+
+  /* Epilogue: + bias, ReLU, FP16, NCDHW store. Fragment rows are lane/4 and
+   * lane/4 + 8, columns 2 * (lane % 4) and + 1. */
+  __half *Y = a.y + (size_t)blockIdx.z * a.M * a.P;
+#pragma unroll
+  for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+    for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int row = cell0 + wm * WM + mi * 16 + (lane >> 2) + (e >> 1) * 8;
+        const int col = n0 + wn * WN + ni * 8 + 2 * (lane & 3) + (e & 1);
+        if (row >= a.P || col >= a.M) continue;
+        float v = acc[mi][ni][e] + (a.b ? a.b[col] : 0.0f);
+        if (a.relu) v = relu_keep_nan(v);
+        Y[(size_t)col * a.P + row] = __float2half(v);
+      }
+}
+
+/* The kernel arguments for p with packed weights w and bias b; R and xbufs
+ * for configuration cfg. Returns the dynamic shared memory, 0 if it does not fit. */
+size_t tc_setup(const nnk_conv &p, const __half *w, const float *b, int cfg, tc_args *a) {
+  const int bm = kTcCfg[cfg].bm, bn = kTcCfg[cfg].bn, kc = tc_kc(p.C);
+  *a = tc_args{};
+  a->x = static_cast<const __half *>(p.x);
+  a->w = w;
+  a->b = b;
+  a->y = static_cast<__half *>(p.y);
+  a->C = p.C;
+  a->M = p.M;
+  a->P = p.out3[0] * p.out3[1] * p.out3[2];
+  a->Pin = p.in3[0] * p.in3[1] * p.in3[2];
+  a->OH = p.out3[1];
+  a->OW = p.out3[2];
+  a->D = p.in3[0];
+  a->H = p.in3[1];
+  a->W = p.in3[2];
+  a->kh = p.k[1];
+  a->kw = p.k[2];
+  a->taps = p.k[0] * p.k[1] * p.k[2];
+  for (int i = 0; i < 3; i++) {
+    a->dil[i] = p.dil[i];
+    a->pad0[i] = p.pad0[i];
+  }
+  a->cpad = round_up(p.C, kc);
+  a->npad = round_up(p.M, 64);
+  a->relu = p.relu;
+  /* The widest staged range over the tiles (ibase is non-decreasing). */
+  const int span = tc_toff(*a, a->taps - 1) + 1;
+  int R = 0;
+  for (int c0 = 0; c0 < a->P; c0 += bm) {
+    const int r = tc_ibase(*a, (c0 + bm < a->P ? c0 + bm : a->P) - 1) - tc_ibase(*a, c0) + span;
+    if (r > R) R = r;
+  }
+  a->R = R;
+  const size_t fixed = (size_t)3 * bn * (kc + 8) * 2 + (size_t)bm * 4;
+  const size_t xbuf = (size_t)R * (kc + 8) * 2;
+  for (a->xbufs = 2; a->xbufs >= 1; a->xbufs--)
+    if (a->xbufs * xbuf + fixed <= TC_MAX_SMEM) return a->xbufs * xbuf + fixed;
+  return 0;
+}
+
+template <int BM, int BN, int WARPS_M, int KC>
+cudaError_t tc_launch_t(const tc_args &a, size_t smem, int batch, cudaStream_t s) {
+  auto kern = k_conv_tc<BM, BN, WARPS_M, KC>;
+  /* Idempotent; set once per instantiation (races between engines are benign:
+   * every caller sets the same value). */
+  static bool attr_set = false;
+  if (!attr_set) {
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)TC_MAX_SMEM);
+    if (e != cudaSuccess) return e;
+    attr_set = true;
+  }
+  dim3 grid((a.P + BM - 1) / BM, a.npad / BN, batch);
+  kern<<<grid, TC_THREADS, smem, s>>>(a);
+  return cudaGetLastError();
+}
+
+template <int KC>
+cudaError_t tc_launch_kc(const tc_args &a, size_t smem, int cfg, int batch, cudaStream_t s) {
+  switch (cfg) {
+    case 0: return tc_launch_t<64, 64, 2, KC>(a, smem, batch, s);
+    case 1: return tc_launch_t<32, 64, 2, KC>(a, smem, batch, s);
+    case 2: return tc_launch_t<64, 32, 2, KC>(a, smem, batch, s);
+    case 3: return tc_launch_t<32, 32, 2, KC>(a, smem, batch, s);
+    case 4: return tc_launch_t<64, 16, 4, KC>(a, smem, batch, s);
+    default: return tc_launch_t<128, 16, 4, KC>(a, smem, batch, s);
+  }
+}
+
+}  // namespace
+
+int nnk_tc_supported(const nnk_conv &p) {
+  const int taps = p.k[0] * p.k[1] * p.k[2];
+  if (taps < 1 || taps > TC_MAX_TAPS || p.N < 1 || p.N > 65535 || p.C < 1 || p.M < 1) return 0;
+  for (int i = 0; i < 3; i++)
+    if (p.stride[i] != 1 || p.out3[i] < 1 || p.out3[i] > p.in3[i]) return 0; /* ibase non-decreasing */
+  const int64_t pin = (int64_t)p.in3[0] * p.in3[1] * p.in3[2];
+  if ((int64_t)round_up(p.C, 32) * pin >= (1ll << 31) || (int64_t)p.M * pin >= (1ll << 31)) return 0;
+  for (int cfg = 0; cfg < NNK_TC_CONFIGS; cfg++)
+    if (nnk_tc_config_ok(p, cfg)) return 1;
+  return 0;
+}
+
+int nnk_tc_config_ok(const nnk_conv &p, int cfg) {
+  if (cfg < 0 || cfg >= NNK_TC_CONFIGS) return 0;
+  /* Tiles wider than the channels (rounded to 16, or to a power of two)
+   * only add padding work. */
+  int mw = 16;
+  while (mw < p.M && mw < 64) mw *= 2;
+  if (kTcCfg[cfg].bn > mw) return 0;
+  tc_args a;
+  return tc_setup(p, NULL, NULL, cfg, &a) != 0;
+}
+
+size_t nnk_tc_weight_elems(const nnk_conv &p) {
+  return (size_t)p.k[0] * p.k[1] * p.k[2] * round_up(p.M, 64) * round_up(p.C, tc_kc(p.C));
+}
+
+void nnk_tc_pack_weights(const nnk_conv &p, const float *w, __half *out) {
+  const int taps = p.k[0] * p.k[1] * p.k[2], npad = round_up(p.M, 64), cpad = round_up(p.C, tc_kc(p.C));
+  for (size_t i = 0, n = nnk_tc_weight_elems(p); i < n; i++) out[i] = __float2half(0.0f);
+  for (int m = 0; m < p.M; m++)
+    for (int c = 0; c < p.C; c++)
+      for (int t = 0; t < taps; t++)
+        out[((size_t)t * npad + m) * cpad + c] = __float2half(w[((size_t)m * p.C + c) * taps + t]);
+}
+
+cudaError_t nnk_launch_tc(const nnk_conv &p, const __half *w, const float *b, int cfg, cudaStream_t s) {
+  if ((int64_t)p.out3[0] * p.out3[1] * p.out3[2] == 0 || p.M == 0 || p.N == 0) return cudaSuccess;
+  tc_args a;
+  const size_t smem = cfg >= 0 && cfg < NNK_TC_CONFIGS ? tc_setup(p, w, b, cfg, &a) : 0;
+  if (smem == 0) return cudaErrorInvalidConfiguration;
+  return tc_kc(p.C) == 16 ? tc_launch_kc<16>(a, smem, cfg, p.N, s) : tc_launch_kc<32>(a, smem, cfg, p.N, s);
+}
