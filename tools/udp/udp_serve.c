@@ -3,16 +3,22 @@
  * mode on an external ring, fed by a UDP bridge (udp.h, TX_EXTERNAL: the
  * pipeline's completion handler sends each response).
  *
- *   cudaq-udp-serve --dem FILE [--port P] [--bind ADDR] [--workers N]
- *                   [--slots N] [--seconds S] [--rx-core C] [--busy-poll US]
- *                   [--rcvbuf BYTES] [--counters FILE]
+ *   cudaq-udp-serve --dem FILE [--model FILE.onnx|local|none] [--port P]
+ *                   [--bind ADDR] [--workers N] [--slots N] [--seconds S]
+ *                   [--rx-core C] [--busy-poll US] [--rcvbuf BYTES]
+ *                   [--counters FILE]
  *   cudaq-udp-serve --echo ...     (answers each payload with itself)
  *
  * Function "qec_decode" (cudaq_fnv1a_hash): payload = the shot's detection
  * events, bit-packed LSB-first, ceil(num_detectors / 8) bytes; result = the
- * MWPM correction's observable mask, 8 bytes little-endian. A payload of
- * another size is answered CUDAQ_RPC_ERR_RESULT_TOO_LARGE (the CPU stage's
- * only way to return an error status), a decoder failure likewise.
+ * logical prediction's observable mask, 8 bytes little-endian. Each pipeline
+ * worker decodes with its own qec-realtime CPU worker (qrt_worker.h): the
+ * predecoder (--model: an ONNX model on the CPU executor, the rule-based
+ * local predecoder, or none, the default), then MWPM on the residual; the
+ * prediction is the predecoder's frame XOR MWPM. A request the worker
+ * refuses (wrong payload size, a padding bit set) or fails on is answered
+ * CUDAQ_RPC_ERR_RESULT_TOO_LARGE (the CPU stage's only way to return an
+ * error status) and counted by the pipeline.
  * Runs until SIGINT / SIGTERM or --seconds; then prints the bridge's and the
  * pipeline's counters (and writes them as key=value lines to --counters).
  */
@@ -28,12 +34,11 @@
 #include "cudaq/qec/mwpm.h"
 #include "cudaq/realtime/pipeline.h"
 #include "cudaq/realtime/udp.h"
+#include "qrt_worker.h"
 
 typedef struct {
   int echo;
-  uint32_t num_dets;
-  cudaq_mwpm_decoder_t *dec[CUDAQ_PIPELINE_MAX_WORKERS];
-  uint32_t *events[CUDAQ_PIPELINE_MAX_WORKERS];
+  qrt_worker_t *w[CUDAQ_PIPELINE_MAX_WORKERS];
   cudaq_udp_bridge_t *bridge;
 } server_t;
 
@@ -48,19 +53,11 @@ static size_t cpu_stage(void *user, const cudaq_cpu_stage_context_t *ctx) {
     memmove(ctx->response_buffer, ctx->request, n);
     return n ? n : 1; /* 0 would mean "not ready" */
   }
-  const uint32_t nbytes = (s->num_dets + 7) / 8;
-  if (ctx->request_size != nbytes || ctx->max_response_size < 8) return ctx->max_response_size + 1;
-  const uint8_t *bits = ctx->request;
-  uint32_t *ev = s->events[ctx->worker_id];
-  size_t n = 0;
-  for (uint32_t b = 0; b < nbytes; ++b)
-    for (uint32_t k = 0, v = bits[b]; v; ++k, v >>= 1)
-      if ((v & 1u) && b * 8 + k < s->num_dets) ev[n++] = b * 8 + k;
-  cudaq_mwpm_result_t res;
-  if (cudaq_mwpm_decode(s->dec[ctx->worker_id], ev, n, &res) != CUDAQ_MWPM_OK)
+  if (ctx->max_response_size < 8) return ctx->max_response_size + 1;
+  qrt_response_t r;
+  if (qrt_worker_decode(s->w[ctx->worker_id], ctx->request, ctx->request_size, &r) != QRT_OK)
     return ctx->max_response_size + 1;
-  uint64_t obs = res.obs_mask;
-  memcpy(ctx->response_buffer, &obs, 8); /* little-endian hosts only (wire format) */
+  memcpy(ctx->response_buffer, &r.prediction, 8); /* little-endian hosts only (wire format) */
   return 8;
 }
 
@@ -82,7 +79,8 @@ static void write_counters(FILE *f, const cudaq_udp_counters_t *u, const cudaq_p
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: cudaq-udp-serve (--dem FILE | --echo) [--port P] [--bind ADDR] "
+  fprintf(stderr, "usage: cudaq-udp-serve (--dem FILE [--model FILE.onnx|local|none] | --echo) "
+                  "[--port P] [--bind ADDR] "
                   "[--workers N] [--slots N] [--seconds S] [--rx-core C] [--busy-poll US] "
                   "[--rcvbuf BYTES] [--counters FILE]\n");
   return 2;
@@ -90,7 +88,7 @@ static int usage(void) {
 
 int main(int argc, char **argv) {
   static server_t s;
-  const char *dem_path = NULL, *bind_addr = NULL, *counters_path = NULL;
+  const char *dem_path = NULL, *bind_addr = NULL, *counters_path = NULL, *model = "none";
   int port = 0, workers = 1, slots = 64, rx_core = -1, busy_poll = 0, rcvbuf = 4 << 20;
   double seconds = 0;
   for (int i = 1; i < argc; ++i) {
@@ -98,6 +96,7 @@ int main(int argc, char **argv) {
     if (!strcmp(a, "--echo")) { s.echo = 1; continue; }
     if (!v) return usage();
     if (!strcmp(a, "--dem")) dem_path = v;
+    else if (!strcmp(a, "--model")) model = v;
     else if (!strcmp(a, "--port")) port = atoi(v);
     else if (!strcmp(a, "--bind")) bind_addr = v;
     else if (!strcmp(a, "--workers")) workers = atoi(v);
@@ -122,11 +121,12 @@ int main(int argc, char **argv) {
       fprintf(stderr, "cudaq-udp-serve: %s: line %zu: %s\n", dem_path, err.line, err.message);
       return 1;
     }
-    s.num_dets = dem->num_detectors;
+    const qrt_pd_kind_t kind = !strcmp(model, "none") ? QRT_PD_NONE
+                               : !strcmp(model, "local") ? QRT_PD_LOCAL : QRT_PD_ONNX;
     for (int w = 0; w < workers; ++w) {
-      s.events[w] = malloc((s.num_dets + 1) * sizeof(uint32_t));
-      if (!s.events[w] || cudaq_mwpm_decoder_create(graph, &s.dec[w]) != CUDAQ_MWPM_OK) {
-        fprintf(stderr, "cudaq-udp-serve: out of memory\n");
+      char msg[512];
+      if (qrt_worker_create(graph, kind, model, QRT_PAYLOAD_BITS, &s.w[w], msg, sizeof msg)) {
+        fprintf(stderr, "cudaq-udp-serve: %s\n", msg);
         return 1;
       }
     }
@@ -166,8 +166,8 @@ int main(int argc, char **argv) {
   int rb = 0, sb = 0;
   cudaq_udp_bridge_port(s.bridge, &bound);
   cudaq_udp_bridge_socket_buffers(s.bridge, &rb, &sb);
-  printf("cudaq-udp-serve: %s on port %u (function 0x%08x), %d workers, %d slots, rcvbuf %d\n",
-         s.echo ? "echo" : "MWPM", bound, fid, workers, slots, rb);
+  printf("cudaq-udp-serve: %s%s on port %u (function 0x%08x), %d workers, %d slots, rcvbuf %d\n",
+         s.echo ? "echo" : "MWPM, predecoder ", s.echo ? "" : model, bound, fid, workers, slots, rb);
   fflush(stdout);
 
   signal(SIGINT, on_signal);
@@ -200,10 +200,7 @@ int main(int argc, char **argv) {
   cudaq_pipeline_destroy(p);
   cudaq_udp_bridge_destroy(s.bridge);
   cudaq_host_ringbuffer_free(&ring);
-  for (int w = 0; w < workers; ++w) {
-    cudaq_mwpm_decoder_destroy(s.dec[w]);
-    free(s.events[w]);
-  }
+  for (int w = 0; w < workers; ++w) qrt_worker_destroy(s.w[w]);
   cudaq_mwpm_graph_destroy(graph);
   cudaq_dem_destroy(dem);
   return 0;
