@@ -15,7 +15,7 @@ from .models import find_model
 class _Predecoder:
     """One thread's cudaq_predecoder_t."""
 
-    def __init__(self, model_path, graph, num_dets, num_obs, weight_factor):
+    def __init__(self, model_path, graph, num_dets, num_obs, weight_factor, gpu=None):
         self.ptr = _lib.c_void_p()
         err = _lib.PredecoderError()
         if model_path == "local":
@@ -25,6 +25,11 @@ class _Predecoder:
         else:
             opts = _lib.OnnxPredecoderOptions()
             lib.cudaq_onnx_predecoder_options_init(_lib.ctypes.byref(opts))
+            if gpu is not None:  # (precision, ordinal, plan path)
+                opts.device = _lib.PREDECODER_GPU
+                opts.precision = _lib.PREDECODER_FP16 if gpu[0] == "fp16" else _lib.PREDECODER_FP32
+                opts.gpu_ordinal = gpu[1]
+                opts.plan_path = os.fsencode(gpu[2]) if gpu[2] else None
             st = lib.cudaq_predecoder_create_onnx(os.fsencode(model_path), num_dets, num_obs, _lib.ctypes.byref(opts),
                                                   _lib.ctypes.byref(self.ptr), _lib.ctypes.byref(err))
         if st != _lib.PREDECODER_OK:
@@ -44,15 +49,29 @@ class HybridDecoder:
     is a stim.DetectorErrorModel or its text. The prediction of a shot is the
     predecoder's logical frame XOR MWPM's prediction on the residual events.
 
-    The ONNX model runs on the NN engine's CPU executor (device="cpu"); the
-    GPU engine is not reachable from Python yet. Thread-safe like Matching:
-    each thread gets its own predecoder and MWPM state on first use.
+    The ONNX model runs on the NN engine's CPU executor (device="cpu", FP32)
+    or on its GPU engine (device="gpu": CUDA graph replay per shot,
+    precision "fp32" or "fp16", on CUDA device gpu_ordinal, with the tuned
+    plan cached in plan_path if given). The GPU engine needs a package built
+    with CUDA (`pip install . -C cmake.define.CUDAQ_ENABLE_CUDA=ON` on a
+    machine with the CUDA toolkit and cuDNN) and a CUDA device; otherwise
+    device="gpu" raises CudaqUnsupportedError with the reason.
+    Thread-safe like Matching: each thread gets its own predecoder (on the
+    GPU: its own engine) and MWPM state on first use.
     """
 
-    def __init__(self, model, dem, *, device="cpu", local_weight_factor=1.3):
-        if device != "cpu":
-            raise NotImplementedError(f"cudaq_realtime.HybridDecoder: device={device!r} is not available from "
-                                      "Python yet (the CPU executor is: device='cpu')")
+    def __init__(self, model, dem, *, device="cpu", precision="fp32", gpu_ordinal=0, plan_path=None,
+                 local_weight_factor=1.3):
+        if device not in ("cpu", "gpu"):
+            raise ValueError(f"cudaq_realtime.HybridDecoder: device must be 'cpu' or 'gpu', got {device!r}")
+        if precision not in ("fp32", "fp16"):
+            raise ValueError(f"cudaq_realtime.HybridDecoder: precision must be 'fp32' or 'fp16', got {precision!r}")
+        if device == "cpu" and precision != "fp32":
+            raise ValueError("cudaq_realtime.HybridDecoder: the CPU executor runs FP32 only (fp16 needs device='gpu')")
+        if device == "gpu" and model == "local":
+            raise ValueError("cudaq_realtime.HybridDecoder: the local predecoder runs on the CPU (device='cpu')")
+        self._gpu = (precision, int(gpu_ordinal), plan_path) if device == "gpu" else None
+        self.device, self.precision = device, precision
         if model is None:
             if isinstance(dem, (str, bytes)):
                 import stim
@@ -77,14 +96,16 @@ class HybridDecoder:
         return self.matching.num_fault_ids
 
     def __repr__(self):
-        return f"<cudaq_realtime.HybridDecoder {self.model_path!r} + MWPM, {self.num_detectors} detectors>"
+        where = f"GPU {self._gpu[1]} {self.precision}" if self._gpu else "CPU"
+        return (f"<cudaq_realtime.HybridDecoder {self.model_path!r} ({where}) + MWPM, "
+                f"{self.num_detectors} detectors>")
 
     def _state(self):
         st = getattr(self._tls, "state", None)
         if st is None:
             g = self.matching._graph
             st = self._tls.state = (_Predecoder(self.model_path, g, g.num_nodes, g.num_observables,
-                                                self._weight_factor), _Decoder(g))
+                                                self._weight_factor, self._gpu), _Decoder(g))
         return st
 
     def decode(self, z, *, return_weight=False):

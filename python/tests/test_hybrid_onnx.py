@@ -67,11 +67,32 @@ def test_hybrid_errors(d5z, tmp_path):
     bad.write_bytes(b"not a model")
     with pytest.raises(cr.CudaqError, match="bad.onnx"):
         cr.HybridDecoder(str(bad), dem)
-    with pytest.raises(NotImplementedError, match="device='gpu'"):
-        cr.HybridDecoder(None, dem, device="gpu")
+    with pytest.raises(ValueError, match="device must be 'cpu' or 'gpu'"):
+        cr.HybridDecoder(None, dem, device="tpu")
+    with pytest.raises(ValueError, match="fp16 needs device='gpu'"):
+        cr.HybridDecoder(None, dem, precision="fp16")
+    with pytest.raises(ValueError, match="local predecoder runs on the CPU"):
+        cr.HybridDecoder("local", dem, device="gpu")
     h = cr.HybridDecoder(None, dem)
     with pytest.raises(ValueError, match="121 columns.*120 detectors"):
         h.decode_batch(np.zeros((2, 121), np.uint8))
+
+
+def test_hybrid_gpu(d5z):
+    """device='gpu': without a CUDA build or device, a clear CudaqUnsupportedError; with
+    one (scripts/gpu-run-python.sh), the same predictions as the CPU executor."""
+    c, dem = d5z
+    dets, _ = sample(c, 200, seed=13)
+    try:
+        g = cr.HybridDecoder(None, dem, device="gpu", precision="fp32")
+    except cr.CudaqUnsupportedError as e:
+        assert "GPU" in str(e) or "CUDA" in str(e) or "device" in str(e)
+        pytest.skip(f"no GPU engine here: {e}")
+    cpu = cr.HybridDecoder(None, dem).decode_batch(dets)
+    assert "GPU 0 fp32" in repr(g)
+    assert (g.decode_batch(dets) == cpu).all()
+    h = cr.HybridDecoder(None, dem, device="gpu", precision="fp16")
+    assert (h.decode_batch(dets) != cpu).any(axis=1).sum() <= 1  # FP16 rounding near the threshold
 
 
 def test_onnx_model_matches_onnxruntime(d5z):

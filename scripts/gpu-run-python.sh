@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One GPU visit for the Python package's GPU engine (issue 13): the package
+# built here with CUDA for sm_90,
+#   .venv/bin/pip wheel . --no-build-isolation --no-deps -w build-pywheel \
+#     -C cmake.define.CUDAQ_ENABLE_CUDA=ON -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90 \
+#     -C build-dir=build-pywheel/tree
+# is unpacked on the GPU machine beside the carried wheels of .whl/ (stim,
+# PyMatching, pytest) and python/tests/test_hybrid_onnx.py runs there, where
+# test_hybrid_gpu compares HybridDecoder(device="gpu") with the CPU executor.
+# Carry build-pywheel/*.whl (not the tree) and .whl; results in $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source scripts/gpu-common.sh
+install_wheels
+# The package's library loads with ctypes (no Python ABI): unpack the wheel.
+python3 -c "import glob, zipfile; [zipfile.ZipFile(w).extractall('/tmp/site') for w in glob.glob('build-pywheel/*.whl')]"
+# cuDNN: from the CUDA toolkit, else the copy PyTorch ships.
+if ! ldconfig -p 2>/dev/null | grep -q libcudnn.so.9 && [ ! -e /usr/local/cuda/lib64/libcudnn.so.9 ]; then
+  d=$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null || true)
+  [ -n "$d" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d
+fi
+export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/usr/local/cuda/lib64
+machine_info > "$OUT/machine.txt" 2>&1
+STEP_TIMEOUT=${STEP_TIMEOUT:-300} run py_hybrid python3 -m pytest -q -p no:cacheprovider -rs \
+  python/tests/test_hybrid_onnx.py
+tail -5 "$OUT/py_hybrid.log"
+echo "gpu-run-python: $passes passed, $fails failed"
+[ "$fails" -eq 0 ]
