@@ -16,16 +16,15 @@ static void touch(cudaq_mwpm_decoder_t *d, int32_t x) {
  * unowned node or the boundary is a region of radius 0 and slope 0 that is
  * never x's own. Parity note: with even weights, every vertex of a growing or
  * shrinking region has a total dual of the parity of `now`, so a gap between
- * two growing regions is even (*odd counts the exceptions). */
+ * two growing regions is even (process_node counts the exceptions when such
+ * a collision comes due). */
 static inline int64_t edge_time(const cudaq_mwpm_decoder_t *d, int32_t top_x, int32_t slope_x,
-                                int64_t lrx, int32_t to, int64_t w, uint32_t *odd) {
+                                int64_t lrx, int32_t to, int64_t w) {
   const nstate_t *y = &d->ns[to];
   int32_t rate = slope_x + y->slope;
   int64_t gap = w - lrx - (y->r0 + (int64_t)y->slope * d->now);
   gap = gap > 0 ? gap : 0;
-  int two = rate == 2;
-  *odd += (uint32_t)(two & (int)(gap & 1));
-  int64_t t = d->now + (gap >> two);
+  int64_t t = d->now + (gap >> (rate == 2));
   return (rate <= 0 || y->top == top_x) ? NEVER : t;
 }
 
@@ -48,12 +47,25 @@ static int64_t node_next_time(cudaq_mwpm_decoder_t *d, int32_t x) {
   const cudaq_mwpm__adj_t *adj = d->adj;
   int64_t lrx = local_radius(d, x);
   int64_t best = NEVER;
-  uint32_t odd = 0;
   for (uint32_t k = g->adj_start[x], e = g->adj_start[x + 1]; k < e; k++) {
-    int64_t t = edge_time(d, top, slope, lrx, adj[k].to, adj[k].w, &odd);
+    int64_t t = edge_time(d, top, slope, lrx, adj[k].to, adj[k].w);
     best = t < best ? t : best;
   }
-  d->parity_violations += odd;
+  return best;
+}
+
+/* node_next_time at time 0 for an event node: every region has radius 0
+ * and grows, every other owned node is an event, so an edge comes due at
+ * w / 2 towards an event and at w towards an unowned node or the
+ * boundary. */
+static int64_t first_time(const cudaq_mwpm_decoder_t *d, int32_t x) {
+  const cudaq_mwpm_graph_t *g = d->g;
+  const cudaq_mwpm__adj_t *adj = d->adj;
+  int64_t best = NEVER;
+  for (uint32_t k = g->adj_start[x], e = g->adj_start[x + 1]; k < e; k++) {
+    int64_t t = adj[k].w >> (d->ns[adj[k].to].top >= 0);
+    best = t < best ? t : best;
+  }
   return best;
 }
 
@@ -87,10 +99,9 @@ static int process_node(cudaq_mwpm_decoder_t *d, int32_t x, mev_t *ev) {
     return 0;
   int64_t lrx = local_radius(d, x);
   int64_t best = NEVER;
-  uint32_t odd = 0;
   for (uint32_t k = g->adj_start[x], e = g->adj_start[x + 1]; k < e; k++) {
     int32_t to = d->adj[k].to;
-    int64_t t = edge_time(d, top, slope, lrx, to, d->adj[k].w, &odd);
+    int64_t t = edge_time(d, top, slope, lrx, to, d->adj[k].w);
     if (t > d->now) {
       if (t < best)
         best = t;
@@ -115,17 +126,18 @@ static int process_node(cudaq_mwpm_decoder_t *d, int32_t x, mev_t *ev) {
       ev->r2 = BOUNDARY_REGION;
     } else {
       const node_t *ny = &d->nodes[to];
+      if (slope + d->ns[to].slope == 2 && ((d->adj[k].w - lrx - local_radius(d, to)) & 1))
+        d->parity_violations++; /* an odd gap between two growing regions */
       ev->kind = EV_HIT_REGION;
       ev->e.b = ny->source;
       ev->e.obs ^= ny->obs;
       ev->e.wf += ny->distf;
       ev->r2 = d->ns[to].top;
     }
-    d->parity_violations += odd;
-    q_set(d, x, d->now);
+    /* x is looked at again at now, after the event (cudaq_mwpm__run). */
+    d->ev_desired[x] = d->now;
     return 1;
   }
-  d->parity_violations += odd;
   q_set(d, x, best);
   return 0;
 }
@@ -223,7 +235,7 @@ cudaq_mwpm_status_t cudaq_mwpm__run(cudaq_mwpm_decoder_t *d) {
     ns->obs = 0;
   }
   for (size_t i = 0; i < d->nevents; i++)
-    requeue_node(d, (int32_t)d->events[i]);
+    q_set(d, (int32_t)d->events[i], first_time(d, (int32_t)d->events[i]));
   mev_t ev;
   while (d->heap_len) {
     heap_item_t it = cudaq_mwpm__heap_pop(d);
@@ -246,6 +258,7 @@ cudaq_mwpm_status_t cudaq_mwpm__run(cudaq_mwpm_decoder_t *d) {
                                   : process_region(d, id - (int32_t)d->n, &ev);
     if (!got)
       continue;
+    int32_t again = id < (int32_t)d->n ? id : NONE; /* node id is due again at now */
     switch (ev.kind) {
     case EV_HIT_REGION:
       cudaq_mwpm__hit_region(d, ev.r1, ev.r2, ev.e);
@@ -260,6 +273,16 @@ cudaq_mwpm_status_t cudaq_mwpm__run(cudaq_mwpm_decoder_t *d) {
     case EV_IMPLODE:
       cudaq_mwpm__implode(d, ev.r1);
       break;
+    }
+    /* The node that reported the event is looked at again at now, for its
+     * other due edges, unless the event re-planned it, or it has nothing
+     * to look for (most often: its region was just matched and froze). */
+    if (again != NONE && d->ev_desired[again] == d->now) {
+      const nstate_t *sa = &d->ns[again];
+      if (sa->top < 0 || sa->slope < 0 || frozen_idle(sa))
+        d->ev_desired[again] = NEVER;
+      else
+        q_set(d, again, d->now);
     }
     if (d->oom)
       break;
