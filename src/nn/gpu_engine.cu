@@ -454,11 +454,16 @@ static cudaq_nn_status_t build_steps(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
 /* Runs of two or more consecutive small steps (elementwise, copy maps,
  * matrix products, conversions: the integer/gather tails of the predecoder
  * models) become one ST_CHAIN step: one launch of one block instead of one
- * launch each. Small: at most CHAIN_MAX_N outputs (and CHAIN_MAX_WORK
- * multiply-adds for a product), where a block of NNK_CHAIN_THREADS threads
- * costs less than a launch. CUDAQ_NN_NO_CHAIN set: no chains (to measure). */
-#define CHAIN_MAX_N 8192
-#define CHAIN_MAX_WORK (1 << 18)
+ * launch each. Small: at most CHAIN_MAX_N outputs (for a product: lanes,
+ * and at most CHAIN_MAX_WORK multiply-adds), i.e. a few rounds of the
+ * NNK_CHAIN_THREADS threads, each round about one global-memory latency,
+ * against a launch per step. Opt-in (CUDAQ_NN_CHAIN set): measured on an
+ * H100 (bench/results/nn-tc-h100-2026-11-23.md) the one-block chain was
+ * slower than separate launches (shipped d13 model 186 against 172 µs): a
+ * step in one block pays several dependent global latencies (index map,
+ * pointer table, data) per round. A multi-block version is future work. */
+#define CHAIN_MAX_N 4096
+#define CHAIN_MAX_WORK (1 << 16)
 
 static int64_t chain_size(const step *s) {
   switch (s->kind) {
@@ -467,7 +472,7 @@ static int64_t chain_size(const step *s) {
     case ST_CONVERT: return s->n <= CHAIN_MAX_N ? s->n : -1;
     case ST_GEMM: {
       int64_t n = s->gm.nb * s->gm.M * s->gm.N;
-      return n <= CHAIN_MAX_N && n * s->gm.K <= CHAIN_MAX_WORK ? n : -1;
+      return n * nnk_gemm_group(s->gm.K) <= CHAIN_MAX_N && n * s->gm.K <= CHAIN_MAX_WORK ? n : -1;
     }
     default: return -1;
   }
@@ -488,7 +493,7 @@ static void chain_fill(const step *s, nnk_chain_step *c) {
 }
 
 static cudaq_nn_status_t build_chains(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
-  if (getenv("CUDAQ_NN_NO_CHAIN")) return CUDAQ_NN_OK;
+  if (!getenv("CUDAQ_NN_CHAIN")) return CUDAQ_NN_OK;
   int out = 0;
   for (int i = 0; i < g->n_steps;) {
     int j = i;

@@ -348,12 +348,24 @@ __global__ void k_bias_act(T *y, const T *b, int M, int64_t plane, int64_t n, in
   }
 }
 
-/* Output t of a (batched) matrix product. */
+/* Output t of a (batched) matrix product, computed by a group of G lanes
+ * (G = nnk_gemm_group(K), a power of two <= 32; groups are aligned inside a
+ * warp and every lane of the warp calls this, each group with its own t):
+ * lane l of the group sums k = l, l + G, ..., then a butterfly reduction
+ * inside the group; its lane 0 stores. One thread per output cost one
+ * global-latency load per k in sequence (a K = 98 dot product took tens of µs). */
+__host__ __device__ inline int gemm_group(int64_t K) {
+  int g = 1;
+  while (g < 32 && g * 4 < K) g *= 2; /* about 4 products per lane */
+  return g;
+}
+
 template <typename T>
-__device__ void gemm_at(const nnk_gemm &p, int64_t t) {
+__device__ void gemm_group_at(const nnk_gemm &p, int64_t t, int G, int lane, bool active) {
   const T *A = static_cast<const T *>(p.a), *B = static_cast<const T *>(p.b), *C = static_cast<const T *>(p.c);
   T *Y = static_cast<T *>(p.y);
   {
+    if (!active) t = 0; /* idle lanes join the shuffles with a valid index */
     const int64_t j = t % p.N, i = (t / p.N) % p.M, bi = t / (p.N * p.M);
     int64_t oa = 0, ob = 0, r = bi;
     for (int d = p.br - 1; d >= 0; d--) {
@@ -363,18 +375,33 @@ __device__ void gemm_at(const nnk_gemm &p, int64_t t) {
       ob += c * p.sb[d];
     }
     float s = 0.0f;
-    for (int64_t k = 0; k < p.K; k++) s += tof<T>(A[oa + i * p.sai + k * p.sak]) * tof<T>(B[ob + k * p.sbk + j * p.sbj]);
+    for (int64_t k = lane; active && k < p.K; k += G)
+      s += tof<T>(A[oa + i * p.sai + k * p.sak]) * tof<T>(B[ob + k * p.sbk + j * p.sbj]);
+    for (int o = G / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane != 0 || !active) return;
     float v = p.alpha * s;
     if (C) v += p.beta * tof<T>(C[i * p.sc0 + j * p.sc1]);
     Y[t] = fromf<T>(v);
   }
 }
 
+/* Groups of G lanes per output over the whole grid (or one block: chains).
+ * The loop runs while any group of the warp has work, so that every lane
+ * takes part in every shuffle. */
+template <typename T>
+__device__ void gemm_range(const nnk_gemm &p, int64_t first, int64_t stride) {
+  const int64_t total = p.nb * p.M * p.N;
+  const int G = gemm_group(p.K), lane = threadIdx.x & 31;
+  const int64_t warp_first = first - (lane / G); /* the first group's output of this warp */
+  for (int64_t t = first, w = warp_first; w < total; t += stride, w += stride)
+    gemm_group_at<T>(p, t, G, lane & (G - 1), t < total);
+}
+
 template <typename T>
 __global__ void k_gemm(nnk_gemm p) {
-  const int64_t total = p.nb * p.M * p.N;
-  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total; t += (int64_t)gridDim.x * blockDim.x)
-    gemm_at<T>(p, t);
+  const int G = gemm_group(p.K);
+  const int64_t gid = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / G;
+  gemm_range<T>(p, gid, (int64_t)gridDim.x * blockDim.x / G);
 }
 
 __device__ __forceinline__ void convert_at(const void *in, int in_dt, void *out, int out_dt, int64_t i) {
@@ -393,14 +420,15 @@ __global__ void k_convert(const void *in, int in_dt, void *out, int out_dt, int6
 __global__ void __launch_bounds__(NNK_CHAIN_THREADS) k_chain(const nnk_chain_step *steps, int count, int half) {
   for (int k = 0; k < count; k++) {
     const nnk_chain_step &s = steps[k];
-    for (int64_t i = threadIdx.x; i < s.n; i += blockDim.x) {
+    if (s.kind == NNK_CHAIN_GEMM) { /* a group of lanes per output */
+      const int G = gemm_group(s.gm.K);
+      if (half) gemm_range<__half>(s.gm, threadIdx.x / G, blockDim.x / G);
+      else gemm_range<float>(s.gm, threadIdx.x / G, blockDim.x / G);
+    }
+    for (int64_t i = threadIdx.x; s.kind != NNK_CHAIN_GEMM && i < s.n; i += blockDim.x) {
       switch (s.kind) {
         case NNK_CHAIN_EW: ew_at(s.ew, i); break;
         case NNK_CHAIN_MOVE: move_at(s.mv, i); break;
-        case NNK_CHAIN_GEMM:
-          if (half) gemm_at<__half>(s.gm, i);
-          else gemm_at<float>(s.gm, i);
-          break;
         default: convert_at(s.cin, s.cin_dt, s.cout, s.cout_dt, i); break;
       }
     }
@@ -468,10 +496,12 @@ cudaError_t nnk_launch_bias_act(void *y, const void *b, int N, int M, int64_t pl
   return cudaGetLastError();
 }
 
+int nnk_gemm_group(int64_t K) { return gemm_group(K); }
+
 cudaError_t nnk_launch_gemm(const nnk_gemm &p, int half, cudaStream_t s) {
-  int64_t total = p.nb * p.M * p.N;
-  if (half) k_gemm<__half><<<grid_for(total, 128), 128, 0, s>>>(p);
-  else k_gemm<float><<<grid_for(total, 128), 128, 0, s>>>(p);
+  int64_t lanes = p.nb * p.M * p.N * gemm_group(p.K); /* a group of lanes per output */
+  if (half) k_gemm<__half><<<grid_for(lanes, 128), 128, 0, s>>>(p);
+  else k_gemm<float><<<grid_for(lanes, 128), 128, 0, s>>>(p);
   return cudaGetLastError();
 }
 

@@ -82,6 +82,8 @@ cudaError_t nnk_launch_move(const nnk_move &p, cudaStream_t s);
 cudaError_t nnk_launch_conv(const nnk_conv &p, int half, cudaStream_t s);
 cudaError_t nnk_launch_bias_act(void *y, const void *b, int N, int M, int64_t plane, int relu, int half,
                                 cudaStream_t s);
+/* Lanes that compute one output of a matrix product with inner size K. */
+int nnk_gemm_group(int64_t K);
 cudaError_t nnk_launch_gemm(const nnk_gemm &p, int half, cudaStream_t s);
 /* steps: device array of count steps. */
 cudaError_t nnk_launch_chain(const nnk_chain_step *steps, int count, int half, cudaStream_t s);

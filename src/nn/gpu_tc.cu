@@ -10,32 +10,30 @@
  * channels (one of the configurations in kTcCfg; the engine times them and
  * keeps the fastest). The warps are laid out WARPS_M x WARPS_N, each owning a
  * (BM / WARPS_M) x (BN / WARPS_N) block of m16n8 accumulators. K runs as
- * chunks of KC input channels (16 or 32), and inside a chunk over the taps:
+ * chunks of KC input channels (16 or 32), and inside a chunk over the taps.
  *
- *  - X: for a chunk, the CTA stages every input cell that any of its output
- *    cells reads through any tap: with stride 1 the input index of output
- *    cell o through tap t is ibase(o) + toff(t), and ibase is non-decreasing
- *    in o (out dims <= in dims), so this is one contiguous range of R input
- *    cells starting at lo = ibase(first cell). It is stored transposed,
- *    xs[cell][channel] (NCDHW is [channel][cell] in memory), rows of KC + 8
- *    halves: 16-byte aligned and conflict-free for ldmatrix. Cells outside
- *    the volume are staged as zeros. The tap is then only a row shift: a
- *    lane's ldmatrix row address is (ibase(o) - lo + toff(t)). Rows whose tap
- *    falls into the padding (or wraps into the next line or plane) are zeroed
- *    in the registers with a per-row tap mask (rmask, bit t).
- *  - W: re-laid out once at engine create as [tap][Npad][Cpad] halves
- *    (nnk_tc_pack_weights), so that one (tap, chunk) stage is BN rows of KC
- *    contiguous halves, copied with cp.async into a 3-deep ring.
+ * X (the A operand). With stride 1 the input index of output cell o through
+ * tap t is ibase(o) + toff(t), and ibase is non-decreasing in o (out dims <=
+ * in dims), so a CTA reads one contiguous range of R input cells starting at
+ * lo = ibase(first cell). Per chunk it is copied with 16-byte cp.async into
+ * `raw` ([KC][RS], NCDHW order: channel rows of cells; each row starts at the
+ * 16-byte boundary at or below its first element, `sh` halves before it),
+ * then transposed in shared memory into xs[cell][channel], rows of KC + 8
+ * halves: 16-byte aligned and conflict-free for ldmatrix. The tap is then
+ * only a row shift: a lane's ldmatrix row is ibase(o) - lo + toff(t). Reads
+ * that fall into the padding, wrap into the next line or plane, or into the
+ * neighbouring channel's cells are zeroed in registers with a per-row tap
+ * mask (rmask, bit t), so whatever those positions hold never counts.
  *
- * Pipeline (one __syncthreads per stage s = chunk * taps + tap):
- *   wait for W stage s (cp.async.wait_group 1); barrier; issue W stage s+2
- *   into the ring slot that stage s-1 used (every thread has finished s-1:
- *   it passed the barrier); compute. The next chunk's X goes into the other
- *   of two X buffers, a few cells per tap (loads issued before the MMAs,
- *   stores after them, so the global latency hides behind the math); the
- *   barrier at the next chunk's first stage publishes it. Where two X
- *   buffers do not fit in shared memory, one is used and staged between
- *   chunks behind an extra barrier.
+ * W (the B operand) is re-laid out once at engine create as [tap][Npad][Cpad]
+ * halves (nnk_tc_pack_weights): a lane's two B registers for (n, k) are two
+ * aligned 32-bit loads, read from global memory (L2: all CTAs share the
+ * layer's weights) one tap ahead of their use, without shared memory.
+ *
+ * Per chunk, two barriers: B1 after the chunk's cp.async completed (raw is
+ * visible to all; everyone is done with xs of the previous chunk), B2 after
+ * the transpose (xs is complete; raw is free). The next chunk's cp.async is
+ * issued after B2 and lands while the 27 taps of this chunk compute.
  */
 #include <cuda_runtime.h>
 
@@ -45,7 +43,6 @@ namespace {
 
 constexpr int TC_THREADS = 128;
 constexpr int TC_MAX_TAPS = 32;
-constexpr int TC_XPS = 4;                     /* X pairs prefetched per thread per tap */
 constexpr size_t TC_MAX_SMEM = 227 * 1024;    /* opt-in shared memory per block, sm_90 */
 
 struct tc_cfg {
@@ -59,15 +56,18 @@ struct tc_args {
   const __half *x, *w;
   const float *b;
   __half *y;
-  int C, M, P, Pin;       /* in channels, out channels, out cells, in cells */
-  int OH, OW, D, H, W;    /* output plane dims, input dims */
-  int kh, kw, taps;       /* kernel height/width (for tap decomposition), taps */
+  int C, M, P, Pin, batch; /* in channels, out channels, out cells, in cells, batch */
+  int OH, OW, D, H, W;     /* output plane dims, input dims */
+  int kh, kw, taps;        /* kernel height/width (for tap decomposition), taps */
   int dil[3], pad0[3];
-  int cpad, npad;         /* packed weight strides */
-  int R, xbufs, relu;     /* staged X rows, X buffers (1 or 2), fused ReLU */
+  int cpad, npad;          /* packed weight strides */
+  int R, RS, relu;         /* staged cells, raw row stride (halves), fused ReLU */
+  int kc;                  /* channels per chunk (the kernel's KC; host only) */
 };
 
-int tc_kc(int C) { return C <= 16 ? 16 : 32; }
+/* Channel padding of the packed weights; a chunk is 32 channels when they
+ * fit in shared memory (and C > 16), else 16 (cpad is a multiple of both). */
+int tc_cpad_unit(int C) { return C <= 16 ? 16 : 32; }
 int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
 /* Input index of tap (0,0,0) for output cell o: the tap adds toff(t). */
@@ -102,9 +102,9 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-/* Waits until at most one committed group is pending; "memory" keeps the
- * compiler from moving shared-memory reads above it. */
-__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+/* Waits until none of this thread's committed groups is pending; "memory"
+ * keeps the compiler from moving shared-memory reads above it. */
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void *p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -122,42 +122,48 @@ __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32
 
 __device__ __forceinline__ float relu_keep_nan(float v) { return v > 0.0f ? v : (v != v ? v : 0.0f); }
 
-/* X staging item i of chunk c: staged row r = i % R, channel pair p = i / R,
- * i.e. input cell lo + r, channels c * KC + 2p and + 1, packed as two halves. */
+/* Copies chunk c (channels c * KC ..) of the CTA's input range into raw:
+ * row k holds the 8-aligned run of global elements that starts at or below
+ * element (channel c*KC + k, cell lo); channels past C are zeros. 16-byte
+ * cp.async where the run lies inside the tensor, checked scalar copies at
+ * its two ends. The caller commits the group. */
 template <int KC>
-__device__ __forceinline__ uint32_t tc_x_pair(const tc_args &a, const unsigned short *X, int lo, int c, int i) {
-  const int r = i % a.R, p = i / a.R, gi = lo + r, ci = c * KC + 2 * p;
-  uint32_t v0 = 0, v1 = 0;
-  if (gi >= 0 && gi < a.Pin) {
-    if (ci < a.C) v0 = __ldg(X + (size_t)ci * a.Pin + gi);
-    if (ci + 1 < a.C) v1 = __ldg(X + (size_t)(ci + 1) * a.Pin + gi);
+__device__ void tc_issue_raw(const tc_args &a, int64_t xbase, int lo, int c, __half *raw) {
+  const int per_row = a.RS / 8;
+  const int64_t xtotal = (int64_t)a.batch * a.C * a.Pin;
+  const unsigned short *X = reinterpret_cast<const unsigned short *>(a.x);
+  for (int i = threadIdx.x; i < KC * per_row; i += TC_THREADS) {
+    const int k = i / per_row, j = i - k * per_row, ci = c * KC + k;
+    __half *dst = raw + k * a.RS + j * 8;
+    if (ci >= a.C) {
+      *reinterpret_cast<uint4 *>(dst) = make_uint4(0, 0, 0, 0);
+      continue;
+    }
+    const int64_t e = ((xbase + (int64_t)ci * a.Pin + lo) & ~(int64_t)7) + j * 8;
+    if (e >= 0 && e + 8 <= xtotal) {
+      cp_async16(dst, X + e);
+    } else {
+      unsigned short *d = reinterpret_cast<unsigned short *>(dst);
+      for (int q = 0; q < 8; q++) d[q] = e + q >= 0 && e + q < xtotal ? X[e + q] : (unsigned short)0;
+    }
   }
-  return v0 | (v1 << 16);
 }
 
+/* raw ([KC][RS], cells along rows) -> xs ([R][KC + 8], channels along rows),
+ * two channels per 32-bit store. */
 template <int KC>
-__device__ __forceinline__ void tc_x_store(const tc_args &a, __half *xb, int i, uint32_t v) {
-  const int r = i % a.R, p = i / a.R;
-  *reinterpret_cast<uint32_t *>(xb + r * (KC + 8) + 2 * p) = v;
-}
-
-/* Stages this thread's X items j in [jb, je) of chunk c into xb, eight loads
- * in flight at a time. */
-template <int KC>
-__device__ void tc_stage_x(const tc_args &a, const unsigned short *X, int lo, int c, __half *xb, int jb, int je) {
-  const int items = a.R * (KC / 2);
-  for (int j = jb; j < je; j += 8) {
-    uint32_t v[8];
-#pragma unroll
-    for (int u = 0; u < 8; u++) {
-      const int i = threadIdx.x + (j + u) * TC_THREADS;
-      v[u] = (j + u < je && i < items) ? tc_x_pair<KC>(a, X, lo, c, i) : 0u;
-    }
-#pragma unroll
-    for (int u = 0; u < 8; u++) {
-      const int i = threadIdx.x + (j + u) * TC_THREADS;
-      if (j + u < je && i < items) tc_x_store<KC>(a, xb, i, v[u]);
-    }
+__device__ void tc_transpose(const tc_args &a, int64_t xbase, int lo, int c, const __half *raw, __half *xs) {
+  const unsigned short *r16 = reinterpret_cast<const unsigned short *>(raw);
+  const int64_t e = xbase + (int64_t)c * KC * a.Pin + lo; /* element (channel c * KC, cell lo) */
+  const int pin8 = a.Pin & 7;
+  int sh0 = (int)(e & 7); /* where cell lo sits in row k: (e + k * Pin) mod 8 */
+#pragma unroll 2
+  for (int k = 0; k < KC; k += 2) {
+    const int sh1 = (sh0 + pin8) & 7;
+    const unsigned short *row0 = r16 + k * a.RS + sh0, *row1 = r16 + (k + 1) * a.RS + sh1;
+    for (int r = threadIdx.x; r < a.R; r += TC_THREADS)
+      *reinterpret_cast<uint32_t *>(xs + r * (KC + 8) + k) = (uint32_t)row0[r] | ((uint32_t)row1[r] << 16);
+    sh0 = (sh1 + pin8) & 7;
   }
 }
 
@@ -165,41 +171,44 @@ template <int BM, int BN, int WARPS_M, int KC>
 __global__ void __launch_bounds__(TC_THREADS) k_conv_tc(tc_args a) {
   constexpr int WARPS_N = 4 / WARPS_M;
   constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
-  constexpr int MI = WM / 16, NI = WN / 8;
-  constexpr int LD = KC + 8; /* shared row stride in halves */
+  constexpr int MI = WM / 16, NI = WN / 8, KS = KC / 16;
+  constexpr int LD = KC + 8; /* xs row stride in halves */
   static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0, "warp tile");
   extern __shared__ __align__(16) unsigned char tc_smem[];
-  __half *xs = reinterpret_cast<__half *>(tc_smem);                 /* [xbufs][R][LD] */
-  __half *ws = xs + (size_t)a.xbufs * a.R * LD;                      /* [3][BN][LD] */
-  uint32_t *rmask = reinterpret_cast<uint32_t *>(ws + 3 * BN * LD);  /* [BM] */
+  __half *raw = reinterpret_cast<__half *>(tc_smem);                 /* [KC][RS] */
+  __half *xs = raw + (size_t)KC * a.RS;                               /* [R][LD] */
+  uint32_t *rmask = reinterpret_cast<uint32_t *>(xs + (size_t)a.R * LD); /* [BM] */
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp % WARPS_M, wn = warp / WARPS_M;
   const int cell0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  const unsigned short *X = reinterpret_cast<const unsigned short *>(a.x) + (size_t)blockIdx.z * a.C * a.Pin;
+  const int64_t xbase = (int64_t)blockIdx.z * a.C * a.Pin;
   const int last = min(cell0 + BM, a.P) - 1;
   const int lo = tc_ibase(a, cell0);
   const int nch = a.cpad / KC, S = nch * a.taps;
-  const int items = a.R * (KC / 2), J = (items + TC_THREADS - 1) / TC_THREADS;
-  const int pre = a.xbufs == 2 ? min(J, TC_XPS * a.taps) : 0; /* items per thread staged during the taps */
 
-  auto issue_w = [&](int s) {
+  /* B registers of stage s = chunk * taps + tap: for n = this lane's column
+   * g = lane / 4 of each n8 tile, k = 2 * (lane % 4) (+1) and + 8 (+9). */
+  const unsigned int *W32 = reinterpret_cast<const unsigned int *>(a.w);
+  const int bn_lane = n0 + wn * WN + (lane >> 2), bk_lane = 2 * (lane & 3);
+  auto load_b = [&](int s, uint32_t (&b)[NI][KS][2]) {
     const int c = s / a.taps, t = s - c * a.taps;
-    __half *dst = ws + (s % 3) * BN * LD;
-    const __half *src = a.w + ((size_t)t * a.npad + n0) * a.cpad + c * KC;
-    for (int i = tid; i < BN * KC / 8; i += TC_THREADS) {
-      const int row = i / (KC / 8), col = (i % (KC / 8)) * 8;
-      cp_async16(dst + row * LD + col, src + (size_t)row * a.cpad + col);
-    }
+#pragma unroll
+    for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+      for (int ks = 0; ks < KS; ks++) {
+        const size_t e = ((size_t)t * a.npad + bn_lane + ni * 8) * a.cpad + c * KC + ks * 16 + bk_lane;
+        b[ni][ks][0] = __ldg(W32 + e / 2);
+        b[ni][ks][1] = __ldg(W32 + e / 2 + 4);
+      }
   };
 
-  issue_w(0);
-  cp_async_commit();
-  if (S > 1) issue_w(1);
+  tc_issue_raw<KC>(a, xbase, lo, 0, raw);
   cp_async_commit();
   for (int r = tid; r < BM; r += TC_THREADS) rmask[r] = cell0 + r < a.P ? tc_tap_mask(a, cell0 + r) : 0u;
-  tc_stage_x<KC>(a, X, lo, 0, xs, 0, J);
-  __syncthreads(); /* rmask and chunk 0 of X are written */
+  uint32_t bnext[NI][KS][2];
+  load_b(0, bnext);
+  __syncthreads(); /* rmask is written */
 
   /* Per lane: ldmatrix row addresses (rows past the end read the last cell;
    * their results are never stored) and the tap masks of its fragment rows. */
@@ -214,7 +223,6 @@ __global__ void __launch_bounds__(TC_THREADS) k_conv_tc(tc_args a) {
     mk1[mi] = rmask[g + 8];
   }
   const int akof = (lane >> 4) * 8;
-  const int brow = wn * WN + (lane & 7) + (lane >> 4) * 8, bkof = ((lane >> 3) & 1) * 8;
 
   float acc[MI][NI][4];
 #pragma unroll
@@ -224,67 +232,47 @@ __global__ void __launch_bounds__(TC_THREADS) k_conv_tc(tc_args a) {
 #pragma unroll
       for (int e = 0; e < 4; e++) acc[mi][ni][e] = 0.0f;
 
-  for (int s = 0; s < S; s++) {
-    const int c = s / a.taps, t = s - c * a.taps;
-    cp_async_wait1(); /* W stage s has landed (this thread's copies) */
-    __syncthreads();  /* ... everyone's; everyone is done with stage s-1 */
-    if (s + 2 < S) issue_w(s + 2);
-    cp_async_commit(); /* possibly empty: keeps the group count per stage fixed */
-
-    const bool pf = a.xbufs == 2 && c + 1 < nch;
-    __half *xnext = xs + (size_t)((c + 1) & 1) * a.R * LD;
-    uint32_t pv[TC_XPS];
+  for (int c = 0; c < nch; c++) {
+    cp_async_wait_all(); /* this thread's copies of chunk c have landed */
+    __syncthreads();     /* B1: everyone's; everyone is done reading xs */
+    tc_transpose<KC>(a, xbase, lo, c, raw, xs);
+    __syncthreads();     /* B2: xs holds chunk c; raw may be overwritten */
+    if (c + 1 < nch) tc_issue_raw<KC>(a, xbase, lo, c + 1, raw);
+    cp_async_commit();
+    for (int t = 0; t < a.taps; t++) {
+      const int s = c * a.taps + t;
+      uint32_t b[NI][KS][2];
 #pragma unroll
-    for (int u = 0; u < TC_XPS; u++) {
-      const int j = t * TC_XPS + u, i = tid + j * TC_THREADS;
-      pv[u] = (pf && j < pre && i < items) ? tc_x_pair<KC>(a, X, lo, c + 1, i) : 0u;
-    }
-
-    const __half *xb = xs + (size_t)(a.xbufs == 2 ? (c & 1) : 0) * a.R * LD;
-    const __half *wb = ws + (s % 3) * BN * LD;
-    const int toff = tc_toff(a, t);
-    uint32_t z0[MI], z1[MI];
+      for (int ni = 0; ni < NI; ni++)
 #pragma unroll
-    for (int mi = 0; mi < MI; mi++) {
-      z0[mi] = (mk0[mi] >> t) & 1u ? 0xffffffffu : 0u;
-      z1[mi] = (mk1[mi] >> t) & 1u ? 0xffffffffu : 0u;
-    }
-#pragma unroll
-    for (int kk = 0; kk < KC; kk += 16) {
-      uint32_t af[MI][4], bf[NI][2];
+        for (int ks = 0; ks < KS; ks++) {
+          b[ni][ks][0] = bnext[ni][ks][0];
+          b[ni][ks][1] = bnext[ni][ks][1];
+        }
+      if (s + 1 < S) load_b(s + 1, bnext); /* one tap ahead */
+      const int toff = tc_toff(a, t);
+      uint32_t z0[MI], z1[MI];
 #pragma unroll
       for (int mi = 0; mi < MI; mi++) {
-        ldmatrix_x4(af[mi], xb + (arow[mi] + toff) * LD + kk + akof);
-        af[mi][0] &= z0[mi];
-        af[mi][2] &= z0[mi];
-        af[mi][1] &= z1[mi];
-        af[mi][3] &= z1[mi];
+        z0[mi] = (mk0[mi] >> t) & 1u ? 0xffffffffu : 0u;
+        z1[mi] = (mk1[mi] >> t) & 1u ? 0xffffffffu : 0u;
       }
 #pragma unroll
-      for (int nj = 0; nj < NI / 2; nj++) {
-        uint32_t r[4];
-        ldmatrix_x4(r, wb + (brow + nj * 16) * LD + kk + bkof);
-        bf[2 * nj][0] = r[0];
-        bf[2 * nj][1] = r[1];
-        bf[2 * nj + 1][0] = r[2];
-        bf[2 * nj + 1][1] = r[3];
+      for (int ks = 0; ks < KS; ks++) {
+        uint32_t af[MI][4];
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++) {
+          ldmatrix_x4(af[mi], xs + (arow[mi] + toff) * LD + ks * 16 + akof);
+          af[mi][0] &= z0[mi];
+          af[mi][2] &= z0[mi];
+          af[mi][1] &= z1[mi];
+          af[mi][3] &= z1[mi];
+        }
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+          for (int ni = 0; ni < NI; ni++) mma16816(acc[mi][ni], af[mi], b[ni][ks][0], b[ni][ks][1]);
       }
-#pragma unroll
-      for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-        for (int ni = 0; ni < NI; ni++) mma16816(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
-    }
-
-    if (pf) {
-#pragma unroll
-      for (int u = 0; u < TC_XPS; u++) {
-        const int j = t * TC_XPS + u, i = tid + j * TC_THREADS;
-        if (j < pre && i < items) tc_x_store<KC>(a, xnext, i, pv[u]);
-      }
-      if (t == a.taps - 1) tc_stage_x<KC>(a, X, lo, c + 1, xnext, pre, J); /* what the taps did not cover */
-    } else if (a.xbufs == 1 && t == a.taps - 1 && c + 1 < nch) {
-      __syncthreads(); /* everyone is done reading the single X buffer */
-      tc_stage_x<KC>(a, X, lo, c + 1, xs, 0, J);
     }
   }
 
@@ -306,17 +294,20 @@ __global__ void __launch_bounds__(TC_THREADS) k_conv_tc(tc_args a) {
       }
 }
 
-/* The kernel arguments for p with packed weights w and bias b; R and xbufs
- * for configuration cfg. Returns the dynamic shared memory, 0 if it does not fit. */
+/* The kernel arguments for p with packed weights w and bias b, and the
+ * staged range and chunk size for configuration cfg. Returns the dynamic
+ * shared memory, 0 if it does not fit (or x is not 16-byte aligned). */
 size_t tc_setup(const nnk_conv &p, const __half *w, const float *b, int cfg, tc_args *a) {
-  const int bm = kTcCfg[cfg].bm, bn = kTcCfg[cfg].bn, kc = tc_kc(p.C);
+  const int bm = kTcCfg[cfg].bm, unit = tc_cpad_unit(p.C);
   *a = tc_args{};
+  if (reinterpret_cast<uintptr_t>(p.x) % 16 != 0) return 0;
   a->x = static_cast<const __half *>(p.x);
   a->w = w;
   a->b = b;
   a->y = static_cast<__half *>(p.y);
   a->C = p.C;
   a->M = p.M;
+  a->batch = p.N;
   a->P = p.out3[0] * p.out3[1] * p.out3[2];
   a->Pin = p.in3[0] * p.in3[1] * p.in3[2];
   a->OH = p.out3[1];
@@ -331,7 +322,7 @@ size_t tc_setup(const nnk_conv &p, const __half *w, const float *b, int cfg, tc_
     a->dil[i] = p.dil[i];
     a->pad0[i] = p.pad0[i];
   }
-  a->cpad = round_up(p.C, kc);
+  a->cpad = round_up(p.C, unit);
   a->npad = round_up(p.M, 64);
   a->relu = p.relu;
   /* The widest staged range over the tiles (ibase is non-decreasing). */
@@ -342,10 +333,11 @@ size_t tc_setup(const nnk_conv &p, const __half *w, const float *b, int cfg, tc_
     if (r > R) R = r;
   }
   a->R = R;
-  const size_t fixed = (size_t)3 * bn * (kc + 8) * 2 + (size_t)bm * 4;
-  const size_t xbuf = (size_t)R * (kc + 8) * 2;
-  for (a->xbufs = 2; a->xbufs >= 1; a->xbufs--)
-    if (a->xbufs * xbuf + fixed <= TC_MAX_SMEM) return a->xbufs * xbuf + fixed;
+  a->RS = round_up(R + 7, 8); /* a row starts up to 7 halves before cell lo */
+  for (a->kc = unit; a->kc >= 16; a->kc -= 16) {
+    const size_t smem = (size_t)a->kc * a->RS * 2 + (size_t)R * (a->kc + 8) * 2 + (size_t)bm * 4;
+    if (smem <= TC_MAX_SMEM) return smem;
+  }
   return 0;
 }
 
@@ -403,11 +395,11 @@ int nnk_tc_config_ok(const nnk_conv &p, int cfg) {
 }
 
 size_t nnk_tc_weight_elems(const nnk_conv &p) {
-  return (size_t)p.k[0] * p.k[1] * p.k[2] * round_up(p.M, 64) * round_up(p.C, tc_kc(p.C));
+  return (size_t)p.k[0] * p.k[1] * p.k[2] * round_up(p.M, 64) * round_up(p.C, tc_cpad_unit(p.C));
 }
 
 void nnk_tc_pack_weights(const nnk_conv &p, const float *w, __half *out) {
-  const int taps = p.k[0] * p.k[1] * p.k[2], npad = round_up(p.M, 64), cpad = round_up(p.C, tc_kc(p.C));
+  const int taps = p.k[0] * p.k[1] * p.k[2], npad = round_up(p.M, 64), cpad = round_up(p.C, tc_cpad_unit(p.C));
   for (size_t i = 0, n = nnk_tc_weight_elems(p); i < n; i++) out[i] = __float2half(0.0f);
   for (int m = 0; m < p.M; m++)
     for (int c = 0; c < p.C; c++)
@@ -420,5 +412,5 @@ cudaError_t nnk_launch_tc(const nnk_conv &p, const __half *w, const float *b, in
   tc_args a;
   const size_t smem = cfg >= 0 && cfg < NNK_TC_CONFIGS ? tc_setup(p, w, b, cfg, &a) : 0;
   if (smem == 0) return cudaErrorInvalidConfiguration;
-  return tc_kc(p.C) == 16 ? tc_launch_kc<16>(a, smem, cfg, p.N, s) : tc_launch_kc<32>(a, smem, cfg, p.N, s);
+  return a.kc == 16 ? tc_launch_kc<16>(a, smem, cfg, p.N, s) : tc_launch_kc<32>(a, smem, cfg, p.N, s);
 }
