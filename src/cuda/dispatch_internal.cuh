@@ -57,7 +57,12 @@ static __device__ inline void cudaq__store_release_sys(uint64_t *p, uint64_t v) 
 
 /* Adds one to a device-memory counter. Several polling blocks (regular
  * kernel, num_blocks > 1) count into the same state, so this is a device
- * atomic; device memory only, never host memory. */
+ * atomic; device memory only, never host memory. The host may copy the
+ * counters while the kernel runs (cudaq_dispatcher_get_counters, a copy on
+ * a private stream): it publishes nothing through them and promises no
+ * order between counters, only that each aligned 8-byte counter is read
+ * whole, so relaxed device-scope atomics are enough; exact totals are read
+ * after the kernel has exited (its completion orders every count). */
 static __device__ inline void cudaq__bump(uint64_t *c) {
   atomicAdd(reinterpret_cast<unsigned long long *>(c), 1ull);
 }
