@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 rm -rf .gpucarry && mkdir -p .gpucarry
 for b in src/mwpm/qec-decode bench/nn/bench_nn_gpu src/realtime_app/qec-realtime \
     tests/test_gpu_dispatch tests/test_pipeline_gpu bench/bench_udp \
-    bench/bench_gpu_dispatch bench/bench_pipeline; do
+    bench/bench_gpu_dispatch bench/bench_pipeline tests/test_api; do
   strip -o ".gpucarry/$(basename $b)" "build-gpu/$b" && xz -T0 -6 ".gpucarry/$(basename $b)"
 done
 cp build-gpu/tests/predecoder/mwpm_weight build-gpu/libs/* build-gpu/commit.txt .gpucarry/

@@ -8,7 +8,8 @@
 # on the GPU machine's 16-core host (bench_udp: latency rows and a 10^6-request
 # run at 100k/s), which needs no GPU but more cores than the development VM.
 # STEPS=dispatch adds the dispatch and pipeline GPU tests (test_gpu_dispatch,
-# test_pipeline_gpu) under compute-sanitizer memcheck and racecheck at a
+# test_pipeline_gpu; test_api) under compute-sanitizer memcheck and racecheck (and synccheck
+# for the dispatch kernels) at a
 # reduced scale, and bench_gpu_dispatch / bench_pipeline, from the packed binaries.
 # Prepare here (the build folder is too large to carry whole):
 #   scripts/gpu-build.sh && scripts/gpu-pack.sh      -> .gpucarry/
@@ -97,10 +98,13 @@ if has lowload; then # the hybrid mode's latency below its capacity (engine-boun
   SFX=-bits bench d7 passthrough 10 --payload bits
 fi
 if has dispatch; then
+  STEP_TIMEOUT=120 run test_api /tmp/rtbin/test_api # its device-path branches need a GPU
+  tail -3 "$OUT/test_api.log"
   for t in test_gpu_dispatch test_pipeline_gpu; do
     STEP_TIMEOUT=240 run "$t" "/tmp/rtbin/$t"
     grep -E "PASSED|FAILED|^\[ +(OK|FAILED)|graph launch:|floor" "$OUT/$t.log" | tail -40
-    for tool in memcheck racecheck; do
+    tools="memcheck racecheck"; [ $t = test_gpu_dispatch ] && tools="$tools synccheck"
+    for tool in $tools; do
       STEP_TIMEOUT=${SAN_TIMEOUT:-120} run "${t}_$tool" env CUDAQ_TEST_SCALE="${SCALE_SAN:-0.005}" \
         CUDAQ_TEST_SLOW=1 compute-sanitizer --tool $tool $([ $tool = memcheck ] && echo --report-api-errors no) \
         --error-exitcode 1 "/tmp/rtbin/$t"
