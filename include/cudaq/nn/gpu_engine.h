@@ -114,7 +114,8 @@ cudaq_nn_status_t cudaq_nn_gpu_run(cudaq_nn_gpu_t *gpu, const void *const *input
 cudaq_nn_plan_state_t cudaq_nn_gpu_plan_state(const cudaq_nn_gpu_t *gpu);
 
 /* Writes a one-line-per-convolution description of the choices (cuDNN
- * algorithm or own kernel, measured times) into buf. Returns CUDAQ_NN_OK or
+ * algorithm, own kernel or tensor-core tile configuration; the best measured
+ * time of each, -1 where not measured) into buf. Returns CUDAQ_NN_OK or
  * CUDAQ_NN_ERR_INVALID_ARG. */
 cudaq_nn_status_t cudaq_nn_gpu_describe(const cudaq_nn_gpu_t *gpu, char *buf, size_t len);
 
