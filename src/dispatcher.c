@@ -228,8 +228,8 @@ cudaq_status_t cudaq_dispatcher_set_ringbuffer(cudaq_dispatcher_t *dispatcher,
 }
 
 /* Device path: refuses a table in which two entries share a function_id
- * (the host path's cudaq__host_table_build refuses them with the same
- * message), so that every kernel serves one entry per id. The entries are
+ * (cudaq__table_check_ids, the rule the host path's cudaq__host_table_build
+ * applies too), so that every kernel serves one entry per id. The entries are
  * device-visible memory the host may not read directly: they are copied
  * here (CUDA builds; without CUDA the device path's table is host memory).
  * The copy runs on a private stream and does not wait for a kernel that is
@@ -246,14 +246,7 @@ static cudaq_status_t check_device_table_ids(const cudaq_function_table_t *table
   }
   entries = copy;
 #endif
-  cudaq_status_t st = CUDAQ_OK;
-  for (uint32_t i = 1; i < table->count && st == CUDAQ_OK; ++i)
-    for (uint32_t j = 0; j < i; ++j)
-      if (entries[j].function_id == entries[i].function_id) {
-        st = cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: function table entries %u and %u share function_id 0x%08x",
-                         fn, j, i, entries[i].function_id);
-        break;
-      }
+  cudaq_status_t st = cudaq__table_check_ids(entries, table->count, fn);
 #ifdef CUDAQ_HAVE_CUDA
   free(copy);
 #endif

@@ -9,8 +9,20 @@
 
 #include "internal.h"
 
+cudaq_status_t cudaq__table_check_ids(const cudaq_function_entry_t *entries, uint32_t count,
+                                      const char *fn) {
+  for (uint32_t i = 1; i < count; ++i)
+    for (uint32_t j = 0; j < i; ++j)
+      if (entries[j].function_id == entries[i].function_id)
+        return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s%sfunction table entries %u and %u share function_id 0x%08x",
+                           fn ? fn : "", fn ? ": " : "", j, i, entries[i].function_id);
+  return cudaq__ok();
+}
+
 cudaq_status_t cudaq__host_table_build(const cudaq_function_entry_t *entries, uint32_t count,
                                        cudaq__host_entry_t *out) {
+  cudaq_status_t st = cudaq__table_check_ids(entries, count, NULL);
+  if (st != CUDAQ_OK) return st;
   for (uint32_t i = 0; i < count; ++i) {
     const cudaq_function_entry_t *e = &entries[i];
     if (e->dispatch_mode > CUDAQ_DISPATCH_HOST_CALL)
@@ -27,11 +39,6 @@ cudaq_status_t cudaq__host_table_build(const cudaq_function_entry_t *entries, ui
                          "unknown type, size_bytes inconsistent with type and num_elements, or a "
                          "variable-size descriptor that is not last)",
                          i, e->function_id);
-    for (uint32_t j = 0; j < i; ++j)
-      if (entries[j].function_id == e->function_id)
-        return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
-                           "function table entries %u and %u share function_id 0x%08x", j, i,
-                           e->function_id);
     int exact = 0;
     cudaq_schema_arg_rule(&e->schema, &out[i].fixed_arg_len, &exact);
     out[i].function_id = e->function_id;

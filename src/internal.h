@@ -44,6 +44,12 @@ typedef enum {
 
 /* Checks a host function table and reduces it to out[count]. On a bad entry
  * returns CUDAQ_ERR_INVALID_ARG with a message naming the entry. */
+/* The one rule for function ids (host and device paths): no two entries of a
+ * table share a function_id. Returns CUDAQ_OK, or CUDAQ_ERR_INVALID_ARG with
+ * a message naming both entries and the id (prefixed with "fn: " when fn is
+ * not NULL). */
+cudaq_status_t cudaq__table_check_ids(const cudaq_function_entry_t *entries, uint32_t count,
+                                      const char *fn);
 cudaq_status_t cudaq__host_table_build(const cudaq_function_entry_t *entries, uint32_t count,
                                        cudaq__host_entry_t *out);
 
