@@ -5,12 +5,13 @@
 # machine lacks. scripts/gpu-run-predecoder.sh unpacks them there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+B=${BUILD:-build-gpu} # the build folder (BUILD=... for a second one)
 rm -rf .gpucarry && mkdir -p .gpucarry
 for b in src/mwpm/qec-decode bench/nn/bench_nn_gpu src/realtime_app/qec-realtime \
     tests/test_gpu_dispatch tests/test_pipeline_gpu bench/bench_udp \
     bench/bench_gpu_dispatch bench/bench_pipeline tests/test_api; do
-  strip -o ".gpucarry/$(basename $b)" "build-gpu/$b" && xz -T0 -6 ".gpucarry/$(basename $b)"
+  strip -o ".gpucarry/$(basename $b)" "$B/$b" && xz -T0 -6 ".gpucarry/$(basename $b)"
 done
-cp build-gpu/tests/predecoder/mwpm_weight build-gpu/libs/* build-gpu/commit.txt .gpucarry/
-cp -L build-gpu/src/libcudaq_realtime.so.0 .gpucarry/ # for the dispatch tests
+cp $B/tests/predecoder/mwpm_weight $B/libs/* $B/commit.txt .gpucarry/
+cp -L $B/src/libcudaq_realtime.so.0 .gpucarry/ # for the dispatch tests
 du -sh .gpucarry
