@@ -20,7 +20,7 @@
 #define ENGINE_PLAN_VERSION 3 /* 3: tensor-core candidates, t_tc per conv */
 
 enum { IMPL_OWN = 0, IMPL_CUDNN = 1, IMPL_TC = 2 }; /* IMPL_TC: algo = tile configuration */
-enum { ST_ELEMENTWISE, ST_MOVE, ST_CONV, ST_GEMM, ST_CONVERT, ST_CHAIN };
+enum { ST_ELEMENTWISE, ST_MOVE, ST_CONV, ST_GEMM, ST_CONVERT };
 
 struct conv_state {
   int node;
@@ -48,8 +48,6 @@ struct step {
   void *cout;
   int cout_dt;
   int64_t n;
-  const nnk_chain_step *chain; /* ST_CHAIN: device array of chain_len steps */
-  int chain_len;
 };
 
 struct cudaq_nn_gpu {
@@ -451,78 +449,6 @@ static cudaq_nn_status_t build_steps(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
   return st;
 }
 
-/* Runs of two or more consecutive small steps (elementwise, copy maps,
- * matrix products, conversions: the integer/gather tails of the predecoder
- * models) become one ST_CHAIN step: one launch of one block instead of one
- * launch each. Small: at most CHAIN_MAX_N outputs (for a product: lanes,
- * and at most CHAIN_MAX_WORK multiply-adds), i.e. a few rounds of the
- * NNK_CHAIN_THREADS threads, each round about one global-memory latency,
- * against a launch per step. Opt-in (CUDAQ_NN_CHAIN set): measured on an
- * H100 (bench/results/nn-tc-h100-2026-11-23.md) the one-block chain was
- * slower than separate launches (shipped d13 model 186 against 172 µs): a
- * step in one block pays several dependent global latencies (index map,
- * pointer table, data) per round. A multi-block version is future work. */
-#define CHAIN_MAX_N 4096
-#define CHAIN_MAX_WORK (1 << 16)
-
-static int64_t chain_size(const step *s) {
-  switch (s->kind) {
-    case ST_ELEMENTWISE: return s->ew.n <= CHAIN_MAX_N ? s->ew.n : -1;
-    case ST_MOVE: return s->mv.n <= CHAIN_MAX_N ? s->mv.n : -1;
-    case ST_CONVERT: return s->n <= CHAIN_MAX_N ? s->n : -1;
-    case ST_GEMM: {
-      int64_t n = s->gm.nb * s->gm.M * s->gm.N;
-      return n * nnk_gemm_group(s->gm.K) <= CHAIN_MAX_N && n * s->gm.K <= CHAIN_MAX_WORK ? n : -1;
-    }
-    default: return -1;
-  }
-}
-
-static void chain_fill(const step *s, nnk_chain_step *c) {
-  memset(c, 0, sizeof *c);
-  c->n = chain_size(s);
-  switch (s->kind) {
-    case ST_ELEMENTWISE: c->kind = NNK_CHAIN_EW; c->ew = s->ew; break;
-    case ST_MOVE: c->kind = NNK_CHAIN_MOVE; c->mv = s->mv; break;
-    case ST_GEMM: c->kind = NNK_CHAIN_GEMM; c->gm = s->gm; break;
-    default:
-      c->kind = NNK_CHAIN_CONVERT;
-      c->cin = s->cin; c->cin_dt = s->cin_dt; c->cout = s->cout; c->cout_dt = s->cout_dt;
-      break;
-  }
-}
-
-static cudaq_nn_status_t build_chains(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
-  if (!getenv("CUDAQ_NN_CHAIN")) return CUDAQ_NN_OK;
-  int out = 0;
-  for (int i = 0; i < g->n_steps;) {
-    int j = i;
-    while (j < g->n_steps && chain_size(&g->steps[j]) >= 0) j++;
-    if (j - i < 2) { /* not a run: kept as it is (compacted in place, out <= i) */
-      g->steps[out++] = g->steps[i++];
-      continue;
-    }
-    int len = j - i;
-    nnk_chain_step *h = (nnk_chain_step *)malloc((size_t)len * sizeof *h);
-    if (!h) return CUDAQ_NN_ERR_NO_MEMORY;
-    for (int k = 0; k < len; k++) chain_fill(&g->steps[i + k], &h[k]);
-    void *d = NULL;
-    cudaq_nn_status_t st = dalloc(g, (size_t)len * sizeof *h, &d, err);
-    cudaError_t e = st ? cudaSuccess : cudaMemcpy(d, h, (size_t)len * sizeof *h, cudaMemcpyHostToDevice);
-    free(h);
-    if (st) return st;
-    CK(e);
-    step *s = &g->steps[out++];
-    memset(s, 0, sizeof *s);
-    s->kind = ST_CHAIN;
-    s->chain = (const nnk_chain_step *)d;
-    s->chain_len = len;
-    i = j;
-  }
-  g->n_steps = out;
-  return CUDAQ_NN_OK;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Enqueue and tuning                                                        */
 
@@ -554,7 +480,6 @@ static cudaq_nn_status_t enqueue_all(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
       case ST_MOVE: if (s->mv.n) CK(nnk_launch_move(s->mv, g->stream)); break;
       case ST_GEMM: CK(nnk_launch_gemm(s->gm, g->half, g->stream)); break;
       case ST_CONVERT: CK(nnk_launch_convert(s->cin, s->cin_dt, s->cout, s->cout_dt, s->n, g->stream)); break;
-      case ST_CHAIN: CK(nnk_launch_chain(s->chain, s->chain_len, g->half, g->stream)); break;
       case ST_CONV: {
         const conv_state *c = &g->convs[s->conv];
         TRY(enqueue_conv(g, c, c->impl, c->algo, c->ws, err));
@@ -897,7 +822,6 @@ static cudaq_nn_status_t create_engine(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
   for (size_t v = 0; v < m->n_values; v++)
     g->sdt[v] = g->half && m->values[v].dtype == CUDAQ_NN_FLOAT ? CUDAQ_NN_FLOAT16 : m->values[v].dtype;
   TRY(build_steps(g, err));
-  TRY(build_chains(g, err));
   TRY(make_key(g, g->opts.device, err));
   TRY(select_algorithms(g, err));
   return capture(g, err);

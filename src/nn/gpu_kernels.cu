@@ -48,83 +48,77 @@ __device__ __forceinline__ void sti(void *p, int dt, int64_t i, long long v) {
   }
 }
 
-/* ReLU that keeps NaN, as onnxruntime and PyTorch do (fmaxf(NaN, 0) is 0):
- * every ReLU site, fused ones included, goes through it. */
-__device__ __forceinline__ float relu_nan(float v) { return v > 0.0f ? v : (v != v ? v : 0.0f); }
-
 __device__ __forceinline__ bool is_float(int dt) { return dt == CUDAQ_NN_FLOAT || dt == CUDAQ_NN_FLOAT16; }
 
 /* Element i of an elementwise node. */
 __device__ void ew_at(const nnk_elementwise &p, int64_t i) {
-  {
-    int64_t off[3] = {0, 0, 0}, r = i;
-    if (p.flat & NNK_EW_FLAT) { /* every input is contiguous (offset i) or a scalar (offset 0) */
-      for (int k = 0; k < 3; k++) off[k] = (p.flat >> k) & 1 ? i : 0;
-    } else {
-      for (int d = p.rank - 1; d >= 0; d--) {
-        int64_t c = r % p.dims[d];
-        r /= p.dims[d];
-        off[0] += c * p.strides[0][d];
-        off[1] += c * p.strides[1][d];
-        off[2] += c * p.strides[2][d];
-      }
+  int64_t off[3] = {0, 0, 0}, r = i;
+  if (p.flat & NNK_EW_FLAT) { /* every input is contiguous (offset i) or a scalar (offset 0) */
+    for (int k = 0; k < 3; k++) off[k] = (p.flat >> k) & 1 ? i : 0;
+  } else {
+    for (int d = p.rank - 1; d >= 0; d--) {
+      int64_t c = r % p.dims[d];
+      r /= p.dims[d];
+      off[0] += c * p.strides[0][d];
+      off[1] += c * p.strides[1][d];
+      off[2] += c * p.strides[2][d];
     }
-    const int t0 = p.in_dt[0];
-    const bool f = is_float(t0);
-    switch (p.op) {
-      case NN_OP_RELU:
-        if (f) stf(p.out, p.out_dt, i, relu_nan(ldf(p.in[0], t0, off[0])));
-        else { long long v = ldi(p.in[0], t0, off[0]); sti(p.out, p.out_dt, i, v > 0 ? v : 0); }
-        break;
-      case NN_OP_GELU: {
-        float x = ldf(p.in[0], t0, off[0]);
-        float y = p.gelu_tanh ? 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)))
-                              : 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
-        stf(p.out, p.out_dt, i, y);
-        break;
-      }
-      case NN_OP_SIGMOID: stf(p.out, p.out_dt, i, 1.0f / (1.0f + expf(-ldf(p.in[0], t0, off[0])))); break;
-      case NN_OP_ERF: stf(p.out, p.out_dt, i, erff(ldf(p.in[0], t0, off[0]))); break;
-      case NN_OP_CAST:
-        if (is_float(p.out_dt) || (f && p.out_dt == CUDAQ_NN_BOOL)) stf(p.out, p.out_dt, i, ldf(p.in[0], t0, off[0]));
-        else sti(p.out, p.out_dt, i, ldi(p.in[0], t0, off[0]));
-        break;
-      case NN_OP_ADD: case NN_OP_SUB: case NN_OP_MUL: case NN_OP_DIV:
-        if (f) {
-          float a = ldf(p.in[0], t0, off[0]), b = ldf(p.in[1], p.in_dt[1], off[1]);
-          stf(p.out, p.out_dt, i, p.op == NN_OP_ADD ? a + b : p.op == NN_OP_SUB ? a - b
-                                  : p.op == NN_OP_MUL ? a * b : a / b);
-        } else {
-          unsigned long long a = (unsigned long long)ldi(p.in[0], t0, off[0]);
-          unsigned long long b = (unsigned long long)ldi(p.in[1], p.in_dt[1], off[1]);
-          long long sa = (long long)a, sb = (long long)b;
-          long long v = p.op == NN_OP_ADD ? (long long)(a + b) : p.op == NN_OP_SUB ? (long long)(a - b)
-                      : p.op == NN_OP_MUL ? (long long)(a * b)
-                      : (sb == 0 || (sb == -1 && sa == (-0x7fffffffffffffffLL - 1))) ? 0 : sa / sb;
-          sti(p.out, p.out_dt, i, v);
-        }
-        break;
-      case NN_OP_GREATER: case NN_OP_LESS: case NN_OP_EQUAL: {
-        bool r2;
-        if (f) {
-          float a = ldf(p.in[0], t0, off[0]), b = ldf(p.in[1], p.in_dt[1], off[1]);
-          r2 = p.op == NN_OP_GREATER ? a > b : p.op == NN_OP_LESS ? a < b : a == b;
-        } else {
-          long long a = ldi(p.in[0], t0, off[0]), b = ldi(p.in[1], p.in_dt[1], off[1]);
-          r2 = p.op == NN_OP_GREATER ? a > b : p.op == NN_OP_LESS ? a < b : a == b;
-        }
-        static_cast<uint8_t *>(p.out)[i] = r2;
-        break;
-      }
-      case NN_OP_WHERE: {
-        bool c = static_cast<const uint8_t *>(p.in[0])[off[0]] != 0;
-        int k = c ? 1 : 2;
-        if (is_float(p.out_dt)) stf(p.out, p.out_dt, i, ldf(p.in[k], p.in_dt[k], off[k]));
-        else sti(p.out, p.out_dt, i, ldi(p.in[k], p.in_dt[k], off[k]));
-        break;
-      }
-      default: break;
+  }
+  const int t0 = p.in_dt[0];
+  const bool f = is_float(t0);
+  switch (p.op) {
+    case NN_OP_RELU:
+      if (f) stf(p.out, p.out_dt, i, nnk_relu_nan(ldf(p.in[0], t0, off[0])));
+      else { long long v = ldi(p.in[0], t0, off[0]); sti(p.out, p.out_dt, i, v > 0 ? v : 0); }
+      break;
+    case NN_OP_GELU: {
+      float x = ldf(p.in[0], t0, off[0]);
+      float y = p.gelu_tanh ? 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)))
+                            : 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+      stf(p.out, p.out_dt, i, y);
+      break;
     }
+    case NN_OP_SIGMOID: stf(p.out, p.out_dt, i, 1.0f / (1.0f + expf(-ldf(p.in[0], t0, off[0])))); break;
+    case NN_OP_ERF: stf(p.out, p.out_dt, i, erff(ldf(p.in[0], t0, off[0]))); break;
+    case NN_OP_CAST:
+      if (is_float(p.out_dt) || (f && p.out_dt == CUDAQ_NN_BOOL)) stf(p.out, p.out_dt, i, ldf(p.in[0], t0, off[0]));
+      else sti(p.out, p.out_dt, i, ldi(p.in[0], t0, off[0]));
+      break;
+    case NN_OP_ADD: case NN_OP_SUB: case NN_OP_MUL: case NN_OP_DIV:
+      if (f) {
+        float a = ldf(p.in[0], t0, off[0]), b = ldf(p.in[1], p.in_dt[1], off[1]);
+        stf(p.out, p.out_dt, i, p.op == NN_OP_ADD ? a + b : p.op == NN_OP_SUB ? a - b
+                                : p.op == NN_OP_MUL ? a * b : a / b);
+      } else {
+        unsigned long long a = (unsigned long long)ldi(p.in[0], t0, off[0]);
+        unsigned long long b = (unsigned long long)ldi(p.in[1], p.in_dt[1], off[1]);
+        long long sa = (long long)a, sb = (long long)b;
+        long long v = p.op == NN_OP_ADD ? (long long)(a + b) : p.op == NN_OP_SUB ? (long long)(a - b)
+                    : p.op == NN_OP_MUL ? (long long)(a * b)
+                    : (sb == 0 || (sb == -1 && sa == (-0x7fffffffffffffffLL - 1))) ? 0 : sa / sb;
+        sti(p.out, p.out_dt, i, v);
+      }
+      break;
+    case NN_OP_GREATER: case NN_OP_LESS: case NN_OP_EQUAL: {
+      bool r2;
+      if (f) {
+        float a = ldf(p.in[0], t0, off[0]), b = ldf(p.in[1], p.in_dt[1], off[1]);
+        r2 = p.op == NN_OP_GREATER ? a > b : p.op == NN_OP_LESS ? a < b : a == b;
+      } else {
+        long long a = ldi(p.in[0], t0, off[0]), b = ldi(p.in[1], p.in_dt[1], off[1]);
+        r2 = p.op == NN_OP_GREATER ? a > b : p.op == NN_OP_LESS ? a < b : a == b;
+      }
+      static_cast<uint8_t *>(p.out)[i] = r2;
+      break;
+    }
+    case NN_OP_WHERE: {
+      bool c = static_cast<const uint8_t *>(p.in[0])[off[0]] != 0;
+      int k = c ? 1 : 2;
+      if (is_float(p.out_dt)) stf(p.out, p.out_dt, i, ldf(p.in[k], p.in_dt[k], off[k]));
+      else sti(p.out, p.out_dt, i, ldi(p.in[k], p.in_dt[k], off[k]));
+      break;
+    }
+    default: break;
   }
 }
 
@@ -135,15 +129,13 @@ __global__ void k_elementwise(nnk_elementwise p) {
 
 /* Element i of an index-map copy. */
 __device__ void move_at(const nnk_move &p, int64_t i) {
-  {
-    const char *src = static_cast<const char *>(p.in[p.src_in[i]]) + (int64_t)p.src_idx[i] * p.elem_size;
-    char *dst = static_cast<char *>(p.out) + i * p.elem_size;
-    switch (p.elem_size) {
-      case 1: *dst = *src; break;
-      case 2: *reinterpret_cast<uint16_t *>(dst) = *reinterpret_cast<const uint16_t *>(src); break;
-      case 4: *reinterpret_cast<uint32_t *>(dst) = *reinterpret_cast<const uint32_t *>(src); break;
-      default: *reinterpret_cast<uint64_t *>(dst) = *reinterpret_cast<const uint64_t *>(src); break;
-    }
+  const char *src = static_cast<const char *>(p.in[p.src_in[i]]) + (int64_t)p.src_idx[i] * p.elem_size;
+  char *dst = static_cast<char *>(p.out) + i * p.elem_size;
+  switch (p.elem_size) {
+    case 1: *dst = *src; break;
+    case 2: *reinterpret_cast<uint16_t *>(dst) = *reinterpret_cast<const uint16_t *>(src); break;
+    case 4: *reinterpret_cast<uint32_t *>(dst) = *reinterpret_cast<const uint32_t *>(src); break;
+    default: *reinterpret_cast<uint64_t *>(dst) = *reinterpret_cast<const uint64_t *>(src); break;
   }
 }
 
@@ -216,7 +208,7 @@ __global__ void k_conv(nnk_conv p) {
     const int oc = oc0 + o;
     if (oc >= p.M) break;
     float v = acc[o] + (B ? tof<T>(B[oc]) : 0.0f);
-    if (p.relu) v = relu_nan(v);
+    if (p.relu) v = nnk_relu_nan(v);
     Y[((int64_t)n * p.M + oc) * P + pos] = fromf<T>(v);
   }
 }
@@ -302,7 +294,7 @@ __global__ void k_conv3_same(nnk_conv p, int cit) {
     const int oc = oc0 + o;
     if (oc >= p.M) break;
     float v = acc[o] + (B ? tof<T>(B[oc]) : 0.0f);
-    if (p.relu) v = relu_nan(v);
+    if (p.relu) v = nnk_relu_nan(v);
     Y[((int64_t)n * p.M + oc) * P + pos] = fromf<T>(v);
   }
 }
@@ -343,13 +335,13 @@ __global__ void k_bias_act(T *y, const T *b, int M, int64_t plane, int64_t n, in
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     float v = tof<T>(y[i]);
     if (b) v += tof<T>(b[(i / plane) % M]);
-    if (relu) v = relu_nan(v);
+    if (relu) v = nnk_relu_nan(v);
     y[i] = fromf<T>(v);
   }
 }
 
 /* Output t of a (batched) matrix product, computed by a group of G lanes
- * (G = nnk_gemm_group(K), a power of two <= 32; groups are aligned inside a
+ * (G = gemm_group(K), a power of two <= 32; groups are aligned inside a
  * warp and every lane of the warp calls this, each group with its own t):
  * lane l of the group sums k = l, l + G, ..., then a butterfly reduction
  * inside the group; its lane 0 stores. One thread per output cost one
@@ -364,28 +356,26 @@ template <typename T>
 __device__ void gemm_group_at(const nnk_gemm &p, int64_t t, int G, int lane, bool active) {
   const T *A = static_cast<const T *>(p.a), *B = static_cast<const T *>(p.b), *C = static_cast<const T *>(p.c);
   T *Y = static_cast<T *>(p.y);
-  {
-    if (!active) t = 0; /* idle lanes join the shuffles with a valid index */
-    const int64_t j = t % p.N, i = (t / p.N) % p.M, bi = t / (p.N * p.M);
-    int64_t oa = 0, ob = 0, r = bi;
-    for (int d = p.br - 1; d >= 0; d--) {
-      int64_t c = r % p.bdims[d];
-      r /= p.bdims[d];
-      oa += c * p.sa[d];
-      ob += c * p.sb[d];
-    }
-    float s = 0.0f;
-    for (int64_t k = lane; active && k < p.K; k += G)
-      s += tof<T>(A[oa + i * p.sai + k * p.sak]) * tof<T>(B[ob + k * p.sbk + j * p.sbj]);
-    for (int o = G / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane != 0 || !active) return;
-    float v = p.alpha * s;
-    if (C) v += p.beta * tof<T>(C[i * p.sc0 + j * p.sc1]);
-    Y[t] = fromf<T>(v);
+  if (!active) t = 0; /* idle lanes join the shuffles with a valid index */
+  const int64_t j = t % p.N, i = (t / p.N) % p.M, bi = t / (p.N * p.M);
+  int64_t oa = 0, ob = 0, r = bi;
+  for (int d = p.br - 1; d >= 0; d--) {
+    int64_t c = r % p.bdims[d];
+    r /= p.bdims[d];
+    oa += c * p.sa[d];
+    ob += c * p.sb[d];
   }
+  float s = 0.0f;
+  for (int64_t k = lane; active && k < p.K; k += G)
+    s += tof<T>(A[oa + i * p.sai + k * p.sak]) * tof<T>(B[ob + k * p.sbk + j * p.sbj]);
+  for (int o = G / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (lane != 0 || !active) return;
+  float v = p.alpha * s;
+  if (C) v += p.beta * tof<T>(C[i * p.sc0 + j * p.sc1]);
+  Y[t] = fromf<T>(v);
 }
 
-/* Groups of G lanes per output over the whole grid (or one block: chains).
+/* Groups of G lanes per output over the whole grid.
  * The loop runs while any group of the warp has work, so that every lane
  * takes part in every shuffle. */
 template <typename T>
@@ -412,28 +402,6 @@ __device__ __forceinline__ void convert_at(const void *in, int in_dt, void *out,
 __global__ void k_convert(const void *in, int in_dt, void *out, int out_dt, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
     convert_at(in, in_dt, out, out_dt, i);
-}
-
-/* A run of small steps in one block, in order. __syncthreads() between two
- * steps makes every global write of a step visible to the whole block (the
- * next step's reads); nothing else reads these buffers meanwhile. */
-__global__ void __launch_bounds__(NNK_CHAIN_THREADS) k_chain(const nnk_chain_step *steps, int count, int half) {
-  for (int k = 0; k < count; k++) {
-    const nnk_chain_step &s = steps[k];
-    if (s.kind == NNK_CHAIN_GEMM) { /* a group of lanes per output */
-      const int G = gemm_group(s.gm.K);
-      if (half) gemm_range<__half>(s.gm, threadIdx.x / G, blockDim.x / G);
-      else gemm_range<float>(s.gm, threadIdx.x / G, blockDim.x / G);
-    }
-    for (int64_t i = threadIdx.x; s.kind != NNK_CHAIN_GEMM && i < s.n; i += blockDim.x) {
-      switch (s.kind) {
-        case NNK_CHAIN_EW: ew_at(s.ew, i); break;
-        case NNK_CHAIN_MOVE: move_at(s.mv, i); break;
-        default: convert_at(s.cin, s.cin_dt, s.cout, s.cout_dt, i); break;
-      }
-    }
-    __syncthreads();
-  }
 }
 
 unsigned grid_for(int64_t n, int block) {
@@ -496,17 +464,10 @@ cudaError_t nnk_launch_bias_act(void *y, const void *b, int N, int M, int64_t pl
   return cudaGetLastError();
 }
 
-int nnk_gemm_group(int64_t K) { return gemm_group(K); }
-
 cudaError_t nnk_launch_gemm(const nnk_gemm &p, int half, cudaStream_t s) {
   int64_t lanes = p.nb * p.M * p.N * gemm_group(p.K); /* a group of lanes per output */
   if (half) k_gemm<__half><<<grid_for(lanes, 128), 128, 0, s>>>(p);
   else k_gemm<float><<<grid_for(lanes, 128), 128, 0, s>>>(p);
-  return cudaGetLastError();
-}
-
-cudaError_t nnk_launch_chain(const nnk_chain_step *steps, int count, int half, cudaStream_t s) {
-  k_chain<<<1, NNK_CHAIN_THREADS, 0, s>>>(steps, count, half);
   return cudaGetLastError();
 }
 

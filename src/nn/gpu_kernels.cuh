@@ -13,6 +13,11 @@
 
 #define NNK_MAX_RANK CUDAQ_NN_MAX_RANK
 
+/* ReLU that keeps NaN, as onnxruntime and PyTorch do (fmaxf(NaN, 0) is 0):
+ * every ReLU site, fused ones included (own and tensor-core convolutions),
+ * goes through it. */
+__device__ __forceinline__ float nnk_relu_nan(float v) { return v > 0.0f ? v : (v != v ? v : 0.0f); }
+
 /* Elementwise operator over up to three broadcast inputs. */
 struct nnk_elementwise {
   int op;                       /* nn_op_t */
@@ -60,33 +65,13 @@ struct nnk_gemm {
   void *y;
 };
 
-/* One step of a chain: a run of small steps that one block runs in order
- * (k_chain), one launch instead of one per step. n: elements (outputs). */
-enum { NNK_CHAIN_EW = 0, NNK_CHAIN_MOVE = 1, NNK_CHAIN_GEMM = 2, NNK_CHAIN_CONVERT = 3 };
-#define NNK_CHAIN_THREADS 1024
-struct nnk_chain_step {
-  int kind;
-  int64_t n;
-  nnk_elementwise ew;
-  nnk_move mv;
-  nnk_gemm gm;
-  const void *cin;
-  int cin_dt;
-  void *cout;
-  int cout_dt;
-};
-
 /* Launchers (src/nn/gpu_kernels.cu); all asynchronous on stream. */
 cudaError_t nnk_launch_elementwise(const nnk_elementwise &p, int half, cudaStream_t s);
 cudaError_t nnk_launch_move(const nnk_move &p, cudaStream_t s);
 cudaError_t nnk_launch_conv(const nnk_conv &p, int half, cudaStream_t s);
 cudaError_t nnk_launch_bias_act(void *y, const void *b, int N, int M, int64_t plane, int relu, int half,
                                 cudaStream_t s);
-/* Lanes that compute one output of a matrix product with inner size K. */
-int nnk_gemm_group(int64_t K);
 cudaError_t nnk_launch_gemm(const nnk_gemm &p, int half, cudaStream_t s);
-/* steps: device array of count steps. */
-cudaError_t nnk_launch_chain(const nnk_chain_step *steps, int count, int half, cudaStream_t s);
 cudaError_t nnk_launch_convert(const void *in, int in_dt, void *out, int out_dt, int64_t n,
                                cudaStream_t s);
 /* Whether the own convolution kernel handles this kernel size. */

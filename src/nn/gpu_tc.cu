@@ -122,8 +122,6 @@ __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ float relu_keep_nan(float v) { return v > 0.0f ? v : (v != v ? v : 0.0f); }
-
 /* Copies chunk c (channels c * KC ..) of the CTA's input range into raw:
  * row k holds the 8-aligned run of global elements that starts at or below
  * element (channel c*KC + k, cell lo); channels past C are zeros. 16-byte
@@ -293,7 +291,7 @@ __global__ void __launch_bounds__(TC_THREADS) k_conv_tc(tc_args a) {
         const int col = n0 + wn * WN + ni * 8 + 2 * (lane & 3) + (e & 1);
         if (row >= a.P || col >= a.M) continue;
         float v = acc[mi][ni][e] + (a.b ? a.b[col] : 0.0f);
-        if (a.relu) v = relu_keep_nan(v);
+        if (a.relu) v = nnk_relu_nan(v);
         Y[(size_t)col * a.P + row] = __float2half(v);
       }
 }
