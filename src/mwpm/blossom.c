@@ -1,7 +1,5 @@
 /* The matcher of the sparse-blossom decoder (Edmonds' primal side):
  * alternating trees of regions, blossoms, augmenting paths, shattering. */
-#include <string.h>
-
 #include "decoder_internal.h"
 
 /* ------------------------------------------------------------ regions */
@@ -24,8 +22,9 @@ int32_t cudaq_mwpm__new_region(cudaq_mwpm_decoder_t *d) {
 int32_t cudaq_mwpm__new_alt(cudaq_mwpm_decoder_t *d) {
   int32_t a = d->nfree_alts ? d->free_alts[--d->nfree_alts] : d->nalts++;
   altnode_t *A = &d->alts[a];
-  memset(A, 0, sizeof *A);
+  /* The edges are set when the node gets an inner region. */
   A->inner = A->outer = A->parent = A->first_child = A->next_sib = A->prev_sib = NONE;
+  A->stamp = 0;
   return a;
 }
 
@@ -82,7 +81,7 @@ void cudaq_mwpm__augment_tree(cudaq_mwpm_decoder_t *d, int32_t r, int32_t partne
     match_regions(d, r, partner, e);
     d->regions[r].alt = NONE;
     set_slope(d, r, 0);
-    cudaq_mwpm__replan_region(d, r, 1);
+    d->ev_desired[rid(d, r)] = NEVER; /* replan_region(d, r, 1): nothing else to do */
     free_alt(d, start);
     return;
   }

@@ -76,14 +76,15 @@ void cudaq_mwpm__collect(cudaq_mwpm_decoder_t *d) {
       continue;
     R->stamp = s;
     cedge_t e = R->match_edge;
-    if (R->match == BOUNDARY_REGION) {
-      record(d, e);
+    /* Blossoms are resolved into their children's pairs. */
+    record(d, e);
+    if (R->child != NONE)
       resolve(d, r, e.a);
-    } else {
-      d->regions[R->match].stamp = s;
-      record(d, e);
-      resolve(d, r, e.a);
-      resolve(d, R->match, e.b);
+    if (R->match != BOUNDARY_REGION) {
+      region_t *M = &d->regions[R->match];
+      M->stamp = s;
+      if (M->child != NONE)
+        resolve(d, R->match, e.b);
     }
   }
 }
@@ -290,6 +291,8 @@ cudaq_mwpm_status_t cudaq_mwpm_decoder_create(const cudaq_mwpm_graph_t *g,
   }
   for (int64_t i = -1; i < (int64_t)n; i++)
     d->ns[i] = (nstate_t){0, NONE, 0, 0};
+  for (int i = 0; i < 64; i++)
+    d->bucket[i] = NONE; /* then kept NONE while empty (heap_clear) */
   cudaq_mwpm__heap_clear(d);
   for (size_t i = 0; i < n + mr; i++) {
     d->ev_desired[i] = NEVER;

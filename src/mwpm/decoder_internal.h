@@ -189,11 +189,16 @@ static inline void set_slope(cudaq_mwpm_decoder_t *d, int32_t r, int32_t slope) 
   int64_t y = radius(R, d->now);
   R->slope = slope;
   R->y0 = y - (int64_t)slope * d->now;
-  if (R->parent == NONE) {
-    FOR_AREA_BEGIN(d, r, x)
-    node_retop(d, x, r, slope);
-    FOR_AREA_END
+  if (R->parent != NONE)
+    return;
+  if (R->child == NONE) { /* a trivial region: its area is its shell */
+    for (int32_t x = R->shell; x != NONE; x = d->nodes[x].shell_next)
+      node_retop(d, x, r, slope);
+    return;
   }
+  FOR_AREA_BEGIN(d, r, x)
+  node_retop(d, x, r, slope);
+  FOR_AREA_END
 }
 
 /* The child of blossom b (a direct child) whose area holds source node s. */

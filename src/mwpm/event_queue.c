@@ -11,8 +11,10 @@
  * lower ones. Entries live in one pool, linked by index, reused through a
  * free list: the pool grows (doubling) only during warm-up. */
 void cudaq_mwpm__heap_clear(cudaq_mwpm_decoder_t *d) {
-  for (int i = 0; i < 64; i++)
-    d->bucket[i] = NONE;
+  /* Empty buckets are NONE already: reset only those in use (none after a
+   * decode that ran to the end). */
+  for (uint64_t m = d->bucket_mask; m; m &= m - 1)
+    d->bucket[__builtin_ctzll(m)] = NONE;
   d->bucket_mask = 0;
   d->heap_last = 0;
   d->heap_len = 0;
