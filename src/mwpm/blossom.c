@@ -4,32 +4,7 @@
 
 /* ------------------------------------------------------------ regions */
 
-
-int32_t cudaq_mwpm__new_region(cudaq_mwpm_decoder_t *d) {
-  int32_t r = d->nfree_regions ? d->free_regions[--d->nfree_regions] : d->nregions++;
-  region_t *R = &d->regions[r];
-  /* Every field is set here or before it is read (edges: when matched or
-   * linked into a cycle). */
-  R->y0 = 0;
-  R->slope = 0;
-  R->stamp = 0;
-  R->parent = R->alt = R->shell = R->child = R->next = R->source = R->match = NONE;
-  d->ev_desired[rid(d, r)] = NEVER;
-  d->ev_queued[rid(d, r)] = NEVER;
-  return r;
-}
-
-int32_t cudaq_mwpm__new_alt(cudaq_mwpm_decoder_t *d) {
-  int32_t a = d->nfree_alts ? d->free_alts[--d->nfree_alts] : d->nalts++;
-  altnode_t *A = &d->alts[a];
-  /* The edges are set when the node gets an inner region. */
-  A->inner = A->outer = A->parent = A->first_child = A->next_sib = A->prev_sib = NONE;
-  A->stamp = 0;
-  return a;
-}
-
 static void free_alt(cudaq_mwpm_decoder_t *d, int32_t a) { d->free_alts[d->nfree_alts++] = a; }
-
 
 /* ------------------------------------------------------------ alt trees */
 

@@ -161,12 +161,16 @@ cudaq_mwpm_status_t cudaq_mwpm_decode(cudaq_mwpm_decoder_t *d, const uint32_t *e
     return CUDAQ_MWPM_ERR_INVALID_ARG;
   if (d->corr)
     cudaq_mwpm__corr_before_decode(d->corr, d->g);
-  for (size_t i = 0; i < num_events; i++)
-    if (events[i] >= d->n)
+  /* Toggle marks: an event listed twice cancels. On an event out of range,
+   * the marks set so far are undone. */
+  for (size_t i = 0; i < num_events; i++) {
+    if (events[i] >= d->n) {
+      while (i--)
+        d->mark[events[i]] ^= 1;
       return CUDAQ_MWPM_ERR_OUT_OF_RANGE;
-  /* Toggle marks: an event listed twice cancels. */
-  for (size_t i = 0; i < num_events; i++)
+    }
     d->mark[events[i]] ^= 1;
+  }
   return finish_events(d, events, num_events, res);
 }
 

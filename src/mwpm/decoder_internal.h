@@ -201,6 +201,31 @@ static inline void set_slope(cudaq_mwpm_decoder_t *d, int32_t r, int32_t slope) 
   FOR_AREA_END
 }
 
+/* A fresh region (from the free list first). */
+static inline int32_t cudaq_mwpm__new_region(cudaq_mwpm_decoder_t *d) {
+  int32_t r = d->nfree_regions ? d->free_regions[--d->nfree_regions] : d->nregions++;
+  region_t *R = &d->regions[r];
+  /* Every field is set here or before it is read (edges: when matched or
+   * linked into a cycle). */
+  R->y0 = 0;
+  R->slope = 0;
+  R->stamp = 0;
+  R->parent = R->alt = R->shell = R->child = R->next = R->source = R->match = NONE;
+  d->ev_desired[rid(d, r)] = NEVER;
+  d->ev_queued[rid(d, r)] = NEVER;
+  return r;
+}
+
+/* A fresh alternating-tree node. */
+static inline int32_t cudaq_mwpm__new_alt(cudaq_mwpm_decoder_t *d) {
+  int32_t a = d->nfree_alts ? d->free_alts[--d->nfree_alts] : d->nalts++;
+  altnode_t *A = &d->alts[a];
+  /* The edges are set when the node gets an inner region. */
+  A->inner = A->outer = A->parent = A->first_child = A->next_sib = A->prev_sib = NONE;
+  A->stamp = 0;
+  return a;
+}
+
 /* The child of blossom b (a direct child) whose area holds source node s. */
 static inline int32_t child_holding(const cudaq_mwpm_decoder_t *d, int32_t b, int32_t s) {
   int32_t r = d->nodes[s].region;
@@ -210,9 +235,57 @@ static inline int32_t child_holding(const cudaq_mwpm_decoder_t *d, int32_t b, in
 }
 
 /* event_queue.c */
+/* A radix heap: keys never go below the last key popped (event times only
+ * move forward), so an entry sits in the bucket of the highest bit in which
+ * its key differs from that last key; popping from an empty bucket 0 first
+ * redistributes the lowest non-empty bucket into lower ones. Entries live in
+ * one pool, linked by index, reused through a free list: the pool grows
+ * (doubling) only during warm-up. Push and pop are inline; the rare parts
+ * are in event_queue.c. */
 void cudaq_mwpm__heap_clear(cudaq_mwpm_decoder_t *d);
-int cudaq_mwpm__heap_push(cudaq_mwpm_decoder_t *d, int64_t t, int32_t id);
-heap_item_t cudaq_mwpm__heap_pop(cudaq_mwpm_decoder_t *d);
+int cudaq_mwpm__heap_grow(cudaq_mwpm_decoder_t *d);
+void cudaq_mwpm__heap_refill(cudaq_mwpm_decoder_t *d);
+
+static inline int heap_bucket_of(int64_t t, int64_t last) {
+  uint64_t x = (uint64_t)(t ^ last);
+  return x ? 64 - __builtin_clzll(x) : 0;
+}
+
+static inline int cudaq_mwpm__heap_push(cudaq_mwpm_decoder_t *d, int64_t t, int32_t id) {
+  int32_t e;
+  if (d->pool_free != NONE) {
+    e = d->pool_free;
+    d->pool_free = d->pool[e].next;
+  } else {
+    if (d->pool_used == d->pool_cap && cudaq_mwpm__heap_grow(d))
+      return -1;
+    e = (int32_t)d->pool_used++;
+  }
+  int b = heap_bucket_of(t, d->heap_last);
+  heap_item_t *it = &d->pool[e];
+  it->t = t;
+  it->id = id;
+  it->next = d->bucket[b];
+  d->bucket[b] = e;
+  d->bucket_mask |= 1ull << b;
+  d->heap_len++;
+  return 0;
+}
+
+/* The entry of smallest time (the heap is not empty). */
+static inline heap_item_t cudaq_mwpm__heap_pop(cudaq_mwpm_decoder_t *d) {
+  if (d->bucket[0] == NONE)
+    cudaq_mwpm__heap_refill(d);
+  int32_t e = d->bucket[0];
+  heap_item_t out = d->pool[e];
+  d->bucket[0] = out.next;
+  if (out.next == NONE)
+    d->bucket_mask &= ~1ull;
+  d->pool[e].next = d->pool_free;
+  d->pool_free = e;
+  d->heap_len--;
+  return out;
+}
 
 /* Asks for entity id to be looked at at time t (NEVER: not at all). At most
  * one live heap entry per entity: a later desired time keeps the earlier
@@ -234,8 +307,6 @@ void cudaq_mwpm__replan_region(cudaq_mwpm_decoder_t *d, int32_t r, int was_growi
 void cudaq_mwpm__collect(cudaq_mwpm_decoder_t *d);
 
 /* blossom.c */
-int32_t cudaq_mwpm__new_region(cudaq_mwpm_decoder_t *d);
-int32_t cudaq_mwpm__new_alt(cudaq_mwpm_decoder_t *d);
 void cudaq_mwpm__hit_region(cudaq_mwpm_decoder_t *d, int32_t r1, int32_t r2, cedge_t e);
 void cudaq_mwpm__augment_tree(cudaq_mwpm_decoder_t *d, int32_t r, int32_t partner, cedge_t e);
 void cudaq_mwpm__shatter(cudaq_mwpm_decoder_t *d, int32_t b);
