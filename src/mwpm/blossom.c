@@ -56,7 +56,7 @@ void cudaq_mwpm__augment_tree(cudaq_mwpm_decoder_t *d, int32_t r, int32_t partne
     match_regions(d, r, partner, e);
     d->regions[r].alt = NONE;
     set_slope(d, r, 0);
-    d->ev_desired[rid(d, r)] = NEVER; /* replan_region(d, r, 1): nothing else to do */
+    d->ev[rid(d, r)].desired = NEVER; /* replan_region(d, r, 1): nothing else to do */
     free_alt(d, start);
     return;
   }
@@ -152,7 +152,7 @@ static void form_blossom(cudaq_mwpm_decoder_t *d, int32_t r1, int32_t r2, cedge_
     C->alt = NONE;
     C->next = cyc[(i + 1) % k];
     C->to_next = ce[i];
-    d->ev_desired[rid(d, c)] = NEVER;
+    d->ev[rid(d, c)].desired = NEVER;
   }
   B->child = cyc[0];
   /* Off-path subtrees move to lca; path nodes are freed. */
@@ -304,7 +304,7 @@ void cudaq_mwpm__shatter(cudaq_mwpm_decoder_t *d, int32_t b) {
   }
 #undef STEP_EDGE
 #undef IDX
-  d->ev_desired[rid(d, b)] = NEVER;
+  d->ev[rid(d, b)].desired = NEVER;
   d->free_regions[d->nfree_regions++] = b;
   for (int32_t i = 0; i < k; i++)
     cudaq_mwpm__replan_region(d, cyc[i], 0);

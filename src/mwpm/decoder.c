@@ -100,8 +100,8 @@ static void reset(cudaq_mwpm_decoder_t *d) {
     nx->source = nx->shell_next = NONE;
     nx->touched = 0;
     nx->is_event = 0;
-    d->ev_desired[x] = NEVER;
-    d->ev_queued[x] = NEVER;
+    d->ev[x].desired = NEVER;
+    d->ev[x].queued = NEVER;
   }
   d->ntouched = 0;
   d->nregions = 0;
@@ -212,8 +212,7 @@ void cudaq_mwpm_decoder_destroy(cudaq_mwpm_decoder_t *d) {
   free(d->free_regions);
   free(d->alts);
   free(d->free_alts);
-  free(d->ev_desired);
-  free(d->ev_queued);
+  free(d->ev);
   free(d->pool);
   free(d->touched);
   free(d->scratch_a);
@@ -257,8 +256,7 @@ cudaq_mwpm_status_t cudaq_mwpm_decoder_create(const cudaq_mwpm_graph_t *g,
   d->free_regions = calloc(mr, sizeof *d->free_regions);
   d->alts = calloc(mr, sizeof *d->alts);
   d->free_alts = calloc(mr, sizeof *d->free_alts);
-  d->ev_desired = malloc((n + mr) * sizeof *d->ev_desired);
-  d->ev_queued = malloc((n + mr) * sizeof *d->ev_queued);
+  d->ev = malloc((n + mr) * sizeof *d->ev);
   d->pool_cap = 2 * (n + mr);
   d->pool = malloc(d->pool_cap * sizeof *d->pool);
   d->touched = malloc(n * sizeof *d->touched);
@@ -274,7 +272,7 @@ cudaq_mwpm_status_t cudaq_mwpm_decoder_create(const cudaq_mwpm_graph_t *g,
   d->dj_prev_adj = malloc(n * sizeof *d->dj_prev_adj);
   d->dj_list = malloc(n * sizeof *d->dj_list);
   if (!d->nodes || !d->ns || !d->regions || !d->free_regions || !d->alts || !d->free_alts ||
-      !d->ev_desired || !d->ev_queued || !d->pool || !d->touched || !d->scratch_a ||
+      !d->ev || !d->pool || !d->touched || !d->scratch_a ||
       !d->scratch_b || !d->scratch_c || !d->scratch_e || !d->pairs || !d->pair_edges ||
       !d->events || !d->mark || !d->dj_dist || !d->dj_prev_adj || !d->dj_list) {
     cudaq_mwpm_decoder_destroy(d);
@@ -299,8 +297,8 @@ cudaq_mwpm_status_t cudaq_mwpm_decoder_create(const cudaq_mwpm_graph_t *g,
     d->bucket[i] = NONE; /* then kept NONE while empty (heap_clear) */
   cudaq_mwpm__heap_clear(d);
   for (size_t i = 0; i < n + mr; i++) {
-    d->ev_desired[i] = NEVER;
-    d->ev_queued[i] = NEVER;
+    d->ev[i].desired = NEVER;
+    d->ev[i].queued = NEVER;
   }
   *out = d;
   return CUDAQ_MWPM_OK;

@@ -75,6 +75,13 @@ typedef struct altnode {
   cedge_t parent_edge;    /* inner -> parent's outer */
 } altnode_t;
 
+/* Per entity (node, or n + region): when it wants to be looked at, and the
+ * time of its live heap entry (NEVER: none); side by side, one cache line. */
+typedef struct evq {
+  int64_t desired;
+  int64_t queued;
+} evq_t;
+
 typedef struct heap_item {
   int64_t t;
   int32_t id;
@@ -101,7 +108,7 @@ struct cudaq_mwpm_decoder {
   int32_t nregions, *free_regions, nfree_regions;
   altnode_t *alts;
   int32_t nalts, *free_alts, nfree_alts;
-  int64_t *ev_desired, *ev_queued; /* per id: nodes, then regions */
+  evq_t *ev;              /* per id: nodes, then regions */
   heap_item_t *pool;      /* radix heap entries */
   size_t pool_cap, pool_used;
   int32_t pool_free;
@@ -211,8 +218,8 @@ static inline int32_t cudaq_mwpm__new_region(cudaq_mwpm_decoder_t *d) {
   R->slope = 0;
   R->stamp = 0;
   R->parent = R->alt = R->shell = R->child = R->next = R->source = R->match = NONE;
-  d->ev_desired[rid(d, r)] = NEVER;
-  d->ev_queued[rid(d, r)] = NEVER;
+  d->ev[rid(d, r)].desired = NEVER;
+  d->ev[rid(d, r)].queued = NEVER;
   return r;
 }
 
@@ -291,11 +298,11 @@ static inline heap_item_t cudaq_mwpm__heap_pop(cudaq_mwpm_decoder_t *d) {
  * one live heap entry per entity: a later desired time keeps the earlier
  * entry, which re-queues itself when it comes out. */
 static inline void q_set(cudaq_mwpm_decoder_t *d, int32_t id, int64_t t) {
-  d->ev_desired[id] = t;
-  if (t != NEVER && d->ev_queued[id] > t) {
+  d->ev[id].desired = t;
+  if (t != NEVER && d->ev[id].queued > t) {
     if (cudaq_mwpm__heap_push(d, t, id))
       d->oom = 1;
-    d->ev_queued[id] = t;
+    d->ev[id].queued = t;
   }
 }
 

@@ -135,7 +135,7 @@ static int process_node(cudaq_mwpm_decoder_t *d, int32_t x, mev_t *ev) {
       ev->r2 = d->ns[to].top;
     }
     /* x is looked at again at now, after the event (cudaq_mwpm__run). */
-    d->ev_desired[x] = d->now;
+    d->ev[x].desired = d->now;
     return 1;
   }
   q_set(d, x, best);
@@ -195,7 +195,7 @@ void cudaq_mwpm__replan_region(cudaq_mwpm_decoder_t *d, int32_t r, int was_growi
     schedule_shrink(d, r);
     return;
   }
-  d->ev_desired[rid(d, r)] = NEVER;
+  d->ev[rid(d, r)].desired = NEVER;
   if (R->slope == 0 && was_growing)
     return;
   FOR_AREA_BEGIN(d, r, x)
@@ -240,19 +240,19 @@ cudaq_mwpm_status_t cudaq_mwpm__run(cudaq_mwpm_decoder_t *d) {
   while (d->heap_len) {
     heap_item_t it = cudaq_mwpm__heap_pop(d);
     int32_t id = it.id;
-    if (d->ev_queued[id] != it.t)
+    if (d->ev[id].queued != it.t)
       continue; /* superseded entry */
-    d->ev_queued[id] = NEVER;
-    int64_t want = d->ev_desired[id];
+    d->ev[id].queued = NEVER;
+    int64_t want = d->ev[id].desired;
     if (want != it.t) {
       if (want != NEVER && want > it.t) {
         if (cudaq_mwpm__heap_push(d, want, id))
           d->oom = 1;
-        d->ev_queued[id] = want;
+        d->ev[id].queued = want;
       }
       continue;
     }
-    d->ev_desired[id] = NEVER;
+    d->ev[id].desired = NEVER;
     d->now = it.t;
     int got = id < (int32_t)d->n ? process_node(d, id, &ev)
                                   : process_region(d, id - (int32_t)d->n, &ev);
@@ -277,10 +277,10 @@ cudaq_mwpm_status_t cudaq_mwpm__run(cudaq_mwpm_decoder_t *d) {
     /* The node that reported the event is looked at again at now, for its
      * other due edges, unless the event re-planned it, or it has nothing
      * to look for (most often: its region was just matched and froze). */
-    if (again != NONE && d->ev_desired[again] == d->now) {
+    if (again != NONE && d->ev[again].desired == d->now) {
       const nstate_t *sa = &d->ns[again];
       if (sa->top < 0 || sa->slope < 0 || frozen_idle(sa))
-        d->ev_desired[again] = NEVER;
+        d->ev[again].desired = NEVER;
       else
         q_set(d, again, d->now);
     }
