@@ -8,9 +8,10 @@
 # on the GPU machine's 16-core host (bench_udp: latency rows and a 10^6-request
 # run at 100k/s), which needs no GPU but more cores than the development VM.
 # STEPS=dispatch adds the dispatch and pipeline GPU tests (test_gpu_dispatch,
-# test_pipeline_gpu; test_api) under compute-sanitizer memcheck and racecheck (and synccheck
-# for the dispatch kernels) at a
-# reduced scale, and bench_gpu_dispatch / bench_pipeline, from the packed binaries.
+# test_pipeline_gpu; test_api), test_gpu_dispatch under compute-sanitizer memcheck,
+# racecheck and synccheck at a reduced scale (SCALE_SAN; SAN_PIPELINE=1: test_pipeline_gpu
+# under memcheck and racecheck too), and bench_gpu_dispatch (BENCH_PIPELINE=1: bench_pipeline),
+# from the packed binaries.
 # Prepare here (the build folder is too large to carry whole):
 #   scripts/gpu-build.sh && scripts/gpu-pack.sh      -> .gpucarry/
 # then run with .gpucarry and .whl (stim, PyMatching wheels) carried.
@@ -103,7 +104,8 @@ if has dispatch; then
   for t in test_gpu_dispatch test_pipeline_gpu; do
     STEP_TIMEOUT=240 run "$t" "/tmp/rtbin/$t"
     grep -E "PASSED|FAILED|^\[ +(OK|FAILED)|graph launch:|floor" "$OUT/$t.log" | tail -40
-    tools="memcheck racecheck"; [ $t = test_gpu_dispatch ] && tools="$tools synccheck"
+    tools=""; [ $t = test_gpu_dispatch ] && tools="memcheck racecheck synccheck"
+    [ -n "${SAN_PIPELINE:-}" ] && [ $t = test_pipeline_gpu ] && tools="memcheck racecheck"
     for tool in $tools; do
       STEP_TIMEOUT=${SAN_TIMEOUT:-120} run "${t}_$tool" env CUDAQ_TEST_SCALE="${SCALE_SAN:-0.005}" \
         CUDAQ_TEST_SLOW=1 compute-sanitizer --tool $tool $([ $tool = memcheck ] && echo --report-api-errors no) \
@@ -113,8 +115,10 @@ if has dispatch; then
   done
   STEP_TIMEOUT=120 run bench_gpu_dispatch /tmp/rtbin/bench_gpu_dispatch --requests 200000 --cpu 2
   cat "$OUT/bench_gpu_dispatch.log"
-  STEP_TIMEOUT=180 run bench_pipeline /tmp/rtbin/bench_pipeline --requests 100000 --cpus 2,3,4 --workers 8
-  cat "$OUT/bench_pipeline.log"
+  if [ -n "${BENCH_PIPELINE:-}" ]; then
+    STEP_TIMEOUT=180 run bench_pipeline /tmp/rtbin/bench_pipeline --requests 100000 --cpus 2,3,4 --workers 8
+    cat "$OUT/bench_pipeline.log"
+  fi
 fi
 if has udp; then # UDP bridge + emulator on loopback: ratios to a bare ping-pong, then the rate runs
   STEP_TIMEOUT=200 run bench_udp /tmp/rtbin/bench_udp --requests 20000 --count "${UDP_COUNT:-1000000}" \
