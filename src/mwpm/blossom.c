@@ -51,13 +51,15 @@ static int32_t alt_root(const cudaq_mwpm_decoder_t *d, int32_t a) {
  * the augmenting path and the inner-outer pairs elsewhere. */
 void cudaq_mwpm__augment_tree(cudaq_mwpm_decoder_t *d, int32_t r, int32_t partner, cedge_t e) {
   int32_t start = d->regions[r].alt;
-  if (d->alts[start].parent == NONE && d->alts[start].first_child == NONE) {
+  if (start == ALT_LONE ||
+      (d->alts[start].parent == NONE && d->alts[start].first_child == NONE)) {
     /* A lone root (the common case at low noise). */
     match_regions(d, r, partner, e);
     d->regions[r].alt = NONE;
     set_slope(d, r, 0);
     d->ev[rid(d, r)].desired = NEVER; /* replan_region(d, r, 1): nothing else to do */
-    free_alt(d, start);
+    if (start != ALT_LONE)
+      free_alt(d, start);
     return;
   }
   int32_t root = alt_root(d, start);
@@ -193,6 +195,11 @@ static void add_pair_to_tree(cudaq_mwpm_decoder_t *d, int32_t o, int32_t r, cedg
   A->outer = m;
   A->inner_to_outer = d->regions[r].match_edge;
   A->parent_edge = rev(e);
+  if (d->regions[o].alt == ALT_LONE) { /* o's tree grows: make its root node */
+    int32_t root = cudaq_mwpm__new_alt(d);
+    d->alts[root].outer = o;
+    d->regions[o].alt = root;
+  }
   alt_add_child(d, d->regions[o].alt, a);
   d->regions[r].alt = a;
   d->regions[m].alt = a;
@@ -214,7 +221,8 @@ void cudaq_mwpm__hit_region(cudaq_mwpm_decoder_t *d, int32_t r1, int32_t r2, ced
   if (d->regions[r1].alt == NONE)
     return; /* stale: neither is in a tree */
   if (d->regions[r2].alt != NONE) {
-    if (alt_root(d, d->regions[r1].alt) == alt_root(d, d->regions[r2].alt)) {
+    int32_t a1 = d->regions[r1].alt, a2 = d->regions[r2].alt;
+    if (a1 != ALT_LONE && a2 != ALT_LONE && alt_root(d, a1) == alt_root(d, a2)) {
       form_blossom(d, r1, r2, e);
     } else {
       cudaq_mwpm__augment_tree(d, r1, r2, e);

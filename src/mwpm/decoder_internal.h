@@ -15,6 +15,10 @@
 #define NEVER INT64_MAX
 #define NONE (-1)
 #define BOUNDARY_REGION (-2)
+/* region.alt of a tree that is one outer region alone (every event's region
+ * at the start): its alternating-tree node is made only when the tree grows
+ * (add_pair_to_tree); most are matched before that. */
+#define ALT_LONE (-3)
 
 typedef struct cedge {  /* a path between two detection events (b = -1: boundary) */
   int32_t a, b;

@@ -222,9 +222,7 @@ cudaq_mwpm_status_t cudaq_mwpm__run(cudaq_mwpm_decoder_t *d) {
     R->slope = 1;
     R->source = s;
     R->shell = s;
-    int32_t a = cudaq_mwpm__new_alt(d);
-    d->alts[a].outer = r;
-    R->alt = a;
+    R->alt = ALT_LONE; /* a tree of its own */
     node_t *ns = &d->nodes[s];
     touch(d, s);
     d->nodes[s].region = r;
