@@ -232,8 +232,18 @@ cudaq_mwpm_status_t cudaq_mwpm__run(cudaq_mwpm_decoder_t *d) {
     ns->distf = 0;
     ns->obs = 0;
   }
+  /* The radix heap starts from the earliest of these times rather than 0,
+   * which spares it one redistribution of every entry. */
+  int64_t first = NEVER;
+  for (size_t i = 0; i < d->nevents; i++) {
+    int32_t x = (int32_t)d->events[i];
+    d->ev[x].desired = first_time(d, x);
+    first = d->ev[x].desired < first ? d->ev[x].desired : first;
+  }
+  if (first != NEVER)
+    d->heap_last = first; /* the heap is empty */
   for (size_t i = 0; i < d->nevents; i++)
-    q_set(d, (int32_t)d->events[i], first_time(d, (int32_t)d->events[i]));
+    q_set(d, (int32_t)d->events[i], d->ev[d->events[i]].desired);
   mev_t ev;
   while (d->heap_len) {
     heap_item_t it = cudaq_mwpm__heap_pop(d);
