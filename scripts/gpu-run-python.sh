@@ -19,6 +19,9 @@ install_wheels
 python3 -c "import lzma; open('/tmp/libcudaq_realtime_py.so', 'wb').write(lzma.open('build-pywheel/lib.so.xz').read())"
 export CUDAQ_REALTIME_LIBRARY=/tmp/libcudaq_realtime_py.so CUDAQ_REALTIME_MODELS=$PWD/models
 export PYTHONPATH=$PWD/python:$PYTHONPATH
+# The carried pytest, without the GPU machine's own plugins (its pytest-timeout
+# needs a newer pytest than the one carried).
+export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
 # cuDNN: from the CUDA toolkit, else the copy PyTorch ships.
 if ! ldconfig -p 2>/dev/null | grep -q libcudnn.so.9 && [ ! -e /usr/local/cuda/lib64/libcudnn.so.9 ]; then
   d=$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null || true)
