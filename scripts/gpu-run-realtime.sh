@@ -107,7 +107,10 @@ if has dispatch; then
     tools=""; [ $t = test_gpu_dispatch ] && tools="memcheck racecheck synccheck"
     [ -n "${SAN_PIPELINE:-}" ] && [ $t = test_pipeline_gpu ] && tools="memcheck racecheck"
     for tool in $tools; do
-      STEP_TIMEOUT=${SAN_TIMEOUT:-120} run "${t}_$tool" env CUDAQ_TEST_SCALE="${SCALE_SAN:-0.005}" \
+      # synccheck does not support device-side launches (compute-sanitizer's known
+      # limitations): the graph-launch test's handler graph is launched from the GPU.
+      skip=""; [ $tool = synccheck ] && skip=test_graph_launch_100k
+      STEP_TIMEOUT=${SAN_TIMEOUT:-120} run "${t}_$tool" env CUDAQ_TEST_SKIP="$skip" CUDAQ_TEST_SCALE="${SCALE_SAN:-0.005}" \
         CUDAQ_TEST_SLOW=1 compute-sanitizer --tool $tool $([ $tool = memcheck ] && echo --report-api-errors no) \
         --error-exitcode 1 "/tmp/rtbin/$t"
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/${t}_$tool.log" | tail -3
