@@ -38,11 +38,7 @@ OPSET = 17
 INPUT, RESIDUAL, FRAME = "detectors", "residual_detectors", "logical_frame"
 
 
-def build_onnx(model: net.Predecoder, lay: L.Layout, spec: dict, threshold: float = 0.0,
-               pad_out: int = 0) -> onnx.ModelProto:
-    """pad_out > K: the last convolution gets pad_out output channels (the
-    extra ones zero) and a Slice keeps the first K, for GPU convolution
-    libraries that handle 16 output channels much faster than 9."""
+def build_onnx(model: net.Predecoder, lay: L.Layout, spec: dict, threshold: float = 0.0) -> onnx.ModelProto:
     T, H, W = lay.shape
     thw, n, nobs, K = T * H * W, lay.num_detectors, lay.num_observables, L.NUM_EDGE_TYPES
     inits, nodes = [], []
@@ -62,21 +58,11 @@ def build_onnx(model: net.Predecoder, lay: L.Layout, spec: dict, threshold: floa
     sites = const("site_masks", np.stack([lay.site_x, lay.site_z])[None].astype(np.float32))
     x = node("Concat", [grid, sites], "net_input", axis=1)
     for i, conv in enumerate(model.convs):
-        wa = conv.weight.detach().float().cpu().numpy()
-        ba = conv.bias.detach().float().cpu().numpy()
-        last = i + 1 == len(model.convs)
-        if last and pad_out > wa.shape[0]:
-            wa = np.concatenate([wa, np.zeros((pad_out - wa.shape[0],) + wa.shape[1:], np.float32)])
-            ba = np.concatenate([ba, np.zeros(pad_out - ba.shape[0], np.float32)])
-        w = const(f"conv{i}.weight", wa)
-        b = const(f"conv{i}.bias", ba)
+        w = const(f"conv{i}.weight", conv.weight.detach().float().cpu().numpy())
+        b = const(f"conv{i}.bias", conv.bias.detach().float().cpu().numpy())
         x = node("Conv", [x, w, b], f"conv{i}", kernel_shape=[3, 3, 3], pads=[1] * 6)
-        if not last:
+        if i + 1 < len(model.convs):
             x = node("Relu", [x], f"relu{i}")
-        elif pad_out > K:
-            x = node("Slice", [x, const("slice_start", np.array([0], np.int64)),
-                               const("slice_end", np.array([K], np.int64)),
-                               const("slice_axis", np.array([1], np.int64))], "logits")
     above = node("Greater", [x, const("decision_threshold", np.array(threshold, np.float32))], "edge_above")
     edges_f = node("Cast", [above], "edges_all", to=TensorProto.FLOAT)
     edges = node("Mul", [edges_f, const("slot_valid", lay.slot_valid[None])], "edges")
@@ -234,8 +220,6 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     ap.add_argument("--manifest")
     ap.add_argument("--verify-shots", type=int, default=200)
-    ap.add_argument("--pad-out", type=int, default=0,
-                    help="give the last convolution this many output channels (zero-padded, then sliced)")
     ap.add_argument("--threshold", type=float, default=3.0,
                     help="apply an edge when its logit is above this (higher: fewer, surer corrections)")
     a = ap.parse_args(argv)
@@ -243,7 +227,7 @@ def main(argv=None):
     circuit = L.make_circuit(spec)
     lay = L.build_layout(circuit)
     model, ck = load_model(a.ckpt)
-    m = build_onnx(model, lay, spec, a.threshold, a.pad_out)
+    m = build_onnx(model, lay, spec, a.threshold)
     onnx.save(m, a.out)
     bad = verify(m, model, lay, circuit, a.verify_shots, threshold=a.threshold) if a.verify_shots else 0
     size = os.path.getsize(a.out)
