@@ -222,6 +222,18 @@ void cudaq_mwpm__hit_region(cudaq_mwpm_decoder_t *d, int32_t r1, int32_t r2, ced
     return; /* stale: neither is in a tree */
   if (d->regions[r2].alt != NONE) {
     int32_t a1 = d->regions[r1].alt, a2 = d->regions[r2].alt;
+    if (a1 == ALT_LONE && a2 == ALT_LONE) {
+      /* Two lone regions meet (most events at low noise): both augment_tree
+       * calls below, done once. */
+      match_regions(d, r1, r2, e);
+      int32_t rr[2] = {r1, r2};
+      for (int i = 0; i < 2; i++) {
+        d->regions[rr[i]].alt = NONE;
+        set_slope(d, rr[i], 0);
+        d->ev[rid(d, rr[i])].desired = NEVER;
+      }
+      return;
+    }
     if (a1 != ALT_LONE && a2 != ALT_LONE && alt_root(d, a1) == alt_root(d, a2)) {
       form_blossom(d, r1, r2, e);
     } else {
