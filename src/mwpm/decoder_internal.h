@@ -33,7 +33,7 @@ typedef struct cedge {  /* a path between two detection events (b = -1: boundary
  * node in a top-level region's area carries that region's slope; when the
  * slope or the top changes at time now, r0 is shifted so that the local
  * radius at now is unchanged (set_slope, form_blossom, shatter). An unowned
- * node is {0, NONE, 0}, like the boundary: the array is allocated with one
+ * node is {0, NONE, 0, 0}, like the boundary: the array is allocated with one
  * entry before node 0, ns[-1], the boundary, so that an adjacency entry's
  * `to` (-1: the boundary) indexes it directly. */
 typedef struct nstate {
@@ -59,7 +59,7 @@ typedef struct region {
   int64_t y0;         /* radius(t) = y0 + slope * t */
   int32_t slope;      /* +1 growing, 0 frozen, -1 shrinking */
   int32_t parent;     /* blossom containing this region, or NONE */
-  int32_t alt;        /* alternating-tree node, or NONE */
+  int32_t alt;        /* alternating-tree node, ALT_LONE, or NONE */
   int32_t shell;      /* newest node of the shell, or NONE */
   int32_t child;      /* blossom: one child of the cycle, or NONE */
   int32_t next;       /* as a child: next child around the cycle */
