@@ -178,6 +178,7 @@ __global__ void __launch_bounds__(TC_THREADS) k_conv_tc(tc_args a) {
   __half *raw = reinterpret_cast<__half *>(tc_smem);                 /* [KC][RS] */
   __half *xs = raw + (size_t)KC * a.RS;                               /* [R][LD] */
   uint32_t *rmask = reinterpret_cast<uint32_t *>(xs + (size_t)a.R * LD); /* [BM] */
+  int *toff_s = reinterpret_cast<int *>(rmask + BM);                    /* [TC_MAX_TAPS] */
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp % WARPS_M, wn = warp / WARPS_M;
@@ -191,8 +192,7 @@ __global__ void __launch_bounds__(TC_THREADS) k_conv_tc(tc_args a) {
    * g = lane / 4 of each n8 tile, k = 2 * (lane % 4) (+1) and + 8 (+9). */
   const unsigned int *W32 = reinterpret_cast<const unsigned int *>(a.w);
   const int bn_lane = n0 + wn * WN + (lane >> 2), bk_lane = 2 * (lane & 3);
-  auto load_b = [&](int s, uint32_t (&b)[NI][KS][2]) {
-    const int c = s / a.taps, t = s - c * a.taps;
+  auto load_b = [&](int c, int t, uint32_t (&b)[NI][KS][2]) {
 #pragma unroll
     for (int ni = 0; ni < NI; ni++)
 #pragma unroll
@@ -203,17 +203,25 @@ __global__ void __launch_bounds__(TC_THREADS) k_conv_tc(tc_args a) {
       }
   };
 
+  /* Chunk and tap of a stage are stepped, never divided out: a runtime
+   * integer division is a ~20-instruction dependent chain, and the loop had
+   * five of them per tap on its critical path (SASS of 68cf81c). */
   tc_issue_raw<KC>(a, xbase, lo, 0, raw);
   cp_async_commit();
   for (int r = tid; r < BM; r += TC_THREADS) rmask[r] = cell0 + r < a.P ? tc_tap_mask(a, cell0 + r) : 0u;
+  if (tid < a.taps) toff_s[tid] = tc_toff(a, tid);
   /* B registers in a ring of TC_BDIST stages: stage s lives in bq[s % TC_BDIST]
    * and is loaded TC_BDIST stages before its use (the stage loop is unrolled
    * by TC_BDIST so that the ring index is static). */
   uint32_t bq[TC_BDIST][NI][KS][2];
+  int lc = 0, lt = 0; /* chunk and tap of the next stage whose B is loaded */
 #pragma unroll
   for (int u = 0; u < TC_BDIST; u++)
-    if (u < S) load_b(u, bq[u]);
-  __syncthreads(); /* rmask is written */
+    if (u < S) {
+      load_b(lc, lt, bq[u]);
+      if (++lt == a.taps) lt = 0, lc++;
+    }
+  __syncthreads(); /* rmask and toff_s are written */
 
   /* Per lane: ldmatrix row addresses (rows past the end read the last cell;
    * their results are never stored) and the tap masks of its fragment rows. */
@@ -237,12 +245,12 @@ __global__ void __launch_bounds__(TC_THREADS) k_conv_tc(tc_args a) {
 #pragma unroll
       for (int e = 0; e < 4; e++) acc[mi][ni][e] = 0.0f;
 
+  int c = 0, t = 0; /* chunk and tap of stage s */
   for (int s0 = 0; s0 < S; s0 += TC_BDIST) {
 #pragma unroll
     for (int u = 0; u < TC_BDIST; u++) {
       const int s = s0 + u; /* uniform over the block: the barriers below are reached by all */
       if (s >= S) break;
-      const int c = s / a.taps, t = s - c * a.taps;
       if (t == 0) {
         cp_async_wait_all(); /* this thread's copies of chunk c have landed */
         __syncthreads();     /* B1: everyone's; everyone is done reading xs */
@@ -251,7 +259,7 @@ __global__ void __launch_bounds__(TC_THREADS) k_conv_tc(tc_args a) {
         if (c + 1 < nch) tc_issue_raw<KC>(a, xbase, lo, c + 1, raw);
         cp_async_commit();
       }
-      const int toff = tc_toff(a, t);
+      const int toff = toff_s[t];
       uint32_t z0[MI], z1[MI];
 #pragma unroll
       for (int mi = 0; mi < MI; mi++) {
@@ -274,7 +282,11 @@ __global__ void __launch_bounds__(TC_THREADS) k_conv_tc(tc_args a) {
 #pragma unroll
           for (int ni = 0; ni < NI; ni++) mma16816(acc[mi][ni], af[mi], bq[u][ni][ks][0], bq[u][ni][ks][1]);
       }
-      if (s + TC_BDIST < S) load_b(s + TC_BDIST, bq[u]); /* this slot's next stage */
+      if (s + TC_BDIST < S) { /* this slot's next stage: s + TC_BDIST */
+        load_b(lc, lt, bq[u]);
+        if (++lt == a.taps) lt = 0, lc++;
+      }
+      if (++t == a.taps) t = 0, c++;
     }
   }
 
@@ -337,7 +349,7 @@ size_t tc_setup(const nnk_conv &p, const __half *w, const float *b, int cfg, tc_
   a->R = R;
   a->RS = round_up(R + 7, 8); /* a row starts up to 7 halves before cell lo */
   for (a->kc = unit; a->kc >= 16; a->kc -= 16) {
-    const size_t smem = (size_t)a->kc * a->RS * 2 + (size_t)R * (a->kc + 8) * 2 + (size_t)bm * 4;
+    const size_t smem = (size_t)a->kc * a->RS * 2 + (size_t)R * (a->kc + 8) * 2 + (size_t)(bm + TC_MAX_TAPS) * 4;
     if (smem <= TC_MAX_SMEM) return smem;
   }
   return 0;
