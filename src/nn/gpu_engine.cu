@@ -599,11 +599,11 @@ static cudaq_nn_status_t tune_conv(cudaq_nn_gpu *g, conv_state *c, cudaq_nn_erro
       nn__set_error(err, "cudnnFindConvolutionForwardAlgorithmEx failed: %s", cudnnGetErrorString(s));
       return CUDAQ_NN_ERR_CUDA;
     }
-    /* cuDNN's own ranking times single calls; the first few acceptable
-     * algorithms are timed again as they run in the graph, and the fastest
-     * there is kept. */
-    int tried = 0;
-    for (int i = 0; i < found && tried < 4; i++) {
+    /* cuDNN's own ranking times single calls; every acceptable algorithm
+     * it returned is timed again as it runs in the graph, and the fastest
+     * there is kept (the graph ranking differs from cuDNN's: on the H100 the
+     * chosen algorithm is often not cuDNN's first). */
+    for (int i = 0; i < found; i++) {
       if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > g->ws_bytes) continue;
       /* FP32 stays in FP32 arithmetic: no TF32 tensor-core math, and no FFT
        * or Winograd transforms (their rounding exceeds 1e-5 relative). */
