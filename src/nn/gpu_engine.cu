@@ -17,9 +17,13 @@
 #include "gpu_kernels.cuh"
 #include "nn_internal.h"
 
-#define ENGINE_PLAN_VERSION 3 /* 3: tensor-core candidates, t_tc per conv */
+#define ENGINE_PLAN_VERSION 4 /* 3: tensor-core candidates, t_tc per conv; 4: fused cuDNN */
 
-enum { IMPL_OWN = 0, IMPL_CUDNN = 1, IMPL_TC = 2 }; /* IMPL_TC: algo = tile configuration */
+/* IMPL_TC: algo = tile configuration. IMPL_CUDNN_FUSED: cuDNN's
+ * convolution with bias and activation in one call
+ * (cudnnConvolutionBiasActivationForward), no separate epilogue kernel. */
+enum { IMPL_OWN = 0, IMPL_CUDNN = 1, IMPL_TC = 2, IMPL_CUDNN_FUSED = 3 };
+static int is_cudnn(int impl) { return impl == IMPL_CUDNN || impl == IMPL_CUDNN_FUSED; }
 enum { ST_ELEMENTWISE, ST_MOVE, ST_CONV, ST_GEMM, ST_CONVERT };
 
 struct conv_state {
@@ -31,6 +35,9 @@ struct conv_state {
   cudnnTensorDescriptor_t xd, yd;
   cudnnFilterDescriptor_t wd;
   cudnnConvolutionDescriptor_t cd;
+  int fused_ok;                   /* bias present: the fused cuDNN call is a candidate */
+  cudnnTensorDescriptor_t bd;     /* its bias [1, M, 1, 1, 1] */
+  cudnnActivationDescriptor_t ad; /* ReLU (NaN kept) or identity */
   int impl;
   int algo;
   size_t ws;
@@ -256,6 +263,17 @@ static cudaq_nn_status_t build_conv(cudaq_nn_gpu *g, int ni, int relu, cudaq_nn_
   if (cudnnGetConvolutionNdForwardOutputDim(c->cd, c->xd, c->wd, 5, odims) != CUDNN_STATUS_SUCCESS ||
       memcmp(odims, ydims, sizeof odims) != 0)
     c->cudnn_ok = 0;
+  if (c->cudnn_ok && p->b) {
+    int bdims[5] = {1, p->M, 1, 1, 1}, bs[5] = {p->M, 1, 1, 1, 1};
+    CKDNN(cudnnCreateTensorDescriptor(&c->bd));
+    CKDNN(cudnnSetTensorNdDescriptor(c->bd, dt, 5, bdims, bs));
+    CKDNN(cudnnCreateActivationDescriptor(&c->ad));
+    /* Identity is accepted with the implicit precomputed GEMM algorithm only;
+     * the other algorithms refuse the call and stay unfused. */
+    CKDNN(cudnnSetActivationDescriptor(c->ad, relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+                                       CUDNN_PROPAGATE_NAN, 0.0));
+    c->fused_ok = 1;
+  }
   return CUDAQ_NN_OK;
 }
 
@@ -463,6 +481,12 @@ static cudaq_nn_status_t enqueue_conv(cudaq_nn_gpu *g, const conv_state *c, int 
     return CUDAQ_NN_OK;
   }
   const float one = 1.0f, zero = 0.0f;
+  if (impl == IMPL_CUDNN_FUSED) { /* y = act(conv(x, w) + 0 * z + b), z = y */
+    CKDNN(cudnnConvolutionBiasActivationForward(g->cudnn, &one, c->xd, c->p.x, c->wd, c->p.w, c->cd,
+                                                (cudnnConvolutionFwdAlgo_t)algo, g->ws, ws, &zero, c->yd,
+                                                c->p.y, c->bd, c->p.b, c->ad, c->yd, c->p.y));
+    return CUDAQ_NN_OK;
+  }
   CKDNN(cudnnConvolutionForward(g->cudnn, &one, c->xd, c->p.x, c->wd, c->p.w, c->cd,
                                 (cudnnConvolutionFwdAlgo_t)algo, g->ws, ws, &zero, c->yd, c->p.y));
   if (c->p.b || c->p.relu)
@@ -569,6 +593,7 @@ static cudaq_nn_status_t tune_conv(cudaq_nn_gpu *g, conv_state *c, cudaq_nn_erro
   cudaq_nn_error_t cand_err; /* why the last cuDNN candidate was skipped */
   cand_err.message[0] = 0;
   const cudaq_nn_conv_impl_t want = g->opts.conv_impl;
+  int cudnn_fused = 0; /* the fastest cuDNN candidate is the fused call */
   /* Tensor cores: every tile configuration that fits, the fastest kept.
    * Forced TC runs it wherever it applies; elsewhere the layer is chosen
    * as in AUTO between cuDNN and own. */
@@ -626,6 +651,22 @@ static cudaq_nn_status_t tune_conv(cudaq_nn_gpu *g, conv_state *c, cudaq_nn_erro
         c->t_cudnn = t;
         c->algo = perf[i].algo;
         c->ws = perf[i].memory;
+        cudnn_fused = 0;
+      }
+      /* The same algorithm with bias and activation fused, where cuDNN
+       * accepts the combination (a refusal is consumed as above). */
+      float tf = -1.0f;
+      if (c->fused_ok &&
+          time_conv(g, c, IMPL_CUDNN_FUSED, perf[i].algo, perf[i].memory, &tf, &cand_err) == CUDAQ_NN_OK) {
+        tune_log(g, c, "cudnn-fused algo", perf[i].algo, tf);
+        if (tf < c->t_cudnn) {
+          c->t_cudnn = tf;
+          c->algo = perf[i].algo;
+          c->ws = perf[i].memory;
+          cudnn_fused = 1;
+        }
+      } else if (c->fused_ok) {
+        (void)cudaGetLastError();
       }
     }
   }
@@ -639,8 +680,9 @@ static cudaq_nn_status_t tune_conv(cudaq_nn_gpu *g, conv_state *c, cudaq_nn_erro
                   cand_err.message[0] ? "; last cuDNN candidate: " : "", cand_err.message);
     return CUDAQ_NN_ERR_UNSUPPORTED;
   }
-  if (c->t_own < 0.0f || (c->t_cudnn >= 0.0f && c->t_cudnn < c->t_own)) c->impl = IMPL_CUDNN;
-  float best = c->impl == IMPL_CUDNN ? c->t_cudnn : c->t_own;
+  if (c->t_own < 0.0f || (c->t_cudnn >= 0.0f && c->t_cudnn < c->t_own))
+    c->impl = cudnn_fused ? IMPL_CUDNN_FUSED : IMPL_CUDNN;
+  float best = is_cudnn(c->impl) ? c->t_cudnn : c->t_own;
   if (tc_cfg >= 0 && (best < 0.0f || c->t_tc < best)) {
     c->impl = IMPL_TC;
     c->algo = tc_cfg;
@@ -688,10 +730,11 @@ static int read_plan(cudaq_nn_gpu *g, const char *path) {
         used == 0)
       return 0;
     p += used;
-    if (node != c->node || (impl != IMPL_OWN && impl != IMPL_CUDNN && impl != IMPL_TC)) return 0;
+    if (node != c->node || impl < IMPL_OWN || impl > IMPL_CUDNN_FUSED) return 0;
+    if (impl == IMPL_CUDNN_FUSED && !c->fused_ok) return 0;
     if (impl == IMPL_OWN && !c->own_ok) return 0;
     if (impl == IMPL_TC && (!c->tc_ok || !nnk_tc_config_ok(c->p, algo))) return 0;
-    if (impl == IMPL_CUDNN) {
+    if (is_cudnn(impl)) {
       size_t need = 0;
       if (!c->cudnn_ok || algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT ||
           cudnnGetConvolutionForwardWorkspaceSize(g->cudnn, c->xd, c->wd, c->cd, c->yd,
@@ -768,7 +811,7 @@ static cudaq_nn_status_t select_algorithms(cudaq_nn_gpu *g, cudaq_nn_error_t *er
    * workspace for a candidate that was not kept. */
   size_t ws = 0;
   for (int i = 0; i < g->n_convs; i++)
-    if (g->convs[i].impl == IMPL_CUDNN && g->convs[i].ws > ws) ws = g->convs[i].ws;
+    if (is_cudnn(g->convs[i].impl) && g->convs[i].ws > ws) ws = g->convs[i].ws;
   return set_workspace(g, ws, err);
 }
 
@@ -868,6 +911,8 @@ void cudaq_nn_gpu_destroy(cudaq_nn_gpu_t *g) {
     if (c->yd) cudnnDestroyTensorDescriptor(c->yd);
     if (c->wd) cudnnDestroyFilterDescriptor(c->wd);
     if (c->cd) cudnnDestroyConvolutionDescriptor(c->cd);
+    if (c->bd) cudnnDestroyTensorDescriptor(c->bd);
+    if (c->ad) cudnnDestroyActivationDescriptor(c->ad);
   }
   for (int i = 0; i < g->n_allocs; i++) cudaFree(g->allocs[i]);
   if (g->ws) cudaFree(g->ws);
@@ -945,7 +990,11 @@ cudaq_nn_status_t cudaq_nn_gpu_describe(const cudaq_nn_gpu_t *g, char *buf, size
                      " -> %s %d\n",
                      i, node->name, c->p.C, c->p.k[0], c->p.k[1], c->p.M, c->p.out3[0], c->p.out3[1],
                      c->p.out3[2], c->p.relu ? ", +relu" : "", c->t_own, c->t_cudnn, c->t_tc,
-                     c->impl == IMPL_CUDNN ? "cudnn algo" : c->impl == IMPL_TC ? "tc cfg" : "own", c->algo);
+                     c->impl == IMPL_CUDNN         ? "cudnn algo"
+                     : c->impl == IMPL_CUDNN_FUSED ? "cudnn-fused algo"
+                     : c->impl == IMPL_TC          ? "tc cfg"
+                                                   : "own",
+                     c->algo);
     if (w < 0) break;
     used += (size_t)w;
   }
