@@ -315,9 +315,8 @@ static int run(const opts_t *o) {
   int leak_ring = 0;
   pthread_t fpga;
   int fpga_started = 0;
-  const char *pd = o->model ? o->model : "none";
-  qrt_pd_kind_t kind = !strcmp(pd, "none") ? QRT_PD_NONE
-                       : !strcmp(pd, "local") ? QRT_PD_LOCAL : QRT_PD_ONNX;
+  const char *pd = o->model ? o->model : "none"; /* as the report names it */
+  qrt_pd_kind_t kind = qrt_pd_kind_of(o->model);
   const int gpu = o->mode != QRT_MODE_CPU;
   if (a.shots.nd == 0) {
     fprintf(stderr, "qec-realtime: %s has no detectors\n", o->dem);

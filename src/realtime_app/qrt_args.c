@@ -249,13 +249,12 @@ int qrt_check_mode_and_preset(opts_t *o) {
       return 2;
     }
   }
-  if (o->mode == QRT_MODE_HYBRID && (!o->model || !strcmp(o->model, "none") ||
-                                     !strcmp(o->model, "local"))) {
+  if (o->mode == QRT_MODE_HYBRID && qrt_pd_kind_of(o->model) != QRT_PD_ONNX) {
     fprintf(stderr, "qec-realtime: --mode hybrid runs an ONNX model on the GPU: give --model "
                     "PATH or --preset (passthrough runs MWPM alone behind the GPU copies)\n");
     return 2;
   }
-  if (o->mode == QRT_MODE_PASSTHROUGH && o->model && strcmp(o->model, "none")) {
+  if (o->mode == QRT_MODE_PASSTHROUGH && qrt_pd_kind_of(o->model) != QRT_PD_NONE) {
     fprintf(stderr, "qec-realtime: --mode passthrough runs no predecoder: drop --model '%s'\n",
             o->model);
     return 2;

@@ -23,6 +23,11 @@ size_t qrt_payload_len(qrt_payload_t fmt, uint32_t num_detectors) {
                                  : (size_t)num_detectors * 4u;
 }
 
+qrt_pd_kind_t qrt_pd_kind_of(const char *model) {
+  if (!model || !strcmp(model, "none")) return QRT_PD_NONE;
+  return !strcmp(model, "local") ? QRT_PD_LOCAL : QRT_PD_ONNX;
+}
+
 int qrt_worker_create(const cudaq_mwpm_graph_t *graph, qrt_pd_kind_t kind, const char *model,
                       qrt_payload_t fmt, qrt_worker_t **out, char *msg, size_t msg_len) {
   qrt_worker_t *w = calloc(1, sizeof *w);

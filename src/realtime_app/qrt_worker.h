@@ -46,6 +46,10 @@ typedef struct {
 
 typedef enum { QRT_PD_NONE = 0, QRT_PD_LOCAL = 1, QRT_PD_ONNX = 2 } qrt_pd_kind_t;
 
+/* The predecoder a --model argument names: NULL or "none" -> QRT_PD_NONE,
+ * "local" -> QRT_PD_LOCAL, anything else an ONNX file -> QRT_PD_ONNX. */
+qrt_pd_kind_t qrt_pd_kind_of(const char *model);
+
 /* Payload formats of a request (the wire format's INT32 array, or its
  * CUDAQ_TYPE_BIT_PACKED layout: LSB-first, unused high bits zero). */
 typedef enum { QRT_PAYLOAD_INT32 = 0, QRT_PAYLOAD_BITS = 1 } qrt_payload_t;

@@ -121,8 +121,7 @@ int main(int argc, char **argv) {
       fprintf(stderr, "cudaq-udp-serve: %s: line %zu: %s\n", dem_path, err.line, err.message);
       return 1;
     }
-    const qrt_pd_kind_t kind = !strcmp(model, "none") ? QRT_PD_NONE
-                               : !strcmp(model, "local") ? QRT_PD_LOCAL : QRT_PD_ONNX;
+    const qrt_pd_kind_t kind = qrt_pd_kind_of(model);
     for (int w = 0; w < workers; ++w) {
       char msg[512];
       if (qrt_worker_create(graph, kind, model, QRT_PAYLOAD_BITS, &s.w[w], msg, sizeof msg)) {
