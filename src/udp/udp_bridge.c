@@ -131,15 +131,23 @@ static size_t response_len(const cudaq_udp_bridge_t *b, uint32_t s) {
   return CUDAQ_RPC_HEADER_SIZE + (r.result_len < room ? r.result_len : room);
 }
 
+/* The answer for a slot whose graph launch failed (TX error: no response
+ * was written): LAUNCH_FAILED, echoing the request's id and timestamp (the
+ * RX slot is not reused while TX is set). */
+static cudaq_rpc_response_t launch_failed_reply(const cudaq_udp_bridge_t *b, uint32_t s) {
+  cudaq_rpc_header_t h;
+  memcpy(&h, rx_slot(b, s), sizeof h);
+  cudaq_rpc_response_t r = {CUDAQ_RPC_MAGIC_RESPONSE, CUDAQ_RPC_ERR_LAUNCH_FAILED, 0, h.request_id,
+                            h.ptp_timestamp};
+  return r;
+}
+
 /* TX_EXTERNAL: sends the response of slot s straight from the slot (its
  * consumer frees the slot afterwards). Returns 0, or -1 if sendto failed. */
 static int send_slot(cudaq_udp_bridge_t *b, uint32_t s, cudaq_tx_status_t st) {
   int rc;
   if (st == CUDAQ_TX_ERROR) {
-    cudaq_rpc_header_t h;
-    memcpy(&h, rx_slot(b, s), sizeof h);
-    cudaq_rpc_response_t r = {CUDAQ_RPC_MAGIC_RESPONSE, CUDAQ_RPC_ERR_LAUNCH_FAILED, 0,
-                              h.request_id, h.ptp_timestamp};
+    cudaq_rpc_response_t r = launch_failed_reply(b, s);
     rc = send_to(b, &r, sizeof r, &b->peer[s], &b->c.tx_error_replies);
   } else {
     rc = send_to(b, tx_slot(b, s), response_len(b, s), &b->peer[s], &b->c.tx_responses);
@@ -168,12 +176,7 @@ static uint32_t tx_poll(cudaq_udp_bridge_t *b, int inline_mode) {
       uint8_t *out = b->stage + (size_t)staged * stride;
       size_t len;
       if (st == CUDAQ_TX_ERROR) {
-        /* A failed graph launch wrote no response: answer for it, echoing
-         * the request (the RX slot is not reused while TX is set). */
-        cudaq_rpc_header_t h;
-        memcpy(&h, rx_slot(b, s), sizeof h);
-        cudaq_rpc_response_t r = {CUDAQ_RPC_MAGIC_RESPONSE, CUDAQ_RPC_ERR_LAUNCH_FAILED, 0,
-                                  h.request_id, h.ptp_timestamp};
+        const cudaq_rpc_response_t r = launch_failed_reply(b, s);
         memcpy(out, &r, sizeof r);
         len = sizeof r;
       } else {
