@@ -1,7 +1,7 @@
 # Sourced by scripts/gpu-run*.sh and gpu-train.sh (not run on its own): where
 # the build and the logs are, the library path, run(), which logs one step and
-# counts it, machine_info, and install_wheels for the Python packages carried
-# in .whl/.
+# counts it, machine_info, cudnn_path, and install_wheels for the Python
+# packages carried in .whl/.
 # Set STEP_TIMEOUT_DEFAULT before sourcing to change the per-step limit.
 OUT=${OUT:-$PWD/gpu-out}
 B=${BUILD:-build-gpu}
@@ -22,6 +22,15 @@ machine_info() { # the machine and the build, for a log header
   date -u; echo "build of commit $(cat "$B/commit.txt" 2>/dev/null)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
   lscpu | grep -E "Model name|^CPU\(s\)"
+}
+cudnn_path() { # cudnn_path PYTHON: cuDNN and CUDA on LD_LIBRARY_PATH (the toolkit's cuDNN,
+  # else the copy PyTorch ships) for binaries built with the NN GPU engine
+  if ! ldconfig -p 2>/dev/null | grep -q libcudnn.so.9 && [ ! -e /usr/local/cuda/lib64/libcudnn.so.9 ]; then
+    local d
+    d=$("$1" -c 'import os, nvidia.cudnn as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null || true)
+    [ -n "$d" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d
+  fi
+  export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/usr/local/cuda/lib64
 }
 install_wheels() { # the carried wheels (.whl/: stim, PyMatching) into /tmp/site, on PYTHONPATH
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \

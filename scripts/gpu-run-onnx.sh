@@ -15,12 +15,7 @@ set -uo pipefail
 STEP_TIMEOUT_DEFAULT=${STEP_TIMEOUT_DEFAULT:-300}
 source "$(dirname "$0")/gpu-common.sh"
 PY=${PYTHON:-python3}
-# cuDNN: from the CUDA toolkit; else the copy PyTorch ships.
-if ! ldconfig -p 2>/dev/null | grep -q libcudnn.so.9 && [ ! -e /usr/local/cuda/lib64/libcudnn.so.9 ]; then
-  d=$($PY -c 'import os, nvidia.cudnn as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null || true)
-  [ -n "$d" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d
-fi
-export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/usr/local/cuda/lib64
+cudnn_path "$PY"
 for f in "$B"/tests/nn/test_nn_gpu.xz "$B"/bench/nn/bench_nn_gpu.xz; do
   [ -e "$f" ] && [ ! -e "${f%.xz}" ] && xz -dkc "$f" > "${f%.xz}" && chmod +x "${f%.xz}"
 done

@@ -22,12 +22,7 @@ export PYTHONPATH=$PWD/python:$PYTHONPATH
 # The carried pytest, without the GPU machine's own plugins (its pytest-timeout
 # needs a newer pytest than the one carried).
 export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
-# cuDNN: from the CUDA toolkit, else the copy PyTorch ships.
-if ! ldconfig -p 2>/dev/null | grep -q libcudnn.so.9 && [ ! -e /usr/local/cuda/lib64/libcudnn.so.9 ]; then
-  d=$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null || true)
-  [ -n "$d" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d
-fi
-export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/usr/local/cuda/lib64
+cudnn_path python3
 machine_info > "$OUT/machine.txt" 2>&1
 STEP_TIMEOUT=${STEP_TIMEOUT:-300} run py_hybrid python3 -m pytest -q -p no:cacheprovider -rs \
   python/tests/test_hybrid_onnx.py
