@@ -128,12 +128,12 @@ def run_point(model, spec, shots, seed, pool, device, fp32, thresholds=(0.0,)):
     fail_raw = int((pred_raw != obs).any(axis=1).sum())
     sub = min(TIMED_SHOTS, shots)
     t_raw = _time_match((spec, raw_packed[0][:sub]))
-    return [_point_result(spec, shots, seed, lay, pool, raw_packed, res_packed[j], np.concatenate(frames[j]),
+    return [_point_result(spec, shots, seed, lay, pool, res_packed[j], np.concatenate(frames[j]),
                           obs, fail_raw, ev_before, ev_after[j], t_inf, fp32, th, t_raw)
             for j, th in enumerate(thresholds)]
 
 
-def _point_result(spec, shots, seed, lay, pool, raw_packed, res_packed, frame, obs, fail_raw,
+def _point_result(spec, shots, seed, lay, pool, res_packed, frame, obs, fail_raw,
                   ev_before, ev_after, t_inf, fp32, threshold, t_raw):
     pred_res = np.concatenate([unpack(p, lay.num_observables)
                                for p in pool.map(_match, [(spec, p) for p in res_packed])])
