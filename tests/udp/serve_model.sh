@@ -30,11 +30,16 @@ expected=$("$QD" count_mistakes --dem "$DATA/circuit.dem" --in "$WORK/dets.01" -
   --obs_in "$WORK/obs.01" --obs_in_format 01 "${pd[@]}" | sed -nE 's/^([0-9]+) \/ .*/\1/p')
 [ -n "$expected" ] || { echo "FAIL: qec-decode count_mistakes gave no count"; exit 1; }
 
-port=$((47000 + RANDOM % 2000))
-"$SERVE" --dem "$DATA/circuit.dem" --model "$MODEL" --workers 2 --port "$port" --seconds 120 \
+# Port 0: the service binds a free port and prints it.
+"$SERVE" --dem "$DATA/circuit.dem" --model "$MODEL" --workers 2 --port 0 --seconds 120 \
   --counters "$WORK/counters" > "$WORK/serve.log" 2>&1 &
 spid=$!
-for _ in $(seq 100); do grep -q "on port" "$WORK/serve.log" && break; sleep 0.1; done
+port=
+for _ in $(seq 100); do
+  port=$(sed -nE 's/.* on port ([0-9]+) .*/\1/p' "$WORK/serve.log")
+  [ -n "$port" ] && break; sleep 0.1
+done
+[ -n "$port" ] || { echo "FAIL: the service did not start"; cat "$WORK/serve.log"; kill "$spid"; exit 1; }
 "$EMU" --shots "$WORK/shots.01" --format 01 --dem "$DATA/circuit.dem" --port "$port" \
   --closed-loop --count "$SHOTS" --wait-ms 5000 > "$WORK/emu.log" 2>&1
 erc=$?
