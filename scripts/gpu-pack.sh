@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Packs what a predecoder or qec-realtime GPU visit needs from build-gpu/ (scripts/gpu-build.sh)
-# into .gpucarry/: the stripped, xz-compressed binaries (the whole build
+# into .gpucarry/ (CARRY=dir for another; keep it under /.gpucarry* so git ignores it): the stripped, xz-compressed binaries (the whole build
 # folder is over the 64 MiB a visit carries) and the shared libraries the GPU
 # machine lacks. scripts/gpu-run-predecoder.sh unpacks them there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${BUILD:-build-gpu} # the build folder (BUILD=... for a second one)
-rm -rf .gpucarry && mkdir -p .gpucarry
+C=${CARRY:-.gpucarry}
+case "$C" in .gpucarry*) ;; *) echo "gpu-pack.sh: CARRY must start with .gpucarry (git-ignored)" >&2; exit 2 ;; esac
+rm -rf "$C" && mkdir -p "$C"
 for b in src/mwpm/qec-decode bench/nn/bench_nn_gpu src/realtime_app/qec-realtime \
     tests/test_gpu_dispatch tests/test_pipeline_gpu bench/bench_udp \
     bench/bench_gpu_dispatch bench/bench_pipeline tests/test_api; do
-  strip -o ".gpucarry/$(basename $b)" "$B/$b" && xz -T0 -6 ".gpucarry/$(basename $b)"
+  strip -o "$C/$(basename $b)" "$B/$b" && xz -T0 -6 "$C/$(basename $b)"
 done
-cp $B/tests/predecoder/mwpm_weight $B/libs/* $B/commit.txt .gpucarry/
-cp -L $B/src/libcudaq_realtime.so.0 .gpucarry/ # for the dispatch tests
-du -sh .gpucarry
+cp $B/tests/predecoder/mwpm_weight $B/libs/* $B/commit.txt "$C"/
+cp -L $B/src/libcudaq_realtime.so.0 "$C"/ # for the dispatch tests
+du -sh "$C"
