@@ -7,8 +7,10 @@
  * emulator thread; after the job's delay the emulator "runs the graph":
  * copies the request payload (read through the worker's mailbox, as a
  * pre-launch DMA would) into the worker's output buffer, then either stores
- * 1 into the worker's ready flag (what the graph's signal kernel does) or
- * calls the enqueued host function (GPU-only mode).
+ * 1 into the worker's ready flag (what the graph's signal kernel does), or
+ * in GPU-only mode runs what the pipeline enqueued after the launch: the
+ * host function, or the completion word's store (as cuStreamWriteValue32
+ * does; offered only with EMU_GPU_ONLY_WORD).
  */
 #ifndef CUDAQ_TEST_PIPELINE_EMU_H
 #define CUDAQ_TEST_PIPELINE_EMU_H
@@ -27,6 +29,8 @@
 
 typedef struct emu emu_t;
 
+enum { EMU_GPU_CPU = 0, EMU_GPU_ONLY_HOST_FN = 1, EMU_GPU_ONLY_WORD = 2 };
+
 typedef struct {
   emu_t *emu;
   int id;
@@ -34,8 +38,10 @@ typedef struct {
   void **mailbox;      /* the pipeline's mailbox (mailbox_dev) */
   _Atomic int pending; /* 1: a launched job waits for the emulator */
   uint64_t due_ns;
-  cudaq__host_fn_t host_fn; /* GPU-only completion */
+  cudaq__host_fn_t host_fn; /* GPU-only completion (host function) */
   void *host_arg;
+  _Atomic uint32_t *word; /* GPU-only completion (stream write of `value`) */
+  uint32_t value;
   uint8_t out[EMU_OUT]; /* the "GPU output" (gpu_output_host) */
   size_t out_len;
 } emu_worker_t;
@@ -47,7 +53,7 @@ typedef int64_t (*emu_delay_fn)(const uint8_t *slot);
 struct emu {
   emu_worker_t w[EMU_MAX];
   int n;
-  int gpu_only; /* the host function, not the launch, posts the job */
+  int gpu_only; /* an EMU_* mode; GPU-only: the completion enqueue, not the launch, posts the job */
   emu_delay_fn delay;
   _Atomic int stop;
   _Atomic int release; /* 1: jobs still waiting for their delay complete now */
@@ -74,6 +80,16 @@ static int emu_enqueue(void *user, cudaStream_t s, cudaq__host_fn_t fn, void *ar
   emu_worker_t *w = (emu_worker_t *)(void *)s;
   w->host_fn = fn;
   w->host_arg = arg;
+  w->word = NULL;
+  atomic_store_explicit(&w->pending, 1, memory_order_release); /* pairs with the emulator's acquire */
+  return 0;
+}
+
+static int emu_word_store(void *user, cudaStream_t s, void *word, uint32_t value) {
+  (void)user;
+  emu_worker_t *w = (emu_worker_t *)(void *)s;
+  w->word = (_Atomic uint32_t *)word;
+  w->value = value;
   atomic_store_explicit(&w->pending, 1, memory_order_release); /* pairs with the emulator's acquire */
   return 0;
 }
@@ -100,7 +116,9 @@ static void *emu_main(void *arg) {
       w->out_len = h.arg_len < EMU_OUT ? h.arg_len : EMU_OUT;
       memcpy(w->out, slot + 24, w->out_len); /* passthrough "kernel" */
       atomic_store_explicit(&w->pending, 0, memory_order_relaxed);
-      if (e->gpu_only)
+      if (e->gpu_only && w->word) /* the stream write: fence, then the word */
+        atomic_store_explicit(w->word, w->value, memory_order_release);
+      else if (e->gpu_only)
         w->host_fn(w->host_arg);
       else /* the signal kernel: ready = 1 (system-scope release) */
         atomic_store_explicit(w->ready, 1, memory_order_release);
@@ -128,7 +146,11 @@ static int emu_factory(void *user, int worker_id, cudaq_gpu_worker_resources_t *
   return 0;
 }
 
-static const cudaq__launch_ops_t emu_ops = {emu_launch, emu_enqueue, emu_sync, NULL};
+/* Without the word store (GPU-only mode falls back to the host function),
+ * and with it. */
+static const cudaq__launch_ops_t emu_ops = {emu_launch, emu_enqueue, emu_sync, NULL, NULL};
+static const cudaq__launch_ops_t emu_ops_word = {emu_launch, emu_enqueue, emu_sync, NULL,
+                                                 emu_word_store};
 
 /* Wires e as p's GPU stage; call emu_start after cudaq_pipeline_start. */
 static inline cudaq_status_t emu_attach(emu_t *e, cudaq_pipeline_t *p, uint32_t function_id,
@@ -137,7 +159,8 @@ static inline cudaq_status_t emu_attach(emu_t *e, cudaq_pipeline_t *p, uint32_t 
   e->function_id = function_id;
   e->gpu_only = gpu_only;
   e->delay = delay;
-  cudaq_status_t st = cudaq__pipeline_set_launch_ops(p, &emu_ops);
+  cudaq_status_t st =
+      cudaq__pipeline_set_launch_ops(p, gpu_only == EMU_GPU_ONLY_WORD ? &emu_ops_word : &emu_ops);
   if (st == CUDAQ_OK) st = cudaq_pipeline_set_gpu_stage(p, emu_factory, e);
   return st;
 }

@@ -578,8 +578,10 @@ static int64_t delay_small(const uint8_t *slot) {
   return (h.request_id * 7919) % 50000; /* 0..50 us */
 }
 
-static void test_gpu_only(void **state) {
-  (void)state;
+/* Runs 500 requests plus one for an unserved function through GPU-only mode
+ * with emulator mode `emode` and config gpu_only_completion `want`; checks
+ * every answer, the counters and the completion the pipeline chose. */
+static void run_gpu_only(int emode, int want, cudaq_gpu_only_completion_t expect) {
   rec_t *r = calloc(1, sizeof *r);
   emu_t *e = malloc(sizeof *e);
   cudaq_pipeline_config_t cfg;
@@ -588,12 +590,19 @@ static void test_gpu_only(void **state) {
   cfg.num_slots = 8;
   cfg.slot_size = EMU_OUT + 24;
   cfg.idle_yield = 1;
+  cfg.gpu_only_completion = want;
   cudaq_pipeline_t *p = NULL;
+  atomic_store(&g_only_bad, 0);
   assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_OK);
   cudaq_pipeline_ringbuffer(p, &r->rb);
   assert_int_equal(cudaq_pipeline_set_completion_handler(p, on_done_plain, r), CUDAQ_OK);
-  assert_int_equal(emu_attach(e, p, FN_PASS, 1, delay_small), CUDAQ_OK);
+  assert_int_equal(emu_attach(e, p, FN_PASS, emode, delay_small), CUDAQ_OK);
+  cudaq_gpu_only_completion_t used = (cudaq_gpu_only_completion_t)-1;
+  assert_int_equal(cudaq_pipeline_gpu_only_completion(p, &used), CUDAQ_OK);
+  assert_int_equal(used, CUDAQ_GPU_ONLY_COMPLETION_AUTO); /* not started */
   assert_int_equal(cudaq_pipeline_start(p), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_gpu_only_completion(p, &used), CUDAQ_OK);
+  assert_int_equal(used, expect);
   emu_start(e);
   cudaq_pipeline_injector_t *inj;
   assert_int_equal(cudaq_pipeline_injector_create(p, &inj), CUDAQ_OK);
@@ -614,6 +623,52 @@ static void test_gpu_only(void **state) {
   cudaq_pipeline_injector_destroy(inj);
   cudaq_pipeline_destroy(p);
   free(r);
+  free(e);
+}
+
+/* The spec's completion: a host function after the graph (AUTO falls back
+ * to it where no stream write is offered; HOST_FUNC asks for it). */
+static void test_gpu_only(void **state) {
+  (void)state;
+  run_gpu_only(EMU_GPU_ONLY_HOST_FN, CUDAQ_GPU_ONLY_COMPLETION_AUTO, CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC);
+  run_gpu_only(EMU_GPU_ONLY_WORD, CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC,
+               CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC);
+}
+
+/* (extension) gpu_only_completion STREAM_WRITE: the GPU stores a completion
+ * word after the graph and the consumer polls it (no host function); AUTO
+ * picks it where the ops offer it. */
+static void test_gpu_only_stream_write(void **state) {
+  (void)state;
+  run_gpu_only(EMU_GPU_ONLY_WORD, CUDAQ_GPU_ONLY_COMPLETION_AUTO, CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE);
+  run_gpu_only(EMU_GPU_ONLY_WORD, CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE,
+               CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE);
+}
+
+/* (extension) STREAM_WRITE asked for where the ops lack it: start refuses,
+ * naming it; an out-of-range value is refused at create. */
+static void test_gpu_only_completion_refused(void **state) {
+  (void)state;
+  cudaq_pipeline_config_t cfg;
+  cudaq_pipeline_config_init(&cfg);
+  cfg.num_workers = 2;
+  cfg.num_slots = 4;
+  cfg.slot_size = 512;
+  cfg.gpu_only_completion = 3;
+  cudaq_pipeline_t *p = NULL;
+  assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_ERR_INVALID_ARG);
+  assert_non_null(strstr(cudaq_last_error(), "gpu_only_completion 3"));
+  cfg.gpu_only_completion = CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE;
+  assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_OK);
+  emu_t *e = malloc(sizeof *e);
+  assert_int_equal(emu_attach(e, p, FN_PASS, EMU_GPU_ONLY_HOST_FN, NULL), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_start(p), CUDAQ_ERR_UNSUPPORTED);
+  assert_non_null(strstr(cudaq_last_error(), "STREAM_WRITE"));
+  cudaq_gpu_only_completion_t used;
+  assert_int_equal(cudaq_pipeline_gpu_only_completion(p, &used), CUDAQ_OK);
+  assert_int_equal(used, CUDAQ_GPU_ONLY_COMPLETION_AUTO);
+  assert_int_equal(cudaq_pipeline_gpu_only_completion(NULL, &used), CUDAQ_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_pipeline_destroy(p), CUDAQ_OK);
   free(e);
 }
 
@@ -655,7 +710,7 @@ static void test_completion_before_launch_returns(void **state) {
   cudaq_pipeline_t *p = make(r, 2, 16, 512);
   g_sync_rb = r->rb;
   assert_int_equal(emu_attach(e, p, FN_PASS, 0, NULL), CUDAQ_OK);
-  static const cudaq__launch_ops_t sync_ops = {sync_launch, emu_enqueue, emu_sync, NULL};
+  static const cudaq__launch_ops_t sync_ops = {sync_launch, emu_enqueue, emu_sync, NULL, NULL};
   assert_int_equal(cudaq__pipeline_set_launch_ops(p, &sync_ops), CUDAQ_OK);
   assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_after_gpu, NULL), CUDAQ_OK);
   assert_int_equal(cudaq_pipeline_start(p), CUDAQ_OK);
@@ -753,6 +808,8 @@ int main(void) {
       cmocka_unit_test(test_deferred_before_return_then_slot_reused),
       cmocka_unit_test(test_launch_failure),
       cmocka_unit_test(test_gpu_only),
+      cmocka_unit_test(test_gpu_only_stream_write),
+      cmocka_unit_test(test_gpu_only_completion_refused),
       cmocka_unit_test(test_completion_before_launch_returns),
       cmocka_unit_test(test_stop_drains),
       cmocka_unit_test(test_stop_gives_up),

@@ -7,7 +7,8 @@
  *
  * Modes: "cpu" (CPU only, 1 in 8 requests deferred to another thread),
  * "gpu_cpu" (emulated GPU + CPU stage), "gpu_only" (emulated GPU, host
- * function completion). CUDAQ_PIPELINE_STRESS_REQUESTS sets the count per
+ * function completion), "gpu_word" (emulated GPU, STREAM_WRITE completion:
+ * the consumer polls the completion words). CUDAQ_PIPELINE_STRESS_REQUESTS sets the count per
  * mode (default 1000000); CUDAQ_PIPELINE_STRESS_MODES picks modes
  * (comma-separated, default all).
  */
@@ -144,14 +145,15 @@ static int mode_enabled(const char *mode) {
   return 0;
 }
 
-/* mode: 0 cpu, 1 gpu_cpu, 2 gpu_only */
+/* mode: 0 cpu, 1 gpu_cpu, 2 gpu_only, 3 gpu_word */
 static void run(int mode) {
   const uint64_t n = env_u64("CUDAQ_PIPELINE_STRESS_REQUESTS", 1000000);
   stress_t *s = calloc(1, sizeof *s);
   emu_t *e = calloc(1, sizeof *e);
   s->n = n;
   s->seen = calloc(n, 1);
-  s->expect_xor = mode != 2;
+  const int gpu_only = mode >= 2;
+  s->expect_xor = !gpu_only;
   cudaq_pipeline_config_t cfg;
   cudaq_pipeline_config_init(&cfg);
   cfg.num_workers = WORKERS;
@@ -164,9 +166,19 @@ static void run(int mode) {
   s->p = p;
   cudaq_pipeline_ringbuffer(p, &s->rb);
   assert_int_equal(cudaq_pipeline_set_completion_handler(p, on_done, s), CUDAQ_OK);
-  if (mode != 0) assert_int_equal(emu_attach(e, p, FN_PASS, mode == 2, gpu_delay), CUDAQ_OK);
-  if (mode != 2) assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_stage, s), CUDAQ_OK);
+  if (mode != 0)
+    assert_int_equal(emu_attach(e, p, FN_PASS,
+                                mode == 3 ? EMU_GPU_ONLY_WORD : gpu_only ? EMU_GPU_ONLY_HOST_FN : EMU_GPU_CPU,
+                                gpu_delay),
+                     CUDAQ_OK);
+  if (!gpu_only) assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_stage, s), CUDAQ_OK);
   assert_int_equal(cudaq_pipeline_start(p), CUDAQ_OK);
+  if (gpu_only) {
+    cudaq_gpu_only_completion_t used;
+    cudaq_pipeline_gpu_only_completion(p, &used);
+    assert_int_equal(used, mode == 3 ? CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE
+                                     : CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC);
+  }
   if (mode != 0) emu_start(e);
   pthread_t dt;
   pthread_create(&dt, NULL, deferred_main, s);
@@ -189,7 +201,7 @@ static void run(int mode) {
   cudaq_pipeline_stats(p, &st);
   uint64_t missing = 0;
   for (uint64_t i = 0; i < n; ++i) missing += s->seen[i] == 0;
-  static const char *names[] = {"cpu", "gpu_cpu", "gpu_only"};
+  static const char *names[] = {"cpu", "gpu_cpu", "gpu_only", "gpu_word"};
   printf("stress %s: %llu requests in %.2f s; completed %llu, missing %llu, duplicates %llu, bad %llu, "
          "backpressure stalls %llu, worker stalls %llu\n",
          names[mode], (unsigned long long)n, secs, (unsigned long long)st.completed,
@@ -221,12 +233,17 @@ static void test_stress_gpu_only_emulated(void **state) {
   (void)state;
   if (mode_enabled("gpu_only")) run(2);
 }
+static void test_stress_gpu_only_word_emulated(void **state) {
+  (void)state;
+  if (mode_enabled("gpu_word")) run(3);
+}
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_stress_cpu_only),
       cmocka_unit_test(test_stress_gpu_cpu_emulated),
       cmocka_unit_test(test_stress_gpu_only_emulated),
+      cmocka_unit_test(test_stress_gpu_only_word_emulated),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,9 +2,11 @@
  * cuda_ops.c - the real launch ops of the worker pool and mapped memory
  * (CUDA builds only; pool_nocuda.c stands in without CUDA).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda.h> /* types of cuStreamWriteValue32 only: the driver is reached through the runtime */
 #include <cuda_runtime_api.h>
 
 #include "pool.h"
@@ -25,9 +27,39 @@ static int sync_stream(void *user, cudaStream_t s) {
   return (int)cudaStreamSynchronize(s);
 }
 
-static const cudaq__launch_ops_t real_ops = {launch_graph, enqueue_host_fn, sync_stream, NULL};
+/* cuStreamWriteValue32 (v2), looked up once through the runtime so that the
+ * library does not link libcuda itself (it must load on machines without a
+ * driver). NULL where the driver does not offer it. */
+typedef CUresult (*write_value32_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+static write_value32_fn g_write_value32;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
-const cudaq__launch_ops_t *cudaq__cuda_launch_ops(void) { return &real_ops; }
+static int enqueue_word_store(void *user, cudaStream_t s, void *word_dev, uint32_t value) {
+  (void)user;
+  /* Default flags: a memory fence (like __threadfence_system, scoped to the
+   * stream) orders the work before it in the stream ahead of the write. */
+  return (int)g_write_value32((CUstream)s, (CUdeviceptr)(uintptr_t)word_dev, value,
+                              CU_STREAM_WRITE_VALUE_DEFAULT);
+}
+
+static cudaq__launch_ops_t real_ops = {launch_graph, enqueue_host_fn, sync_stream, NULL, NULL};
+
+static void resolve(void) {
+  void *fn = NULL;
+  enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault, &q) ==
+          cudaSuccess &&
+      q == cudaDriverEntryPointSuccess && fn) {
+    g_write_value32 = (write_value32_fn)fn;
+    real_ops.enqueue_word_store = enqueue_word_store;
+  }
+  (void)cudaGetLastError(); /* no driver / no device: leave the op out, clear the error */
+}
+
+const cudaq__launch_ops_t *cudaq__cuda_launch_ops(void) {
+  pthread_once(&g_once, resolve);
+  return &real_ops;
+}
 
 int cudaq__mapped_alloc(size_t bytes, void **host, void **dev, int *mapped) {
   int n = 0;

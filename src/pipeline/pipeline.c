@@ -9,7 +9,9 @@
  *               the CPU stage, completes the slot, releases itself.
  *   consumer    scans every TX flag (out of order, spec 7), calls the
  *               completion handler, clears TX flags; sole writer of
- *               `completed` and `errors`.
+ *               `completed` and `errors`. In GPU-only mode with
+ *               STREAM_WRITE completion it also polls the busy workers'
+ *               completion words and completes their slots.
  *   injector    (caller's thread) writes requests in ring order.
  * Slot lifecycle (spec 9): idle (rx 0, tx 0) -> written (rx set) -> in
  * flight (tx IN_FLIGHT, then rx 0) -> completed (tx response or error) ->
@@ -72,9 +74,11 @@ struct cudaq_pipeline_t {
   cudaq_gpu_worker_resources_t res[CUDAQ_PIPELINE_MAX_WORKERS];
   worker_ctx_t wctx[CUDAQ_PIPELINE_MAX_WORKERS];
 
-  /* Mapped block: ready flags [64] then mailboxes [64]. */
+  /* Mapped block: ready flags [64], mailboxes [64], then the GPU-only
+   * completion words [64] (written by the GPU, polled by the consumer). */
   void *mapped_host, *mapped_dev;
   int mapped;
+  cudaq_gpu_only_completion_t completion; /* in use (GPU-only mode), or AUTO */
 
   _Atomic uint64_t *slot_request; /* [nslots] injector's request id, SLOT_NONE */
   _Atomic int *dstate;            /* [nslots] */
@@ -126,6 +130,11 @@ static inline uint64_t tx_value(const cudaq_pipeline_t *p, uint32_t s) {
 static int *ready_host_base(const cudaq_pipeline_t *p) { return (int *)p->mapped_host; }
 static void **mailbox_host_base(const cudaq_pipeline_t *p) {
   return (void **)((uint8_t *)p->mapped_host + CUDAQ_PIPELINE_MAX_WORKERS * sizeof(int));
+}
+#define DONE_OFFSET (CUDAQ_PIPELINE_MAX_WORKERS * (sizeof(int) + sizeof(void *)))
+#define MAPPED_BYTES (DONE_OFFSET + CUDAQ_PIPELINE_MAX_WORKERS * sizeof(uint32_t))
+static _Atomic uint32_t *done_host_base(const cudaq_pipeline_t *p) {
+  return (_Atomic uint32_t *)(void *)((uint8_t *)p->mapped_host + DONE_OFFSET);
 }
 
 /* ---- config / create / destroy ----------------------------------------- */
@@ -189,6 +198,11 @@ cudaq_status_t cudaq_pipeline_create(const cudaq_pipeline_config_t *config, cuda
                        c->slot_size);
   if (c->drain_timeout_ms < 0)
     return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: drain_timeout_ms %d < 0", fn, c->drain_timeout_ms);
+  if (c->gpu_only_completion < CUDAQ_GPU_ONLY_COMPLETION_AUTO ||
+      c->gpu_only_completion > CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                       "%s: gpu_only_completion %d is not AUTO (0), HOST_FUNC (1) or STREAM_WRITE (2)",
+                       fn, c->gpu_only_completion);
   cudaq_status_t st = check_core(c->cores.dispatcher, 1, "dispatcher");
   if (st == CUDAQ_OK) st = check_core(c->cores.consumer, 1, "consumer");
   if (st == CUDAQ_OK) st = check_core(c->cores.worker_base, c->num_workers, "worker_base");
@@ -219,8 +233,7 @@ cudaq_status_t cudaq_pipeline_create(const cudaq_pipeline_config_t *config, cuda
     free_parts(p);
     return st;
   }
-  const size_t mbytes = CUDAQ_PIPELINE_MAX_WORKERS * (sizeof(int) + sizeof(void *));
-  if (cudaq__mapped_alloc(mbytes, &p->mapped_host, &p->mapped_dev, &p->mapped) != 0) {
+  if (cudaq__mapped_alloc(MAPPED_BYTES, &p->mapped_host, &p->mapped_dev, &p->mapped) != 0) {
     p->mapped_host = NULL;
     free_parts(p);
     return cudaq__fail(CUDAQ_ERR_CUDA, "%s: allocating the ready flags and mailboxes failed", fn);
@@ -318,7 +331,8 @@ static size_t max_result(const cudaq_pipeline_t *p) {
   return p->ring.tx_stride_sz - CUDAQ_RPC_HEADER_SIZE;
 }
 
-/* GPU-only mode: runs on the CUDA callback thread after worker w's graph. */
+/* GPU-only mode: runs after worker w's graph, on the CUDA callback thread
+ * (HOST_FUNC completion) or on the consumer thread (STREAM_WRITE). */
 static void gpu_only_complete(void *arg) {
   worker_ctx_t *wc = arg;
   cudaq_pipeline_t *p = wc->p;
@@ -330,6 +344,32 @@ static void gpu_only_complete(void *arg) {
   else n = 0;
   complete_slot(p, s, 0, (uint32_t)n);
   cudaq__pool_release(&p->pool, w); /* R6 */
+}
+
+/* GPU-only mode, STREAM_WRITE completion: completes the slot of every busy
+ * worker whose completion word the GPU has set. Consumer thread only.
+ * Returns 1 if it completed any. */
+static int poll_gpu_done(cudaq_pipeline_t *p) {
+  /* Relaxed: a stale bit only delays the check to the next round; the
+   * word's acquire below is what orders the job's data. */
+  uint64_t busy = ~atomic_load_explicit(&p->pool.idle_mask, memory_order_relaxed) & p->pool.all_mask;
+  int any = 0;
+  while (busy) {
+    const uint32_t w = (uint32_t)__builtin_ctzll(busy);
+    busy &= busy - 1;
+    _Atomic uint32_t *done = &done_host_base(p)[w];
+    /* A13 pairs with G13 (the fenced GPU write enqueued after the graph in
+     * cudaq__pool_dispatch): the graph's output in mapped memory, and
+     * tags[w] (written by the dispatcher before that launch, as for A8),
+     * are visible once the word is seen 1. */
+    if (atomic_load_explicit(done, memory_order_acquire) != 1) continue;
+    /* Re-armed before the release R6 inside gpu_only_complete: the next
+     * job's G13 comes after the dispatcher's A6 sees w idle. */
+    atomic_store_explicit(done, 0, memory_order_relaxed);
+    gpu_only_complete(&p->wctx[w]);
+    any = 1;
+  }
+  return any;
 }
 
 /* ---- threads ----------------------------------------------------------- */
@@ -474,8 +514,9 @@ static void *worker_main(void *arg) {
 static void *consumer_main(void *arg) {
   cudaq_pipeline_t *p = arg;
   const int internal = p->own_ring;
+  const int poll_done = p->completion == CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE;
   for (;;) {
-    int found = 0;
+    int found = poll_done ? poll_gpu_done(p) : 0;
     for (uint32_t s = 0; s < p->nslots; ++s) {
       /* A2 pairs with R2 / R9: the response (or error marker) is visible. */
       uint64_t v = cudaq__load_acquire_u64(&p->ring.tx_flags_host[s]);
@@ -541,7 +582,9 @@ static cudaq_status_t build_workers(cudaq_pipeline_t *p) {
     p->wctx[w].id = (int)w;
     pool->completion_arg[w] = &p->wctx[w];
     atomic_store_explicit(cudaq__pipeline_ready_flag(p, (int)w), 0, memory_order_relaxed);
+    atomic_store_explicit(&done_host_base(p)[w], 0, memory_order_relaxed);
   }
+  p->completion = CUDAQ_GPU_ONLY_COMPLETION_AUTO;
   if (!p->factory) {
     pool->cpu_only = 1;
     cudaq__pool_init(pool);
@@ -556,6 +599,22 @@ static cudaq_status_t build_workers(cudaq_pipeline_t *p) {
   pool->ops = p->ops;
   pool->host_completion = p->cpu_fn == NULL;
   pool->completion_fn = gpu_only_complete;
+  if (pool->host_completion) {
+    const int want = p->cfg.gpu_only_completion;
+    const int can = p->ops.enqueue_word_store != NULL && (p->mapped || p->have_ops);
+    if (want == CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE && !can)
+      return cudaq__fail(CUDAQ_ERR_UNSUPPORTED,
+                         "%s: gpu_only_completion STREAM_WRITE needs cuStreamWriteValue32 from the "
+                         "CUDA driver and mapped memory; use AUTO or HOST_FUNC", fn);
+    if (can && want != CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC) {
+      p->completion = CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE;
+      /* Device view of the words; an emulated GPU (no mapping) uses the host view. */
+      pool->done_dev = p->mapped ? (uint32_t *)(void *)((uint8_t *)p->mapped_dev + DONE_OFFSET)
+                                 : (uint32_t *)(void *)done_host_base(p);
+    } else {
+      p->completion = CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC;
+    }
+  }
   for (uint32_t w = 0; w < p->nworkers; ++w) {
     cudaq_gpu_worker_resources_t *r = &p->res[w];
     memset(r, 0, sizeof *r);
@@ -727,6 +786,14 @@ cudaq_status_t cudaq_pipeline_stats(const cudaq_pipeline_t *p, cudaq_pipeline_st
   out->worker_stalls = atomic_load_explicit(&p->worker_stalls, memory_order_relaxed);
   out->errors = atomic_load_explicit(&p->errors, memory_order_relaxed);
   out->dropped = atomic_load_explicit(&p->dropped, memory_order_relaxed);
+  return cudaq__ok();
+}
+
+cudaq_status_t cudaq_pipeline_gpu_only_completion(const cudaq_pipeline_t *p,
+                                                  cudaq_gpu_only_completion_t *out) {
+  CHECK_ARG(p, "cudaq_pipeline_gpu_only_completion", "pipeline is NULL");
+  CHECK_ARG(out, "cudaq_pipeline_gpu_only_completion", "out is NULL");
+  *out = p->state == ST_CREATED ? CUDAQ_GPU_ONLY_COMPLETION_AUTO : p->completion;
   return cudaq__ok();
 }
 

@@ -66,7 +66,13 @@ cudaq__pool_result_t cudaq__pool_dispatch(cudaq__pool_t *p, uint32_t function_id
     err = p->ops.launch_graph(p->ops.user, wk->graph_exec, wk->stream);
     if (err == 0) {
       if (wk->post_launch_fn) wk->post_launch_fn(wk->post_launch_data, slot_dev, wk->stream);
-      if (p->host_completion)
+      if (p->host_completion && p->done_dev)
+        /* G13: the GPU, once the graph has finished, fences (system scope)
+         * and stores 1 into w's completion word; pairs with A13 in the
+         * pipeline's consumer (poll_gpu_done), which then completes the
+         * slot. No host function on the hot path. */
+        err = p->ops.enqueue_word_store(p->ops.user, wk->stream, &p->done_dev[w], 1);
+      else if (p->host_completion)
         err = p->ops.enqueue_host_fn(p->ops.user, wk->stream, p->completion_fn,
                                      p->completion_arg[w]);
     }

@@ -32,6 +32,12 @@ typedef struct {
   /* Waits for stream s (shutdown only). Returns 0 or the CUDA error. */
   int (*sync_stream)(void *user, cudaStream_t s);
   void *user;
+  /* Optional (NULL: not available). Enqueues on stream s, after the work
+   * already there, a GPU write of `value` into the 32-bit word at device
+   * address word_dev, preceded by a system-scope memory fence
+   * (cuStreamWriteValue32, default flags): the GPU-only completion without
+   * a host function. Returns 0 or the CUDA error code. */
+  int (*enqueue_word_store)(void *user, cudaStream_t s, void *word_dev, uint32_t value);
 } cudaq__launch_ops_t;
 
 /* The real ops (CUDA builds); NULL without CUDA. */
@@ -52,7 +58,9 @@ typedef enum {
 typedef struct cudaq__pool {
   uint32_t count;
   int cpu_only;  /* "launch" = store 1 into the worker's ready flag */
-  int host_completion; /* GPU-only: enqueue completion_fn(completion_arg[w]) after the graph */
+  int host_completion; /* GPU-only: after the graph, enqueue either the store of 1 into
+                          done_dev[w] (when done_dev is set) or completion_fn(completion_arg[w]) */
+  uint32_t *done_dev;  /* [count] device view of the GPU-only completion words, or NULL */
   cudaq_host_dispatch_worker_t workers[CUDAQ_PIPELINE_MAX_WORKERS];
   uint64_t all_mask;
   /* idle_mask: bit w = worker w is free. Cleared only by the dispatcher

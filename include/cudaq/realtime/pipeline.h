@@ -71,7 +71,23 @@ typedef struct {
   /* (extension) How long stop waits for queued and in-flight work before it
    * gives up and dumps what is stuck; default 5000 ms. */
   int drain_timeout_ms;
+  /* (extension) How GPU-only mode (no CPU stage) learns that a worker's
+   * graph has finished; one of cudaq_gpu_only_completion_t, default AUTO. */
+  int gpu_only_completion;
 } cudaq_pipeline_config_t;
+
+/* GPU-only completion (extension). The spec's way is a host function
+ * enqueued after the graph (cudaLaunchHostFunc); the CUDA driver runs those
+ * one at a time on one thread per context, ~25 us each on an H100, which
+ * caps GPU-only mode near 40k requests/s. STREAM_WRITE enqueues instead a
+ * GPU write of a completion word in mapped memory (cuStreamWriteValue32,
+ * with its system-scope fence before the write) that the consumer thread
+ * polls: no host callback on the hot path. */
+typedef enum {
+  CUDAQ_GPU_ONLY_COMPLETION_AUTO = 0,         /* STREAM_WRITE where the driver offers it, else HOST_FUNC */
+  CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC = 1,    /* cudaLaunchHostFunc after the graph (the spec) */
+  CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE = 2  /* required: start fails where it is not available */
+} cudaq_gpu_only_completion_t;
 
 /* Fills *config with the defaults above (cores -1, no external ring).
  * Returns CUDAQ_OK or CUDAQ_ERR_INVALID_ARG (NULL). */
@@ -215,6 +231,12 @@ cudaq_status_t cudaq_pipeline_stop(cudaq_pipeline_t *p);
 
 /* Lock-free snapshot. Returns CUDAQ_OK or CUDAQ_ERR_INVALID_ARG (NULL). */
 cudaq_status_t cudaq_pipeline_stats(const cudaq_pipeline_t *p, cudaq_pipeline_stats_t *out);
+
+/* (extension) The GPU-only completion in use after start: HOST_FUNC or
+ * STREAM_WRITE for a GPU-only pipeline, AUTO (0) for every other pipeline
+ * and before start. Returns CUDAQ_OK or CUDAQ_ERR_INVALID_ARG (NULL). */
+cudaq_status_t cudaq_pipeline_gpu_only_completion(const cudaq_pipeline_t *p,
+                                                  cudaq_gpu_only_completion_t *out);
 
 /* Completes a slot whose CPU stage returned CUDAQ_DEFERRED_COMPLETION, with
  * result_len bytes written into its response buffer. Any thread, also
