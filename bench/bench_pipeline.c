@@ -15,15 +15,27 @@
  * (the kernel copies the payload into mapped host memory and stores the
  * ready flag), and in the same run
  * the graph-launch floor (bare cudaGraphLaunch until its mapped flag is
- * seen). Modes: cpu (CPU only), gpu_cpu, gpu_only.
+ * seen). Modes: cpu (CPU only), gpu_cpu, gpu_only (the pipeline's default
+ * GPU-only completion: a GPU write of a completion word where the driver
+ * offers it), gpu_only_hostfn (the spec's cudaLaunchHostFunc completion).
+ * --stage mailbox: no pre-launch DMA; the kernel reads the payload from the
+ * ring slot named by the worker's mailbox. Each GPU row also reports the
+ * dispatcher's launch calls (pre-launch + cudaGraphLaunch): mean, max and
+ * how many took over 100 us / 1 ms. --hiccup CPU runs a thread on that CPU
+ * that only reads the clock and reports the gaps it sees (over 20 us,
+ * 100 us, 1 ms): stalls that no code of ours can cause (interrupts, the
+ * hypervisor), in the same time window as the row.
  *
- *   bench_pipeline [--modes cpu,gpu_cpu,gpu_only] [--requests N]
+ *   bench_pipeline [--modes cpu,gpu_cpu,gpu_only,gpu_only_hostfn] [--requests N]
  *                  [--payloads 2048,16384] [--intervals 0,1,10,30]
- *                  [--workers W] [--cpus D,C,W0] [--yield]
+ *                  [--workers W] [--cpus D,C,W0] [--yield] [--stage dma|mailbox]
+ *                  [--hiccup CPU]
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,7 +52,9 @@
 #ifdef CUDAQ_BENCH_GPU
 int bench_gpu_available(void);
 int bench_gpu_factory(void *user, int worker_id, cudaq_gpu_worker_resources_t *r);
-void bench_gpu_set_payload(size_t bytes, int signal_ready);
+void bench_gpu_set_payload(size_t bytes, int signal_ready, int mailbox_read);
+void bench_gpu_launch_stats(uint64_t *n, uint64_t *sum_ns, uint64_t *max_ns, uint64_t *over_100us,
+                            uint64_t *over_1ms);
 void bench_gpu_release(void);
 int bench_gpu_launch_floor(size_t n, uint64_t *samples_ns, size_t payload_bytes);
 #endif
@@ -75,7 +89,36 @@ static void on_done(void *user, const cudaq_completion_t *c) {
 
 typedef struct {
   int dispatcher, consumer, worker_base, workers, yield;
+  int mailbox; /* --stage mailbox */
+  int hiccup;  /* --hiccup CPU, or -1 */
 } opts_t;
+
+/* The hiccup thread: spins on the clock on its own CPU and counts the gaps
+ * between consecutive reads. */
+typedef struct {
+  _Atomic int stop;
+  int cpu;
+  uint64_t over_20us, over_100us, over_1ms, max_ns;
+  pthread_t t;
+} hiccup_t;
+
+static void *hiccup_main(void *arg) {
+  hiccup_t *h = arg;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(h->cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  uint64_t prev = bench_now_ns();
+  while (!atomic_load_explicit(&h->stop, memory_order_relaxed)) {
+    uint64_t t = bench_now_ns(), d = t - prev;
+    prev = t;
+    if (d > 20000) h->over_20us++;
+    if (d > 100000) h->over_100us++;
+    if (d > 1000000) h->over_1ms++;
+    if (d > h->max_ns) h->max_ns = d;
+  }
+  return NULL;
+}
 
 /* p50 of the DMA + graph-launch floor per payload size (GPU builds), for
  * the infrastructure overhead line. */
@@ -84,7 +127,7 @@ static size_t g_floor_payload[4];
 static int g_nfloor;
 
 static void run_one(const char *mode, size_t payload, double interval_us, size_t n, const opts_t *o) {
-  int gpu = strcmp(mode, "cpu") != 0, cpu = strcmp(mode, "gpu_only") != 0;
+  int gpu = strcmp(mode, "cpu") != 0, cpu = strncmp(mode, "gpu_only", 8) != 0;
   run_t r;
   memset(&r, 0, sizeof r);
   r.n = n;
@@ -100,6 +143,7 @@ static void run_one(const char *mode, size_t payload, double interval_us, size_t
   cfg.cores.worker_base = o->worker_base;
   cfg.idle_yield = o->yield;
   cfg.drain_timeout_ms = 10000;
+  if (!strcmp(mode, "gpu_only_hostfn")) cfg.gpu_only_completion = CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC;
   cudaq_pipeline_t *p = NULL;
   if (cudaq_pipeline_create(&cfg, &p) != CUDAQ_OK) {
     fprintf(stderr, "create: %s\n", cudaq_last_error());
@@ -109,7 +153,7 @@ static void run_one(const char *mode, size_t payload, double interval_us, size_t
   if (cpu) cudaq_pipeline_set_cpu_stage(p, cpu_stage, &r);
 #ifdef CUDAQ_BENCH_GPU
   if (gpu) {
-    bench_gpu_set_payload(payload, cpu);
+    bench_gpu_set_payload(payload, cpu, o->mailbox);
     cudaq_pipeline_set_gpu_stage(p, bench_gpu_factory, NULL);
   }
 #endif
@@ -117,6 +161,12 @@ static void run_one(const char *mode, size_t payload, double interval_us, size_t
     fprintf(stderr, "start: %s\n", cudaq_last_error());
     exit(1);
   }
+  cudaq_gpu_only_completion_t used = CUDAQ_GPU_ONLY_COMPLETION_AUTO;
+  cudaq_pipeline_gpu_only_completion(p, &used);
+  hiccup_t hc;
+  memset(&hc, 0, sizeof hc);
+  hc.cpu = o->hiccup;
+  if (o->hiccup >= 0) pthread_create(&hc.t, NULL, hiccup_main, &hc);
   cudaq_pipeline_injector_t *inj;
   cudaq_pipeline_injector_create(p, &inj);
   uint8_t *buf = malloc(payload);
@@ -135,6 +185,10 @@ static void run_one(const char *mode, size_t payload, double interval_us, size_t
   while (atomic_load_explicit(&r.done, memory_order_acquire) < n) {
   }
   const uint64_t t1 = bench_now_ns();
+  if (o->hiccup >= 0) {
+    atomic_store_explicit(&hc.stop, 1, memory_order_relaxed);
+    pthread_join(hc.t, NULL);
+  }
   cudaq_pipeline_stats_t st;
   cudaq_pipeline_stop(p);
   cudaq_pipeline_stats(p, &st);
@@ -159,7 +213,12 @@ static void run_one(const char *mode, size_t payload, double interval_us, size_t
   char iv[16];
   if (step) snprintf(iv, sizeof iv, "%gus", interval_us);
   else snprintf(iv, sizeof iv, "flat-out");
-  snprintf(name, sizeof name, "%s %zuB %s end-to-end", mode, payload, iv);
+  snprintf(name, sizeof name, "%s%s%s %zuB %s end-to-end", mode,
+           gpu && o->mailbox ? "[mailbox]" : "",
+           used == CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE ? "[stream-write]"
+           : used == CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC  ? "[host-fn]"
+                                                          : "",
+           payload, iv);
   bench_stats_t es = bench_percentiles(e2e, m);
   bench_print_row(name, m, es);
   for (int k = 0; gpu && k < g_nfloor; ++k)
@@ -177,6 +236,21 @@ static void run_one(const char *mode, size_t payload, double interval_us, size_t
          (double)n / ((double)(t1 - t0) / 1e9), (unsigned long long)st.backpressure_stalls,
          (unsigned long long)st.worker_stalls, (unsigned long long)st.errors,
          (unsigned long long)st.completed, n);
+#ifdef CUDAQ_BENCH_GPU
+  if (gpu) {
+    uint64_t ln, lsum, lmax, l100, l1ms;
+    bench_gpu_launch_stats(&ln, &lsum, &lmax, &l100, &l1ms);
+    printf("  dispatcher launch calls (pre-launch + cudaGraphLaunch): mean %.2f us, max %.1f us, "
+           "over 100 us %llu, over 1 ms %llu (of %llu)\n",
+           ln ? (double)lsum / (double)ln / 1e3 : 0.0, (double)lmax / 1e3, (unsigned long long)l100,
+           (unsigned long long)l1ms, (unsigned long long)ln);
+  }
+#endif
+  if (o->hiccup >= 0)
+    printf("  hiccups on CPU %d (clock-only thread): gaps over 20 us %llu, over 100 us %llu, "
+           "over 1 ms %llu, max %.1f us\n",
+           o->hiccup, (unsigned long long)hc.over_20us, (unsigned long long)hc.over_100us,
+           (unsigned long long)hc.over_1ms, (double)hc.max_ns / 1e3);
   if (st.completed != n || r.bad) {
     fprintf(stderr, "bench_pipeline: LOST or failed requests\n");
     exit(1);
@@ -206,7 +280,7 @@ int main(int argc, char **argv) {
   size_t n = 100000;
   double payloads[4] = {2048, 16384}, intervals[8] = {0, 1, 10, 30};
   int np = 2, ni = 4;
-  opts_t o = {-1, -1, -1, 8, 0};
+  opts_t o = {-1, -1, -1, 8, 0, 0, -1};
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--modes") && i + 1 < argc) modes = argv[++i];
     else if (!strcmp(argv[i], "--requests") && i + 1 < argc) n = strtoull(argv[++i], NULL, 10);
@@ -218,11 +292,25 @@ int main(int argc, char **argv) {
       split(argv[++i], c, 3);
       o.dispatcher = (int)c[0], o.consumer = (int)c[1], o.worker_base = (int)c[2];
     } else if (!strcmp(argv[i], "--yield")) o.yield = 1;
+    else if (!strcmp(argv[i], "--stage") && i + 1 < argc) {
+      const char *v = argv[++i];
+      if (strcmp(v, "dma") && strcmp(v, "mailbox")) {
+        fprintf(stderr, "bench_pipeline: --stage %s: expected dma or mailbox\n", v);
+        return 2;
+      }
+      o.mailbox = !strcmp(v, "mailbox");
+    } else if (!strcmp(argv[i], "--hiccup") && i + 1 < argc) o.hiccup = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: %s [--modes cpu,gpu_cpu,gpu_only] [--requests N] [--payloads 2048,16384] "
-                      "[--intervals 0,1,10,30] [--workers W] [--cpus D,C,W0] [--yield]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--modes cpu,gpu_cpu,gpu_only,gpu_only_hostfn] [--requests N] "
+                      "[--payloads 2048,16384] [--intervals 0,1,10,30] [--workers W] [--cpus D,C,W0] "
+                      "[--yield] [--stage dma|mailbox] [--hiccup CPU]\n", argv[0]);
       return 2;
     }
+  }
+  if (o.hiccup >= get_nprocs_conf()) {
+    fprintf(stderr, "bench_pipeline: --hiccup %d: this machine has CPUs 0..%d\n", o.hiccup,
+            get_nprocs_conf() - 1);
+    return 2;
   }
   if (n < 100) n = 100;
   int have_gpu = 0;
@@ -252,8 +340,8 @@ int main(int argc, char **argv) {
     }
   }
 #endif
-  const char *all[3] = {"cpu", "gpu_cpu", "gpu_only"};
-  for (int mi = 0; mi < 3; ++mi) {
+  const char *all[4] = {"cpu", "gpu_cpu", "gpu_only", "gpu_only_hostfn"};
+  for (int mi = 0; mi < 4; ++mi) {
     if (!has_mode(modes, all[mi])) continue;
     if (mi > 0 && !have_gpu) continue;
     for (int k = 0; k < np; ++k)

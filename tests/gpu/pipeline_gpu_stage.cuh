@@ -7,7 +7,13 @@
  * stores the ready flag from the last block to finish (system-scope
  * release). One node: every extra graph node costs microseconds of launch
  * latency. And a pre-launch callback that DMA-copies the request payload from the
- * ring slot (slot_dev + 24) into the input buffer before each launch.
+ * ring slot (slot_dev + 24) into the input buffer before each launch; or,
+ * with mailbox_read set, no pre-launch call at all: the kernel reads the
+ * slot's device address from the worker's mailbox (written by the
+ * dispatcher before the launch) and copies the payload straight out of the
+ * mapped ring. With a now() clock the stage also times, per launch, the
+ * dispatcher's pre-launch call plus cudaGraphLaunch (pre- to post-launch
+ * callback): the host API cost on the dispatcher thread.
  * Shared by tests/gpu/test_pipeline_gpu.cu and bench/bench_pipeline_gpu.cu.
  */
 #ifndef CUDAQ_PIPELINE_GPU_STAGE_CUH
@@ -32,6 +38,7 @@ struct pgs_worker {
   unsigned *d_blocks_done;    /* blocks of the current launch that have finished */
   uint8_t *h_out, *h_out_dev; /* mapped */
   size_t bytes;               /* payload bytes copied per request (multiple of 16) */
+  struct pgs_stage *stage;    /* the stage it belongs to */
 };
 
 struct pgs_stage {
@@ -39,14 +46,27 @@ struct pgs_stage {
   int signal_ready;  /* graph ends with the ready-flag store (GPU + CPU mode) */
   uint32_t function_id;
   int last_error;    /* first CUDA error in the factory */
+  int mailbox_read;  /* the kernel reads the payload from the slot (no DMA) */
+  uint64_t (*now)(void); /* set: time the launch calls (dispatcher thread only) */
+  uint64_t t_pre;        /* pre-launch callback entered */
+  uint64_t launch_n, launch_sum_ns, launch_max_ns, launch_over_100us, launch_over_1ms;
   pgs_worker w[PGS_MAX_WORKERS];
   int nw;
 };
 
 __global__ void pgs_passthrough_kernel(const uint4 *__restrict__ in, uint4 *__restrict__ out, size_t n16,
-                                       int *ready, unsigned *blocks_done) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n16; i += (size_t)gridDim.x * blockDim.x)
-    out[i] = in[i];
+                                       int *ready, unsigned *blocks_done, void *const *mailbox) {
+  if (mailbox) {
+    /* The slot's device address, written by the dispatcher before this
+     * launch (the launch orders it); the payload at +24 is 8-byte aligned. */
+    const uint2 *src = (const uint2 *)((const uint8_t *)*(void *const volatile *)mailbox + CUDAQ_RPC_HEADER_SIZE);
+    uint2 *dst = (uint2 *)out;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < 2 * n16; i += (size_t)gridDim.x * blockDim.x)
+      dst[i] = src[i];
+  } else {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n16; i += (size_t)gridDim.x * blockDim.x)
+      out[i] = in[i];
+  }
   if (!ready) return; /* GPU-only mode: a host function after the graph completes the request */
   __syncthreads();    /* this block's output stores come before its count */
   if (threadIdx.x != 0) return;
@@ -63,7 +83,22 @@ __global__ void pgs_passthrough_kernel(const uint4 *__restrict__ in, uint4 *__re
 /* Pre-launch DMA: ring slot payload -> the worker's input buffer. */
 static void pgs_pre_launch(void *user, void *slot_dev, cudaStream_t s) {
   pgs_worker *w = (pgs_worker *)user;
-  cudaMemcpyAsync(w->d_in, (const uint8_t *)slot_dev + CUDAQ_RPC_HEADER_SIZE, w->bytes, cudaMemcpyDefault, s);
+  pgs_stage *st = w->stage;
+  if (st->now) st->t_pre = st->now();
+  if (!st->mailbox_read)
+    cudaMemcpyAsync(w->d_in, (const uint8_t *)slot_dev + CUDAQ_RPC_HEADER_SIZE, w->bytes, cudaMemcpyDefault, s);
+}
+
+/* After a successful launch: the pre-launch call + cudaGraphLaunch time. */
+static void pgs_post_launch(void *user, void *slot_dev, cudaStream_t s) {
+  (void)slot_dev, (void)s;
+  pgs_stage *st = ((pgs_worker *)user)->stage;
+  uint64_t d = st->now() - st->t_pre;
+  st->launch_n++;
+  st->launch_sum_ns += d;
+  if (d > st->launch_max_ns) st->launch_max_ns = d;
+  st->launch_over_100us += d > 100000;
+  st->launch_over_1ms += d > 1000000;
 }
 
 #define PGS_CK(x)                              \
@@ -80,6 +115,7 @@ static int pgs_factory(void *user, int id, cudaq_gpu_worker_resources_t *r) {
   pgs_stage *st = (pgs_stage *)user;
   pgs_worker *w = &st->w[id];
   memset(w, 0, sizeof *w);
+  w->stage = st;
   w->bytes = (st->payload + 15) / 16 * 16;
   PGS_CK(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
   PGS_CK(cudaMalloc(&w->d_in, w->bytes));
@@ -94,17 +130,25 @@ static int pgs_factory(void *user, int id, cudaq_gpu_worker_resources_t *r) {
   unsigned blocks = (unsigned)((n16 + 255) / 256);
   if (blocks == 0) blocks = 1;
   if (blocks > 64) blocks = 64;
+  if (st->mailbox_read && !r->mailbox_dev) return -1;
   pgs_passthrough_kernel<<<blocks, 256, 0, w->stream>>>((const uint4 *)w->d_in, (uint4 *)w->h_out_dev, n16,
                                                          st->signal_ready ? r->ready_flag_dev : nullptr,
-                                                         w->d_blocks_done);
+                                                         w->d_blocks_done,
+                                                         st->mailbox_read ? r->mailbox_dev : nullptr);
   PGS_CK(cudaStreamEndCapture(w->stream, &w->graph));
   PGS_CK(cudaGraphInstantiate(&w->exec, w->graph, 0));
   PGS_CK(cudaGraphUpload(w->exec, w->stream));
   PGS_CK(cudaStreamSynchronize(w->stream));
   r->graph_exec = w->exec;
   r->stream = w->stream;
-  r->pre_launch_fn = pgs_pre_launch;
-  r->pre_launch_data = w;
+  if (!st->mailbox_read || st->now) {
+    r->pre_launch_fn = pgs_pre_launch;
+    r->pre_launch_data = w;
+  }
+  if (st->now) {
+    r->post_launch_fn = pgs_post_launch;
+    r->post_launch_data = w;
+  }
   r->function_id = st->function_id;
   r->gpu_output_host = w->h_out;
   r->gpu_output_size = st->payload;

@@ -83,8 +83,10 @@ static size_t cpu_stage(void *user, const cudaq_cpu_stage_context_t *ctx) {
   return ctx->request_size;
 }
 
-/* mode: 0 GPU + CPU, 1 GPU only, 2 CPU only */
-static void run(int mode, size_t payload, int workers, uint32_t n) {
+/* mode: 0 GPU + CPU, 1 GPU only, 2 CPU only; completion: the config's
+ * gpu_only_completion; mailbox: the stage's kernel reads the payload from
+ * the slot named by the mailbox (no pre-launch DMA). */
+static void run_with(int mode, size_t payload, int workers, uint32_t n, int completion, int mailbox) {
   rec_t r;
   memset(&r, 0, sizeof r);
   pgs_stage *st = (pgs_stage *)calloc(1, sizeof *st);
@@ -95,12 +97,14 @@ static void run(int mode, size_t payload, int workers, uint32_t n) {
   st->payload = payload;
   st->signal_ready = mode == 0;
   st->function_id = FN_PASS;
+  st->mailbox_read = mailbox;
   cudaq_pipeline_config_t cfg;
   cudaq_pipeline_config_init(&cfg);
   cfg.num_workers = workers;
   cfg.num_slots = 32;
   cfg.slot_size = payload + 64;
   cfg.drain_timeout_ms = 20000;
+  cfg.gpu_only_completion = completion;
   cudaq_pipeline_t *p = NULL;
   assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_OK);
   cudaq_pipeline_ringbuffer(p, &r.rb);
@@ -110,6 +114,11 @@ static void run(int mode, size_t payload, int workers, uint32_t n) {
   if (mode != 1) assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_stage, NULL), CUDAQ_OK);
   cudaq_status_t s = cudaq_pipeline_start(p);
   if (s != CUDAQ_OK) fail_msg("start: %s", cudaq_last_error());
+  cudaq_gpu_only_completion_t used;
+  assert_int_equal(cudaq_pipeline_gpu_only_completion(p, &used), CUDAQ_OK);
+  if (mode != 1) assert_int_equal(used, CUDAQ_GPU_ONLY_COMPLETION_AUTO);
+  else if (completion != CUDAQ_GPU_ONLY_COMPLETION_AUTO) assert_int_equal(used, completion);
+  else assert_true(used == CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE || used == CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC);
   cudaq_pipeline_injector_t *inj;
   assert_int_equal(cudaq_pipeline_injector_create(p, &inj), CUDAQ_OK);
   uint8_t *buf = (uint8_t *)malloc(payload);
@@ -125,9 +134,10 @@ static void run(int mode, size_t payload, int workers, uint32_t n) {
   uint64_t missing = 0;
   for (uint64_t i = 0; i < n; ++i) missing += r.seen[i] == 0;
   static const char *names[] = {"gpu+cpu", "gpu-only", "cpu-only"};
-  printf("pipeline %s %zuB x%d workers: %u requests in %.3f s (%.0f req/s); missing %llu dup %llu bad %llu "
+  static const char *how[] = {"", " (stream-write completion)", " (host-function completion)"};
+  printf("pipeline %s%s%s %zuB x%d workers: %u requests in %.3f s (%.0f req/s); missing %llu dup %llu bad %llu "
          "failed %llu; stalls %llu\n",
-         names[mode], payload, workers, n, secs, n / secs, (unsigned long long)missing,
+         names[mode], mode == 1 ? how[used] : "", mailbox ? " mailbox-read" : "", payload, workers, n, secs, n / secs, (unsigned long long)missing,
          (unsigned long long)r.dup, (unsigned long long)r.bad, (unsigned long long)r.failed,
          (unsigned long long)stt.backpressure_stalls);
   assert_int_equal(missing, 0);
@@ -143,12 +153,31 @@ static void run(int mode, size_t payload, int workers, uint32_t n) {
   free(r.seen);
 }
 
+static void run(int mode, size_t payload, int workers, uint32_t n) {
+  run_with(mode, payload, workers, n, CUDAQ_GPU_ONLY_COMPLETION_AUTO, 0);
+}
+
 static void test_gpu_cpu_2k(void **) { run(0, 2048, 4, scaled(50000)); }
 static void test_gpu_cpu_16k(void **) { run(0, 16384, 8, scaled(20000)); }
 static void test_gpu_cpu_one_worker(void **) { run(0, 2048, 1, scaled(5000)); }
 static void test_gpu_only_2k(void **) { run(1, 2048, 4, scaled(50000)); }
 static void test_gpu_only_16k(void **) { run(1, 16384, 8, scaled(20000)); }
 static void test_cpu_only_mapped(void **) { run(2, 2048, 4, scaled(50000)); }
+/* (extension) GPU-only completion asked for explicitly: the completion word
+ * written by the GPU (cuStreamWriteValue32), and the spec's host function. */
+static void test_gpu_only_stream_write(void **) {
+  run_with(1, 2048, 4, scaled(50000), CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE, 0);
+  run_with(1, 16384, 8, scaled(20000), CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE, 0);
+}
+static void test_gpu_only_host_func(void **) {
+  run_with(1, 2048, 4, scaled(20000), CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC, 0);
+}
+/* The stage reads the payload through the mailbox (spec 5: the dispatcher
+ * writes the slot's device address there before each launch). */
+static void test_mailbox_read(void **) {
+  run_with(0, 2048, 4, scaled(50000), CUDAQ_GPU_ONLY_COMPLETION_AUTO, 1);
+  run_with(1, 16384, 8, scaled(20000), CUDAQ_GPU_ONLY_COMPLETION_AUTO, 1);
+}
 
 /* GRAPH_LAUNCH entries of a host-path cudaq_dispatcher_t go to real graph
  * workers (W 4): the graph ends with the ready signal; a poller thread
@@ -305,7 +334,9 @@ int main(void) {
       cmocka_unit_test(test_launch_floor),     cmocka_unit_test(test_gpu_cpu_one_worker),
       cmocka_unit_test(test_gpu_cpu_2k),       cmocka_unit_test(test_gpu_cpu_16k),
       cmocka_unit_test(test_gpu_only_2k),      cmocka_unit_test(test_gpu_only_16k),
-      cmocka_unit_test(test_cpu_only_mapped),   cmocka_unit_test(test_host_dispatcher_graph_workers),
+      cmocka_unit_test(test_cpu_only_mapped),   cmocka_unit_test(test_gpu_only_stream_write),
+      cmocka_unit_test(test_gpu_only_host_func), cmocka_unit_test(test_mailbox_read),
+      cmocka_unit_test(test_host_dispatcher_graph_workers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
