@@ -1,39 +1,89 @@
 #!/usr/bin/env bash
-# One visit to a GPU machine for the pipeline (issue 4): the GPU test,
+# One visit to a GPU machine for the pipeline (issues 4 and 15): the GPU test,
 # compute-sanitizer (memcheck, racecheck) on it, and the benchmark.
-# Build here first (no GPU needed):
+# Build here first (no GPU needed), then either carry the build folder
 #   scripts/gpu-build.sh          -> build-gpu/ (Release, sm_90)
-# then run this script on the GPU machine from the repository root with
-# build-gpu carried along. Results go to $OUT (default ./gpu-out).
-# Binaries run directly (not through ctest). Knobs: BENCH_REQUESTS
-# (default 200000 per row), BENCH_CPUS (dispatcher,consumer,worker_base;
-# default 2,3,4), SCALE_SAN (request scale under compute-sanitizer).
+# or, lighter, a pack of the binaries this script needs:
+#   BUILD=build-gpu CARRY=.gpucarry-pl scripts/gpu-run-pipeline.sh --pack
+# and on the GPU machine, with .gpucarry-pl carried:
+#   BUILD=.gpucarry-pl scripts/gpu-run-pipeline.sh
+# Results go to $OUT (default ./gpu-out). Binaries run directly (not through
+# ctest). Knobs: BENCH_REQUESTS (default 200000 per row), BENCH_CPUS
+# (dispatcher,consumer,worker_base; default 2,3,4), BENCH_ARGS (more
+# bench_pipeline options, e.g. "--modes gpu_cpu,gpu_only --intervals 30,10,0"),
+# BENCH_MAILBOX=1 (the rows again with --stage mailbox), SOAK (requests of a
+# flat-out GPU+CPU 2 KiB soak row, default 0 = none), SCALE_SAN (request scale
+# under compute-sanitizer), STEPS (default "test sanitize bench").
 set -uo pipefail
-source "$(dirname "$0")/gpu-common.sh"
+cd "$(dirname "$0")/.."
+if [ "${1:-}" = --pack ]; then # here: strip + xz the binaries into $CARRY
+  B=${BUILD:-build-gpu} C=${CARRY:-.gpucarry-pl}
+  case "$C" in .gpucarry*) ;; *) echo "CARRY must start with .gpucarry (git-ignored)" >&2; exit 2 ;; esac
+  rm -rf "$C" && mkdir -p "$C"
+  for b in tests/test_pipeline_gpu bench/bench_pipeline; do
+    strip -o "$C/$(basename $b)" "$B/$b" && xz -T0 -6 "$C/$(basename $b)"
+  done
+  cp -L "$B/src/libcudaq_realtime.so.0" /usr/lib/x86_64-linux-gnu/libcmocka.so.0 "$C"/
+  git rev-parse HEAD > "$C/commit.txt"
+  du -sh "$C"
+  exit 0
+fi
+source scripts/gpu-common.sh
+BIN=$B/tests BBIN=$B/bench
+if ls "$B"/*.xz > /dev/null 2>&1; then # a pack: unpack next to it
+  mkdir -p /tmp/plbin
+  for f in "$B"/*.xz; do xz -dc "$f" > "/tmp/plbin/$(basename "${f%.xz}")"; done
+  chmod +x /tmp/plbin/*
+  BIN=/tmp/plbin BBIN=/tmp/plbin
+  export LD_LIBRARY_PATH=$PWD/$B:$LD_LIBRARY_PATH
+fi
 SCALE_SAN=${SCALE_SAN:-0.01}
-{
-  machine_info
-} > "$OUT/machine.txt" 2>&1
+STEPS=${STEPS:-test sanitize bench}
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+machine_info > "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
 
-run test_pipeline_gpu "$B/tests/test_pipeline_gpu"
-grep -E "^pipeline|floor|PASSED|FAILED" "$OUT/test_pipeline_gpu.log"
-for t in test_pipeline test_host_workers test_pipeline_stress; do run "$t" "$B/tests/$t"; done
-grep -h "^stress" "$OUT/test_pipeline_stress.log"
-
-if command -v compute-sanitizer >/dev/null; then
-  for tool in ${SANITIZER_TOOLS:-memcheck racecheck}; do
-    STEP_TIMEOUT=${SAN_TIMEOUT:-300} run "pipeline_sanitizer_$tool" env CUDAQ_TEST_SCALE="$SCALE_SAN" \
-      compute-sanitizer --tool "$tool" --error-exitcode 1 "$B/tests/test_pipeline_gpu"
-    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/pipeline_sanitizer_$tool.log" | tail -3
-  done
-else
-  echo "compute-sanitizer: not found on this machine"; fails=$((fails + 1))
+if has test; then
+  run test_pipeline_gpu "$BIN/test_pipeline_gpu"
+  grep -E "^pipeline|floor|PASSED|FAILED" "$OUT/test_pipeline_gpu.log"
+  if [ -x "$BIN/test_pipeline" ]; then
+    for t in test_pipeline test_host_workers test_pipeline_stress; do run "$t" "$BIN/$t"; done
+    grep -h "^stress" "$OUT/test_pipeline_stress.log"
+  fi
 fi
 
-STEP_TIMEOUT=${BENCH_TIMEOUT:-480} run bench_pipeline "$B/bench/bench_pipeline" \
-  --requests "${BENCH_REQUESTS:-200000}" --cpus "${BENCH_CPUS:-2,3,4}" --workers "${BENCH_WORKERS:-8}"
-cat "$OUT/bench_pipeline.log"
+if has sanitize; then
+  if command -v compute-sanitizer >/dev/null; then
+    for tool in ${SANITIZER_TOOLS:-memcheck racecheck}; do
+      STEP_TIMEOUT=${SAN_TIMEOUT:-300} run "pipeline_sanitizer_$tool" env CUDAQ_TEST_SCALE="$SCALE_SAN" \
+        compute-sanitizer --tool "$tool" --error-exitcode 1 "$BIN/test_pipeline_gpu"
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/pipeline_sanitizer_$tool.log" | tail -3
+    done
+  else
+    echo "compute-sanitizer: not found on this machine"; fails=$((fails + 1))
+  fi
+fi
+
+if has bench; then
+  # shellcheck disable=SC2086
+  STEP_TIMEOUT=${BENCH_TIMEOUT:-480} run bench_pipeline "$BBIN/bench_pipeline" \
+    --requests "${BENCH_REQUESTS:-200000}" --cpus "${BENCH_CPUS:-2,3,4}" --workers "${BENCH_WORKERS:-8}" \
+    ${BENCH_ARGS:-}
+  cat "$OUT/bench_pipeline.log"
+  if [ "${BENCH_MAILBOX:-0}" = 1 ]; then
+    # shellcheck disable=SC2086
+    STEP_TIMEOUT=${BENCH_TIMEOUT:-480} run bench_pipeline_mailbox "$BBIN/bench_pipeline" \
+      --requests "${BENCH_REQUESTS:-200000}" --cpus "${BENCH_CPUS:-2,3,4}" --workers "${BENCH_WORKERS:-8}" \
+      ${BENCH_ARGS:-} --stage mailbox
+    grep -v "^floor" "$OUT/bench_pipeline_mailbox.log"
+  fi
+  if [ "${SOAK:-0}" -gt 0 ]; then
+    STEP_TIMEOUT=${SOAK_TIMEOUT:-400} run bench_pipeline_soak "$BBIN/bench_pipeline" \
+      --requests "$SOAK" --cpus "${BENCH_CPUS:-2,3,4}" --workers "${BENCH_WORKERS:-8}" \
+      --modes gpu_cpu --payloads 2048 --intervals 0
+    cat "$OUT/bench_pipeline_soak.log"
+  fi
+fi
 
 echo "gpu-run-pipeline: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -134,7 +134,7 @@ static void run_with(int mode, size_t payload, int workers, uint32_t n, int comp
   uint64_t missing = 0;
   for (uint64_t i = 0; i < n; ++i) missing += r.seen[i] == 0;
   static const char *names[] = {"gpu+cpu", "gpu-only", "cpu-only"};
-  static const char *how[] = {"", " (stream-write completion)", " (host-function completion)"};
+  static const char *how[] = {"", " (host-function completion)", " (stream-write completion)"}; /* by cudaq_gpu_only_completion_t */
   printf("pipeline %s%s%s %zuB x%d workers: %u requests in %.3f s (%.0f req/s); missing %llu dup %llu bad %llu "
          "failed %llu; stalls %llu\n",
          names[mode], mode == 1 ? how[used] : "", mailbox ? " mailbox-read" : "", payload, workers, n, secs, n / secs, (unsigned long long)missing,
