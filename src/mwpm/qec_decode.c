@@ -401,6 +401,22 @@ static int next_obs(cudaq_sample_reader_t *ord, uint64_t *obs, cudaq_mwpm_error_
   return 1;
 }
 
+/* What a decoded shot leads to, for both loops: predict writes the
+ * prediction; count_mistakes takes the true observables into *obs (from
+ * --obs_in when given; otherwise *obs already holds the appended ones).
+ * Returns 0, or 1 on a write or input error (reported). */
+static int shot_outcome(FILE *fout, cudaq_sample_format_t out_fmt, int cmd_predict, uint64_t pred,
+                        uint32_t no, cudaq_sample_reader_t *ord, uint64_t *obs,
+                        cudaq_mwpm_error_t *err) {
+  if (!cmd_predict)
+    return ord && next_obs(ord, obs, err);
+  if (cudaq_sample_write_obs(fout, out_fmt, pred, no)) {
+    fprintf(stderr, "qec-decode: write error\n");
+    return 1;
+  }
+  return 0;
+}
+
 static int run_threaded(cudaq_mwpm_decoder_t *const *decs, size_t nt, int correlated, uint32_t nd,
                         uint32_t no, cudaq_sample_reader_t *rd, cudaq_sample_reader_t *ord,
                         FILE *fout, cudaq_sample_format_t out_fmt, int cmd_predict,
@@ -443,17 +459,10 @@ static int run_threaded(cudaq_mwpm_decoder_t *const *decs, size_t nt, int correl
       for (size_t b = 0; b < pb; b++)
         pred |= (uint64_t)preds[s * pb + b] << (8 * b);
       shots++;
-      if (cmd_predict) {
-        if (cudaq_sample_write_obs(fout, out_fmt, pred, no)) {
-          fprintf(stderr, "qec-decode: write error\n");
-          goto done;
-        }
-        continue;
-      }
       uint64_t o = obs[s];
-      if (ord && next_obs(ord, &o, &err))
+      if (shot_outcome(fout, out_fmt, cmd_predict, pred, no, ord, &o, &err))
         goto done;
-      mistakes += pred != o;
+      mistakes += !cmd_predict && pred != o;
     }
     if (st) {
       if (st == CUDAQ_MWPM_ERR_NO_SOLUTION)
@@ -631,17 +640,12 @@ static int run(const opts_t *o) {
     if (decode_shot(&r, events, ne, shots + 1, !cmd_predict, &pred, &plain))
       goto done;
     shots++;
-    if (cmd_predict) {
-      if (cudaq_sample_write_obs(fout, out_fmt, pred, no)) {
-        fprintf(stderr, "qec-decode: write error\n");
-        goto done;
-      }
-      continue;
-    }
-    if (ord && next_obs(ord, &obs, &err))
+    if (shot_outcome(fout, out_fmt, cmd_predict, pred, no, ord, &obs, &err))
       goto done;
-    mistakes += pred != obs;
-    r.rep.mistakes_mwpm += plain != obs;
+    if (!cmd_predict) {
+      mistakes += pred != obs;
+      r.rep.mistakes_mwpm += plain != obs;
+    }
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   if (!cmd_predict)
