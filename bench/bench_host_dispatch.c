@@ -19,15 +19,7 @@
 #include <unistd.h>
 
 #include "bench_common.h"
-#include "cudaq/realtime/cudaq_realtime.h"
-
-static int h_echo(const void *args, void *result, uint32_t arg_len, uint32_t max_result_len,
-                  uint32_t *result_len) {
-  if (arg_len > max_result_len) return 1;
-  memmove(result, args, arg_len);
-  *result_len = arg_len;
-  return 0;
-}
+#include "bench_echo.h"
 
 #define DIE(...) do { fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); exit(1); } while (0)
 #define CK(call) do { cudaq_status_t st_ = (call); if (st_ != CUDAQ_OK) DIE("%s: %s (%s)", #call, cudaq_status_string(st_), cudaq_last_error()); } while (0)
@@ -94,31 +86,11 @@ int main(int argc, char **argv) {
   bench_stats_t fl = run_floor(n, cpu_a, cpu_b, lat);
   bench_print_row("floor: cpu<->cpu cache-line round trip", (size_t)n, fl);
 
-  cudaq_dispatch_manager_t *m;
-  cudaq_dispatcher_t *d;
-  cudaq_dispatcher_config_t c;
   cudaq_ringbuffer_t rb;
-  CK(cudaq_dispatcher_config_init(&c));
-  c.num_slots = slots;
-  c.slot_size = slot_size;
-  c.dispatch_path = CUDAQ_DISPATCH_PATH_HOST;
-  c.dispatch_mode = CUDAQ_DISPATCH_HOST_CALL;
-  cudaq_function_entry_t e;
-  memset(&e, 0, sizeof e);
-  e.handler.host_fn = h_echo;
-  e.function_id = cudaq_fnv1a_hash("echo");
-  e.dispatch_mode = CUDAQ_DISPATCH_HOST_CALL;
-  cudaq_function_table_t table = {&e, 1};
-  volatile int shutdown = 0;
-  uint64_t stats[1];
-  CK(cudaq_dispatch_manager_create(&m));
-  CK(cudaq_dispatcher_create(m, &c, &d));
+  bench_echo_server_t srv;
   CK(cudaq_host_ringbuffer_alloc(&rb, slots, slot_size, CUDAQ_RING_ALLOC_HOST));
-  CK(cudaq_dispatcher_set_ringbuffer(d, &rb));
-  CK(cudaq_dispatcher_set_function_table(d, &table));
-  CK(cudaq_dispatcher_set_control(d, &shutdown, stats));
-  CK(cudaq_dispatcher_set_host_affinity(d, cpu_b));
-  CK(cudaq_dispatcher_start(d));
+  CK(bench_echo_start(&srv, &rb, slots, slot_size, cpu_b));
+  cudaq_dispatcher_t *d = srv.d;
   bench_pin(cpu_a);
 
   uint8_t buf[65536];
@@ -128,7 +100,7 @@ int main(int argc, char **argv) {
   for (uint64_t k = 0; k < n; ++k) {
     uint32_t slot = (uint32_t)(k % slots);
     uint64_t t0 = bench_now_ns();
-    cudaq_host_ringbuffer_write_rpc_request(&rb, slot, e.function_id, buf, payload, (uint32_t)k, t0);
+    cudaq_host_ringbuffer_write_rpc_request(&rb, slot, srv.function_id, buf, payload, (uint32_t)k, t0);
     cudaq_host_ringbuffer_signal_slot(&rb, slot);
     while (cudaq_host_ringbuffer_poll_tx_flag(&rb, slot, NULL) != CUDAQ_TX_READY) {}
     const cudaq_rpc_response_t *r = (const cudaq_rpc_response_t *)(const void *)
@@ -150,7 +122,7 @@ int main(int argc, char **argv) {
     }
     if (k >= n) continue;
     while (!cudaq_host_ringbuffer_slot_available(&rb, slot)) {}
-    cudaq_host_ringbuffer_write_rpc_request(&rb, slot, e.function_id, buf, payload, (uint32_t)k, 0);
+    cudaq_host_ringbuffer_write_rpc_request(&rb, slot, srv.function_id, buf, payload, (uint32_t)k, 0);
     cudaq_host_ringbuffer_signal_slot(&rb, slot);
   }
   double secs = (double)(bench_now_ns() - t0) / 1e9;
@@ -162,7 +134,7 @@ int main(int argc, char **argv) {
   printf("p50 ratio dispatch / floor: %.2fx (target <= 2x); answered %llu of %llu, %llu wrong\n",
          rt.p50 / fl.p50, (unsigned long long)cnt.processed, (unsigned long long)(2 * n),
          (unsigned long long)errors);
-  CK(cudaq_dispatch_manager_destroy(m));
+  CK(cudaq_dispatch_manager_destroy(srv.mgr));
   CK(cudaq_host_ringbuffer_free(&rb));
   free(lat);
   return errors || cnt.processed != 2 * n;

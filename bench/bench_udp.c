@@ -37,6 +37,7 @@
 
 #include "cudaq/realtime/pipeline.h"
 #include "cudaq/realtime/udp.h"
+#include "bench_echo.h"
 #include "udp_emu.h"
 
 #define DIE(...) do { fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); exit(1); } while (0)
@@ -71,14 +72,6 @@ static void *bare_main(void *arg) {
 }
 
 /* ---- servers ------------------------------------------------------------ */
-static int h_echo(const void *args, void *result, uint32_t arg_len, uint32_t max_result_len,
-                  uint32_t *result_len) {
-  if (arg_len > max_result_len) return 1;
-  memmove(result, args, arg_len);
-  *result_len = arg_len;
-  return 0;
-}
-
 static size_t cpu_echo(void *user, const cudaq_cpu_stage_context_t *ctx) {
   (void)user;
   memmove(ctx->response_buffer, ctx->request, ctx->request_size);
@@ -88,10 +81,7 @@ static size_t cpu_echo(void *user, const cudaq_cpu_stage_context_t *ctx) {
 typedef struct {
   cudaq_ringbuffer_t ring;
   cudaq_udp_bridge_t *bridge;
-  cudaq_dispatch_manager_t *mgr;
-  cudaq_dispatcher_t *d;
-  volatile int shutdown;
-  uint64_t stats[1];
+  bench_echo_server_t echo; /* host modes: the echo dispatcher (echo.d NULL otherwise) */
   cudaq_pipeline_t *p;
   cudaq_udp_counters_t final;
 } server_t;
@@ -123,25 +113,7 @@ static void bridge_up(server_t *s, cudaq_udp_tx_mode_t mode) {
 static void host_up(server_t *s, cudaq_udp_tx_mode_t mode) {
   memset(s, 0, sizeof *s);
   CK(cudaq_host_ringbuffer_alloc(&s->ring, g_slots, SLOT, CUDAQ_RING_ALLOC_HOST));
-  cudaq_dispatcher_config_t dc;
-  cudaq_dispatcher_config_init(&dc);
-  dc.num_slots = g_slots;
-  dc.slot_size = SLOT;
-  dc.dispatch_path = CUDAQ_DISPATCH_PATH_HOST;
-  dc.dispatch_mode = CUDAQ_DISPATCH_HOST_CALL;
-  cudaq_function_entry_t e;
-  memset(&e, 0, sizeof e);
-  e.function_id = cudaq_fnv1a_hash("echo");
-  e.dispatch_mode = CUDAQ_DISPATCH_HOST_CALL;
-  e.handler.host_fn = h_echo;
-  cudaq_function_table_t t = {&e, 1};
-  CK(cudaq_dispatch_manager_create(&s->mgr));
-  CK(cudaq_dispatcher_create(s->mgr, &dc, &s->d));
-  CK(cudaq_dispatcher_set_ringbuffer(s->d, &s->ring));
-  CK(cudaq_dispatcher_set_function_table(s->d, &t));
-  CK(cudaq_dispatcher_set_control(s->d, &s->shutdown, s->stats));
-  if (g_pin >= 0) CK(cudaq_dispatcher_set_host_affinity(s->d, pin_core(1)));
-  CK(cudaq_dispatcher_start(s->d));
+  CK(bench_echo_start(&s->echo, &s->ring, g_slots, SLOT, pin_core(1)));
   bridge_up(s, mode);
   CK(cudaq_udp_bridge_start(s->bridge));
 }
@@ -173,11 +145,11 @@ static void pipeline_up(server_t *s) {
 
 static void server_down(server_t *s) {
   CK(cudaq_udp_bridge_stop(s->bridge));
-  if (s->d) CK(cudaq_dispatcher_stop(s->d));
+  if (s->echo.d) CK(cudaq_dispatcher_stop(s->echo.d));
   if (s->p) CK(cudaq_pipeline_stop(s->p));
   CK(cudaq_udp_bridge_counters(s->bridge, &s->final));
   CK(cudaq_udp_bridge_destroy(s->bridge));
-  if (s->mgr) CK(cudaq_dispatch_manager_destroy(s->mgr));
+  if (s->echo.mgr) CK(cudaq_dispatch_manager_destroy(s->echo.mgr));
   if (s->p) CK(cudaq_pipeline_destroy(s->p));
   CK(cudaq_host_ringbuffer_free(&s->ring));
 }

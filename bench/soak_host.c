@@ -23,18 +23,10 @@
 #include <unistd.h>
 
 #include "bench_common.h"
-#include "cudaq/realtime/cudaq_realtime.h"
+#include "bench_echo.h"
 
 #define DIE(...) do { fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); exit(1); } while (0)
 #define CK(call) do { cudaq_status_t st_ = (call); if (st_ != CUDAQ_OK) DIE("%s: %s (%s)", #call, cudaq_status_string(st_), cudaq_last_error()); } while (0)
-
-static int h_echo(const void *args, void *result, uint32_t arg_len, uint32_t max_result_len,
-                  uint32_t *result_len) {
-  if (arg_len > max_result_len) return 1;
-  memmove(result, args, arg_len);
-  *result_len = arg_len;
-  return 0;
-}
 
 static void fill(uint8_t *p, uint32_t len, uint64_t k) {
   memcpy(p, &k, 8);
@@ -63,31 +55,11 @@ int main(int argc, char **argv) {
   if (cpu_a >= ncpu || cpu_b >= ncpu || cpu_a == cpu_b) DIE("--cpus: need two distinct CPUs < %ld", ncpu);
   const uint32_t slot_size = CUDAQ_RPC_HEADER_SIZE + payload;
 
-  cudaq_dispatch_manager_t *m;
-  cudaq_dispatcher_t *d;
-  cudaq_dispatcher_config_t c;
   cudaq_ringbuffer_t rb;
-  CK(cudaq_dispatcher_config_init(&c));
-  c.num_slots = slots;
-  c.slot_size = slot_size;
-  c.dispatch_path = CUDAQ_DISPATCH_PATH_HOST;
-  c.dispatch_mode = CUDAQ_DISPATCH_HOST_CALL;
-  cudaq_function_entry_t e;
-  memset(&e, 0, sizeof e);
-  e.handler.host_fn = h_echo;
-  e.function_id = cudaq_fnv1a_hash("echo");
-  e.dispatch_mode = CUDAQ_DISPATCH_HOST_CALL;
-  cudaq_function_table_t table = {&e, 1};
-  volatile int shutdown = 0;
-  uint64_t stats[1];
-  CK(cudaq_dispatch_manager_create(&m));
-  CK(cudaq_dispatcher_create(m, &c, &d));
+  bench_echo_server_t srv;
   CK(cudaq_host_ringbuffer_alloc(&rb, slots, slot_size, CUDAQ_RING_ALLOC_HOST));
-  CK(cudaq_dispatcher_set_ringbuffer(d, &rb));
-  CK(cudaq_dispatcher_set_function_table(d, &table));
-  CK(cudaq_dispatcher_set_control(d, &shutdown, stats));
-  CK(cudaq_dispatcher_set_host_affinity(d, cpu_b));
-  CK(cudaq_dispatcher_start(d));
+  CK(bench_echo_start(&srv, &rb, slots, slot_size, cpu_b));
+  cudaq_dispatcher_t *d = srv.d;
   bench_pin(cpu_a);
   printf("soak_host: %llu requests, %u slots in flight, %u-byte payload, producer CPU %d, dispatcher CPU %d\n",
          (unsigned long long)n, slots, payload, cpu_a, cpu_b);
@@ -132,7 +104,7 @@ int main(int argc, char **argv) {
     if (k >= n) continue;
     while (!cudaq_host_ringbuffer_slot_available(&rb, slot)) {}
     fill(buf, payload, k);
-    cudaq_host_ringbuffer_write_rpc_request(&rb, slot, e.function_id, buf, payload, (uint32_t)k, 0);
+    cudaq_host_ringbuffer_write_rpc_request(&rb, slot, srv.function_id, buf, payload, (uint32_t)k, 0);
     t_sent[slot] = bench_now_ns();
     cudaq_host_ringbuffer_signal_slot(&rb, slot);
   }
@@ -148,7 +120,7 @@ int main(int argc, char **argv) {
          (double)n / secs / 1e6, (unsigned long long)cnt.processed, (unsigned long long)dropped);
   const int ok = bad == 0 && answered == n && cnt.processed == n && dropped == 0;
   printf("soak_host: %s\n", ok ? "PASS (every request answered once, correctly; counters consistent)" : "FAIL");
-  CK(cudaq_dispatch_manager_destroy(m));
+  CK(cudaq_dispatch_manager_destroy(srv.mgr));
   CK(cudaq_host_ringbuffer_free(&rb));
   free(t_sent), free(buf), free(want);
   return ok ? 0 : 1;
