@@ -11,9 +11,11 @@ case "$C" in .gpucarry*) ;; *) echo "gpu-pack.sh: CARRY must start with .gpucarr
 rm -rf "$C" && mkdir -p "$C"
 for b in src/mwpm/qec-decode bench/nn/bench_nn_gpu src/realtime_app/qec-realtime \
     tests/test_gpu_dispatch tests/test_pipeline_gpu bench/bench_udp \
-    bench/bench_gpu_dispatch bench/bench_pipeline tests/test_api; do
+    bench/bench_gpu_dispatch bench/bench_pipeline tests/test_api tests/nn/test_nn_gpu; do
   strip -o "$C/$(basename $b)" "$B/$b" && xz -T0 -6 "$C/$(basename $b)"
 done
+# the NN engine's reference models and outputs (test_nn_gpu), when the build made them
+[ -d "$B/nn-ref" ] && cp -r "$B/nn-ref" "$C"/
 cp $B/tests/predecoder/mwpm_weight $B/libs/* $B/commit.txt "$C"/
 cp -L $B/src/libcudaq_realtime.so.0 "$C"/ # for the dispatch tests
 du -sh "$C"

@@ -15,7 +15,8 @@
 # Prepare here (the build folder is too large to carry whole):
 #   scripts/gpu-build.sh && scripts/gpu-pack.sh      -> .gpucarry/
 # then run with .gpucarry and .whl (stim, PyMatching wheels) carried.
-# STEPS="test sanitize nsys bench lowload udp dispatch" (default all but dispatch); DURATION (s per bench run,
+# STEPS=sanitize_all: every GPU test binary under memcheck, racecheck and synccheck (SAN_TOOLS).
+# STEPS="test sanitize nsys bench lowload udp dispatch sanitize_all" (default: the first six); DURATION (s per bench run,
 # default 2); WORKERS (default 8). Logs and reports go to $OUT (default gpu-out/); the
 # device tool returns few files, so run it as
 #   OUT=/tmp/rt-out scripts/gpu-run-realtime.sh; tar czf "$OUT/rt.tgz" -C /tmp/rt-out .
@@ -122,6 +123,42 @@ if has dispatch; then
     STEP_TIMEOUT=180 run bench_pipeline /tmp/rtbin/bench_pipeline --requests 100000 --cpus 2,3,4 --workers 8
     cat "$OUT/bench_pipeline.log"
   fi
+fi
+if has sanitize_all; then
+  # Every GPU test binary of the suite under compute-sanitizer memcheck, racecheck and synccheck
+  # (issue 15), at reduced scale: the dispatch and pipeline tests, test_api, qec-realtime hybrid
+  # and passthrough, qec-decode's GPU predecoder, and test_nn_gpu on SAN_NN_FILTER's models
+  # (it needs tests/nn/test_nn_gpu.xz and nn-ref/ in the pack; skipped, and counted, without).
+  shots d5s models/predecoder_d5_z.onnx 0.005 "${SAN_SHOTS:-200}" 12
+  for tool in ${SAN_TOOLS:-memcheck racecheck synccheck}; do
+    san() { # san NAME [VAR=value...] -- CMD...: CMD under $tool, env vars before it
+      local name=$1; shift; local envs=()
+      while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+      STEP_TIMEOUT=${SAN_TIMEOUT:-240} run "san_${tool}_$name" env "${envs[@]}" compute-sanitizer \
+        --tool "$tool" $([ "$tool" = memcheck ] && echo --report-api-errors no) --error-exitcode 1 "$@"
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED|^requests:|/ [0-9]+$" \
+        "$OUT/san_${tool}_$name.log" | tail -3
+    }
+    # synccheck does not support device-side launches (the graph-launch test's handler graph).
+    skip=""; [ "$tool" = synccheck ] && skip=test_graph_launch_100k
+    san test_gpu_dispatch CUDAQ_TEST_SKIP="$skip" CUDAQ_TEST_SCALE="${SCALE_SAN:-0.005}" CUDAQ_TEST_SLOW=1 \
+      -- /tmp/rtbin/test_gpu_dispatch
+    san test_pipeline_gpu CUDAQ_TEST_SCALE="${SCALE_SAN_PIPELINE:-0.01}" -- /tmp/rtbin/test_pipeline_gpu
+    san test_api CUDAQ_TEST_SLOW=1 -- /tmp/rtbin/test_api
+    for mode in passthrough hybrid; do
+      m=""; [ $mode = hybrid ] && m="--model models/predecoder_d5_z.onnx"
+      san "qec_realtime_$mode" -- "$RT" $D5 --mode $mode $m --requests "${SAN_REQUESTS:-20}" \
+        --workers 1 --timeout_ms 50000 --progress_s 0
+    done
+    san qec_decode_gpu -- "$QD" count_mistakes --dem /tmp/rt-d5s/circuit.dem --in /tmp/rt-d5s/shots.b8 \
+      --in_format b8 --obs_in /tmp/rt-d5s/obs.01 --predecoder models/predecoder_d5_z.onnx --device gpu
+    if [ -x /tmp/rtbin/test_nn_gpu ] && [ -d "$C/nn-ref" ]; then
+      san test_nn_gpu CUDAQ_NN_TEST_FILTER="${SAN_NN_FILTER:-predecoder,conv3d_tc_odd,gather,mlp_head}" \
+        -- /tmp/rtbin/test_nn_gpu "$C/nn-ref"
+    else
+      echo "san_${tool}_test_nn_gpu: test_nn_gpu or nn-ref not in the pack"; fails=$((fails + 1))
+    fi
+  done
 fi
 if has udp; then # UDP bridge + emulator on loopback: ratios to a bare ping-pong, then the rate runs
   STEP_TIMEOUT=200 run bench_udp /tmp/rtbin/bench_udp --requests 20000 --count "${UDP_COUNT:-1000000}" \
