@@ -151,6 +151,7 @@ if has sanitize_all; then
     # same engine kernels as the hybrid run, so racecheck skips it.
     plan=""
     if [ "$tool" = racecheck ]; then
+      mkdir -p /tmp/san-plans # qec-realtime refuses a plan directory that does not exist
       STEP_TIMEOUT=120 run san_plan "$RT" $D5 --mode hybrid --model models/predecoder_d5_z.onnx \
         --requests 5 --workers 1 --plan_dir /tmp/san-plans --progress_s 0
       plan="--plan_dir /tmp/san-plans"
