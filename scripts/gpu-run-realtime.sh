@@ -131,8 +131,9 @@ if has sanitize_all; then
   # (it needs tests/nn/test_nn_gpu.xz and nn-ref/ in the pack; skipped, and counted, without).
   shots d5s models/predecoder_d5_z.onnx 0.005 "${SAN_SHOTS:-200}" 12
   for tool in ${SAN_TOOLS:-memcheck racecheck synccheck}; do
-    san() { # san NAME [VAR=value...] -- CMD...: CMD under $tool, env vars before it
+    san() { # san NAME [VAR=value...] -- CMD...: CMD under $tool, env vars before it (SAN_ONLY: these NAMEs only)
       local name=$1; shift; local envs=()
+      [ -n "${SAN_ONLY:-}" ] && [[ " $SAN_ONLY " != *" $name "* ]] && return 0
       while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
       STEP_TIMEOUT=${SAN_TIMEOUT:-240} run "san_${tool}_$name" env "${envs[@]}" compute-sanitizer \
         --tool "$tool" $([ "$tool" = memcheck ] && echo --report-api-errors no) --error-exitcode 1 "$@"
@@ -150,7 +151,7 @@ if has sanitize_all; then
     # test_nn_gpu runs on SAN_NN_FILTER_RACE's models only. qec-decode's GPU predecoder runs the
     # same engine kernels as the hybrid run, so racecheck skips it.
     plan=""
-    if [ "$tool" = racecheck ]; then
+    if [ "$tool" = racecheck ] && { [ -z "${SAN_ONLY:-}" ] || [[ " $SAN_ONLY " == *" qec_realtime_hybrid "* ]]; }; then
       mkdir -p /tmp/san-plans # qec-realtime refuses a plan directory that does not exist
       STEP_TIMEOUT=120 run san_plan "$RT" $D5 --mode hybrid --model models/predecoder_d5_z.onnx \
         --requests 5 --workers 1 --plan_dir /tmp/san-plans --progress_s 0
