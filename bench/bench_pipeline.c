@@ -35,7 +35,6 @@
 #define _GNU_SOURCE
 #endif
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -104,10 +103,7 @@ typedef struct {
 
 static void *hiccup_main(void *arg) {
   hiccup_t *h = arg;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(h->cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  bench_pin(h->cpu);
   uint64_t prev = bench_now_ns();
   while (!atomic_load_explicit(&h->stop, memory_order_relaxed)) {
     uint64_t t = bench_now_ns(), d = t - prev;
