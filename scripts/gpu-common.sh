@@ -32,6 +32,16 @@ cudnn_path() { # cudnn_path PYTHON: cuDNN and CUDA on LD_LIBRARY_PATH (the toolk
   fi
   export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/usr/local/cuda/lib64
 }
+unpack_xz() { # unpack_xz PACK DEST: the pack's NAME.xz binaries into DEST/NAME (scripts/gpu-pack.sh),
+  # its libraries (libcudaq_realtime, cmocka) on LD_LIBRARY_PATH
+  mkdir -p "$2"
+  local f
+  for f in "$1"/*.xz; do
+    python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" "$f" "$2/$(basename "${f%.xz}")"
+  done
+  chmod +x "$2"/*
+  export LD_LIBRARY_PATH=$PWD/$1:$LD_LIBRARY_PATH
+}
 install_wheels() { # the carried wheels (.whl/: stim, PyMatching) into /tmp/site, on PYTHONPATH
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl

@@ -16,26 +16,14 @@
 # under compute-sanitizer), STEPS (default "test sanitize bench").
 set -uo pipefail
 cd "$(dirname "$0")/.."
-if [ "${1:-}" = --pack ]; then # here: strip + xz the binaries into $CARRY
-  B=${BUILD:-build-gpu} C=${CARRY:-.gpucarry-pl}
-  case "$C" in .gpucarry*) ;; *) echo "CARRY must start with .gpucarry (git-ignored)" >&2; exit 2 ;; esac
-  rm -rf "$C" && mkdir -p "$C"
-  for b in tests/test_pipeline_gpu bench/bench_pipeline; do
-    strip -o "$C/$(basename $b)" "$B/$b" && xz -T0 -6 "$C/$(basename $b)"
-  done
-  cp -L "$B/src/libcudaq_realtime.so.0" /usr/lib/x86_64-linux-gnu/libcmocka.so.0 "$C"/
-  git rev-parse HEAD > "$C/commit.txt"
-  du -sh "$C"
-  exit 0
+if [ "${1:-}" = --pack ]; then # here: the light pack (scripts/gpu-pack.sh with these binaries)
+  BINS="tests/test_pipeline_gpu bench/bench_pipeline" CARRY=${CARRY:-.gpucarry-pl} exec scripts/gpu-pack.sh
 fi
 source scripts/gpu-common.sh
 BIN=$B/tests BBIN=$B/bench
-if ls "$B"/*.xz > /dev/null 2>&1; then # a pack: unpack next to it
-  mkdir -p /tmp/plbin
-  for f in "$B"/*.xz; do xz -dc "$f" > "/tmp/plbin/$(basename "${f%.xz}")"; done
-  chmod +x /tmp/plbin/*
+if ls "$B"/*.xz > /dev/null 2>&1; then # a pack: unpack it
+  unpack_xz "$B" /tmp/plbin
   BIN=/tmp/plbin BBIN=/tmp/plbin
-  export LD_LIBRARY_PATH=$PWD/$B:$LD_LIBRARY_PATH
 fi
 SCALE_SAN=${SCALE_SAN:-0.01}
 STEPS=${STEPS:-test sanitize bench}

@@ -24,12 +24,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 C=${CARRY:-.gpucarry}
 BUILD=$C source scripts/gpu-common.sh
-mkdir -p /tmp/rtbin /tmp/plans
-for f in "$C"/*.xz; do
-  python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" "$f" "/tmp/rtbin/$(basename "${f%.xz}")"
-done
-chmod +x /tmp/rtbin/*
-export LD_LIBRARY_PATH=$PWD/$C:$LD_LIBRARY_PATH
+mkdir -p /tmp/plans
+unpack_xz "$C" /tmp/rtbin
 install_wheels
 RT=/tmp/rtbin/qec-realtime QD=/tmp/rtbin/qec-decode
 STEPS=${STEPS:-test sanitize nsys bench lowload udp}
