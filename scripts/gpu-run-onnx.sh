@@ -10,7 +10,10 @@
 # Knobs: TORCH_ARGS (extra bench/nn/torch_cnn.py arguments, e.g. --layers 3
 # --predecoder predecoder_d13_z:14), BENCH_ARGS (e.g. --prec fp16 --impls
 # auto,cudnn,tc), BENCH_MODELS (more .onnx files for bench_nn_gpu, e.g. the
-# shipped models/predecoder_*.onnx), TEST_FILTER (test_nn_gpu's model filter).
+# shipped models/predecoder_*.onnx), TEST_FILTER (test_nn_gpu's model filter),
+# NO_TORCH=1 (bench_nn_gpu on BENCH_MODELS only, no PyTorch step), NN_AB="VAR=V ..."
+# (bench_nn_gpu --impls auto on BENCH_MODELS again under each setting, e.g.
+# "CUDAQ_NN_PDL=0 CUDAQ_NN_NO_FUSE=1": the engine without PDL, without fusion).
 set -uo pipefail
 STEP_TIMEOUT_DEFAULT=${STEP_TIMEOUT_DEFAULT:-300}
 source "$(dirname "$0")/gpu-common.sh"
@@ -40,7 +43,17 @@ if [ -z "${NO_SANITIZER:-}" ]; then
     echo "compute-sanitizer: not found on this machine"; fails=$((fails + 1))
   fi
 fi
-if [ -z "${NO_BENCH:-}" ]; then
+if [ -z "${NO_BENCH:-}" ] && [ -n "${NO_TORCH:-}" ]; then
+  STEP_TIMEOUT=${BENCH_TIMEOUT:-540} run nn_bench "$B/bench/nn/bench_nn_gpu" --iters "${BENCH_ITERS:-3000}" \
+    ${BENCH_ARGS:-} ${BENCH_MODELS:-}
+  cat "$OUT/nn_bench.log"
+fi
+for ab in ${NN_AB:-}; do
+  STEP_TIMEOUT=${BENCH_TIMEOUT:-540} run "nn_bench_${ab//[^A-Za-z0-9_]/_}" env "$ab" "$B/bench/nn/bench_nn_gpu" \
+    --iters "${BENCH_ITERS:-3000}" --prec fp16 --impls auto ${BENCH_MODELS:-}
+  grep -E "^predecoder|^cnn" "$OUT/nn_bench_${ab//[^A-Za-z0-9_]/_}.log"
+done
+if [ -z "${NO_BENCH:-}" ] && [ -z "${NO_TORCH:-}" ]; then
   # PyTorch builds, exports (ONNX) and times the predecoder-shaped CNNs; the
   # engine then loads the exported files and is timed in the same run.
   # The exported models (tens of MB) stay in $CNN_DIR; the times go to $OUT.

@@ -383,6 +383,111 @@ def tc_cases(g):
     conv("conv2d_tc", [1, 33, 9, 11], 24, [3, 3], relu=True, pads=[1] * 4)
 
 
+def cl_cases(g):
+    """Convolution chains for the GPU engine's channels-last kernel: values
+    between convolutions stay NDHWC where every consumer is a convolution
+    (chain, branch to two convolutions, strided link, 2D, batch 2), and stay
+    NCDHW where another operator or a graph output reads them (mixed).
+    Generated after tc_cases so that the earlier cases keep their data."""
+    F = TP.FLOAT
+    r = g.rng
+
+    def weights(prefix, cin, cout, k):
+        taps = int(np.prod(k))
+        return [init(prefix + "w", (r.standard_normal([cout, cin] + k) / np.sqrt(cin * taps)).astype(np.float32)),
+                init(prefix + "b", (r.standard_normal([cout]) * 0.1).astype(np.float32))]
+
+    def chain(name, x, layers, extra_nodes=(), outputs=None):
+        """layers: (cout, k, relu, attrs); conv i reads the previous value."""
+        nodes, inits, cur, cin = [], [], "x", x[1]
+        for i, (cout, k, relu, attrs) in enumerate(layers):
+            inits += weights("l%d" % i, cin, cout, k)
+            out = "c%d" % i
+            nodes.append(node("Conv", [cur, "l%dw" % i, "l%db" % i], [out], kernel_shape=k, **attrs))
+            if relu:
+                nodes.append(node("Relu", [out], ["r%d" % i]))
+                out = "r%d" % i
+            cur, cin = out, cout
+        nodes += list(extra_nodes)
+        g.case(name, nodes, [("x", F, x)], outputs or [(cur, F)], inits)
+
+    p1 = dict(pads=[1] * 6)
+    chain("conv3d_cl_chain", [1, 8, 6, 7, 5], [(16, [3, 3, 3], True, p1), (24, [3, 3, 3], True, p1),
+                                               (5, [3, 3, 3], False, p1)])
+    chain("conv3d_cl_stride", [1, 8, 7, 6, 9], [(16, [3, 3, 3], True, dict(pads=[1] * 6, strides=[2, 2, 2])),
+                                                (8, [3, 3, 3], False, p1)])
+    chain("conv2d_cl_chain", [1, 16, 9, 10], [(32, [3, 3], True, dict(pads=[1] * 4)), (16, [3, 3], False,
+                                                                                       dict(pads=[1] * 4))])
+    chain("conv3d_cl_batch2", [2, 8, 4, 5, 6], [(16, [3, 3, 3], True, p1), (4, [1, 1, 1], False, {})])
+    # h feeds two convolutions (NDHWC edge with two consumers); their sum is NCDHW.
+    inits = weights("a", 8, 16, [3, 3, 3]) + weights("b", 16, 8, [3, 3, 3]) + weights("c", 16, 8, [3, 3, 3])
+    g.case("conv3d_cl_branch", [node("Conv", ["x", "aw", "ab"], ["ha"], kernel_shape=[3, 3, 3], pads=[1] * 6),
+                                node("Relu", ["ha"], ["h"]),
+                                node("Conv", ["h", "bw", "bb"], ["yb"], kernel_shape=[3, 3, 3], pads=[1] * 6),
+                                node("Conv", ["h", "cw", "cb"], ["yc"], kernel_shape=[3, 3, 3], pads=[2] * 6,
+                                     dilations=[2, 2, 2]),
+                                node("Add", ["yb", "yc"], ["y"])],
+           [("x", F, [1, 8, 5, 6, 7])], [("y", F)], inits)
+    # h is read by a convolution and by Sigmoid, and is a graph output: NCDHW.
+    chain("conv3d_cl_mixed", [1, 8, 5, 5, 6], [(16, [3, 3, 3], False, p1), (8, [3, 3, 3], True, p1)],
+          extra_nodes=[node("Sigmoid", ["c0"], ["s"])], outputs=[("r1", F), ("s", F), ("c0", F)])
+
+
+def fuse_cases(g):
+    """Graphs for the GPU engine's fusion passes (gpu_fuse.cu): an elementwise
+    chain with a broadcast scalar, integer division and casts whose
+    intermediate value is also a graph output (the chain must split there),
+    and copy chains (Concat -> Gather -> Reshape -> Transpose -> Concat, one
+    composed map) beside a copy read twice (must stay its own step)."""
+    F, I32 = TP.FLOAT, TP.INT32
+    g.case("fuse_ew_chain", [node("Mul", ["x", "k"], ["a"]), node("Add", ["a", "x"], ["b"]),
+                             node("Cast", ["b"], ["c"], to=I32), node("Div", ["c", "two"], ["d"]),
+                             node("Mul", ["d", "two"], ["e"]), node("Sub", ["c", "e"], ["f"]),
+                             node("Cast", ["f"], ["y"], to=F), node("Greater", ["y", "half"], ["gt"]),
+                             node("Cast", ["gt"], ["z"], to=I32)],
+           [("x", F, [2, 3, 5])], [("y", F), ("a", F), ("z", I32)],
+           [init("k", np.array([3.3], dtype=np.float32)), init("two", np.array([2], dtype=np.int32)),
+            init("half", np.array(0.5, dtype=np.float32))],
+           feeds={"x": (g.rng.standard_normal([2, 3, 5]) * 4).astype(np.float32)}, tol=0)
+    g.case("fuse_copy_chain", [node("Concat", ["x", "zero"], ["cat"], axis=1),
+                               node("Gather", ["cat", "gi"], ["ga"], axis=1),
+                               node("Reshape", ["ga", "shp"], ["r"]),
+                               node("Transpose", ["r"], ["t"], perm=[0, 2, 1]),
+                               node("Gather", ["x", "gj"], ["h"], axis=1),
+                               node("Concat", ["h", "h"], ["hh"], axis=1),
+                               node("Reshape", ["hh", "shp2"], ["hr"]),
+                               node("Concat", ["t", "hr"], ["y"], axis=1)],
+           [("x", F, [1, 6])], [("y", F)],
+           [init("zero", np.zeros([1, 1], dtype=np.float32)),
+            init("gi", np.array([6, 0, 5, 6, 1, 1, 2, 6], dtype=np.int64)),
+            init("shp", np.array([1, 2, 4], dtype=np.int64)), init("shp2", np.array([1, 4, 2], dtype=np.int64)),
+            init("gj", np.array([3, 1, 4, 0], dtype=np.int64))], tol=0)
+    # Gathers read as a MatMul's A (composed into its loads), an elementwise
+    # chain on the product's result (its epilogue), a Cast read by a Concat
+    # (converted as it copies).
+    g.case("fuse_gather_matmul", [node("Concat", ["x", "zero"], ["cat"], axis=1),
+                                  node("Gather", ["cat", "gi"], ["ga"], axis=1),
+                                  node("Reshape", ["ga", "s3"], ["r"]),
+                                  node("MatMul", ["r", "ones"], ["mm"]),
+                                  node("Reshape", ["mm", "s2"], ["mr"]),
+                                  node("Cast", ["mr"], ["ci"], to=I32),
+                                  node("Add", ["d", "ci"], ["ad"]),
+                                  node("Div", ["ad", "two"], ["y"]),
+                                  node("Gather", ["cat", "gj"], ["gb"], axis=1),
+                                  node("MatMul", ["gb", "w"], ["y2"]),
+                                  node("Cast", ["d"], ["dc"], to=F),
+                                  node("Concat", ["dc", "x"], ["y3"], axis=1)],
+           [("x", F, [1, 6]), ("d", I32, [1, 4])], [("y", I32), ("y2", F), ("y3", F)],
+           [init("zero", np.zeros([1, 1], dtype=np.float32)),
+            init("gi", np.array([6, 0, 5, 6, 1, 1, 2, 6, 3, 4, 4, 6], dtype=np.int64)),
+            init("s3", np.array([1, 4, 3], dtype=np.int64)), init("s2", np.array([1, 4], dtype=np.int64)),
+            init("ones", np.ones([3, 1], dtype=np.float32)), init("two", np.array([2], dtype=np.int32)),
+            init("gj", np.array([5, 6, 0, 2, 2], dtype=np.int64)),
+            init("w", np.round(g.rng.standard_normal([5, 2]) * 4).astype(np.float32))],
+           feeds={"x": g.rng.integers(0, 2, [1, 6]).astype(np.float32), "d": g.rng.integers(-3, 4, [1, 4]).astype(np.int32)},
+           tol=0)
+
+
 def gen(args):
     os.makedirs(args.out, exist_ok=True)
     g = Gen(args.out)
@@ -390,6 +495,8 @@ def gen(args):
     multi_ops(g)
     refusals(g)
     tc_cases(g)
+    cl_cases(g)
+    fuse_cases(g)
     with open(os.path.join(args.out, "cases.txt"), "w") as f:
         f.write("\n".join(g.manifest) + "\n")
     print(f"onnx_reference: {len(g.manifest)} cases in {args.out}")

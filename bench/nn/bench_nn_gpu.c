@@ -10,10 +10,13 @@
  * FP32 and FP16 outputs are compared with PyTorch's (1e-4 and 1e-2 of the
  * output's largest magnitude); a mismatch fails the run.
  *
- * --prec fp16|fp32|both (default both), --impls LIST (default auto,cudnn,own,tc):
+ * --prec fp16|fp32|both (default both), --impls LIST (default auto,cudnn,own,tc,cl):
  * which rows to run.
  *
- * Usage: bench_nn_gpu [--iters N] [--torch torch_times.txt] [--check DIR] [--prec P] [--impls L]
+ * --plan DIR: engine plans cached in DIR (MODEL.PREC.IMPL.plan): a second run skips the tuning
+ * (e.g. under a profiler, scripts/gpu-profile-nn.sh).
+ *
+ * Usage: bench_nn_gpu [--iters N] [--torch torch_times.txt] [--check DIR] [--prec P] [--impls L] [--plan DIR]
  *                     MODEL.onnx...
  */
 #define _POSIX_C_SOURCE 200809L
@@ -174,8 +177,8 @@ static int check_against_torch(cudaq_nn_gpu_t *g, const cudaq_nn_model_t *m, con
 
 int main(int argc, char **argv) {
   int iters = 5000;
-  const char *torch = NULL, *check = NULL, *prec_opt = "both", *impls = "auto,cudnn,own,tc";
-  static const char *const impl_names[] = {"auto", "cudnn", "own", "tc"};
+  const char *torch = NULL, *check = NULL, *plan_dir = NULL, *prec_opt = "both", *impls = "auto,cudnn,own,tc,cl";
+  static const char *const impl_names[] = {"auto", "cudnn", "own", "tc", "cl"};
   int first = 1;
   while (first < argc && !strncmp(argv[first], "--", 2)) {
     if (!strcmp(argv[first], "--iters") && first + 1 < argc) iters = atoi(argv[++first]);
@@ -183,6 +186,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[first], "--check") && first + 1 < argc) check = argv[++first];
     else if (!strcmp(argv[first], "--prec") && first + 1 < argc) prec_opt = argv[++first];
     else if (!strcmp(argv[first], "--impls") && first + 1 < argc) impls = argv[++first];
+    else if (!strcmp(argv[first], "--plan") && first + 1 < argc) plan_dir = argv[++first];
     else { fprintf(stderr, "unknown option %s\n", argv[first]); return 2; }
     first++;
   }
@@ -215,12 +219,17 @@ int main(int argc, char **argv) {
     for (int half = 0; half <= 1; half++) {
       const char *prec = half ? "fp16" : "fp32";
       if (strcmp(prec_opt, "both") && strcmp(prec_opt, prec)) continue;
-      for (int impl = CUDAQ_NN_CONV_AUTO; impl <= CUDAQ_NN_CONV_TC; impl++) {
+      for (int impl = CUDAQ_NN_CONV_AUTO; impl <= CUDAQ_NN_CONV_CL; impl++) {
         if (!strstr(impls, impl_names[impl])) continue;
         cudaq_nn_gpu_options_t o;
         cudaq_nn_gpu_options_init(&o);
         o.precision = half ? CUDAQ_NN_FP16 : CUDAQ_NN_FP32;
         o.conv_impl = (cudaq_nn_conv_impl_t)impl;
+        char plan[1024];
+        if (plan_dir) {
+          snprintf(plan, sizeof plan, "%s/%s.%s.%s.plan", plan_dir, model, prec, impl_names[impl]);
+          o.plan_path = plan;
+        }
         cudaq_nn_gpu_t *g = NULL;
         cudaq_nn_status_t st = cudaq_nn_gpu_create(m, &o, &g, &err);
         if (st == CUDAQ_NN_ERR_UNSUPPORTED && impl != CUDAQ_NN_CONV_AUTO) {
@@ -244,7 +253,7 @@ int main(int argc, char **argv) {
         else printf(" %12s %12s", "-", "-");
         if (ht) printf(" %11.1f %11.1f\n", t.p50, t.p99);
         else printf(" %11s %11s\n", "-", "-");
-        if (impl == 0 || impl == CUDAQ_NN_CONV_TC) {
+        if (impl == 0 || impl == CUDAQ_NN_CONV_TC || impl == CUDAQ_NN_CONV_CL) {
           char desc[8192];
           cudaq_nn_gpu_describe(g, desc, sizeof desc);
           for (char *line = strtok(desc, "\n"); line; line = strtok(NULL, "\n")) printf("#   %s\n", line);

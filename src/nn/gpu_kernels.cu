@@ -1,5 +1,7 @@
 /* Thin kernels of the NN GPU engine (see gpu_kernels.cuh). */
 #include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "gpu_kernels.cuh"
 #include "nn_internal.h"
@@ -50,6 +52,70 @@ __device__ __forceinline__ void sti(void *p, int dt, int64_t i, long long v) {
 
 __device__ __forceinline__ bool is_float(int dt) { return dt == CUDAQ_NN_FLOAT || dt == CUDAQ_NN_FLOAT16; }
 
+/* One elementwise operation: inputs k at in[k][off[k]] (types in_dt[k]),
+ * the result stored at out[oi] as out_dt. Shared by the single-node kernel
+ * and the fused chains (whose intermediate values are 8-byte registers,
+ * stored and re-read in their value's type, so rounding matches the
+ * unfused graph exactly). */
+__device__ __forceinline__ void ew_apply(int op, int gelu_tanh, const void *const in[3], const int in_dt[3],
+                                         const int64_t off[3], void *out, int out_dt, int64_t i) {
+  const int t0 = in_dt[0];
+  const bool f = is_float(t0);
+  switch (op) {
+    case NN_OP_RELU:
+      if (f) stf(out, out_dt, i, nnk_relu_nan(ldf(in[0], t0, off[0])));
+      else { long long v = ldi(in[0], t0, off[0]); sti(out, out_dt, i, v > 0 ? v : 0); }
+      break;
+    case NN_OP_GELU: {
+      float x = ldf(in[0], t0, off[0]);
+      float y = gelu_tanh ? 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)))
+                          : 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+      stf(out, out_dt, i, y);
+      break;
+    }
+    case NN_OP_SIGMOID: stf(out, out_dt, i, 1.0f / (1.0f + expf(-ldf(in[0], t0, off[0])))); break;
+    case NN_OP_ERF: stf(out, out_dt, i, erff(ldf(in[0], t0, off[0]))); break;
+    case NN_OP_CAST:
+      if (is_float(out_dt) || (f && out_dt == CUDAQ_NN_BOOL)) stf(out, out_dt, i, ldf(in[0], t0, off[0]));
+      else sti(out, out_dt, i, ldi(in[0], t0, off[0]));
+      break;
+    case NN_OP_ADD: case NN_OP_SUB: case NN_OP_MUL: case NN_OP_DIV:
+      if (f) {
+        float a = ldf(in[0], t0, off[0]), b = ldf(in[1], in_dt[1], off[1]);
+        stf(out, out_dt, i, op == NN_OP_ADD ? a + b : op == NN_OP_SUB ? a - b : op == NN_OP_MUL ? a * b : a / b);
+      } else {
+        unsigned long long a = (unsigned long long)ldi(in[0], t0, off[0]);
+        unsigned long long b = (unsigned long long)ldi(in[1], in_dt[1], off[1]);
+        long long sa = (long long)a, sb = (long long)b;
+        long long v = op == NN_OP_ADD ? (long long)(a + b) : op == NN_OP_SUB ? (long long)(a - b)
+                    : op == NN_OP_MUL ? (long long)(a * b)
+                    : (sb == 0 || (sb == -1 && sa == (-0x7fffffffffffffffLL - 1))) ? 0 : sa / sb;
+        sti(out, out_dt, i, v);
+      }
+      break;
+    case NN_OP_GREATER: case NN_OP_LESS: case NN_OP_EQUAL: {
+      bool r2;
+      if (f) {
+        float a = ldf(in[0], t0, off[0]), b = ldf(in[1], in_dt[1], off[1]);
+        r2 = op == NN_OP_GREATER ? a > b : op == NN_OP_LESS ? a < b : a == b;
+      } else {
+        long long a = ldi(in[0], t0, off[0]), b = ldi(in[1], in_dt[1], off[1]);
+        r2 = op == NN_OP_GREATER ? a > b : op == NN_OP_LESS ? a < b : a == b;
+      }
+      static_cast<uint8_t *>(out)[i] = r2;
+      break;
+    }
+    case NN_OP_WHERE: {
+      bool c = static_cast<const uint8_t *>(in[0])[off[0]] != 0;
+      int k = c ? 1 : 2;
+      if (is_float(out_dt)) stf(out, out_dt, i, ldf(in[k], in_dt[k], off[k]));
+      else sti(out, out_dt, i, ldi(in[k], in_dt[k], off[k]));
+      break;
+    }
+    default: break;
+  }
+}
+
 /* Element i of an elementwise node. */
 __device__ void ew_at(const nnk_elementwise &p, int64_t i) {
   int64_t off[3] = {0, 0, 0}, r = i;
@@ -64,71 +130,60 @@ __device__ void ew_at(const nnk_elementwise &p, int64_t i) {
       off[2] += c * p.strides[2][d];
     }
   }
-  const int t0 = p.in_dt[0];
-  const bool f = is_float(t0);
-  switch (p.op) {
-    case NN_OP_RELU:
-      if (f) stf(p.out, p.out_dt, i, nnk_relu_nan(ldf(p.in[0], t0, off[0])));
-      else { long long v = ldi(p.in[0], t0, off[0]); sti(p.out, p.out_dt, i, v > 0 ? v : 0); }
-      break;
-    case NN_OP_GELU: {
-      float x = ldf(p.in[0], t0, off[0]);
-      float y = p.gelu_tanh ? 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)))
-                            : 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
-      stf(p.out, p.out_dt, i, y);
-      break;
-    }
-    case NN_OP_SIGMOID: stf(p.out, p.out_dt, i, 1.0f / (1.0f + expf(-ldf(p.in[0], t0, off[0])))); break;
-    case NN_OP_ERF: stf(p.out, p.out_dt, i, erff(ldf(p.in[0], t0, off[0]))); break;
-    case NN_OP_CAST:
-      if (is_float(p.out_dt) || (f && p.out_dt == CUDAQ_NN_BOOL)) stf(p.out, p.out_dt, i, ldf(p.in[0], t0, off[0]));
-      else sti(p.out, p.out_dt, i, ldi(p.in[0], t0, off[0]));
-      break;
-    case NN_OP_ADD: case NN_OP_SUB: case NN_OP_MUL: case NN_OP_DIV:
-      if (f) {
-        float a = ldf(p.in[0], t0, off[0]), b = ldf(p.in[1], p.in_dt[1], off[1]);
-        stf(p.out, p.out_dt, i, p.op == NN_OP_ADD ? a + b : p.op == NN_OP_SUB ? a - b
-                                : p.op == NN_OP_MUL ? a * b : a / b);
+  ew_apply(p.op, p.gelu_tanh, p.in, p.in_dt, off, p.out, p.out_dt, i);
+}
+
+/* Element i of a fused chain: op j reads tensors (offset i, or 0 for a
+ * scalar) or the registers of earlier ops, and writes register j, the last
+ * op the output. */
+__device__ void fused_at(const nnk_fused &p, int64_t i, const void *seed = NULL) {
+  unsigned long long reg[NNK_FUSE_MAX_OPS];
+  for (int j = 0; j < p.n_ops; j++) {
+    const nnk_fused_op &o = p.ops[j];
+    const void *in[3] = {NULL, NULL, NULL};
+    int dt[3] = {0, 0, 0};
+    int64_t off[3] = {0, 0, 0};
+    for (int k = 0; k < o.n_in; k++) {
+      const int a = o.arg[k];
+      if (a == NNK_FUSE_SEED) {
+        in[k] = seed;
+        dt[k] = p.seed_dt;
+      } else if (a >= 0) {
+        in[k] = p.in[a];
+        dt[k] = p.in_dt[a];
+        off[k] = (p.in_scalar >> a) & 1 ? 0 : i;
       } else {
-        unsigned long long a = (unsigned long long)ldi(p.in[0], t0, off[0]);
-        unsigned long long b = (unsigned long long)ldi(p.in[1], p.in_dt[1], off[1]);
-        long long sa = (long long)a, sb = (long long)b;
-        long long v = p.op == NN_OP_ADD ? (long long)(a + b) : p.op == NN_OP_SUB ? (long long)(a - b)
-                    : p.op == NN_OP_MUL ? (long long)(a * b)
-                    : (sb == 0 || (sb == -1 && sa == (-0x7fffffffffffffffLL - 1))) ? 0 : sa / sb;
-        sti(p.out, p.out_dt, i, v);
+        in[k] = &reg[-a - 1];
+        dt[k] = p.ops[-a - 1].out_dt;
       }
-      break;
-    case NN_OP_GREATER: case NN_OP_LESS: case NN_OP_EQUAL: {
-      bool r2;
-      if (f) {
-        float a = ldf(p.in[0], t0, off[0]), b = ldf(p.in[1], p.in_dt[1], off[1]);
-        r2 = p.op == NN_OP_GREATER ? a > b : p.op == NN_OP_LESS ? a < b : a == b;
-      } else {
-        long long a = ldi(p.in[0], t0, off[0]), b = ldi(p.in[1], p.in_dt[1], off[1]);
-        r2 = p.op == NN_OP_GREATER ? a > b : p.op == NN_OP_LESS ? a < b : a == b;
-      }
-      static_cast<uint8_t *>(p.out)[i] = r2;
-      break;
     }
-    case NN_OP_WHERE: {
-      bool c = static_cast<const uint8_t *>(p.in[0])[off[0]] != 0;
-      int k = c ? 1 : 2;
-      if (is_float(p.out_dt)) stf(p.out, p.out_dt, i, ldf(p.in[k], p.in_dt[k], off[k]));
-      else sti(p.out, p.out_dt, i, ldi(p.in[k], p.in_dt[k], off[k]));
-      break;
-    }
-    default: break;
+    const bool last = j == p.n_ops - 1;
+    ew_apply(o.op, o.gelu_tanh, in, dt, off, last ? p.out : &reg[j], o.out_dt, last ? i : 0);
   }
 }
 
+__global__ void k_fused(nnk_fused p) {
+  nnk_pdl_begin();
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < p.n; i += (int64_t)gridDim.x * blockDim.x)
+    fused_at(p, i);
+}
+
 __global__ void k_elementwise(nnk_elementwise p) {
+  nnk_pdl_begin();
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < p.n; i += (int64_t)gridDim.x * blockDim.x)
     ew_at(p, i);
 }
 
 /* Element i of an index-map copy. */
 __device__ void move_at(const nnk_move &p, int64_t i) {
+  if (p.in_dt) { /* with an absorbed Cast: element by element, as the Cast node converts */
+    const int k = p.src_in[i];
+    const void *in[3] = {p.in[k], NULL, NULL};
+    const int dt[3] = {p.in_dt[k], 0, 0};
+    const int64_t off[3] = {p.src_idx[i], 0, 0};
+    ew_apply(NN_OP_CAST, 0, in, dt, off, p.out, p.out_dt, i);
+    return;
+  }
   const char *src = static_cast<const char *>(p.in[p.src_in[i]]) + (int64_t)p.src_idx[i] * p.elem_size;
   char *dst = static_cast<char *>(p.out) + i * p.elem_size;
   switch (p.elem_size) {
@@ -140,6 +195,7 @@ __device__ void move_at(const nnk_move &p, int64_t i) {
 }
 
 __global__ void k_move(nnk_move p) {
+  nnk_pdl_begin();
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < p.n; i += (int64_t)gridDim.x * blockDim.x)
     move_at(p, i);
 }
@@ -156,6 +212,7 @@ template <> __device__ __forceinline__ __half fromf<__half>(float v) { return __
  * so each input element loaded serves OCB multiply-adds. */
 template <typename T, int OCB>
 __global__ void k_conv(nnk_conv p) {
+  nnk_pdl_begin();
   extern __shared__ float wsh[];
   const int ksz = p.k[0] * p.k[1] * p.k[2];
   const int P = p.out3[0] * p.out3[1] * p.out3[2];
@@ -229,6 +286,7 @@ __host__ __device__ inline int conv3_pvol(const nnk_conv &p) {
 
 template <typename T, int OCT>
 __global__ void k_conv3_same(nnk_conv p, int cit) {
+  nnk_pdl_begin();
   extern __shared__ __align__(16) float sm3[];
   const int D = p.in3[0], H = p.in3[1], Wd = p.in3[2];
   const int PH = H + 2, PW = Wd + 2, pvol = conv3_pvol(p);
@@ -316,8 +374,7 @@ cudaError_t launch_conv3_t(const nnk_conv &p, cudaStream_t s) {
   while (cit > 1 && (((size_t)cit * pvol + 3) & ~size_t(3)) * sizeof(float) + cit * wbytes > CONV3_MAX_SMEM) cit--;
   const size_t smem = (((size_t)cit * pvol + 3) & ~size_t(3)) * sizeof(float) + cit * wbytes;
   dim3 grid((P + CONV3_BLOCK - 1) / CONV3_BLOCK, (p.M + OCT - 1) / OCT, p.N);
-  k_conv3_same<T, OCT><<<grid, CONV3_BLOCK, smem, s>>>(p, cit);
-  return cudaGetLastError();
+  return nnk_launch_ex(k_conv3_same<T, OCT>, grid, dim3(CONV3_BLOCK), smem, s, 1, p, cit);
 }
 
 /* Output channels per block: the widest that still gives every SM a block. */
@@ -332,6 +389,7 @@ cudaError_t launch_conv3_pick(const nnk_conv &p, cudaStream_t s) {
 
 template <typename T>
 __global__ void k_bias_act(T *y, const T *b, int M, int64_t plane, int64_t n, int relu) {
+  nnk_pdl_begin();
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     float v = tof<T>(y[i]);
     if (b) v += tof<T>(b[(i / plane) % M]);
@@ -366,12 +424,20 @@ __device__ void gemm_group_at(const nnk_gemm &p, int64_t t, int G, int lane, boo
     ob += c * p.sb[d];
   }
   float s = 0.0f;
-  for (int64_t k = lane; active && k < p.K; k += G)
-    s += tof<T>(A[oa + i * p.sai + k * p.sak]) * tof<T>(B[ob + k * p.sbk + j * p.sbj]);
+  for (int64_t k = lane; active && k < p.K; k += G) {
+    const int64_t e = oa + i * p.sai + k * p.sak;
+    const T a = p.a_idx ? static_cast<const T *>(p.a_bufs[p.a_src[e]])[p.a_idx[e]] : A[e];
+    s += tof<T>(a) * tof<T>(B[ob + k * p.sbk + j * p.sbj]);
+  }
   for (int o = G / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
   if (lane != 0 || !active) return;
   float v = p.alpha * s;
   if (C) v += p.beta * tof<T>(C[i * p.sc0 + j * p.sc1]);
+  if (p.epi.n_ops) { /* the chain reads the result as stored in y's type */
+    T seed = fromf<T>(v);
+    fused_at(p.epi, t, &seed);
+    return;
+  }
   Y[t] = fromf<T>(v);
 }
 
@@ -389,6 +455,7 @@ __device__ void gemm_range(const nnk_gemm &p, int64_t first, int64_t stride) {
 
 template <typename T>
 __global__ void k_gemm(nnk_gemm p) {
+  nnk_pdl_begin();
   const int G = gemm_group(p.K);
   const int64_t gid = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / G;
   gemm_range<T>(p, gid, (int64_t)gridDim.x * blockDim.x / G);
@@ -400,6 +467,7 @@ __device__ __forceinline__ void convert_at(const void *in, int in_dt, void *out,
 }
 
 __global__ void k_convert(const void *in, int in_dt, void *out, int out_dt, int64_t n) {
+  nnk_pdl_begin();
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
     convert_at(in, in_dt, out, out_dt, i);
 }
@@ -417,8 +485,7 @@ cudaError_t launch_conv_t(const nnk_conv &p, cudaStream_t s) {
   const int block = P >= 128 ? 128 : (P >= 64 ? 64 : 32);
   dim3 grid((P + block - 1) / block, (p.M + OCB - 1) / OCB, p.N);
   size_t shmem = (size_t)OCB * p.k[0] * p.k[1] * p.k[2] * sizeof(float);
-  k_conv<T, OCB><<<grid, block, shmem, s>>>(p);
-  return cudaGetLastError();
+  return nnk_launch_ex(k_conv<T, OCB>, grid, dim3(block), shmem, s, 1, p);
 }
 
 template <typename T>
@@ -439,13 +506,15 @@ int nnk_conv_supported(const nnk_conv &p) {
 
 cudaError_t nnk_launch_elementwise(const nnk_elementwise &p, int half, cudaStream_t s) {
   (void)half;
-  k_elementwise<<<grid_for(p.n, 256), 256, 0, s>>>(p);
-  return cudaGetLastError();
+  return nnk_launch_ex(k_elementwise, dim3(grid_for(p.n, 256)), dim3(256), 0, s, 1, p);
+}
+
+cudaError_t nnk_launch_fused(const nnk_fused &p, cudaStream_t s) {
+  return nnk_launch_ex(k_fused, dim3(grid_for(p.n, 256)), dim3(256), 0, s, 1, p);
 }
 
 cudaError_t nnk_launch_move(const nnk_move &p, cudaStream_t s) {
-  k_move<<<grid_for(p.n, 256), 256, 0, s>>>(p);
-  return cudaGetLastError();
+  return nnk_launch_ex(k_move, dim3(grid_for(p.n, 256)), dim3(256), 0, s, 1, p);
 }
 
 cudaError_t nnk_launch_conv(const nnk_conv &p, int half, cudaStream_t s) {
@@ -457,21 +526,31 @@ cudaError_t nnk_launch_conv(const nnk_conv &p, int half, cudaStream_t s) {
 cudaError_t nnk_launch_bias_act(void *y, const void *b, int N, int M, int64_t plane, int relu, int half,
                                 cudaStream_t s) {
   int64_t n = (int64_t)N * M * plane;
+  const dim3 grid(grid_for(n, 256)), block(256);
   if (half)
-    k_bias_act<__half><<<grid_for(n, 256), 256, 0, s>>>(static_cast<__half *>(y), static_cast<const __half *>(b), M, plane, n, relu);
-  else
-    k_bias_act<float><<<grid_for(n, 256), 256, 0, s>>>(static_cast<float *>(y), static_cast<const float *>(b), M, plane, n, relu);
-  return cudaGetLastError();
+    return nnk_launch_ex(k_bias_act<__half>, grid, block, 0, s, 1, static_cast<__half *>(y),
+                         static_cast<const __half *>(b), M, plane, n, relu);
+  return nnk_launch_ex(k_bias_act<float>, grid, block, 0, s, 1, static_cast<float *>(y), static_cast<const float *>(b),
+                       M, plane, n, relu);
 }
 
 cudaError_t nnk_launch_gemm(const nnk_gemm &p, int half, cudaStream_t s) {
   int64_t lanes = p.nb * p.M * p.N * gemm_group(p.K); /* a group of lanes per output */
-  if (half) k_gemm<__half><<<grid_for(lanes, 128), 128, 0, s>>>(p);
-  else k_gemm<float><<<grid_for(lanes, 128), 128, 0, s>>>(p);
-  return cudaGetLastError();
+  const dim3 grid(grid_for(lanes, 128)), block(128);
+  return half ? nnk_launch_ex(k_gemm<__half>, grid, block, 0, s, 1, p) : nnk_launch_ex(k_gemm<float>, grid, block, 0, s, 1, p);
 }
 
 cudaError_t nnk_launch_convert(const void *in, int in_dt, void *out, int out_dt, int64_t n, cudaStream_t s) {
-  k_convert<<<grid_for(n, 256), 256, 0, s>>>(in, in_dt, out, out_dt, n);
-  return cudaGetLastError();
+  return nnk_launch_ex(k_convert, dim3(grid_for(n, 256)), dim3(256), 0, s, 1, in, in_dt, out, out_dt, n);
+}
+
+int nnk_pdl_enabled(void) {
+  static int on = -1; /* races between threads are benign: every one computes the same value */
+  if (on < 0) {
+    const char *e = getenv("CUDAQ_NN_PDL");
+    int dev = 0, major = 0;
+    on = !(e && !strcmp(e, "0")) && cudaGetDevice(&dev) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+  }
+  return on;
 }

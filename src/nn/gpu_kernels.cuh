@@ -6,6 +6,7 @@
 #define CUDAQ_NN_GPU_KERNELS_CUH
 
 #include <cuda_fp16.h>
+#include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,6 +18,66 @@
  * every ReLU site, fused ones included (own and tensor-core convolutions),
  * goes through it. */
 __device__ __forceinline__ float nnk_relu_nan(float v) { return v > 0.0f ? v : (v != v ? v : 0.0f); }
+
+/* Programmatic dependent launch (PDL, sm_90). Every kernel of the engine is
+ * launched through nnk_launch_ex, which lets it start while the kernel
+ * before it in the stream (or graph) is still finishing, so that its launch
+ * latency overlaps that kernel's tail. Each kernel therefore begins with
+ * nnk_pdl_begin() and reads nothing an earlier kernel wrote before it:
+ * griddepcontrol.wait returns once the prerequisite grid has completed and
+ * its memory operations are visible (transitively: that grid waited for its
+ * own). Work on constants (weights, index maps) may come first.
+ * launch_dependents lets the next kernel be scheduled as soon as every block
+ * of this one has started. CUDAQ_NN_PDL=0 in the environment launches
+ * without the attribute (then both instructions are no-ops). */
+__device__ __forceinline__ void nnk_pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void nnk_pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void nnk_pdl_begin() {
+  nnk_pdl_launch_dependents();
+  nnk_pdl_wait();
+}
+/* 1 when kernels are launched with PDL: a device of compute capability >= 9
+ * and CUDAQ_NN_PDL not "0" (decided once per process). */
+int nnk_pdl_enabled(void);
+
+/* Launches kernel k (grid, block, dynamic shared memory, stream) with PDL
+ * when enabled and, for cluster_z > 1, clusters of 1 x 1 x cluster_z blocks;
+ * returns the launch error. */
+template <typename... P, typename... A>
+cudaError_t nnk_launch_ex(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, unsigned cluster_z,
+                          A... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute at[2];
+  unsigned n = 0;
+  if (nnk_pdl_enabled()) {
+    at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[n].val.programmaticStreamSerializationAllowed = 1;
+    n++;
+  }
+  if (cluster_z > 1) {
+    at[n].id = cudaLaunchAttributeClusterDimension;
+    at[n].val.clusterDim.x = 1;
+    at[n].val.clusterDim.y = 1;
+    at[n].val.clusterDim.z = cluster_z;
+    n++;
+  }
+  cfg.attrs = n ? at : NULL;
+  cfg.numAttrs = n;
+  cudaError_t e = cudaLaunchKernelEx(&cfg, k, args...);
+  return e != cudaSuccess ? e : cudaGetLastError();
+}
 
 /* Elementwise operator over up to three broadcast inputs. */
 struct nnk_elementwise {
@@ -35,6 +96,27 @@ struct nnk_elementwise {
 };
 #define NNK_EW_FLAT 8
 
+/* A chain of flat elementwise nodes run as one kernel (gpu_fuse.cu builds
+ * it): every op has the chain's n elements; op j reads arg[k] >= 0, tensor
+ * in[arg] (offset i, or 0 when bit arg of in_scalar is set), or arg < 0,
+ * the result of op -arg-1; the last op writes out. */
+#define NNK_FUSE_MAX_OPS 16
+#define NNK_FUSE_MAX_IN 8
+#define NNK_FUSE_SEED (-100) /* arg: the value of the kernel the chain is the epilogue of */
+struct nnk_fused_op {
+  int op, n_in, arg[3], out_dt, gelu_tanh;
+};
+struct nnk_fused {
+  int64_t n;
+  int n_ops, n_in;
+  unsigned in_scalar;
+  const void *in[NNK_FUSE_MAX_IN];
+  int in_dt[NNK_FUSE_MAX_IN];
+  nnk_fused_op ops[NNK_FUSE_MAX_OPS];
+  void *out;
+  int seed_dt; /* as an epilogue: the element type of the seed value */
+};
+
 /* out[i] = in[src_in[i]][src_idx[i]] */
 struct nnk_move {
   int64_t n;
@@ -43,6 +125,9 @@ struct nnk_move {
   const uint8_t *src_in;
   const int32_t *src_idx;
   void *out;
+  const int8_t *in_dt; /* NULL: a plain copy; else the buffers' element types (a Cast
+                          absorbed into the copy), converted to out_dt as Cast does */
+  int out_dt;
 };
 
 /* Y = act(conv(X, W) + B) over (N, C, D, H, W) with 1D/2D as D = H = 1. */
@@ -63,11 +148,20 @@ struct nnk_gemm {
   float alpha, beta;
   const void *a, *b, *c;
   void *y;
+  /* A read through a copy map (an absorbed Gather/Concat: element e of A is
+   * a_bufs[a_src[e]][a_idx[e]]) when a_idx is set. */
+  const void *const *a_bufs;
+  const uint8_t *a_src;
+  const int32_t *a_idx;
+  /* An elementwise chain run on each result (its seed) instead of storing
+   * it in y, when epi.n_ops > 0. */
+  nnk_fused epi;
 };
 
 /* Launchers (src/nn/gpu_kernels.cu); all asynchronous on stream. */
 cudaError_t nnk_launch_elementwise(const nnk_elementwise &p, int half, cudaStream_t s);
 cudaError_t nnk_launch_move(const nnk_move &p, cudaStream_t s);
+cudaError_t nnk_launch_fused(const nnk_fused &p, cudaStream_t s);
 cudaError_t nnk_launch_conv(const nnk_conv &p, int half, cudaStream_t s);
 cudaError_t nnk_launch_bias_act(void *y, const void *b, int N, int M, int64_t plane, int relu, int half,
                                 cudaStream_t s);
@@ -88,5 +182,24 @@ int nnk_tc_config_ok(const nnk_conv &p, int cfg);
 size_t nnk_tc_weight_elems(const nnk_conv &p);
 void nnk_tc_pack_weights(const nnk_conv &p, const float *w, __half *out);
 cudaError_t nnk_launch_tc(const nnk_conv &p, const __half *w, const float *b, int cfg, cudaStream_t s);
+
+/* Channels-last tensor-core implicit-GEMM convolution, FP16 only
+ * (src/nn/gpu_conv_cl.cu): any stride, padding and dilation (kernel dims
+ * <= 31). in_cl: X is NDHWC (C % 8 == 0), else NCDHW (taps x C <= 2048);
+ * out_cl: Y is written NDHWC, else NCDHW. Weights are packed once per input
+ * layout by nnk_cl_pack_weights; the bias, if any, is FP32. algo = tile
+ * configuration + NNK_CL_CONFIGS x (split index + NNK_CL_SPLITS x depth
+ * index): split K over a cluster of 1, 2, 4, 8 or 16 CTAs (more than 1 on
+ * sm_90 and later only), a ring of 4 or 8 k-steps in flight. */
+#define NNK_CL_CONFIGS 7
+#define NNK_CL_SPLITS 5
+#define NNK_CL_DEPTHS 2
+#define NNK_CL_ALGOS (NNK_CL_CONFIGS * NNK_CL_SPLITS * NNK_CL_DEPTHS)
+int nnk_cl_supported(const nnk_conv &p, int in_cl);
+int nnk_cl_algo_ok(const nnk_conv &p, int in_cl, int algo);
+size_t nnk_cl_weight_elems(const nnk_conv &p, int in_cl);
+void nnk_cl_pack_weights(const nnk_conv &p, int in_cl, const float *w, __half *out);
+cudaError_t nnk_launch_cl(const nnk_conv &p, int in_cl, int out_cl, const __half *w, const float *b, int algo,
+                          cudaStream_t s);
 
 #endif

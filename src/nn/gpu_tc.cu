@@ -169,6 +169,7 @@ __device__ void tc_transpose(const tc_args &a, int64_t xbase, int lo, int c, con
 
 template <int BM, int BN, int WARPS_M, int KC>
 __global__ void __launch_bounds__(TC_THREADS) k_conv_tc(tc_args a) {
+  nnk_pdl_begin();
   constexpr int WARPS_N = 4 / WARPS_M;
   constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
   constexpr int MI = WM / 16, NI = WN / 8, KS = KC / 16;
@@ -367,8 +368,7 @@ cudaError_t tc_launch_t(const tc_args &a, size_t smem, int batch, cudaStream_t s
     attr_set = true;
   }
   dim3 grid((a.P + BM - 1) / BM, a.npad / BN, batch);
-  kern<<<grid, TC_THREADS, smem, s>>>(a);
-  return cudaGetLastError();
+  return nnk_launch_ex(kern, grid, dim3(TC_THREADS), smem, s, 1, a);
 }
 
 template <int KC>

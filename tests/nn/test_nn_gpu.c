@@ -149,7 +149,90 @@ static int selected(const char *name) {
 }
 
 static const char *impl_name(cudaq_nn_conv_impl_t c) {
-  return c == CUDAQ_NN_CONV_AUTO ? "auto" : c == CUDAQ_NN_CONV_CUDNN ? "cudnn" : c == CUDAQ_NN_CONV_TC ? "tc" : "own";
+  return c == CUDAQ_NN_CONV_AUTO ? "auto" : c == CUDAQ_NN_CONV_CUDNN ? "cudnn" : c == CUDAQ_NN_CONV_TC ? "tc"
+         : c == CUDAQ_NN_CONV_CL ? "cl" : "own";
+}
+
+/* Forced CL (FP16): every 3D/2D convolution of the conv* cases runs the
+ * channels-last kernel; the conv*_cl_* chains keep values between
+ * convolutions NDHWC, except conv3d_cl_mixed, whose only such value is also
+ * read by Sigmoid and is a graph output (must stay NCDHW). */
+static void check_cl_describe(cudaq_nn_gpu_t *g, const char *name, const char *what) {
+  char desc[8192];
+  cudaq_nn_gpu_describe(g, desc, sizeof desc);
+  if (!strncmp(name, "conv", 4)) {
+    int convs = 0, cl = 0;
+    for (const char *p = desc; (p = strstr(p, "conv #")); p++) convs++;
+    for (const char *p = desc; (p = strstr(p, "-> cl algo")); p++) cl++;
+    CHECK(convs > 0 && cl == convs, "%s: forced CL ran %d of %d convolutions channels-last:\n%s", what, cl, convs, desc);
+  }
+  if (strstr(name, "_cl_")) {
+    const int ndhwc = strstr(desc, "out NDHWC") != NULL && strstr(desc, "in NDHWC") != NULL;
+    const int want = strstr(name, "mixed") == NULL;
+    CHECK(ndhwc == want, "%s: NDHWC edges %s expected:\n%s", what, want ? "" : "not", desc);
+    printf("%s", desc);
+  }
+}
+
+/* Every channels-last algorithm (tile x split, CUDAQ_NN_CL_ALGO) on models
+ * that cover NDHWC and NCDHW inputs and outputs, one and several channel
+ * blocks, partial tiles and split K, against the CPU executor. */
+static void check_cl_algos(void) {
+  static const char *models[] = {"conv3d_cl_chain", "conv3d_cl_branch", "conv3d_tc_odd", "conv3d_tc_d13_c64_m128",
+                                 "conv3d_cl_batch2"};
+  for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
+    if (!selected(models[mi])) continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.onnx", g_dir, models[mi]);
+    cudaq_nn_model_t *m = NULL;
+    cudaq_nn_error_t err;
+    if (cudaq_nn_model_load_file(path, &m, &err) != CUDAQ_NN_OK) {
+      CHECK(0, "%s: load: %s", models[mi], err.message);
+      continue;
+    }
+    io_t io;
+    if (io_make(m, models[mi], 0, &io) != 0) {
+      CHECK(0, "%s: reference inputs", models[mi]);
+      io_free(&io);
+      cudaq_nn_model_destroy(m);
+      continue;
+    }
+    int ran = 0;
+    for (int k = 0; k < 70; k++) { /* NNK_CL_ALGOS (src/nn/gpu_kernels.cuh) */
+      char ks[16], what[300];
+      snprintf(ks, sizeof ks, "%d", k);
+      setenv("CUDAQ_NN_CL_ALGO", ks, 1);
+      snprintf(what, sizeof what, "%.200s fp16 cl algo %d", models[mi], k);
+      cudaq_nn_gpu_options_t o;
+      cudaq_nn_gpu_options_init(&o);
+      o.precision = CUDAQ_NN_FP16;
+      o.conv_impl = CUDAQ_NN_CONV_CL;
+      o.tune_iterations = 1;
+      cudaq_nn_gpu_t *g = NULL;
+      if (cudaq_nn_gpu_create(m, &o, &g, &err) != CUDAQ_NN_OK) {
+        CHECK(0, "%s: create: %s", what, err.message);
+        continue;
+      }
+      char desc[8192];
+      cudaq_nn_gpu_describe(g, desc, sizeof desc);
+      char tag[32];
+      snprintf(tag, sizeof tag, "-> cl algo %d", k);
+      if (strstr(desc, tag)) {
+        for (size_t i = 0; i < io.n_out; i++) memset(io.gpu[i], 0x5A, io.out_sz[i]);
+        cudaq_nn_status_t st = cudaq_nn_gpu_run(g, (const void *const *)io.in, io.in_sz, io.gpu, io.out_sz, &err);
+        CHECK(st == CUDAQ_NN_OK, "%s: run: %s", what, err.message);
+        size_t bad = st == CUDAQ_NN_OK ? compare(&io, 1, what) : 1;
+        CHECK(bad == 0, "%s: %zu elements differ from the CPU executor", what, bad);
+        ran++;
+      }
+      cudaq_nn_gpu_destroy(g);
+    }
+    unsetenv("CUDAQ_NN_CL_ALGO");
+    CHECK(ran >= 4, "%s: only %d channels-last algorithms ran", models[mi], ran);
+    printf("ok      %s: %d channels-last algorithms match the CPU\n", models[mi], ran);
+    io_free(&io);
+    cudaq_nn_model_destroy(m);
+  }
 }
 
 static void check_model(const char *name) {
@@ -169,7 +252,7 @@ static void check_model(const char *name) {
     return;
   }
   for (int half = 0; half <= 1; half++)
-    for (int impl = CUDAQ_NN_CONV_AUTO; impl <= CUDAQ_NN_CONV_TC; impl++) {
+    for (int impl = CUDAQ_NN_CONV_AUTO; impl <= CUDAQ_NN_CONV_CL; impl++) {
       if (impl != CUDAQ_NN_CONV_AUTO && !strstr(name, "conv") && !strstr(name, "predecoder")) continue;
       cudaq_nn_gpu_options_t o;
       cudaq_nn_gpu_options_init(&o);
@@ -201,6 +284,20 @@ static void check_model(const char *name) {
         CHECK(!want_tc || strstr(desc, "-> tc cfg"), "%s: forced TC ran no layer on tensor cores:\n%s", what, desc);
         if (want_tc || strstr(name, "tc_")) printf("%s", desc);
       }
+      if (half && impl == CUDAQ_NN_CONV_CL) check_cl_describe(g, name, what);
+      if (!half && impl == CUDAQ_NN_CONV_AUTO && !strncmp(name, "fuse_", 5)) {
+        /* gpu_fuse.cu: fuse_ew_chain runs Mul (its output is a graph
+         * output), Add..Cast and Greater..Cast as 3 kernels (9 unfused);
+         * fuse_copy_chain its 6 copies as 1 (every reader of each is a copy);
+         * fuse_gather_matmul its 12 nodes as 3: each MatMul reads its Gather's
+         * map, the first runs Cast..Div as its epilogue, the Concat converts. */
+        size_t nodes = 0;
+        cudaGraphGetNodes((cudaGraph_t)cudaq_nn_gpu_graph(g), NULL, &nodes);
+        const size_t want = !strcmp(name, "fuse_ew_chain") ? 3 : !strcmp(name, "fuse_copy_chain") ? 1
+                            : !strcmp(name, "fuse_gather_matmul") ? 3 : nodes;
+        CHECK(getenv("CUDAQ_NN_NO_FUSE") || nodes == want, "%s: %zu graph nodes, %zu expected", what, nodes, want);
+        printf("graph   %s: %zu graph nodes\n", what, nodes);
+      }
       cudaq_nn_gpu_destroy(g);
     }
   io_free(&io);
@@ -208,8 +305,11 @@ static void check_model(const char *name) {
 }
 
 /* The graph over fixed buffers: DMA in, launch the graph, DMA out, for
- * several inputs, on a caller stream; each result matches the CPU. */
-static void check_graph_replay(const char *name, int half) {
+ * several inputs, on a caller stream; each result matches the CPU. child:
+ * the engine's graph embedded as a child graph node of a caller's graph,
+ * as the realtime app does (src/realtime_app/qrt_gpu.cu), with the PDL
+ * edges of the engine's kernels inside it. */
+static void check_graph_replay(const char *name, int half, int child) {
   char path[1024];
   snprintf(path, sizeof path, "%s/%s.onnx", g_dir, name);
   cudaq_nn_model_t *m = NULL;
@@ -226,13 +326,23 @@ static void check_graph_replay(const char *name, int half) {
   CHECK(cudaq_nn_gpu_graph_exec(g) != NULL && cudaq_nn_gpu_graph(g) != NULL, "no graph");
   size_t nodes = 0;
   cudaGraphGetNodes((cudaGraph_t)cudaq_nn_gpu_graph(g), NULL, &nodes);
-  printf("graph   %s %s: %zu graph nodes\n", name, half ? "fp16" : "fp32", nodes);
-  for (unsigned round = 1; g && round <= 8; round++) {
+  printf("graph   %s %s%s: %zu graph nodes\n", name, half ? "fp16" : "fp32", child ? " as a child graph" : "", nodes);
+  cudaGraph_t parent = NULL;
+  cudaGraphExec_t pexec = NULL;
+  if (child && g) {
+    cudaGraphNode_t cn;
+    CHECK(cudaGraphCreate(&parent, 0) == cudaSuccess &&
+              cudaGraphAddChildGraphNode(&cn, parent, NULL, 0, (cudaGraph_t)cudaq_nn_gpu_graph(g)) == cudaSuccess &&
+              cudaGraphInstantiate(&pexec, parent, 0) == cudaSuccess,
+          "%s: the engine's graph as a child graph: %s", name, cudaGetErrorString(cudaGetLastError()));
+  }
+  for (unsigned round = 1; g && (!child || pexec) && round <= 8; round++) {
     io_t io;
     CHECK(io_make(m, name, round * 7919u, &io) == 0, "inputs");
     for (size_t i = 0; i < io.n_in; i++)
       cudaMemcpyAsync(cudaq_nn_gpu_input(g, i), io.in[i], io.in_sz[i], cudaMemcpyHostToDevice, s);
-    CHECK(cudaq_nn_gpu_launch(g, s) == CUDAQ_NN_OK, "launch");
+    if (child) CHECK(cudaGraphLaunch(pexec, s) == cudaSuccess, "launch of the parent graph");
+    else CHECK(cudaq_nn_gpu_launch(g, s) == CUDAQ_NN_OK, "launch");
     for (size_t i = 0; i < io.n_out; i++)
       cudaMemcpyAsync(io.gpu[i], cudaq_nn_gpu_output(g, i), io.out_sz[i], cudaMemcpyDeviceToHost, s);
     CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync");
@@ -243,6 +353,8 @@ static void check_graph_replay(const char *name, int half) {
     io_free(&io);
   }
   CHECK(cudaq_nn_gpu_input(g, 99) == NULL && cudaq_nn_gpu_output(g, 99) == NULL, "bad index");
+  if (pexec) cudaGraphExecDestroy(pexec);
+  if (parent) cudaGraphDestroy(parent);
   cudaStreamDestroy(s);
   cudaq_nn_gpu_destroy(g);
   cudaq_nn_model_destroy(m);
@@ -443,7 +555,7 @@ static void check_conv_relu_nan_gpu(void) {
         CHECK(0, "conv relu: CPU run");
       cudaq_nn_cpu_destroy(cpu);
       for (int half = 0; half <= 1; half++)
-        for (int impl = CUDAQ_NN_CONV_AUTO; impl <= CUDAQ_NN_CONV_TC; impl++) {
+        for (int impl = CUDAQ_NN_CONV_AUTO; impl <= CUDAQ_NN_CONV_CL; impl++) {
           char what[128];
           snprintf(what, sizeof what, "conv%dd+relu nan in %s %s %s", nsp, nan_in_x ? "x" : "bias",
                    half ? "fp16" : "fp32", impl_name((cudaq_nn_conv_impl_t)impl));
@@ -532,11 +644,14 @@ int main(int argc, char **argv) {
   fclose(f);
   CHECK(models >= 60 || getenv("CUDAQ_NN_TEST_FILTER"), "only %d models", models);
   check_hardening();
-  check_graph_replay("predecoder_int32", 0);
-  check_graph_replay("predecoder_int32", 1);
-  check_graph_replay("predecoder_uint8", 1);
-  check_graph_replay("mlp_head", 0);
-  check_graph_replay("pre_post", 0);
+  check_cl_algos();
+  check_graph_replay("predecoder_int32", 0, 0);
+  check_graph_replay("predecoder_int32", 1, 0);
+  check_graph_replay("predecoder_uint8", 1, 0);
+  check_graph_replay("mlp_head", 0, 0);
+  check_graph_replay("pre_post", 0, 0);
+  check_graph_replay("predecoder_int32", 1, 1);
+  check_graph_replay("fuse_copy_chain", 0, 1);
   check_cache();
   check_errors();
   printf("%s: %d models, %d failures\n", g_fail ? "FAILED" : "PASSED", models, g_fail);

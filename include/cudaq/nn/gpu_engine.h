@@ -41,9 +41,14 @@ typedef enum cudaq_nn_conv_impl {
   CUDAQ_NN_CONV_AUTO = 0,   /* time all per layer, keep the fastest */
   CUDAQ_NN_CONV_CUDNN = 1,  /* cuDNN, fastest algorithm found by cudnnFind */
   CUDAQ_NN_CONV_OWN = 2,    /* the engine's direct convolution kernel */
-  CUDAQ_NN_CONV_TC = 3      /* FP16 tensor-core implicit GEMM (fastest tile shape) where it
+  CUDAQ_NN_CONV_TC = 3,     /* FP16 tensor-core implicit GEMM (fastest tile shape) where it
                                applies (FP16, stride 1, constant weights, <= 32 taps); the
                                AUTO choice between cuDNN and own elsewhere (so in FP32 too) */
+  CUDAQ_NN_CONV_CL = 4      /* FP16 channels-last tensor-core implicit GEMM (fastest tile and
+                               split) wherever it applies (FP16, constant weights), with
+                               NDHWC activations between convolutions that all run it; the
+                               AUTO choice between cuDNN and own elsewhere. AUTO also times
+                               it, per layer and per chain of NDHWC-joined layers */
 } cudaq_nn_conv_impl_t;
 
 typedef enum cudaq_nn_plan_state {

@@ -1,0 +1,506 @@
+/* Channels-last tensor-core convolution for FP16 engines (issue 12; see
+ * gpu_kernels.cuh for the contract).
+ *
+ * An implicit GEMM per batch item: M = output cells, N = output channels,
+ * K = taps x input channels, mma.sync.m16n8k16 (FP16 in, FP32 accumulation),
+ * bias + ReLU + the cast to FP16 fused into the epilogue. Unlike gpu_tc.cu
+ * (NCDHW in and out, input staged and transposed per CTA), both operands go
+ * through the textbook multistage pipeline: each k-step of 32 is one
+ * cp.async copy of an A tile (BM cells x 32 channels) and a B tile (BN
+ * output channels x 32) into a ring of STAGES (4 or 8) shared-memory slots, one
+ * barrier per step, ldmatrix + mma from the slot that landed.
+ *
+ * Layouts. in_cl: X is NDHWC (a cell's C channels contiguous, C % 8 == 0):
+ * a k-step is (tap, block of 32 channels) and a row of the A tile is two
+ * 16-byte copies of one input cell's channels, zero-filled by cp.async
+ * (src-size 0) where the tap falls into the padding or past C. Otherwise X
+ * is NCDHW: K is ordered tap-major over the real channels (k = t * C + c,
+ * so a 3-channel first layer is 81 k values, not 27 padded blocks), each
+ * element is a 2-byte gather through a per-k table, loaded into registers
+ * before the step's MMAs and stored to shared memory after them. out_cl: Y
+ * is written NDHWC, else NCDHW.
+ *
+ * Weights are packed once at engine create (nnk_cl_pack_weights) as
+ * [Npad][Kpad] halves in the k order of the input layout; Npad covers every
+ * tile and Kpad every k-step, so B copies never need a bounds check.
+ *
+ * Split K. With split S > 1, the S CTAs of a cluster (1 x 1 x S, sm_90)
+ * each run a contiguous share of the k-steps; their FP32 partial tiles meet
+ * in shared memory and each CTA reduces and stores BM / S rows of the tile
+ * reading its partners' tiles through distributed shared memory. A small
+ * layer thereby fills the GPU without a workspace, atomics or a second
+ * kernel.
+ */
+#include <cooperative_groups.h>
+#include <cuda_runtime.h>
+
+#include "gpu_kernels.cuh"
+
+namespace cg = cooperative_groups;
+
+namespace {
+
+constexpr int CL_THREADS = 128;
+constexpr int CL_BK = 32;           /* k per step */
+constexpr int CL_LDS = CL_BK + 8;   /* row stride in halves: 80 bytes, ldmatrix conflict-free */
+constexpr int CL_MAX_GATHER_K = 2048; /* NCDHW input: the k table lives in shared memory */
+constexpr size_t CL_MAX_SMEM = 227 * 1024;
+
+struct cl_cfg {
+  int bm, bn, warps_m;
+};
+constexpr cl_cfg kClCfg[NNK_CL_CONFIGS] = {{64, 64, 2}, {32, 64, 2}, {64, 32, 2}, {32, 32, 2},
+                                           {64, 16, 4}, {128, 16, 4}, {128, 64, 2}};
+constexpr int kClSplit[NNK_CL_SPLITS] = {1, 2, 4, 8, 16};
+constexpr int kClStages[NNK_CL_DEPTHS] = {4, 8}; /* shared-memory ring depths */
+
+struct cl_args {
+  const __half *x, *w;
+  const float *b;
+  __half *y;
+  int C, M, P, Pin;       /* in channels, out channels, out cells, in cells */
+  int OH, OW, D, H, W;    /* output plane dims, input dims */
+  int stride[3], dil[3], pad0[3];
+  int kh, kw, taps;       /* kernel height / width, taps */
+  int kpad, ncb, ksteps;  /* packed K, channel blocks per tap (in_cl), k-steps */
+  int split, relu;
+};
+
+int round_up(int v, int m) { return (v + m - 1) / m * m; }
+
+int device_has_clusters() {
+  static int has = -1;
+  if (has < 0) {
+    int dev = 0, major = 0;
+    has = cudaGetDevice(&dev) == cudaSuccess &&
+          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+  }
+  return has;
+}
+
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+/* 16-byte copy; src_bytes 0 writes zeros (src must still be a valid address). */
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+/* At most N of this thread's groups still pending; "memory" keeps shared
+ * reads below it. */
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Input coordinates of tap (0,0,0) for output cell o (stride and padding applied). */
+__device__ inline void cl_base(const cl_args &a, int o, int &bd, int &bh, int &bw) {
+  const int od = o / (a.OH * a.OW), oh = (o / a.OW) % a.OH, ow = o % a.OW;
+  bd = od * a.stride[0] - a.pad0[0];
+  bh = oh * a.stride[1] - a.pad0[1];
+  bw = ow * a.stride[2] - a.pad0[2];
+}
+
+/* One output element: + bias, ReLU, FP16, stored in the output layout. */
+template <bool OUT_CL>
+__device__ __forceinline__ void cl_store(const cl_args &a, int nb, int row, int col, float v) {
+  v += a.b ? a.b[col] : 0.0f;
+  if (a.relu) v = nnk_relu_nan(v);
+  const size_t i = OUT_CL ? ((size_t)nb * a.P + row) * a.M + col : ((size_t)nb * a.M + col) * a.P + row;
+  a.y[i] = __float2half(v);
+}
+
+template <int BM, int BN, int WARPS_M, bool IN_CL, bool OUT_CL, int STAGES>
+__global__ void __launch_bounds__(CL_THREADS) k_conv_cl(cl_args a) {
+  constexpr int WARPS_N = 4 / WARPS_M;
+  constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
+  constexpr int MI = WM / 16, NI = WN / 8;
+  constexpr int A_ST = BM * CL_LDS, B_ST = BN * CL_LDS; /* halves per slot */
+  constexpr int RPT = BM / 32;                           /* A rows (or row items) per thread */
+  static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0 && BM % 32 == 0, "tile");
+  extern __shared__ __align__(16) unsigned char cl_smem[];
+  __half *As = reinterpret_cast<__half *>(cl_smem);
+  __half *Bs = As + STAGES * A_ST;
+  int *ktab = reinterpret_cast<int *>(Bs + STAGES * B_ST); /* NCDHW input: [kpad] */
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+  const int cell0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+  const int rank = (int)(blockIdx.z % (unsigned)a.split), nb = (int)(blockIdx.z / (unsigned)a.split);
+  const int s_begin = (int)((long long)a.ksteps * rank / a.split);
+  const int s_end = (int)((long long)a.ksteps * (rank + 1) / a.split);
+  const int nst = s_end - s_begin;
+
+  /* A loader. in_cl: thread copies 16-byte chunk q = tid % 4 of rows
+   * tid / 4 + 32 j. NCDHW: item i = tid + 128 j is row i % BM, chunk i / BM
+   * (consecutive threads on consecutive cells: coalesced gathers). */
+  int rb_d[RPT], rb_h[RPT], rb_w[RPT], a_row[RPT];
+  bool rvalid[RPT];
+#pragma unroll
+  for (int j = 0; j < RPT; j++) {
+    const int r = IN_CL ? (tid >> 2) + 32 * j : (tid + 128 * j) % BM;
+    a_row[j] = r;
+    rvalid[j] = cell0 + r < a.P;
+    cl_base(a, rvalid[j] ? cell0 + r : 0, rb_d[j], rb_h[j], rb_w[j]);
+  }
+  const int a_q = IN_CL ? (tid & 3) : 0;
+  int a_qj[RPT];
+#pragma unroll
+  for (int j = 0; j < RPT; j++) a_qj[j] = IN_CL ? a_q : (tid + 128 * j) / BM;
+
+  nnk_pdl_launch_dependents();
+  if (!IN_CL) {
+    /* k -> (channel, tap): c | kd << 16 | kh << 21 | kw << 26, -1 past taps * C. */
+    const int kreal = a.taps * a.C;
+    for (int k = tid; k < a.kpad; k += CL_THREADS) {
+      int v = -1;
+      if (k < kreal) {
+        const int t = k / a.C, c = k - t * a.C;
+        const int kd = t / (a.kh * a.kw), kh = (t / a.kw) % a.kh, kw = t % a.kw;
+        v = c | kd << 16 | kh << 21 | kw << 26;
+      }
+      ktab[k] = v;
+    }
+    __syncthreads(); /* the table is complete before the first gather */
+  }
+
+  /* in_cl: the tap and channel block of the next step to load, stepped. */
+  int lt = 0, lcb = 0, lkd = 0, lkh = 0, lkw = 0;
+  if (IN_CL) {
+    lt = s_begin / a.ncb;
+    lcb = s_begin - lt * a.ncb;
+    lkd = lt / (a.kh * a.kw);
+    lkh = (lt / a.kw) % a.kh;
+    lkw = lt % a.kw;
+  }
+  const unsigned short *X16 = reinterpret_cast<const unsigned short *>(a.x);
+  uint4 pend[RPT]; /* NCDHW: gathered row chunks waiting for their slot */
+
+  auto issue_a_cl = [&](int slot) {
+    __half *dst = As + slot * A_ST;
+    const int id0 = lkd * a.dil[0], ih0 = lkh * a.dil[1], iw0 = lkw * a.dil[2];
+    const int c = lcb * CL_BK + a_q * 8;
+#pragma unroll
+    for (int j = 0; j < RPT; j++) {
+      const int id = rb_d[j] + id0, ih = rb_h[j] + ih0, iw = rb_w[j] + iw0;
+      const bool ok = rvalid[j] && c < a.C && (unsigned)id < (unsigned)a.D && (unsigned)ih < (unsigned)a.H &&
+                      (unsigned)iw < (unsigned)a.W;
+      const __half *src = ok ? a.x + (((size_t)nb * a.Pin + ((size_t)id * a.H + ih) * a.W + iw) * a.C + c) : a.x;
+      cp_async16(dst + a_row[j] * CL_LDS + a_q * 8, src, ok ? 16 : 0);
+    }
+    if (++lcb == a.ncb) {
+      lcb = 0;
+      lt++;
+      if (++lkw == a.kw) {
+        lkw = 0;
+        if (++lkh == a.kh) lkh = 0, lkd++;
+      }
+    }
+  };
+  auto gather_a = [&](int s) {
+#pragma unroll
+    for (int j = 0; j < RPT; j++) {
+      uint32_t h[4] = {0, 0, 0, 0};
+#pragma unroll
+      for (int e = 0; e < 8; e++) {
+        const int v = ktab[s * CL_BK + a_qj[j] * 8 + e];
+        unsigned short x = 0;
+        if (v >= 0 && rvalid[j]) {
+          const int c = v & 0xffff, kd = (v >> 16) & 31, kh = (v >> 21) & 31, kw = (v >> 26) & 31;
+          const int id = rb_d[j] + kd * a.dil[0], ih = rb_h[j] + kh * a.dil[1], iw = rb_w[j] + kw * a.dil[2];
+          if ((unsigned)id < (unsigned)a.D && (unsigned)ih < (unsigned)a.H && (unsigned)iw < (unsigned)a.W)
+            x = X16[((size_t)nb * a.C + c) * a.Pin + ((size_t)id * a.H + ih) * a.W + iw];
+        }
+        h[e >> 1] |= (uint32_t)x << ((e & 1) * 16);
+      }
+      pend[j] = make_uint4(h[0], h[1], h[2], h[3]);
+    }
+  };
+  auto store_a = [&](int slot) {
+    __half *dst = As + slot * A_ST;
+#pragma unroll
+    for (int j = 0; j < RPT; j++) *reinterpret_cast<uint4 *>(dst + a_row[j] * CL_LDS + a_qj[j] * 8) = pend[j];
+  };
+  auto issue_b = [&](int s, int slot) {
+    __half *dst = Bs + slot * B_ST;
+    for (int i = tid; i < BN * 4; i += CL_THREADS) {
+      const int r = i >> 2, q = i & 3;
+      cp_async16(dst + r * CL_LDS + q * 8, a.w + (size_t)(n0 + r) * a.kpad + s * CL_BK + q * 8, 16);
+    }
+  };
+
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+    for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[mi][ni][e] = 0.0f;
+
+  /* Prologue: steps 0 .. STAGES-2 in flight, one commit group each. The
+   * weights are constants: their copies go out before the PDL wait (so they
+   * overlap the previous kernel's tail) and join group 0; the activations,
+   * which the previous kernel wrote, only after it. */
+#pragma unroll
+  for (int i = 0; i < STAGES - 1; i++)
+    if (i < nst) issue_b(s_begin + i, i);
+  nnk_pdl_wait();
+#pragma unroll
+  for (int i = 0; i < STAGES - 1; i++) {
+    if (i < nst) {
+      if (IN_CL) {
+        issue_a_cl(i);
+      } else {
+        gather_a(s_begin + i);
+        store_a(i);
+      }
+    }
+    cp_async_commit();
+  }
+
+  for (int i = 0; i < nst; i++) {
+    cp_async_wait<STAGES - 2>(); /* this thread's copies of step i have landed */
+    __syncthreads();                /* everyone's have; everyone is done with slot (i - 1) % STAGES */
+    const int nxt = i + STAGES - 1, nslot = nxt % STAGES;
+    if (nxt < nst) {
+      if (IN_CL) issue_a_cl(nslot);
+      else gather_a(s_begin + nxt); /* registers now, shared memory after this step's MMAs */
+      issue_b(s_begin + nxt, nslot);
+    }
+    cp_async_commit();
+    const __half *Asl = As + (i % STAGES) * A_ST, *Bsl = Bs + (i % STAGES) * B_ST;
+#pragma unroll
+    for (int ks = 0; ks < CL_BK / 16; ks++) {
+      uint32_t af[MI][4], bf[NI][2];
+#pragma unroll
+      for (int mi = 0; mi < MI; mi++)
+        ldmatrix_x4(af[mi], Asl + (wm * WM + mi * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * CL_LDS + ks * 16 +
+                                (lane >> 4) * 8);
+#pragma unroll
+      for (int n2 = 0; n2 < NI / 2; n2++) {
+        uint32_t r[4];
+        ldmatrix_x4(r, Bsl + (wn * WN + n2 * 16 + (lane & 7) + ((lane >> 4) << 3)) * CL_LDS + ks * 16 +
+                           ((lane >> 3) & 1) * 8);
+        bf[2 * n2][0] = r[0];
+        bf[2 * n2][1] = r[1];
+        bf[2 * n2 + 1][0] = r[2];
+        bf[2 * n2 + 1][1] = r[3];
+      }
+#pragma unroll
+      for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int ni = 0; ni < NI; ni++) mma16816(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+    }
+    if (!IN_CL && nxt < nst) store_a(nslot); /* slot nslot was released by this step's barrier */
+  }
+
+  /* Fragment element e of (mi, ni): row lane/4 (+8 for e >= 2), column 2 (lane % 4) (+1 for odd e). */
+  const int fr = wm * WM + (lane >> 2), fc = wn * WN + 2 * (lane & 3);
+  if (a.split == 1) {
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+      for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int row = cell0 + fr + mi * 16 + (e >> 1) * 8, col = n0 + fc + ni * 8 + (e & 1);
+          if (row < a.P && col < a.M) cl_store<OUT_CL>(a, nb, row, col, acc[mi][ni][e]);
+        }
+    return;
+  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  /* Split K: partial tile -> own shared memory (the pipeline's, once every
+   * copy has landed and every warp is past its last ldmatrix), then each
+   * CTA sums rows [rank * BM / S, (rank + 1) * BM / S) over the cluster. */
+  constexpr int RLD = BN + 4;
+  float *red = reinterpret_cast<float *>(cl_smem);
+  cp_async_wait<0>();
+  __syncthreads();
+#pragma unroll
+  for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+    for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) red[(fr + mi * 16 + (e >> 1) * 8) * RLD + fc + ni * 8 + (e & 1)] = acc[mi][ni][e];
+  cg::cluster_group cluster = cg::this_cluster();
+  /* Release (arrive) of this CTA's partial tile, acquire (wait) of the
+   * partners': cluster.sync() is barrier.cluster.arrive.release +
+   * barrier.cluster.wait.acquire. Pairs with the same call in the partners. */
+  cluster.sync();
+  const int rows = BM / a.split, r0 = rank * rows;
+  for (int i = tid; i < rows * BN; i += CL_THREADS) {
+    /* Output-contiguous order: channels fastest for NDHWC, cells for NCDHW. */
+    const int r = r0 + (OUT_CL ? i / BN : i % rows), c = OUT_CL ? i % BN : i / rows;
+    const int row = cell0 + r, col = n0 + c;
+    if (row >= a.P || col >= a.M) continue;
+    float v = 0.0f;
+    for (int q = 0; q < a.split; q++) v += cluster.map_shared_rank(red, q)[r * RLD + c];
+    cl_store<OUT_CL>(a, nb, row, col, v);
+  }
+  /* No CTA leaves while a partner may still read its shared memory. */
+  cluster.sync();
+#else
+  __trap(); /* the host offers split K only on sm_90 and later */
+#endif
+}
+
+/* Kernel arguments for p (layout in_cl) with packed weights w, bias b. */
+void cl_fill(const nnk_conv &p, int in_cl, const __half *w, const float *b, int split, cl_args *a) {
+  *a = cl_args{};
+  a->x = static_cast<const __half *>(p.x);
+  a->w = w;
+  a->b = b;
+  a->y = static_cast<__half *>(p.y);
+  a->C = p.C;
+  a->M = p.M;
+  a->P = p.out3[0] * p.out3[1] * p.out3[2];
+  a->Pin = p.in3[0] * p.in3[1] * p.in3[2];
+  a->OH = p.out3[1];
+  a->OW = p.out3[2];
+  a->D = p.in3[0];
+  a->H = p.in3[1];
+  a->W = p.in3[2];
+  for (int i = 0; i < 3; i++) {
+    a->stride[i] = p.stride[i];
+    a->dil[i] = p.dil[i];
+    a->pad0[i] = p.pad0[i];
+  }
+  a->kh = p.k[1];
+  a->kw = p.k[2];
+  a->taps = p.k[0] * p.k[1] * p.k[2];
+  a->ncb = (p.C + CL_BK - 1) / CL_BK;
+  a->kpad = in_cl ? a->taps * a->ncb * CL_BK : round_up(a->taps * p.C, CL_BK);
+  a->ksteps = a->kpad / CL_BK;
+  a->split = split;
+  a->relu = p.relu;
+}
+
+size_t cl_smem_bytes(int cfg, int split, int stages, const cl_args &a, int in_cl) {
+  const cl_cfg &c = kClCfg[cfg];
+  size_t pipe = (size_t)stages * (c.bm + c.bn) * CL_LDS * 2 + (in_cl ? 0 : (size_t)a.kpad * 4);
+  size_t red = split > 1 ? (size_t)c.bm * (c.bn + 4) * 4 : 0;
+  return pipe > red ? pipe : red;
+}
+
+template <int BM, int BN, int WARPS_M, bool IN_CL, bool OUT_CL, int STAGES>
+cudaError_t cl_launch_t(const cl_args &a, size_t smem, int batch, cudaStream_t s) {
+  auto kern = k_conv_cl<BM, BN, WARPS_M, IN_CL, OUT_CL, STAGES>;
+  /* Idempotent; races between engines are benign (same value). Clusters of
+   * 16 (split K 16) are beyond the portable 8: allowed per kernel. */
+  static bool attr_set = false;
+  if (!attr_set) {
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)CL_MAX_SMEM);
+    if (e == cudaSuccess && device_has_clusters())
+      e = cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (e != cudaSuccess) return e;
+    attr_set = true;
+  }
+  const dim3 grid((unsigned)((a.P + BM - 1) / BM), (unsigned)((a.M + BN - 1) / BN), (unsigned)(batch * a.split));
+  return nnk_launch_ex(kern, grid, dim3(CL_THREADS), smem, s, (unsigned)a.split, a);
+}
+
+template <bool IN_CL, bool OUT_CL, int ST>
+cudaError_t cl_launch_c(const cl_args &a, size_t smem, int cfg, int batch, cudaStream_t s) {
+  switch (cfg) {
+    case 0: return cl_launch_t<64, 64, 2, IN_CL, OUT_CL, ST>(a, smem, batch, s);
+    case 1: return cl_launch_t<32, 64, 2, IN_CL, OUT_CL, ST>(a, smem, batch, s);
+    case 2: return cl_launch_t<64, 32, 2, IN_CL, OUT_CL, ST>(a, smem, batch, s);
+    case 3: return cl_launch_t<32, 32, 2, IN_CL, OUT_CL, ST>(a, smem, batch, s);
+    case 4: return cl_launch_t<64, 16, 4, IN_CL, OUT_CL, ST>(a, smem, batch, s);
+    case 5: return cl_launch_t<128, 16, 4, IN_CL, OUT_CL, ST>(a, smem, batch, s);
+    default: return cl_launch_t<128, 64, 2, IN_CL, OUT_CL, ST>(a, smem, batch, s);
+  }
+}
+
+template <bool IN_CL, bool OUT_CL>
+cudaError_t cl_launch_l(const cl_args &a, size_t smem, int cfg, int stages, int batch, cudaStream_t s) {
+  return stages == 8 ? cl_launch_c<IN_CL, OUT_CL, 8>(a, smem, cfg, batch, s)
+                     : cl_launch_c<IN_CL, OUT_CL, 4>(a, smem, cfg, batch, s);
+}
+
+/* algo -> tile configuration, split and ring depth. */
+void cl_decode(int algo, int *cfg, int *split, int *stages) {
+  *cfg = algo % NNK_CL_CONFIGS;
+  *split = kClSplit[algo / NNK_CL_CONFIGS % NNK_CL_SPLITS];
+  *stages = kClStages[algo / (NNK_CL_CONFIGS * NNK_CL_SPLITS)];
+}
+
+
+}  // namespace
+
+int nnk_cl_supported(const nnk_conv &p, int in_cl) {
+  if (p.N < 1 || p.N > 8191 || p.C < 1 || p.M < 1 || p.C > 65535) return 0;
+  for (int i = 0; i < 3; i++)
+    if (p.k[i] < 1 || p.k[i] > 31 || p.stride[i] < 1 || p.out3[i] < 1) return 0;
+  if (in_cl && p.C % 8 != 0) return 0; /* a cell's channels start 16-byte aligned */
+  cl_args a;
+  cl_fill(p, in_cl, NULL, NULL, 1, &a);
+  if (!in_cl && a.kpad > CL_MAX_GATHER_K) return 0;
+  const int64_t pin = (int64_t)p.in3[0] * p.in3[1] * p.in3[2], pout = (int64_t)a.P;
+  if ((int64_t)p.N * pin * p.C >= (1ll << 31) || (int64_t)p.N * pout * p.M >= (1ll << 31)) return 0;
+  return 1;
+}
+
+int nnk_cl_algo_ok(const nnk_conv &p, int in_cl, int algo) {
+  if (algo < 0 || algo >= NNK_CL_ALGOS || !nnk_cl_supported(p, in_cl)) return 0;
+  int cfg, split, stages;
+  cl_decode(algo, &cfg, &split, &stages);
+  /* Tiles wider than the channels (rounded up to 16, or a power of two up
+   * to 64) only add padding work. */
+  int mw = 16;
+  while (mw < p.M && mw < 64) mw *= 2;
+  if (kClCfg[cfg].bn > mw) return 0;
+  cl_args a;
+  cl_fill(p, in_cl, NULL, NULL, split, &a);
+  if (split > 1 && (!device_has_clusters() || split > a.ksteps)) return 0;
+  return cl_smem_bytes(cfg, split, stages, a, in_cl) <= CL_MAX_SMEM;
+}
+
+size_t nnk_cl_weight_elems(const nnk_conv &p, int in_cl) {
+  cl_args a;
+  cl_fill(p, in_cl, NULL, NULL, 1, &a);
+  return (size_t)round_up(p.M, 64) * a.kpad;
+}
+
+void nnk_cl_pack_weights(const nnk_conv &p, int in_cl, const float *w, __half *out) {
+  cl_args a;
+  cl_fill(p, in_cl, NULL, NULL, 1, &a);
+  const int npad = round_up(p.M, 64), cpad = a.ncb * CL_BK;
+  for (size_t i = 0, n = (size_t)npad * a.kpad; i < n; i++) out[i] = __float2half(0.0f);
+  for (int m = 0; m < p.M; m++)
+    for (int c = 0; c < p.C; c++)
+      for (int t = 0; t < a.taps; t++) {
+        const int k = in_cl ? t * cpad + c : t * p.C + c;
+        out[(size_t)m * a.kpad + k] = __float2half(w[((size_t)m * p.C + c) * a.taps + t]);
+      }
+}
+
+cudaError_t nnk_launch_cl(const nnk_conv &p, int in_cl, int out_cl, const __half *w, const float *b, int algo,
+                          cudaStream_t s) {
+  if ((int64_t)p.out3[0] * p.out3[1] * p.out3[2] == 0 || p.M == 0 || p.N == 0) return cudaSuccess;
+  if (!nnk_cl_algo_ok(p, in_cl, algo)) return cudaErrorInvalidConfiguration;
+  if (!in_cl && reinterpret_cast<uintptr_t>(p.x) % 2 != 0) return cudaErrorInvalidConfiguration;
+  if (in_cl && reinterpret_cast<uintptr_t>(p.x) % 16 != 0) return cudaErrorInvalidConfiguration;
+  int cfg, split, stages;
+  cl_decode(algo, &cfg, &split, &stages);
+  cl_args a;
+  cl_fill(p, in_cl, w, b, split, &a);
+  const size_t smem = cl_smem_bytes(cfg, split, stages, a, in_cl);
+  if (in_cl)
+    return out_cl ? cl_launch_l<true, true>(a, smem, cfg, stages, p.N, s)
+                  : cl_launch_l<true, false>(a, smem, cfg, stages, p.N, s);
+  return out_cl ? cl_launch_l<false, true>(a, smem, cfg, stages, p.N, s)
+                : cl_launch_l<false, false>(a, smem, cfg, stages, p.N, s);
+}

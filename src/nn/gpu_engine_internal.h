@@ -1,0 +1,148 @@
+/* GPU engine internals shared by gpu_engine.cu (buffers, steps, graph) and
+ * gpu_tune.cu (algorithm selection and the plan file). */
+#ifndef CUDAQ_NN_GPU_ENGINE_INTERNAL_H
+#define CUDAQ_NN_GPU_ENGINE_INTERNAL_H
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cudaq/nn/gpu_engine.h"
+#include "gpu_kernels.cuh"
+#include "nn_internal.h"
+
+/* IMPL_TC: algo = tile configuration. IMPL_CUDNN_FUSED: cuDNN's
+ * convolution with bias and activation in one call
+ * (cudnnConvolutionBiasActivationForward), no separate epilogue kernel. */
+enum { IMPL_OWN = 0, IMPL_CUDNN = 1, IMPL_TC = 2, IMPL_CUDNN_FUSED = 3, IMPL_CL = 4 };
+static inline int is_cudnn(int impl) { return impl == IMPL_CUDNN || impl == IMPL_CUDNN_FUSED; }
+enum { ST_ELEMENTWISE, ST_MOVE, ST_CONV, ST_GEMM, ST_CONVERT, ST_FUSED };
+
+struct conv_state {
+  int node;
+  nnk_conv p;
+  int own_ok, cudnn_ok, tc_ok;
+  __half *tc_w;  /* weights packed for the tensor-core kernel (tc_ok) */
+  float *b32;    /* FP32 bias for the tensor-core kernels, or NULL */
+  /* Channels-last kernel (IMPL_CL): cl_ok[l] when it runs with input layout
+   * l (1 = NDHWC) and cl_w[l] holds the weights packed for it. */
+  int cl_ok[2];
+  __half *cl_w[2];
+  int out_value;      /* the value the step writes: the fused ReLU's output, else the conv's */
+  int lay_in, lay_out; /* NDHWC possible on the input / output edge (plan_layouts) */
+  int in_cl, out_cl;   /* the layouts in use (IMPL_CL only; subsets of lay_in / lay_out) */
+  int chain;           /* convolutions joined by NDHWC-possible edges share a chain id */
+  int producer;        /* lay_in: the convolution whose output is this one's input */
+  int cl_algo_plain, cl_algo_chain; /* fastest IMPL_CL algos: NCDHW in and out / chain layouts */
+  float t_cl, t_cl_chain;           /* their times, < 0 when not measured */
+  cudnnTensorDescriptor_t xd, yd;
+  cudnnFilterDescriptor_t wd;
+  cudnnConvolutionDescriptor_t cd;
+  int fused_ok;                   /* bias present: the fused cuDNN call is a candidate */
+  cudnnTensorDescriptor_t bd;     /* its bias [1, M, 1, 1, 1] */
+  cudnnActivationDescriptor_t ad; /* ReLU (NaN kept) or identity */
+  int impl;
+  int algo;
+  size_t ws;
+  float t_own, t_cudnn, t_tc; /* microseconds per launch; < 0 when not measured */
+  float t_plain;              /* the fastest NCDHW choice (impl_plain, algo_plain, ws_plain) */
+  int impl_plain, algo_plain;
+  size_t ws_plain;
+};
+
+struct step {
+  int kind;
+  int node; /* the model node (for ST_FUSED: the chain's last) */
+  nnk_elementwise ew;
+  nnk_fused fz;
+  int chain[NNK_FUSE_MAX_OPS]; /* ST_FUSED: the model nodes merged into it */
+  int n_chain;
+  nnk_move mv;
+  nnk_gemm gm;
+  int conv;
+  const void *cin;
+  int cin_dt;
+  void *cout;
+  int cout_dt;
+  int64_t n;
+};
+
+struct cudaq_nn_gpu {
+  const cudaq_nn_model_t *m;
+  cudaq_nn_gpu_options_t opts;
+  int half;
+  void **dev;
+  int *sdt;
+  unsigned char *alloc_out; /* value's buffer allocated for a node output */
+  void **dev_in, **dev_out;
+  conv_state *convs;
+  int n_convs;
+  step *steps;
+  int n_steps, cap_steps;
+  void **allocs;
+  int n_allocs, cap_allocs;
+  void *ws;
+  size_t ws_bytes;
+  cudnnHandle_t cudnn;
+  cudaStream_t stream;
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  cudaq_nn_plan_state_t plan_state;
+  char key[512]; /* plan header: model, GPU, versions, precision, mode */
+};
+
+#define CK(call)                                                                          \
+  do {                                                                                    \
+    cudaError_t e_ = (call);                                                              \
+    if (e_ != cudaSuccess) {                                                              \
+      nn__set_error(err, "%s failed: %s", #call, cudaGetErrorString(e_));                 \
+      return CUDAQ_NN_ERR_CUDA;                                                           \
+    }                                                                                     \
+  } while (0)
+#define CKDNN(call)                                                                       \
+  do {                                                                                    \
+    cudnnStatus_t s_ = (call);                                                            \
+    if (s_ != CUDNN_STATUS_SUCCESS) {                                                     \
+      nn__set_error(err, "%s failed: %s", #call, cudnnGetErrorString(s_));                \
+      return CUDAQ_NN_ERR_CUDA;                                                           \
+    }                                                                                     \
+  } while (0)
+#define TRY(expr)                                                                         \
+  do {                                                                                    \
+    cudaq_nn_status_t t_ = (expr);                                                        \
+    if (t_ != CUDAQ_NN_OK) return t_;                                                     \
+  } while (0)
+
+
+static inline size_t nng_dsize(int dt) { return cudaq_nn_dtype_size((cudaq_nn_dtype_t)dt); }
+
+/* Enqueues one convolution on g->stream with the given implementation,
+ * algorithm, cuDNN workspace and (IMPL_CL) layouts (gpu_engine.cu). */
+cudaq_nn_status_t nng_enqueue_conv(cudaq_nn_gpu *g, const conv_state *c, int impl, int algo, size_t ws, int in_cl,
+                                   int out_cl, cudaq_nn_error_t *err);
+/* Graph passes (gpu_fuse.cu). producer[v]: the node writing value v, or -1. */
+void nng_producers(const cudaq_nn_model_t *m, int *producer);
+/* The node writing value v, past reshape-like aliases; -1 for an input or constant. */
+int nng_source_node(const cudaq_nn_model_t *m, const int *producer, int v);
+/* absorbed[node] = 1 for nodes that get no step of their own: copy nodes
+ * whose every reader is a copy node or reads them as a matrix product's A
+ * (which compose their map), and Casts whose every reader is a copy node
+ * (which converts as it copies). */
+void nng_plan_copy_absorb(const cudaq_nn_model_t *m, const int *producer, unsigned char *absorbed);
+/* The composed map of copy node ni: element i comes from bufs[src[i]][idx[i]]
+ * of type dts[src[i]] (*n_bufs <= 255 buffers). */
+cudaq_nn_status_t nng_copy_map(const cudaq_nn_gpu *g, const int *producer, const unsigned char *absorbed, int ni,
+                               uint8_t *src, int64_t *idx, const void **bufs, int *dts, int *n_bufs);
+/* Merges chains of elementwise steps into ST_FUSED steps, and a chain that
+ * reads a matrix product's result only into that product's epilogue. */
+void nng_fuse_elementwise(cudaq_nn_gpu *g);
+/* The engine's key for the plan file (gpu_tune.cu). */
+cudaq_nn_status_t nng_make_key(cudaq_nn_gpu *g, int device, cudaq_nn_error_t *err);
+/* Reads the plan or times the candidates of every convolution (and writes
+ * the plan); sizes the cuDNN workspace to the chosen algorithms (gpu_tune.cu). */
+cudaq_nn_status_t nng_select_algorithms(cudaq_nn_gpu *g, cudaq_nn_error_t *err);
+
+#endif

@@ -1,0 +1,352 @@
+/* GPU engine graph passes (issue 12): fewer kernels for the small
+ * integer/gather nodes around a predecoder's convolutions, where each
+ * kernel costs a launch in the graph (~2 us) and does almost no work.
+ *
+ * Copy chains. A copy-class node (Concat, Gather, Slice, Transpose) whose
+ * input was written by another copy node, through any reshape-like aliases,
+ * and is read by nothing else, reads through that node's index map instead:
+ * the producer's step is dropped ("absorbed") and the consumer's map is
+ * composed over the producer's sources. Concat(x, 0) -> Gather(idx) becomes
+ * one gather from {x, 0}.
+ *
+ * Elementwise chains. Consecutive elementwise steps over the same element
+ * count, each input contiguous or a scalar, whose intermediate values are
+ * read only inside the chain, run as one kernel (nnk_fused): the
+ * intermediates live in registers, stored and re-read in their own element
+ * type, so results are bit-identical to the unfused steps. */
+#include "gpu_engine_internal.h"
+
+namespace {
+
+int is_alias(nn_op_t op) {
+  return op == NN_OP_RESHAPE || op == NN_OP_IDENTITY || op == NN_OP_SQUEEZE || op == NN_OP_UNSQUEEZE;
+}
+int is_copy(const nn_node_t *nd) { return !nd->folded && !is_alias(nd->op) && nn__is_move_op(nd->op); }
+int is_gemm(const nn_node_t *nd) { return !nd->folded && (nd->op == NN_OP_MATMUL || nd->op == NN_OP_GEMM); }
+
+int is_output(const cudaq_nn_model_t *m, int v) {
+  for (size_t k = 0; k < m->n_outputs; k++)
+    if (m->outputs[k] == v) return 1;
+  return 0;
+}
+
+/* Whether every reader of value v (through reshape-like aliases) is a copy
+ * node or, with gemm_ok, a matrix product reading it as A only; v and its
+ * aliases are no graph outputs and v has at least one reader. */
+int readers_compose(const cudaq_nn_model_t *m, int v, int gemm_ok) {
+  if (is_output(m, v)) return 0;
+  int readers = 0;
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    const nn_node_t *nd = &m->nodes[i];
+    if (nd->folded) continue;
+    int uses = 0;
+    for (int k = 0; k < nd->n_in; k++) uses += nd->in[k] == v;
+    if (!uses) continue;
+    readers++;
+    if (is_alias(nd->op)) {
+      if (!readers_compose(m, nd->out[0], gemm_ok)) return 0;
+    } else if (!is_copy(nd) && !(gemm_ok && is_gemm(nd) && uses == 1 && nd->in[0] == v)) {
+      return 0;
+    }
+  }
+  return readers > 0;
+}
+
+int source_node(const cudaq_nn_model_t *m, const int *producer, int v) { return nng_source_node(m, producer, v); }
+
+/* Whether copy node a's composed map converts types (reads an absorbed Cast). */
+int converts(const cudaq_nn_model_t *m, const int *producer, const unsigned char *absorbed, int a) {
+  const nn_node_t *nd = &m->nodes[a];
+  for (int k = 0; k < nd->n_in; k++) {
+    const int p = source_node(m, producer, nd->in[k]);
+    if (p < 0 || !absorbed[p]) continue;
+    if (m->nodes[p].op == NN_OP_CAST || converts(m, producer, absorbed, p)) return 1;
+  }
+  return 0;
+}
+
+/* Buffers that node ni's composed map reads. */
+int leaf_count(const cudaq_nn_model_t *m, const int *producer, const unsigned char *absorbed, int ni) {
+  const nn_node_t *nd = &m->nodes[ni];
+  int n = 0;
+  for (int k = 0; k < nd->n_in; k++) {
+    const int a = source_node(m, producer, nd->in[k]);
+    n += a >= 0 && absorbed[a] && is_copy(&m->nodes[a]) ? leaf_count(m, producer, absorbed, a) : 1;
+  }
+  return n;
+}
+
+}  // namespace
+
+int nng_source_node(const cudaq_nn_model_t *m, const int *producer, int v) {
+  while (v >= 0 && producer[v] >= 0 && is_alias(m->nodes[producer[v]].op)) v = m->nodes[producer[v]].in[0];
+  return v >= 0 ? producer[v] : -1;
+}
+
+void nng_producers(const cudaq_nn_model_t *m, int *producer) {
+  for (size_t v = 0; v < m->n_values; v++) producer[v] = -1;
+  for (size_t i = 0; i < m->n_nodes; i++)
+    if (!m->nodes[i].folded) producer[m->nodes[i].out[0]] = (int)i;
+}
+
+void nng_plan_copy_absorb(const cudaq_nn_model_t *m, const int *producer, unsigned char *absorbed) {
+  /* Casts read only by copies: the copies convert (in node order, so that a
+   * copy's decision below sees the casts it reads). */
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    const nn_node_t *nd = &m->nodes[i];
+    if (!nd->folded && nd->op == NN_OP_CAST && readers_compose(m, nd->out[0], 0)) absorbed[i] = 1;
+  }
+  for (size_t i = 0; i < m->n_nodes; i++)
+    if (is_copy(&m->nodes[i]) && readers_compose(m, m->nodes[i].out[0], !converts(m, producer, absorbed, (int)i)))
+      absorbed[i] = 1;
+  /* A composed map indexes its buffers with a byte: a reader over 255
+   * undoes the absorptions of its direct inputs (rare; counts only shrink). */
+  for (size_t r = m->n_nodes; r-- > 0;) {
+    const nn_node_t *nd = &m->nodes[r];
+    if (!(is_copy(nd) || is_gemm(nd)) || absorbed[r] || leaf_count(m, producer, absorbed, (int)r) <= 255) continue;
+    for (int k = 0; k < nd->n_in; k++) {
+      const int a = source_node(m, producer, nd->in[k]);
+      if (a >= 0) absorbed[a] = 0;
+    }
+  }
+}
+
+cudaq_nn_status_t nng_copy_map(const cudaq_nn_gpu *g, const int *producer, const unsigned char *absorbed, int ni,
+                               uint8_t *src, int64_t *idx, const void **bufs, int *dts, int *n_bufs) {
+  const cudaq_nn_model_t *m = g->m;
+  const nn_node_t *nd = &m->nodes[ni];
+  const size_t n = m->values[nd->out[0]].n;
+  uint8_t *s0 = (uint8_t *)malloc(n ? n : 1);
+  int64_t *i0 = (int64_t *)malloc((n ? n : 1) * sizeof(int64_t));
+  uint8_t *cs[NN_MAX_NODE_INPUTS] = {NULL};
+  int64_t *ci[NN_MAX_NODE_INPUTS] = {NULL};
+  int (*remap)[256] = (int (*)[256])malloc((size_t)(nd->n_in > 0 ? nd->n_in : 1) * sizeof *remap); /* absorbed input k: its buffer j -> ours */
+  int direct[NN_MAX_NODE_INPUTS]; /* direct input k: our buffer */
+  cudaq_nn_status_t st = s0 && i0 && remap ? CUDAQ_NN_OK : CUDAQ_NN_ERR_NO_MEMORY;
+  if (!st) nn__move_map(m, nd, s0, i0);
+  *n_bufs = 0;
+  auto add_buf = [&](const void *p, int dt) {
+    for (int j = 0; j < *n_bufs; j++)
+      if (bufs[j] == p && dts[j] == dt) return j;
+    bufs[*n_bufs] = p;
+    dts[*n_bufs] = dt;
+    return (*n_bufs)++;
+  };
+  for (int k = 0; k < nd->n_in && !st; k++) {
+    const int v = nd->in[k];
+    const int a = source_node(m, producer, v);
+    if (a >= 0 && absorbed[a] && m->nodes[a].op == NN_OP_CAST) { /* read the Cast's input, convert */
+      const int u = m->nodes[a].in[0];
+      direct[k] = add_buf(g->dev[u], g->sdt[u]);
+      continue;
+    }
+    if (a < 0 || !absorbed[a] || !is_copy(&m->nodes[a])) {
+      direct[k] = add_buf(v >= 0 ? g->dev[v] : NULL, v >= 0 ? g->sdt[v] : 0);
+      continue;
+    }
+    const size_t na = m->values[m->nodes[a].out[0]].n;
+    const void *cb[256];
+    int cd[256], cn = 0;
+    cs[k] = (uint8_t *)malloc(na ? na : 1);
+    ci[k] = (int64_t *)malloc((na ? na : 1) * sizeof(int64_t));
+    if (!cs[k] || !ci[k]) st = CUDAQ_NN_ERR_NO_MEMORY;
+    if (!st) st = nng_copy_map(g, producer, absorbed, a, cs[k], ci[k], cb, cd, &cn);
+    for (int j = 0; j < cn && !st; j++) remap[k][j] = add_buf(cb[j], cd[j]);
+  }
+  for (size_t i = 0; i < n && !st; i++) {
+    const int k = s0[i];
+    if (cs[k]) {
+      src[i] = (uint8_t)remap[k][cs[k][i0[i]]];
+      idx[i] = ci[k][i0[i]];
+    } else {
+      src[i] = (uint8_t)direct[k];
+      idx[i] = i0[i];
+    }
+  }
+  for (int k = 0; k < nd->n_in; k++) {
+    free(cs[k]);
+    free(ci[k]);
+  }
+  free(s0);
+  free(i0);
+  free(remap);
+  return st;
+}
+
+namespace {
+
+/* Step i can join a chain: a flat elementwise node. */
+int fusable(const step *s) { return s->kind == ST_ELEMENTWISE && (s->ew.flat & NNK_EW_FLAT); }
+
+/* Whether value v is read only by nodes of steps [a, b] (and is not a graph output). */
+int read_inside(const cudaq_nn_gpu *g, int v, int a, int b) {
+  const cudaq_nn_model_t *m = g->m;
+  for (size_t k = 0; k < m->n_outputs; k++)
+    if (m->outputs[k] == v) return 0;
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    const nn_node_t *nd = &m->nodes[i];
+    if (nd->folded) continue;
+    int uses = 0;
+    for (int k = 0; k < nd->n_in; k++) uses |= nd->in[k] == v;
+    if (!uses) continue;
+    int inside = 0;
+    for (int s = a; s <= b; s++) inside |= g->steps[s].node == (int)i;
+    if (!inside) return 0;
+  }
+  return 1;
+}
+
+/* The fused kernel's arguments for steps [a, b]; 0 when they do not fit. */
+int build_fused(const cudaq_nn_gpu *g, int a, int b, nnk_fused *f) {
+  const cudaq_nn_model_t *m = g->m;
+  memset(f, 0, sizeof *f);
+  if (b - a + 1 > NNK_FUSE_MAX_OPS) return 0;
+  f->n = g->steps[a].ew.n;
+  for (int s = a; s <= b; s++) {
+    const nnk_elementwise &e = g->steps[s].ew;
+    const nn_node_t *nd = &m->nodes[g->steps[s].node];
+    nnk_fused_op &o = f->ops[f->n_ops];
+    o.op = e.op;
+    o.out_dt = e.out_dt;
+    o.gelu_tanh = e.gelu_tanh;
+    o.n_in = nd->n_in < 3 ? nd->n_in : 3;
+    for (int k = 0; k < o.n_in; k++) {
+      int reg = -1;
+      for (int t = a; t < s; t++)
+        if (m->nodes[g->steps[t].node].out[0] == nd->in[k]) reg = t - a;
+      if (reg >= 0) {
+        o.arg[k] = -reg - 1;
+        continue;
+      }
+      const int scalar = !((e.flat >> k) & 1);
+      int j = 0;
+      while (j < f->n_in && !(f->in[j] == e.in[k] && f->in_dt[j] == e.in_dt[k] &&
+                              (int)((f->in_scalar >> j) & 1) == scalar))
+        j++;
+      if (j == f->n_in) {
+        if (f->n_in == NNK_FUSE_MAX_IN) return 0;
+        f->in[j] = e.in[k];
+        f->in_dt[j] = e.in_dt[k];
+        f->in_scalar |= (unsigned)scalar << j;
+        f->n_in++;
+      }
+      o.arg[k] = j;
+    }
+    f->n_ops++;
+  }
+  f->out = g->steps[b].ew.out;
+  return 1;
+}
+
+/* Whether every reader of value v (through reshape-like aliases) is one of
+ * the n model nodes in chain, and v is no graph output. */
+int read_by_chain(const cudaq_nn_model_t *m, int v, const int *chain, int n) {
+  if (is_output(m, v)) return 0;
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    const nn_node_t *nd = &m->nodes[i];
+    if (nd->folded) continue;
+    int uses = 0;
+    for (int k = 0; k < nd->n_in; k++) uses |= nd->in[k] == v;
+    if (!uses) continue;
+    if (is_alias(nd->op)) {
+      if (!read_by_chain(m, nd->out[0], chain, n)) return 0;
+      continue;
+    }
+    int in_chain = 0;
+    for (int c = 0; c < n; c++) in_chain |= chain[c] == (int)i;
+    if (!in_chain) return 0;
+  }
+  return 1;
+}
+
+/* The buffer a step writes. */
+const void *step_out(const cudaq_nn_gpu *g, const step *s) {
+  switch (s->kind) {
+    case ST_ELEMENTWISE: return s->ew.out;
+    case ST_MOVE: return s->mv.out;
+    case ST_GEMM: return s->gm.y;
+    case ST_CONVERT: return s->cout;
+    case ST_FUSED: return s->fz.out;
+    default: return g->convs[s->conv].p.y;
+  }
+}
+
+/* A chain step X (fused, or one flat elementwise node) whose input is the
+ * result of an earlier matrix product G, read by nothing but X's nodes,
+ * runs as G's epilogue: G hands each result to the chain (NNK_FUSE_SEED)
+ * instead of storing it, and X's step goes. X's other inputs must be
+ * written before G (X now runs at G's place in the order). */
+void attach_epilogues(cudaq_nn_gpu *g) {
+  const cudaq_nn_model_t *m = g->m;
+  int w = 0;
+  for (int x = 0; x < g->n_steps; x++) {
+    step *X = &g->steps[x];
+    nnk_fused f;
+    int chain[NNK_FUSE_MAX_OPS], n_chain = 0, ok = 0;
+    if (X->kind == ST_FUSED) {
+      f = X->fz;
+      n_chain = X->n_chain;
+      memcpy(chain, X->chain, sizeof chain);
+      ok = 1;
+    } else if (fusable(X) && build_fused(g, x, x, &f)) {
+      chain[0] = X->node;
+      n_chain = 1;
+      ok = 1;
+    }
+    int attached = 0;
+    for (int gi = w - 1; ok && gi >= 0 && !attached; gi--) {
+      step *G = &g->steps[gi];
+      if (G->kind != ST_GEMM || G->gm.epi.n_ops || G->gm.nb * G->gm.M * G->gm.N != f.n) continue;
+      const int gv = m->nodes[G->node].out[0];
+      int j = 0;
+      while (j < f.n_in && !(f.in[j] == G->gm.y && f.in_dt[j] == g->sdt[gv] && !((f.in_scalar >> j) & 1))) j++;
+      if (j == f.n_in || !read_by_chain(m, gv, chain, n_chain)) continue;
+      int early = 1; /* every other input written before G (or never: inputs, constants) */
+      for (int k = 0; k < f.n_in && early; k++)
+        for (int t = gi; t < w && early; t++) early = k == j || step_out(g, &g->steps[t]) != f.in[k];
+      if (!early) break;
+      for (int o = 0; o < f.n_ops; o++)
+        for (int k = 0; k < f.ops[o].n_in; k++)
+          if (f.ops[o].arg[k] == j) f.ops[o].arg[k] = NNK_FUSE_SEED;
+      f.seed_dt = g->sdt[gv];
+      G->gm.epi = f;
+      attached = 1;
+    }
+    if (!attached) g->steps[w++] = *X;
+  }
+  g->n_steps = w;
+}
+
+}  // namespace
+
+void nng_fuse_elementwise(cudaq_nn_gpu *g) {
+  if (getenv("CUDAQ_NN_NO_FUSE")) return; /* A/B measurements */
+  int w = 0;
+  for (int i = 0; i < g->n_steps;) {
+    int best = i;
+    if (fusable(&g->steps[i])) {
+      /* The longest valid chain from i: every output but the last read inside it. */
+      for (int j = i + 1; j < g->n_steps && fusable(&g->steps[j]) && g->steps[j].ew.n == g->steps[i].ew.n &&
+                          j - i < NNK_FUSE_MAX_OPS;
+           j++) {
+        int ok = 1;
+        for (int s = i; s < j && ok; s++) ok = read_inside(g, g->m->nodes[g->steps[s].node].out[0], i, j);
+        nnk_fused f;
+        if (ok && build_fused(g, i, j, &f)) best = j;
+      }
+    }
+    if (best > i) {
+      step merged = g->steps[best];
+      merged.kind = ST_FUSED;
+      build_fused(g, i, best, &merged.fz);
+      merged.n_chain = best - i + 1;
+      for (int s = i; s <= best; s++) merged.chain[s - i] = g->steps[s].node;
+      g->steps[w++] = merged;
+    } else {
+      g->steps[w++] = g->steps[i];
+    }
+    i = best + 1;
+  }
+  g->n_steps = w;
+  attach_epilogues(g);
+}
