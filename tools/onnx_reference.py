@@ -488,6 +488,32 @@ def fuse_cases(g):
            tol=0)
 
 
+def fuse_conv_cases(g):
+    """The channels-last convolution's fusions (gpu_fuse.cu, after tuning):
+    its NCDHW input gathered through the map of the Cast -> Concat in front
+    of it, and the Greater -> Cast -> Mul after it as its epilogue. Forced CL
+    in FP16 runs the whole graph as two kernels. Generated last."""
+    F, I32 = TP.FLOAT, TP.INT32
+    r = g.rng
+    g.case("fuse_conv_io", [node("Cast", ["x"], ["xf"], to=F),
+                            node("Concat", ["xf", "mask"], ["xin"], axis=1),
+                            node("Conv", ["xin", "w0", "b0"], ["c0"], kernel_shape=[3, 3, 3], pads=[1] * 6),
+                            node("Relu", ["c0"], ["r0"]),
+                            node("Conv", ["r0", "w1", "b1"], ["c1"], kernel_shape=[3, 3, 3], pads=[1] * 6),
+                            node("Greater", ["c1", "thr"], ["gt"]),
+                            node("Cast", ["gt"], ["gi"], to=I32),
+                            node("Mul", ["gi", "valid"], ["y"])],
+           [("x", I32, [1, 1, 4, 5, 6])], [("y", I32)],
+           [init("mask", r.integers(0, 2, [1, 1, 4, 5, 6]).astype(np.float32)),
+            init("w0", (r.standard_normal([8, 2, 3, 3, 3]) / 5).astype(np.float32)),
+            init("b0", (r.standard_normal([8]) * 0.1).astype(np.float32)),
+            init("w1", (r.standard_normal([4, 8, 3, 3, 3]) / 10).astype(np.float32)),
+            init("b1", (r.standard_normal([4]) * 0.1).astype(np.float32)),
+            init("thr", np.array([0.37], dtype=np.float32)),
+            init("valid", r.integers(0, 2, [1, 4, 4, 5, 6]).astype(np.int32))],
+           feeds={"x": r.integers(0, 2, [1, 1, 4, 5, 6]).astype(np.int32)}, tol=0)
+
+
 def gen(args):
     os.makedirs(args.out, exist_ok=True)
     g = Gen(args.out)
@@ -497,6 +523,7 @@ def gen(args):
     tc_cases(g)
     cl_cases(g)
     fuse_cases(g)
+    fuse_conv_cases(g)
     with open(os.path.join(args.out, "cases.txt"), "w") as f:
         f.write("\n".join(g.manifest) + "\n")
     print(f"onnx_reference: {len(g.manifest)} cases in {args.out}")

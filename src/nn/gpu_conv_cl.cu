@@ -34,23 +34,24 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
+#include "gpu_ew.cuh"
 #include "gpu_kernels.cuh"
 
 namespace cg = cooperative_groups;
 
 namespace {
 
-constexpr int CL_THREADS = 128;
 constexpr int CL_BK = 32;           /* k per step */
 constexpr int CL_LDS = CL_BK + 8;   /* row stride in halves: 80 bytes, ldmatrix conflict-free */
 constexpr int CL_MAX_GATHER_K = 2048; /* NCDHW input: the k table lives in shared memory */
 constexpr size_t CL_MAX_SMEM = 227 * 1024;
 
 struct cl_cfg {
-  int bm, bn, warps_m;
+  int bm, bn, warps_m, warps;
 };
-constexpr cl_cfg kClCfg[NNK_CL_CONFIGS] = {{64, 64, 2}, {32, 64, 2}, {64, 32, 2}, {32, 32, 2},
-                                           {64, 16, 4}, {128, 16, 4}, {128, 64, 2}};
+constexpr cl_cfg kClCfg[NNK_CL_CONFIGS] = {{64, 64, 2, 4},  {32, 64, 2, 4}, {64, 32, 2, 4},
+                                           {32, 32, 2, 4},  {64, 16, 4, 4}, {128, 16, 4, 4},
+                                           {128, 64, 2, 4}, {128, 128, 2, 8}, {64, 128, 2, 4}};
 constexpr int kClSplit[NNK_CL_SPLITS] = {1, 2, 4, 8, 16};
 constexpr int kClStages[NNK_CL_DEPTHS] = {4, 8}; /* shared-memory ring depths */
 
@@ -64,6 +65,7 @@ struct cl_args {
   int kh, kw, taps;       /* kernel height / width, taps */
   int kpad, ncb, ksteps;  /* packed K, channel blocks per tap (in_cl), k-steps */
   int split, relu;
+  nnk_conv_fuse f;       /* NCDHW input through a copy map, epilogue chain */
 };
 
 int round_up(int v, int m) { return (v + m - 1) / m * m; }
@@ -113,23 +115,40 @@ __device__ inline void cl_base(const cl_args &a, int o, int &bd, int &bh, int &b
   bw = ow * a.stride[2] - a.pad0[2];
 }
 
-/* One output element: + bias, ReLU, FP16, stored in the output layout. */
+/* One output element: + bias, ReLU, FP16, stored in the output layout, or
+ * (NCDHW with an epilogue chain) handed to the chain as its seed. */
 template <bool OUT_CL>
 __device__ __forceinline__ void cl_store(const cl_args &a, int nb, int row, int col, float v) {
   v += a.b ? a.b[col] : 0.0f;
   if (a.relu) v = nnk_relu_nan(v);
   const size_t i = OUT_CL ? ((size_t)nb * a.P + row) * a.M + col : ((size_t)nb * a.M + col) * a.P + row;
+  if (!OUT_CL && a.f.epi) {
+    const __half seed = __float2half(v);
+    fused_at_dev(a.f.epi, (int64_t)i, &seed);
+    return;
+  }
   a.y[i] = __float2half(v);
 }
 
-template <int BM, int BN, int WARPS_M, bool IN_CL, bool OUT_CL, int STAGES>
-__global__ void __launch_bounds__(CL_THREADS) k_conv_cl(cl_args a) {
-  constexpr int WARPS_N = 4 / WARPS_M;
+/* Input element e (NCDHW linear index) as FP16: from X, or through the
+ * copy map of an absorbed copy (converted as Cast does where its buffer
+ * holds another type). */
+__device__ __forceinline__ unsigned short cl_load_x(const cl_args &a, size_t e) {
+  if (!a.f.x_idx) return reinterpret_cast<const unsigned short *>(a.x)[e];
+  const int k = a.f.x_src[e];
+  const int64_t idx = a.f.x_idx[e];
+  if (!a.f.x_dts) return static_cast<const unsigned short *>(a.f.x_bufs[k])[idx];
+  return cast_to_half_bits(a.f.x_bufs[k], a.f.x_dts[k], idx);
+}
+
+template <int BM, int BN, int WARPS_M, int WARPS, bool IN_CL, bool OUT_CL, int STAGES>
+__global__ void __launch_bounds__(WARPS * 32) k_conv_cl(cl_args a) {
+  constexpr int THREADS = WARPS * 32, WARPS_N = WARPS / WARPS_M;
   constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
   constexpr int MI = WM / 16, NI = WN / 8;
   constexpr int A_ST = BM * CL_LDS, B_ST = BN * CL_LDS; /* halves per slot */
-  constexpr int RPT = BM / 32;                           /* A rows (or row items) per thread */
-  static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0 && BM % 32 == 0, "tile");
+  constexpr int RPT = BM * 4 / THREADS;                  /* A rows (or row items) per thread */
+  static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0 && (BM * 4) % THREADS == 0 && WARPS % WARPS_M == 0, "tile");
   extern __shared__ __align__(16) unsigned char cl_smem[];
   __half *As = reinterpret_cast<__half *>(cl_smem);
   __half *Bs = As + STAGES * A_ST;
@@ -144,13 +163,13 @@ __global__ void __launch_bounds__(CL_THREADS) k_conv_cl(cl_args a) {
   const int nst = s_end - s_begin;
 
   /* A loader. in_cl: thread copies 16-byte chunk q = tid % 4 of rows
-   * tid / 4 + 32 j. NCDHW: item i = tid + 128 j is row i % BM, chunk i / BM
+   * tid / 4 + THREADS / 4 j. NCDHW: item i = tid + THREADS j is row i % BM, chunk i / BM
    * (consecutive threads on consecutive cells: coalesced gathers). */
   int rb_d[RPT], rb_h[RPT], rb_w[RPT], a_row[RPT];
   bool rvalid[RPT];
 #pragma unroll
   for (int j = 0; j < RPT; j++) {
-    const int r = IN_CL ? (tid >> 2) + 32 * j : (tid + 128 * j) % BM;
+    const int r = IN_CL ? (tid >> 2) + THREADS / 4 * j : (tid + THREADS * j) % BM;
     a_row[j] = r;
     rvalid[j] = cell0 + r < a.P;
     cl_base(a, rvalid[j] ? cell0 + r : 0, rb_d[j], rb_h[j], rb_w[j]);
@@ -158,13 +177,13 @@ __global__ void __launch_bounds__(CL_THREADS) k_conv_cl(cl_args a) {
   const int a_q = IN_CL ? (tid & 3) : 0;
   int a_qj[RPT];
 #pragma unroll
-  for (int j = 0; j < RPT; j++) a_qj[j] = IN_CL ? a_q : (tid + 128 * j) / BM;
+  for (int j = 0; j < RPT; j++) a_qj[j] = IN_CL ? a_q : (tid + THREADS * j) / BM;
 
   nnk_pdl_launch_dependents();
   if (!IN_CL) {
     /* k -> (channel, tap): c | kd << 16 | kh << 21 | kw << 26, -1 past taps * C. */
     const int kreal = a.taps * a.C;
-    for (int k = tid; k < a.kpad; k += CL_THREADS) {
+    for (int k = tid; k < a.kpad; k += THREADS) {
       int v = -1;
       if (k < kreal) {
         const int t = k / a.C, c = k - t * a.C;
@@ -185,7 +204,6 @@ __global__ void __launch_bounds__(CL_THREADS) k_conv_cl(cl_args a) {
     lkh = (lt / a.kw) % a.kh;
     lkw = lt % a.kw;
   }
-  const unsigned short *X16 = reinterpret_cast<const unsigned short *>(a.x);
   uint4 pend[RPT]; /* NCDHW: gathered row chunks waiting for their slot */
 
   auto issue_a_cl = [&](int slot) {
@@ -221,7 +239,7 @@ __global__ void __launch_bounds__(CL_THREADS) k_conv_cl(cl_args a) {
           const int c = v & 0xffff, kd = (v >> 16) & 31, kh = (v >> 21) & 31, kw = (v >> 26) & 31;
           const int id = rb_d[j] + kd * a.dil[0], ih = rb_h[j] + kh * a.dil[1], iw = rb_w[j] + kw * a.dil[2];
           if ((unsigned)id < (unsigned)a.D && (unsigned)ih < (unsigned)a.H && (unsigned)iw < (unsigned)a.W)
-            x = X16[((size_t)nb * a.C + c) * a.Pin + ((size_t)id * a.H + ih) * a.W + iw];
+            x = cl_load_x(a, ((size_t)nb * a.C + c) * a.Pin + ((size_t)id * a.H + ih) * a.W + iw);
         }
         h[e >> 1] |= (uint32_t)x << ((e & 1) * 16);
       }
@@ -235,7 +253,7 @@ __global__ void __launch_bounds__(CL_THREADS) k_conv_cl(cl_args a) {
   };
   auto issue_b = [&](int s, int slot) {
     __half *dst = Bs + slot * B_ST;
-    for (int i = tid; i < BN * 4; i += CL_THREADS) {
+    for (int i = tid; i < BN * 4; i += THREADS) {
       const int r = i >> 2, q = i & 3;
       cp_async16(dst + r * CL_LDS + q * 8, a.w + (size_t)(n0 + r) * a.kpad + s * CL_BK + q * 8, 16);
     }
@@ -340,7 +358,7 @@ __global__ void __launch_bounds__(CL_THREADS) k_conv_cl(cl_args a) {
    * barrier.cluster.wait.acquire. Pairs with the same call in the partners. */
   cluster.sync();
   const int rows = BM / a.split, r0 = rank * rows;
-  for (int i = tid; i < rows * BN; i += CL_THREADS) {
+  for (int i = tid; i < rows * BN; i += THREADS) {
     /* Output-contiguous order: channels fastest for NDHWC, cells for NCDHW. */
     const int r = r0 + (OUT_CL ? i / BN : i % rows), c = OUT_CL ? i % BN : i / rows;
     const int row = cell0 + r, col = n0 + c;
@@ -357,8 +375,10 @@ __global__ void __launch_bounds__(CL_THREADS) k_conv_cl(cl_args a) {
 }
 
 /* Kernel arguments for p (layout in_cl) with packed weights w, bias b. */
-void cl_fill(const nnk_conv &p, int in_cl, const __half *w, const float *b, int split, cl_args *a) {
+void cl_fill(const nnk_conv &p, int in_cl, const __half *w, const float *b, int split, cl_args *a,
+             const nnk_conv_fuse *f = NULL) {
   *a = cl_args{};
+  if (f) a->f = *f;
   a->x = static_cast<const __half *>(p.x);
   a->w = w;
   a->b = b;
@@ -394,9 +414,9 @@ size_t cl_smem_bytes(int cfg, int split, int stages, const cl_args &a, int in_cl
   return pipe > red ? pipe : red;
 }
 
-template <int BM, int BN, int WARPS_M, bool IN_CL, bool OUT_CL, int STAGES>
+template <int BM, int BN, int WARPS_M, int WARPS, bool IN_CL, bool OUT_CL, int STAGES>
 cudaError_t cl_launch_t(const cl_args &a, size_t smem, int batch, cudaStream_t s) {
-  auto kern = k_conv_cl<BM, BN, WARPS_M, IN_CL, OUT_CL, STAGES>;
+  auto kern = k_conv_cl<BM, BN, WARPS_M, WARPS, IN_CL, OUT_CL, STAGES>;
   /* Idempotent; races between engines are benign (same value). Clusters of
    * 16 (split K 16) are beyond the portable 8: allowed per kernel. */
   static bool attr_set = false;
@@ -408,19 +428,21 @@ cudaError_t cl_launch_t(const cl_args &a, size_t smem, int batch, cudaStream_t s
     attr_set = true;
   }
   const dim3 grid((unsigned)((a.P + BM - 1) / BM), (unsigned)((a.M + BN - 1) / BN), (unsigned)(batch * a.split));
-  return nnk_launch_ex(kern, grid, dim3(CL_THREADS), smem, s, (unsigned)a.split, a);
+  return nnk_launch_ex(kern, grid, dim3(WARPS * 32), smem, s, (unsigned)a.split, a);
 }
 
 template <bool IN_CL, bool OUT_CL, int ST>
 cudaError_t cl_launch_c(const cl_args &a, size_t smem, int cfg, int batch, cudaStream_t s) {
   switch (cfg) {
-    case 0: return cl_launch_t<64, 64, 2, IN_CL, OUT_CL, ST>(a, smem, batch, s);
-    case 1: return cl_launch_t<32, 64, 2, IN_CL, OUT_CL, ST>(a, smem, batch, s);
-    case 2: return cl_launch_t<64, 32, 2, IN_CL, OUT_CL, ST>(a, smem, batch, s);
-    case 3: return cl_launch_t<32, 32, 2, IN_CL, OUT_CL, ST>(a, smem, batch, s);
-    case 4: return cl_launch_t<64, 16, 4, IN_CL, OUT_CL, ST>(a, smem, batch, s);
-    case 5: return cl_launch_t<128, 16, 4, IN_CL, OUT_CL, ST>(a, smem, batch, s);
-    default: return cl_launch_t<128, 64, 2, IN_CL, OUT_CL, ST>(a, smem, batch, s);
+    case 0: return cl_launch_t<64, 64, 2, 4, IN_CL, OUT_CL, ST>(a, smem, batch, s);
+    case 1: return cl_launch_t<32, 64, 2, 4, IN_CL, OUT_CL, ST>(a, smem, batch, s);
+    case 2: return cl_launch_t<64, 32, 2, 4, IN_CL, OUT_CL, ST>(a, smem, batch, s);
+    case 3: return cl_launch_t<32, 32, 2, 4, IN_CL, OUT_CL, ST>(a, smem, batch, s);
+    case 4: return cl_launch_t<64, 16, 4, 4, IN_CL, OUT_CL, ST>(a, smem, batch, s);
+    case 5: return cl_launch_t<128, 16, 4, 4, IN_CL, OUT_CL, ST>(a, smem, batch, s);
+    case 6: return cl_launch_t<128, 64, 2, 4, IN_CL, OUT_CL, ST>(a, smem, batch, s);
+    case 7: return cl_launch_t<128, 128, 2, 8, IN_CL, OUT_CL, ST>(a, smem, batch, s);
+    default: return cl_launch_t<64, 128, 2, 4, IN_CL, OUT_CL, ST>(a, smem, batch, s);
   }
 }
 
@@ -458,9 +480,9 @@ int nnk_cl_algo_ok(const nnk_conv &p, int in_cl, int algo) {
   int cfg, split, stages;
   cl_decode(algo, &cfg, &split, &stages);
   /* Tiles wider than the channels (rounded up to 16, or a power of two up
-   * to 64) only add padding work. */
+   * to 128) only add padding work. */
   int mw = 16;
-  while (mw < p.M && mw < 64) mw *= 2;
+  while (mw < p.M && mw < 128) mw *= 2;
   if (kClCfg[cfg].bn > mw) return 0;
   cl_args a;
   cl_fill(p, in_cl, NULL, NULL, split, &a);
@@ -471,13 +493,13 @@ int nnk_cl_algo_ok(const nnk_conv &p, int in_cl, int algo) {
 size_t nnk_cl_weight_elems(const nnk_conv &p, int in_cl) {
   cl_args a;
   cl_fill(p, in_cl, NULL, NULL, 1, &a);
-  return (size_t)round_up(p.M, 64) * a.kpad;
+  return (size_t)round_up(p.M, 128) * a.kpad;
 }
 
 void nnk_cl_pack_weights(const nnk_conv &p, int in_cl, const float *w, __half *out) {
   cl_args a;
   cl_fill(p, in_cl, NULL, NULL, 1, &a);
-  const int npad = round_up(p.M, 64), cpad = a.ncb * CL_BK;
+  const int npad = round_up(p.M, 128), cpad = a.ncb * CL_BK;
   for (size_t i = 0, n = (size_t)npad * a.kpad; i < n; i++) out[i] = __float2half(0.0f);
   for (int m = 0; m < p.M; m++)
     for (int c = 0; c < p.C; c++)
@@ -488,7 +510,8 @@ void nnk_cl_pack_weights(const nnk_conv &p, int in_cl, const float *w, __half *o
 }
 
 cudaError_t nnk_launch_cl(const nnk_conv &p, int in_cl, int out_cl, const __half *w, const float *b, int algo,
-                          cudaStream_t s) {
+                          cudaStream_t s, const nnk_conv_fuse *f) {
+  if (f && ((f->x_idx && in_cl) || (f->epi && out_cl))) return cudaErrorInvalidValue;
   if ((int64_t)p.out3[0] * p.out3[1] * p.out3[2] == 0 || p.M == 0 || p.N == 0) return cudaSuccess;
   if (!nnk_cl_algo_ok(p, in_cl, algo)) return cudaErrorInvalidConfiguration;
   if (!in_cl && reinterpret_cast<uintptr_t>(p.x) % 2 != 0) return cudaErrorInvalidConfiguration;
@@ -496,7 +519,7 @@ cudaError_t nnk_launch_cl(const nnk_conv &p, int in_cl, int out_cl, const __half
   int cfg, split, stages;
   cl_decode(algo, &cfg, &split, &stages);
   cl_args a;
-  cl_fill(p, in_cl, w, b, split, &a);
+  cl_fill(p, in_cl, w, b, split, &a, f);
   const size_t smem = cl_smem_bytes(cfg, split, stages, a, in_cl);
   if (in_cl)
     return out_cl ? cl_launch_l<true, true>(a, smem, cfg, stages, p.N, s)

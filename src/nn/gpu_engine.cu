@@ -6,7 +6,7 @@
 #include "gpu_engine_internal.h"
 
 
-static cudaq_nn_status_t dalloc(cudaq_nn_gpu *g, size_t bytes, void **out, cudaq_nn_error_t *err) {
+cudaq_nn_status_t nng_dalloc(cudaq_nn_gpu *g, size_t bytes, void **out, cudaq_nn_error_t *err) {
   if (g->n_allocs == g->cap_allocs) {
     int cap = g->cap_allocs ? g->cap_allocs * 2 : 64;
     void **na = (void **)realloc(g->allocs, (size_t)cap * sizeof *na);
@@ -45,7 +45,7 @@ static int is_alias_op(nn_op_t op) {
 static cudaq_nn_status_t upload_const(cudaq_nn_gpu *g, int v, cudaq_nn_error_t *err) {
   const nn_value_t *val = &g->m->values[v];
   size_t bytes = val->n * nng_dsize(g->sdt[v]);
-  TRY(dalloc(g, bytes, &g->dev[v], err));
+  TRY(nng_dalloc(g, bytes, &g->dev[v], err));
   if (val->n == 0) return CUDAQ_NN_OK;
   if (g->sdt[v] == CUDAQ_NN_FLOAT16) {
     __half *h = (__half *)malloc(bytes);
@@ -83,7 +83,7 @@ static cudaq_nn_status_t upload_packed(cudaq_nn_gpu *g, size_t n, F pack, __half
   __half *h = (__half *)malloc(n * sizeof(__half));
   if (!h) return CUDAQ_NN_ERR_NO_MEMORY;
   pack(h);
-  cudaq_nn_status_t st = dalloc(g, n * sizeof(__half), (void **)out, err);
+  cudaq_nn_status_t st = nng_dalloc(g, n * sizeof(__half), (void **)out, err);
   cudaError_t e = st ? cudaSuccess : cudaMemcpy(*out, h, n * sizeof(__half), cudaMemcpyHostToDevice);
   free(h);
   if (st) return st;
@@ -112,7 +112,7 @@ static cudaq_nn_status_t build_tc(cudaq_nn_gpu *g, conv_state *c, const nn_node_
       c->cl_ok[l] = 1;
     }
   if (b && (c->tc_ok || c->cl_ok[0] || c->cl_ok[1])) {
-    TRY(dalloc(g, b->n * sizeof(float), (void **)&c->b32, err));
+    TRY(nng_dalloc(g, b->n * sizeof(float), (void **)&c->b32, err));
     CK(cudaMemcpy(c->b32, b->data, b->n * sizeof(float), cudaMemcpyHostToDevice));
   }
   return CUDAQ_NN_OK;
@@ -277,11 +277,11 @@ static cudaq_nn_status_t upload_copy_map(cudaq_nn_gpu *g, const int *producer, c
       dt8[j] = (int8_t)dts[j];
       convert |= dts[j] != out_dt;
     }
-    st = dalloc(g, n, &d_in, err);
+    st = nng_dalloc(g, n, &d_in, err);
   }
-  if (!st) st = dalloc(g, n * sizeof(int32_t), &d_idx, err);
-  if (!st) st = dalloc(g, (size_t)n_bufs * sizeof(void *), &d_ptrs, err);
-  if (!st && convert) st = dalloc(g, (size_t)n_bufs, &d_dt, err);
+  if (!st) st = nng_dalloc(g, n * sizeof(int32_t), &d_idx, err);
+  if (!st) st = nng_dalloc(g, (size_t)n_bufs * sizeof(void *), &d_ptrs, err);
+  if (!st && convert) st = nng_dalloc(g, (size_t)n_bufs, &d_dt, err);
   if (!st) {
     cudaError_t e1 = out->n ? cudaMemcpy(d_in, src_in, out->n, cudaMemcpyHostToDevice) : cudaSuccess;
     cudaError_t e2 = out->n ? cudaMemcpy(d_idx, idx32, out->n * sizeof(int32_t), cudaMemcpyHostToDevice) : cudaSuccess;
@@ -323,7 +323,7 @@ static cudaq_nn_status_t build_steps(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
   for (size_t v = 0; v < m->n_values && !st; v++)
     if (m->values[v].data) st = upload_const(g, (int)v, err);
   for (size_t i = 0; i < m->n_inputs && !st; i++)
-    st = dalloc(g, m->values[m->inputs[i]].n * nng_dsize(g->sdt[m->inputs[i]]), &g->dev[m->inputs[i]], err);
+    st = nng_dalloc(g, m->values[m->inputs[i]].n * nng_dsize(g->sdt[m->inputs[i]]), &g->dev[m->inputs[i]], err);
   for (size_t i = 0; i < m->n_nodes && !st; i++) {
     const nn_node_t *node = &m->nodes[i];
     int o = node->out[0];
@@ -332,7 +332,7 @@ static cudaq_nn_status_t build_steps(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
       g->dev[o] = g->dev[node->in[0]];
       continue;
     }
-    st = dalloc(g, m->values[o].n * nng_dsize(g->sdt[o]), &g->dev[o], err);
+    st = nng_dalloc(g, m->values[o].n * nng_dsize(g->sdt[o]), &g->dev[o], err);
     g->alloc_out[o] = 1;
   }
   /* Input bindings: the value's buffer, or a declared-type buffer converted
@@ -343,7 +343,7 @@ static cudaq_nn_status_t build_steps(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
       g->dev_in[i] = g->dev[v];
       continue;
     }
-    st = dalloc(g, m->values[v].n * nng_dsize(m->values[v].dtype), &g->dev_in[i], err);
+    st = nng_dalloc(g, m->values[v].n * nng_dsize(m->values[v].dtype), &g->dev_in[i], err);
     step *s = st ? NULL : add_step(g, ST_CONVERT);
     if (!st && !s) st = CUDAQ_NN_ERR_NO_MEMORY;
     if (s) {
@@ -417,7 +417,7 @@ static cudaq_nn_status_t build_steps(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
       g->dev_out[i] = g->dev[v];
       continue;
     }
-    st = dalloc(g, m->values[v].n * nng_dsize(m->values[v].dtype), &g->dev_out[i], err);
+    st = nng_dalloc(g, m->values[v].n * nng_dsize(m->values[v].dtype), &g->dev_out[i], err);
     step *s = st ? NULL : add_step(g, ST_CONVERT);
     if (!st && !s) st = CUDAQ_NN_ERR_NO_MEMORY;
     if (s) {
@@ -497,7 +497,7 @@ cudaq_nn_status_t nng_enqueue_conv(cudaq_nn_gpu *g, const conv_state *c, int imp
     return CUDAQ_NN_OK;
   }
   if (impl == IMPL_CL) {
-    CK(nnk_launch_cl(c->p, in_cl, out_cl, c->cl_w[in_cl], c->b32, algo, g->stream));
+    CK(nnk_launch_cl(c->p, in_cl, out_cl, c->cl_w[in_cl], c->b32, algo, g->stream, &c->cf));
     return CUDAQ_NN_OK;
   }
   const float one = 1.0f, zero = 0.0f;
@@ -588,6 +588,7 @@ static cudaq_nn_status_t create_engine(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
   plan_layouts(g);
   TRY(nng_make_key(g, g->opts.device, err));
   TRY(nng_select_algorithms(g, err));
+  nng_fuse_after_tuning(g);
   return capture(g, err);
 }
 

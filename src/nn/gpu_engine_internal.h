@@ -37,6 +37,7 @@ struct conv_state {
   int chain;           /* convolutions joined by NDHWC-possible edges share a chain id */
   int producer;        /* lay_in: the convolution whose output is this one's input */
   int cl_algo_plain, cl_algo_chain; /* fastest IMPL_CL algos: NCDHW in and out / chain layouts */
+  nnk_conv_fuse cf;                 /* IMPL_CL after tuning: input copy map, epilogue (gpu_fuse.cu) */
   float t_cl, t_cl_chain;           /* their times, < 0 when not measured */
   cudnnTensorDescriptor_t xd, yd;
   cudnnFilterDescriptor_t wd;
@@ -119,6 +120,8 @@ struct cudaq_nn_gpu {
 
 static inline size_t nng_dsize(int dt) { return cudaq_nn_dtype_size((cudaq_nn_dtype_t)dt); }
 
+/* A zeroed device buffer owned by the engine (freed at destroy). */
+cudaq_nn_status_t nng_dalloc(cudaq_nn_gpu *g, size_t bytes, void **out, cudaq_nn_error_t *err);
 /* Enqueues one convolution on g->stream with the given implementation,
  * algorithm, cuDNN workspace and (IMPL_CL) layouts (gpu_engine.cu). */
 cudaq_nn_status_t nng_enqueue_conv(cudaq_nn_gpu *g, const conv_state *c, int impl, int algo, size_t ws, int in_cl,
@@ -139,6 +142,11 @@ cudaq_nn_status_t nng_copy_map(const cudaq_nn_gpu *g, const int *producer, const
 /* Merges chains of elementwise steps into ST_FUSED steps, and a chain that
  * reads a matrix product's result only into that product's epilogue. */
 void nng_fuse_elementwise(cudaq_nn_gpu *g);
+/* After the convolutions' implementations are chosen: a channels-last
+ * convolution with NCDHW input reads a copy that only it reads through the
+ * copy's map, and one with NCDHW output runs the chain reading only its
+ * result as its epilogue; those steps go. Opt-in: CUDAQ_NN_CONV_FUSE=1. */
+void nng_fuse_after_tuning(cudaq_nn_gpu *g);
 /* The engine's key for the plan file (gpu_tune.cu). */
 cudaq_nn_status_t nng_make_key(cudaq_nn_gpu *g, int device, cudaq_nn_error_t *err);
 /* Reads the plan or times the candidates of every convolution (and writes

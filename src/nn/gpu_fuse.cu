@@ -271,12 +271,36 @@ const void *step_out(const cudaq_nn_gpu *g, const step *s) {
   }
 }
 
+/* Whether step s can run an epilogue chain on its results, and which value,
+ * element count, buffer and type those are: a matrix product, and (convs,
+ * after tuning) a convolution run by the channels-last kernel with NCDHW
+ * output. */
+int takes_epilogue(const cudaq_nn_gpu *g, const step *s, int convs, int *v, int64_t *n, const void **y, int *dt) {
+  if (s->kind == ST_GEMM && !s->gm.epi) {
+    *v = g->m->nodes[s->node].out[0];
+    *n = s->gm.nb * s->gm.M * s->gm.N;
+    *y = s->gm.y;
+    *dt = g->sdt[*v];
+    return 1;
+  }
+  if (convs && s->kind == ST_CONV) {
+    const conv_state *c = &g->convs[s->conv];
+    if (c->impl != IMPL_CL || c->out_cl || c->cf.epi) return 0;
+    *v = c->out_value;
+    *n = (int64_t)c->p.N * c->p.M * c->p.out3[0] * c->p.out3[1] * c->p.out3[2];
+    *y = c->p.y;
+    *dt = CUDAQ_NN_FLOAT16;
+    return 1;
+  }
+  return 0;
+}
+
 /* A chain step X (fused, or one flat elementwise node) whose input is the
- * result of an earlier matrix product G, read by nothing but X's nodes,
- * runs as G's epilogue: G hands each result to the chain (NNK_FUSE_SEED)
- * instead of storing it, and X's step goes. X's other inputs must be
- * written before G (X now runs at G's place in the order). */
-void attach_epilogues(cudaq_nn_gpu *g) {
+ * result of an earlier step G that takes an epilogue (takes_epilogue), read
+ * by nothing but X's nodes, runs as G's epilogue: G hands each result to
+ * the chain (NNK_FUSE_SEED) instead of storing it, and X's step goes. X's
+ * other inputs must be written before G (X now runs at G's place). */
+void attach_epilogues(cudaq_nn_gpu *g, int convs) {
   const cudaq_nn_model_t *m = g->m;
   int w = 0;
   for (int x = 0; x < g->n_steps; x++) {
@@ -296,10 +320,12 @@ void attach_epilogues(cudaq_nn_gpu *g) {
     int attached = 0;
     for (int gi = w - 1; ok && gi >= 0 && !attached; gi--) {
       step *G = &g->steps[gi];
-      if (G->kind != ST_GEMM || G->gm.epi.n_ops || G->gm.nb * G->gm.M * G->gm.N != f.n) continue;
-      const int gv = m->nodes[G->node].out[0];
+      int gv, gdt;
+      int64_t gn;
+      const void *gy;
+      if (!takes_epilogue(g, G, convs, &gv, &gn, &gy, &gdt) || gn != f.n) continue;
       int j = 0;
-      while (j < f.n_in && !(f.in[j] == G->gm.y && f.in_dt[j] == g->sdt[gv] && !((f.in_scalar >> j) & 1))) j++;
+      while (j < f.n_in && !(f.in[j] == gy && f.in_dt[j] == gdt && !((f.in_scalar >> j) & 1))) j++;
       if (j == f.n_in || !read_by_chain(m, gv, chain, n_chain)) continue;
       int early = 1; /* every other input written before G (or never: inputs, constants) */
       for (int k = 0; k < f.n_in && early; k++)
@@ -308,8 +334,16 @@ void attach_epilogues(cudaq_nn_gpu *g) {
       for (int o = 0; o < f.n_ops; o++)
         for (int k = 0; k < f.ops[o].n_in; k++)
           if (f.ops[o].arg[k] == j) f.ops[o].arg[k] = NNK_FUSE_SEED;
-      f.seed_dt = g->sdt[gv];
-      G->gm.epi = f;
+      f.seed_dt = gdt;
+      /* The program goes to device memory: kernels read it in place. */
+      nnk_fused *d = NULL;
+      if (nng_dalloc(g, sizeof f, (void **)&d, NULL) != CUDAQ_NN_OK ||
+          cudaMemcpy(d, &f, sizeof f, cudaMemcpyHostToDevice) != cudaSuccess) {
+        (void)cudaGetLastError();
+        break; /* no memory for it: the chain keeps its own step */
+      }
+      if (G->kind == ST_GEMM) G->gm.epi = d;
+      else g->convs[G->conv].cf.epi = d;
       attached = 1;
     }
     if (!attached) g->steps[w++] = *X;
@@ -348,5 +382,43 @@ void nng_fuse_elementwise(cudaq_nn_gpu *g) {
     i = best + 1;
   }
   g->n_steps = w;
-  attach_epilogues(g);
+  attach_epilogues(g, 0);
+}
+
+void nng_fuse_after_tuning(cudaq_nn_gpu *g) {
+  /* Opt-in (CUDAQ_NN_CONV_FUSE=1): on the H100 the shipped models ran 8-12 us
+   * slower with these two fusions than with the separate copy and chain
+   * kernels (the per-element map loads in the first layer's gather and the
+   * interpreted chain in the last layer's epilogue cost more than the two
+   * launches they save). Tested (fuse_conv_io) so that they stay correct. */
+  const char *on = getenv("CUDAQ_NN_CONV_FUSE");
+  if (getenv("CUDAQ_NN_NO_FUSE") || !on || strcmp(on, "1") != 0) return;
+  const cudaq_nn_model_t *m = g->m;
+  /* A copy read only by a channels-last convolution with NCDHW input: the
+   * convolution gathers through the copy's map, the copy's step goes. */
+  int w = 0;
+  for (int i = 0; i < g->n_steps; i++) {
+    const step *M = &g->steps[i];
+    int drop = 0;
+    for (int t = i + 1; M->kind == ST_MOVE && M->mv.n && t < g->n_steps && !drop; t++) {
+      const step *C = &g->steps[t];
+      if (C->kind != ST_CONV) continue;
+      conv_state *c = &g->convs[C->conv];
+      const int cn = c->node;
+      if (c->impl != IMPL_CL || c->in_cl || c->cf.x_idx || c->p.x != M->mv.out ||
+          !read_by_chain(m, m->nodes[M->node].out[0], &cn, 1) || m->nodes[cn].in[0] == -1)
+        continue;
+      int uses = 0;
+      for (int k = 0; k < m->nodes[cn].n_in; k++) uses += g->dev[m->nodes[cn].in[k]] == M->mv.out;
+      if (uses != 1) continue;
+      c->cf.x_bufs = M->mv.in;
+      c->cf.x_src = M->mv.src_in;
+      c->cf.x_idx = M->mv.src_idx;
+      c->cf.x_dts = M->mv.in_dt;
+      drop = 1;
+    }
+    if (!drop) g->steps[w++] = *M;
+  }
+  g->n_steps = w;
+  attach_epilogues(g, 1);
 }

@@ -3,118 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_ew.cuh"
 #include "gpu_kernels.cuh"
 #include "nn_internal.h"
 
 namespace {
-
-__device__ __forceinline__ float ldf(const void *p, int dt, int64_t i) {
-  switch (dt) {
-    case CUDAQ_NN_FLOAT: return static_cast<const float *>(p)[i];
-    case CUDAQ_NN_FLOAT16: return __half2float(static_cast<const __half *>(p)[i]);
-    case CUDAQ_NN_INT32: return (float)static_cast<const int32_t *>(p)[i];
-    case CUDAQ_NN_INT64: return (float)static_cast<const int64_t *>(p)[i];
-    default: return (float)static_cast<const uint8_t *>(p)[i];
-  }
-}
-
-__device__ __forceinline__ long long ldi(const void *p, int dt, int64_t i) {
-  switch (dt) {
-    case CUDAQ_NN_FLOAT: return (long long)static_cast<const float *>(p)[i];
-    case CUDAQ_NN_FLOAT16: return (long long)__half2float(static_cast<const __half *>(p)[i]);
-    case CUDAQ_NN_INT32: return static_cast<const int32_t *>(p)[i];
-    case CUDAQ_NN_INT64: return static_cast<const int64_t *>(p)[i];
-    default: return static_cast<const uint8_t *>(p)[i];
-  }
-}
-
-__device__ __forceinline__ void stf(void *p, int dt, int64_t i, float v) {
-  switch (dt) {
-    case CUDAQ_NN_FLOAT: static_cast<float *>(p)[i] = v; break;
-    case CUDAQ_NN_FLOAT16: static_cast<__half *>(p)[i] = __float2half(v); break;
-    case CUDAQ_NN_INT32: static_cast<int32_t *>(p)[i] = (int32_t)v; break;
-    case CUDAQ_NN_INT64: static_cast<int64_t *>(p)[i] = (int64_t)v; break;
-    case CUDAQ_NN_BOOL: static_cast<uint8_t *>(p)[i] = v != 0.0f; break;
-    default: static_cast<uint8_t *>(p)[i] = (uint8_t)(int)v; break;
-  }
-}
-
-__device__ __forceinline__ void sti(void *p, int dt, int64_t i, long long v) {
-  switch (dt) {
-    case CUDAQ_NN_FLOAT: static_cast<float *>(p)[i] = (float)v; break;
-    case CUDAQ_NN_FLOAT16: static_cast<__half *>(p)[i] = __float2half((float)v); break;
-    case CUDAQ_NN_INT32: static_cast<int32_t *>(p)[i] = (int32_t)v; break;
-    case CUDAQ_NN_INT64: static_cast<int64_t *>(p)[i] = (int64_t)v; break;
-    case CUDAQ_NN_BOOL: static_cast<uint8_t *>(p)[i] = v != 0; break;
-    default: static_cast<uint8_t *>(p)[i] = (uint8_t)v; break;
-  }
-}
-
-__device__ __forceinline__ bool is_float(int dt) { return dt == CUDAQ_NN_FLOAT || dt == CUDAQ_NN_FLOAT16; }
-
-/* One elementwise operation: inputs k at in[k][off[k]] (types in_dt[k]),
- * the result stored at out[oi] as out_dt. Shared by the single-node kernel
- * and the fused chains (whose intermediate values are 8-byte registers,
- * stored and re-read in their value's type, so rounding matches the
- * unfused graph exactly). */
-__device__ __forceinline__ void ew_apply(int op, int gelu_tanh, const void *const in[3], const int in_dt[3],
-                                         const int64_t off[3], void *out, int out_dt, int64_t i) {
-  const int t0 = in_dt[0];
-  const bool f = is_float(t0);
-  switch (op) {
-    case NN_OP_RELU:
-      if (f) stf(out, out_dt, i, nnk_relu_nan(ldf(in[0], t0, off[0])));
-      else { long long v = ldi(in[0], t0, off[0]); sti(out, out_dt, i, v > 0 ? v : 0); }
-      break;
-    case NN_OP_GELU: {
-      float x = ldf(in[0], t0, off[0]);
-      float y = gelu_tanh ? 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)))
-                          : 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
-      stf(out, out_dt, i, y);
-      break;
-    }
-    case NN_OP_SIGMOID: stf(out, out_dt, i, 1.0f / (1.0f + expf(-ldf(in[0], t0, off[0])))); break;
-    case NN_OP_ERF: stf(out, out_dt, i, erff(ldf(in[0], t0, off[0]))); break;
-    case NN_OP_CAST:
-      if (is_float(out_dt) || (f && out_dt == CUDAQ_NN_BOOL)) stf(out, out_dt, i, ldf(in[0], t0, off[0]));
-      else sti(out, out_dt, i, ldi(in[0], t0, off[0]));
-      break;
-    case NN_OP_ADD: case NN_OP_SUB: case NN_OP_MUL: case NN_OP_DIV:
-      if (f) {
-        float a = ldf(in[0], t0, off[0]), b = ldf(in[1], in_dt[1], off[1]);
-        stf(out, out_dt, i, op == NN_OP_ADD ? a + b : op == NN_OP_SUB ? a - b : op == NN_OP_MUL ? a * b : a / b);
-      } else {
-        unsigned long long a = (unsigned long long)ldi(in[0], t0, off[0]);
-        unsigned long long b = (unsigned long long)ldi(in[1], in_dt[1], off[1]);
-        long long sa = (long long)a, sb = (long long)b;
-        long long v = op == NN_OP_ADD ? (long long)(a + b) : op == NN_OP_SUB ? (long long)(a - b)
-                    : op == NN_OP_MUL ? (long long)(a * b)
-                    : (sb == 0 || (sb == -1 && sa == (-0x7fffffffffffffffLL - 1))) ? 0 : sa / sb;
-        sti(out, out_dt, i, v);
-      }
-      break;
-    case NN_OP_GREATER: case NN_OP_LESS: case NN_OP_EQUAL: {
-      bool r2;
-      if (f) {
-        float a = ldf(in[0], t0, off[0]), b = ldf(in[1], in_dt[1], off[1]);
-        r2 = op == NN_OP_GREATER ? a > b : op == NN_OP_LESS ? a < b : a == b;
-      } else {
-        long long a = ldi(in[0], t0, off[0]), b = ldi(in[1], in_dt[1], off[1]);
-        r2 = op == NN_OP_GREATER ? a > b : op == NN_OP_LESS ? a < b : a == b;
-      }
-      static_cast<uint8_t *>(out)[i] = r2;
-      break;
-    }
-    case NN_OP_WHERE: {
-      bool c = static_cast<const uint8_t *>(in[0])[off[0]] != 0;
-      int k = c ? 1 : 2;
-      if (is_float(out_dt)) stf(out, out_dt, i, ldf(in[k], in_dt[k], off[k]));
-      else sti(out, out_dt, i, ldi(in[k], in_dt[k], off[k]));
-      break;
-    }
-    default: break;
-  }
-}
 
 /* Element i of an elementwise node. */
 __device__ void ew_at(const nnk_elementwise &p, int64_t i) {
@@ -131,35 +24,6 @@ __device__ void ew_at(const nnk_elementwise &p, int64_t i) {
     }
   }
   ew_apply(p.op, p.gelu_tanh, p.in, p.in_dt, off, p.out, p.out_dt, i);
-}
-
-/* Element i of a fused chain: op j reads tensors (offset i, or 0 for a
- * scalar) or the registers of earlier ops, and writes register j, the last
- * op the output. */
-__device__ void fused_at(const nnk_fused &p, int64_t i, const void *seed = NULL) {
-  unsigned long long reg[NNK_FUSE_MAX_OPS];
-  for (int j = 0; j < p.n_ops; j++) {
-    const nnk_fused_op &o = p.ops[j];
-    const void *in[3] = {NULL, NULL, NULL};
-    int dt[3] = {0, 0, 0};
-    int64_t off[3] = {0, 0, 0};
-    for (int k = 0; k < o.n_in; k++) {
-      const int a = o.arg[k];
-      if (a == NNK_FUSE_SEED) {
-        in[k] = seed;
-        dt[k] = p.seed_dt;
-      } else if (a >= 0) {
-        in[k] = p.in[a];
-        dt[k] = p.in_dt[a];
-        off[k] = (p.in_scalar >> a) & 1 ? 0 : i;
-      } else {
-        in[k] = &reg[-a - 1];
-        dt[k] = p.ops[-a - 1].out_dt;
-      }
-    }
-    const bool last = j == p.n_ops - 1;
-    ew_apply(o.op, o.gelu_tanh, in, dt, off, last ? p.out : &reg[j], o.out_dt, last ? i : 0);
-  }
 }
 
 __global__ void k_fused(nnk_fused p) {
@@ -433,9 +297,9 @@ __device__ void gemm_group_at(const nnk_gemm &p, int64_t t, int G, int lane, boo
   if (lane != 0 || !active) return;
   float v = p.alpha * s;
   if (C) v += p.beta * tof<T>(C[i * p.sc0 + j * p.sc1]);
-  if (p.epi.n_ops) { /* the chain reads the result as stored in y's type */
+  if (p.epi) { /* the chain reads the result as stored in y's type */
     T seed = fromf<T>(v);
-    fused_at(p.epi, t, &seed);
+    fused_at_dev(p.epi, t, &seed);
     return;
   }
   Y[t] = fromf<T>(v);

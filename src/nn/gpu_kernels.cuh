@@ -154,8 +154,8 @@ struct nnk_gemm {
   const uint8_t *a_src;
   const int32_t *a_idx;
   /* An elementwise chain run on each result (its seed) instead of storing
-   * it in y, when epi.n_ops > 0. */
-  nnk_fused epi;
+   * it in y, when set (device memory). */
+  const nnk_fused *epi;
 };
 
 /* Launchers (src/nn/gpu_kernels.cu); all asynchronous on stream. */
@@ -191,7 +191,7 @@ cudaError_t nnk_launch_tc(const nnk_conv &p, const __half *w, const float *b, in
  * configuration + NNK_CL_CONFIGS x (split index + NNK_CL_SPLITS x depth
  * index): split K over a cluster of 1, 2, 4, 8 or 16 CTAs (more than 1 on
  * sm_90 and later only), a ring of 4 or 8 k-steps in flight. */
-#define NNK_CL_CONFIGS 7
+#define NNK_CL_CONFIGS 9
 #define NNK_CL_SPLITS 5
 #define NNK_CL_DEPTHS 2
 #define NNK_CL_ALGOS (NNK_CL_CONFIGS * NNK_CL_SPLITS * NNK_CL_DEPTHS)
@@ -199,7 +199,18 @@ int nnk_cl_supported(const nnk_conv &p, int in_cl);
 int nnk_cl_algo_ok(const nnk_conv &p, int in_cl, int algo);
 size_t nnk_cl_weight_elems(const nnk_conv &p, int in_cl);
 void nnk_cl_pack_weights(const nnk_conv &p, int in_cl, const float *w, __half *out);
+/* What the engine's fusion passes hand the channels-last kernel: its NCDHW
+ * input read through a copy map (x_idx set; x_dts set where buffers hold
+ * other types, converted as Cast does) and an elementwise chain run on each
+ * NCDHW result (epi set, in device memory; the chain's seed is the FP16 result). */
+struct nnk_conv_fuse {
+  const void *const *x_bufs;
+  const uint8_t *x_src;
+  const int32_t *x_idx;
+  const int8_t *x_dts;
+  const nnk_fused *epi;
+};
 cudaError_t nnk_launch_cl(const nnk_conv &p, int in_cl, int out_cl, const __half *w, const float *b, int algo,
-                          cudaStream_t s);
+                          cudaStream_t s, const nnk_conv_fuse *f = NULL);
 
 #endif

@@ -198,7 +198,7 @@ static void check_cl_algos(void) {
       continue;
     }
     int ran = 0;
-    for (int k = 0; k < 70; k++) { /* NNK_CL_ALGOS (src/nn/gpu_kernels.cuh) */
+    for (int k = 0; k < 90; k++) { /* NNK_CL_ALGOS (src/nn/gpu_kernels.cuh) */
       char ks[16], what[300];
       snprintf(ks, sizeof ks, "%d", k);
       setenv("CUDAQ_NN_CL_ALGO", ks, 1);
@@ -251,6 +251,9 @@ static void check_model(const char *name) {
     cudaq_nn_model_destroy(m);
     return;
   }
+  /* The convolution fusions after tuning are opt-in: on for the model that checks them. */
+  const int conv_fuse = !strcmp(name, "fuse_conv_io") && !getenv("CUDAQ_NN_CONV_FUSE");
+  if (conv_fuse) setenv("CUDAQ_NN_CONV_FUSE", "1", 1);
   for (int half = 0; half <= 1; half++)
     for (int impl = CUDAQ_NN_CONV_AUTO; impl <= CUDAQ_NN_CONV_CL; impl++) {
       if (impl != CUDAQ_NN_CONV_AUTO && !strstr(name, "conv") && !strstr(name, "predecoder")) continue;
@@ -285,6 +288,18 @@ static void check_model(const char *name) {
         if (want_tc || strstr(name, "tc_")) printf("%s", desc);
       }
       if (half && impl == CUDAQ_NN_CONV_CL) check_cl_describe(g, name, what);
+      if (half && impl == CUDAQ_NN_CONV_CL && !strcmp(name, "fuse_conv_io")) {
+        /* gpu_fuse.cu after tuning (CUDAQ_NN_CONV_FUSE=1, opt-in,
+         * set by check_model for this model): Cast -> Concat
+         * read through the first convolution's input map, Greater -> Cast ->
+         * Mul as the second's epilogue: two kernels. */
+        size_t nodes = 0;
+        cudaGraphGetNodes((cudaGraph_t)cudaq_nn_gpu_graph(g), NULL, &nodes);
+        const char *cf = getenv("CUDAQ_NN_CONV_FUSE");
+        CHECK(!cf || strcmp(cf, "1") || getenv("CUDAQ_NN_NO_FUSE") || nodes == 2, "%s: %zu graph nodes, 2 expected",
+              what, nodes);
+        printf("graph   %s: %zu graph nodes\n", what, nodes);
+      }
       if (!half && impl == CUDAQ_NN_CONV_AUTO && !strncmp(name, "fuse_", 5)) {
         /* gpu_fuse.cu: fuse_ew_chain runs Mul (its output is a graph
          * output), Add..Cast and Greater..Cast as 3 kernels (9 unfused);
@@ -300,6 +315,7 @@ static void check_model(const char *name) {
       }
       cudaq_nn_gpu_destroy(g);
     }
+  if (conv_fuse) unsetenv("CUDAQ_NN_CONV_FUSE");
   io_free(&io);
   cudaq_nn_model_destroy(m);
 }
