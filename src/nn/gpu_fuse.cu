@@ -178,20 +178,25 @@ namespace {
 /* Step i can join a chain: a flat elementwise node. */
 int fusable(const step *s) { return s->kind == ST_ELEMENTWISE && (s->ew.flat & NNK_EW_FLAT); }
 
-/* Whether value v is read only by nodes of steps [a, b] (and is not a graph output). */
-int read_inside(const cudaq_nn_gpu *g, int v, int a, int b) {
-  const cudaq_nn_model_t *m = g->m;
-  for (size_t k = 0; k < m->n_outputs; k++)
-    if (m->outputs[k] == v) return 0;
+/* Whether every reader of value v is one of the n model nodes in chain, and
+ * v is no graph output. aliases: readers through reshape-like aliases count
+ * (an epilogue's seed); else an alias is a reader outside the chain (a
+ * fused chain's registers hold values, not their aliases). */
+int read_by_chain(const cudaq_nn_model_t *m, int v, const int *chain, int n, int aliases) {
+  if (is_output(m, v)) return 0;
   for (size_t i = 0; i < m->n_nodes; i++) {
     const nn_node_t *nd = &m->nodes[i];
     if (nd->folded) continue;
     int uses = 0;
     for (int k = 0; k < nd->n_in; k++) uses |= nd->in[k] == v;
     if (!uses) continue;
-    int inside = 0;
-    for (int s = a; s <= b; s++) inside |= g->steps[s].node == (int)i;
-    if (!inside) return 0;
+    if (aliases && is_alias(nd->op)) {
+      if (!read_by_chain(m, nd->out[0], chain, n, 1)) return 0;
+      continue;
+    }
+    int in_chain = 0;
+    for (int c = 0; c < n; c++) in_chain |= chain[c] == (int)i;
+    if (!in_chain) return 0;
   }
   return 1;
 }
@@ -235,27 +240,6 @@ int build_fused(const cudaq_nn_gpu *g, int a, int b, nnk_fused *f) {
     f->n_ops++;
   }
   f->out = g->steps[b].ew.out;
-  return 1;
-}
-
-/* Whether every reader of value v (through reshape-like aliases) is one of
- * the n model nodes in chain, and v is no graph output. */
-int read_by_chain(const cudaq_nn_model_t *m, int v, const int *chain, int n) {
-  if (is_output(m, v)) return 0;
-  for (size_t i = 0; i < m->n_nodes; i++) {
-    const nn_node_t *nd = &m->nodes[i];
-    if (nd->folded) continue;
-    int uses = 0;
-    for (int k = 0; k < nd->n_in; k++) uses |= nd->in[k] == v;
-    if (!uses) continue;
-    if (is_alias(nd->op)) {
-      if (!read_by_chain(m, nd->out[0], chain, n)) return 0;
-      continue;
-    }
-    int in_chain = 0;
-    for (int c = 0; c < n; c++) in_chain |= chain[c] == (int)i;
-    if (!in_chain) return 0;
-  }
   return 1;
 }
 
@@ -326,7 +310,7 @@ void attach_epilogues(cudaq_nn_gpu *g, int convs) {
       if (!takes_epilogue(g, G, convs, &gv, &gn, &gy, &gdt) || gn != f.n) continue;
       int j = 0;
       while (j < f.n_in && !(f.in[j] == gy && f.in_dt[j] == gdt && !((f.in_scalar >> j) & 1))) j++;
-      if (j == f.n_in || !read_by_chain(m, gv, chain, n_chain)) continue;
+      if (j == f.n_in || !read_by_chain(m, gv, chain, n_chain, 1)) continue;
       int early = 1; /* every other input written before G (or never: inputs, constants) */
       for (int k = 0; k < f.n_in && early; k++)
         for (int t = gi; t < w && early; t++) early = k == j || step_out(g, &g->steps[t]) != f.in[k];
@@ -363,8 +347,9 @@ void nng_fuse_elementwise(cudaq_nn_gpu *g) {
       for (int j = i + 1; j < g->n_steps && fusable(&g->steps[j]) && g->steps[j].ew.n == g->steps[i].ew.n &&
                           j - i < NNK_FUSE_MAX_OPS;
            j++) {
-        int ok = 1;
-        for (int s = i; s < j && ok; s++) ok = read_inside(g, g->m->nodes[g->steps[s].node].out[0], i, j);
+        int chain[NNK_FUSE_MAX_OPS], ok = 1;
+        for (int s = i; s <= j; s++) chain[s - i] = g->steps[s].node;
+        for (int s = i; s < j && ok; s++) ok = read_by_chain(g->m, g->m->nodes[g->steps[s].node].out[0], chain, j - i + 1, 0);
         nnk_fused f;
         if (ok && build_fused(g, i, j, &f)) best = j;
       }
@@ -406,7 +391,7 @@ void nng_fuse_after_tuning(cudaq_nn_gpu *g) {
       conv_state *c = &g->convs[C->conv];
       const int cn = c->node;
       if (c->impl != IMPL_CL || c->in_cl || c->cf.x_idx || c->p.x != M->mv.out ||
-          !read_by_chain(m, m->nodes[M->node].out[0], &cn, 1) || m->nodes[cn].in[0] == -1)
+          !read_by_chain(m, m->nodes[M->node].out[0], &cn, 1, 1) || m->nodes[cn].in[0] == -1)
         continue;
       int uses = 0;
       for (int k = 0; k < m->nodes[cn].n_in; k++) uses += g->dev[m->nodes[cn].in[k]] == M->mv.out;
