@@ -38,9 +38,6 @@ static step *add_step(cudaq_nn_gpu *g, int kind) {
 /* ------------------------------------------------------------------------ */
 /* Buffers                                                                   */
 
-static int is_alias_op(nn_op_t op) {
-  return op == NN_OP_RESHAPE || op == NN_OP_IDENTITY || op == NN_OP_SQUEEZE || op == NN_OP_UNSQUEEZE;
-}
 
 static cudaq_nn_status_t upload_const(cudaq_nn_gpu *g, int v, cudaq_nn_error_t *err) {
   const nn_value_t *val = &g->m->values[v];
@@ -314,7 +311,7 @@ static cudaq_nn_status_t build_steps(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
   for (size_t i = 0; i < m->n_nodes; i++) relu_of_conv[i] = -1;
   find_fused_relu(m, consumers, relu_of_conv);
   nng_producers(m, producer);
-  if (!getenv("CUDAQ_NN_NO_FUSE")) nng_plan_copy_absorb(m, producer, absorbed);
+  if (!nng_fuse_off()) nng_plan_copy_absorb(m, producer, absorbed);
   for (size_t i = 0; i < m->n_nodes; i++)
     if (relu_of_conv[i] >= 0) fused[relu_of_conv[i]] = 1;
   cudaq_nn_status_t st = CUDAQ_NN_OK;
@@ -328,7 +325,7 @@ static cudaq_nn_status_t build_steps(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
     const nn_node_t *node = &m->nodes[i];
     int o = node->out[0];
     if (node->folded) continue;
-    if (is_alias_op(node->op) || fused[i]) {
+    if (nng_is_alias_op(node->op) || fused[i]) {
       g->dev[o] = g->dev[node->in[0]];
       continue;
     }
@@ -353,7 +350,7 @@ static cudaq_nn_status_t build_steps(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
   }
   for (size_t i = 0; i < m->n_nodes && !st; i++) {
     const nn_node_t *node = &m->nodes[i];
-    if (node->folded || fused[i] || is_alias_op(node->op) || absorbed[i]) continue;
+    if (node->folded || fused[i] || nng_is_alias_op(node->op) || absorbed[i]) continue;
     const nn_value_t *out = &m->values[node->out[0]];
     step *s = add_step(g, ST_ELEMENTWISE);
     if (!s) { st = CUDAQ_NN_ERR_NO_MEMORY; break; }

@@ -119,6 +119,10 @@ struct cudaq_nn_gpu {
 
 
 static inline size_t nng_dsize(int dt) { return cudaq_nn_dtype_size((cudaq_nn_dtype_t)dt); }
+/* Reshape-like nodes: their output is their input's buffer, same element order. */
+static inline int nng_is_alias_op(nn_op_t op) {
+  return op == NN_OP_RESHAPE || op == NN_OP_IDENTITY || op == NN_OP_SQUEEZE || op == NN_OP_UNSQUEEZE;
+}
 
 /* A zeroed device buffer owned by the engine (freed at destroy). */
 cudaq_nn_status_t nng_dalloc(cudaq_nn_gpu *g, size_t bytes, void **out, cudaq_nn_error_t *err);
@@ -126,7 +130,9 @@ cudaq_nn_status_t nng_dalloc(cudaq_nn_gpu *g, size_t bytes, void **out, cudaq_nn
  * algorithm, cuDNN workspace and (IMPL_CL) layouts (gpu_engine.cu). */
 cudaq_nn_status_t nng_enqueue_conv(cudaq_nn_gpu *g, const conv_state *c, int impl, int algo, size_t ws, int in_cl,
                                    int out_cl, cudaq_nn_error_t *err);
-/* Graph passes (gpu_fuse.cu). producer[v]: the node writing value v, or -1. */
+/* Graph passes (gpu_fuse.cu); off with CUDAQ_NN_NO_FUSE set (A/B measurements). */
+int nng_fuse_off(void);
+/* producer[v]: the node writing value v, or -1. */
 void nng_producers(const cudaq_nn_model_t *m, int *producer);
 /* The node writing value v, past reshape-like aliases; -1 for an input or constant. */
 int nng_source_node(const cudaq_nn_model_t *m, const int *producer, int v);

@@ -3,11 +3,11 @@
  * kernel costs a launch in the graph (~2 us) and does almost no work.
  *
  * Copy chains. A copy-class node (Concat, Gather, Slice, Transpose) whose
- * input was written by another copy node, through any reshape-like aliases,
- * and is read by nothing else, reads through that node's index map instead:
- * the producer's step is dropped ("absorbed") and the consumer's map is
- * composed over the producer's sources. Concat(x, 0) -> Gather(idx) becomes
- * one gather from {x, 0}.
+ * readers, through any reshape-like aliases, are all copy nodes (or a
+ * matrix product reading it as A) gets no step ("absorbed"): each reader
+ * composes its index map over the producer's sources. Concat(x, 0) ->
+ * Gather(idx) becomes one gather from {x, 0}; a Cast read only by copies
+ * becomes a conversion inside them.
  *
  * Elementwise chains. Consecutive elementwise steps over the same element
  * count, each input contiguous or a scalar, whose intermediate values are
@@ -18,10 +18,7 @@
 
 namespace {
 
-int is_alias(nn_op_t op) {
-  return op == NN_OP_RESHAPE || op == NN_OP_IDENTITY || op == NN_OP_SQUEEZE || op == NN_OP_UNSQUEEZE;
-}
-int is_copy(const nn_node_t *nd) { return !nd->folded && !is_alias(nd->op) && nn__is_move_op(nd->op); }
+int is_copy(const nn_node_t *nd) { return !nd->folded && !nng_is_alias_op(nd->op) && nn__is_move_op(nd->op); }
 int is_gemm(const nn_node_t *nd) { return !nd->folded && (nd->op == NN_OP_MATMUL || nd->op == NN_OP_GEMM); }
 
 int is_output(const cudaq_nn_model_t *m, int v) {
@@ -43,7 +40,7 @@ int readers_compose(const cudaq_nn_model_t *m, int v, int gemm_ok) {
     for (int k = 0; k < nd->n_in; k++) uses += nd->in[k] == v;
     if (!uses) continue;
     readers++;
-    if (is_alias(nd->op)) {
+    if (nng_is_alias_op(nd->op)) {
       if (!readers_compose(m, nd->out[0], gemm_ok)) return 0;
     } else if (!is_copy(nd) && !(gemm_ok && is_gemm(nd) && uses == 1 && nd->in[0] == v)) {
       return 0;
@@ -52,13 +49,11 @@ int readers_compose(const cudaq_nn_model_t *m, int v, int gemm_ok) {
   return readers > 0;
 }
 
-int source_node(const cudaq_nn_model_t *m, const int *producer, int v) { return nng_source_node(m, producer, v); }
-
 /* Whether copy node a's composed map converts types (reads an absorbed Cast). */
 int converts(const cudaq_nn_model_t *m, const int *producer, const unsigned char *absorbed, int a) {
   const nn_node_t *nd = &m->nodes[a];
   for (int k = 0; k < nd->n_in; k++) {
-    const int p = source_node(m, producer, nd->in[k]);
+    const int p = nng_source_node(m, producer, nd->in[k]);
     if (p < 0 || !absorbed[p]) continue;
     if (m->nodes[p].op == NN_OP_CAST || converts(m, producer, absorbed, p)) return 1;
   }
@@ -70,7 +65,7 @@ int leaf_count(const cudaq_nn_model_t *m, const int *producer, const unsigned ch
   const nn_node_t *nd = &m->nodes[ni];
   int n = 0;
   for (int k = 0; k < nd->n_in; k++) {
-    const int a = source_node(m, producer, nd->in[k]);
+    const int a = nng_source_node(m, producer, nd->in[k]);
     n += a >= 0 && absorbed[a] && is_copy(&m->nodes[a]) ? leaf_count(m, producer, absorbed, a) : 1;
   }
   return n;
@@ -78,8 +73,10 @@ int leaf_count(const cudaq_nn_model_t *m, const int *producer, const unsigned ch
 
 }  // namespace
 
+int nng_fuse_off(void) { return getenv("CUDAQ_NN_NO_FUSE") != NULL; }
+
 int nng_source_node(const cudaq_nn_model_t *m, const int *producer, int v) {
-  while (v >= 0 && producer[v] >= 0 && is_alias(m->nodes[producer[v]].op)) v = m->nodes[producer[v]].in[0];
+  while (v >= 0 && producer[v] >= 0 && nng_is_alias_op(m->nodes[producer[v]].op)) v = m->nodes[producer[v]].in[0];
   return v >= 0 ? producer[v] : -1;
 }
 
@@ -105,7 +102,7 @@ void nng_plan_copy_absorb(const cudaq_nn_model_t *m, const int *producer, unsign
     const nn_node_t *nd = &m->nodes[r];
     if (!(is_copy(nd) || is_gemm(nd)) || absorbed[r] || leaf_count(m, producer, absorbed, (int)r) <= 255) continue;
     for (int k = 0; k < nd->n_in; k++) {
-      const int a = source_node(m, producer, nd->in[k]);
+      const int a = nng_source_node(m, producer, nd->in[k]);
       if (a >= 0) absorbed[a] = 0;
     }
   }
@@ -134,7 +131,7 @@ cudaq_nn_status_t nng_copy_map(const cudaq_nn_gpu *g, const int *producer, const
   };
   for (int k = 0; k < nd->n_in && !st; k++) {
     const int v = nd->in[k];
-    const int a = source_node(m, producer, v);
+    const int a = nng_source_node(m, producer, v);
     if (a >= 0 && absorbed[a] && m->nodes[a].op == NN_OP_CAST) { /* read the Cast's input, convert */
       const int u = m->nodes[a].in[0];
       direct[k] = add_buf(g->dev[u], g->sdt[u]);
@@ -190,7 +187,7 @@ int read_by_chain(const cudaq_nn_model_t *m, int v, const int *chain, int n, int
     int uses = 0;
     for (int k = 0; k < nd->n_in; k++) uses |= nd->in[k] == v;
     if (!uses) continue;
-    if (aliases && is_alias(nd->op)) {
+    if (aliases && nng_is_alias_op(nd->op)) {
       if (!read_by_chain(m, nd->out[0], chain, n, 1)) return 0;
       continue;
     }
@@ -338,7 +335,7 @@ void attach_epilogues(cudaq_nn_gpu *g, int convs) {
 }  // namespace
 
 void nng_fuse_elementwise(cudaq_nn_gpu *g) {
-  if (getenv("CUDAQ_NN_NO_FUSE")) return; /* A/B measurements */
+  if (nng_fuse_off()) return;
   int w = 0;
   for (int i = 0; i < g->n_steps;) {
     int best = i;
@@ -377,7 +374,7 @@ void nng_fuse_after_tuning(cudaq_nn_gpu *g) {
    * interpreted chain in the last layer's epilogue cost more than the two
    * launches they save). Tested (fuse_conv_io) so that they stay correct. */
   const char *on = getenv("CUDAQ_NN_CONV_FUSE");
-  if (getenv("CUDAQ_NN_NO_FUSE") || !on || strcmp(on, "1") != 0) return;
+  if (nng_fuse_off() || !on || strcmp(on, "1") != 0) return;
   const cudaq_nn_model_t *m = g->m;
   /* A copy read only by a channels-last convolution with NCDHW input: the
    * convolution gathers through the copy's map, the copy's step goes. */
