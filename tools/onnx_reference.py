@@ -514,6 +514,33 @@ def fuse_conv_cases(g):
            feeds={"x": r.integers(0, 2, [1, 1, 4, 5, 6]).astype(np.int32)}, tol=0)
 
 
+def stack_cases(g):
+    """Convolution chains for the GPU engine's stack kernel (gpu_stack.cu):
+    wide layers that it splits over input channels (red.add between
+    layers), the first layer split too (its buffer zeroed by the previous
+    run's last phase), four layers (the last in the fourth buffer), partial
+    bricks in every dimension and output channels that fill no column
+    block. Generated after every other case, so that those keep their data."""
+    F = TP.FLOAT
+    r = g.rng
+
+    def chain(name, x, layers):
+        nodes, inits, cur, cin = [], [], "x", x[1]
+        for i, (cout, relu) in enumerate(layers):
+            inits += [init("w%d" % i, (r.standard_normal([cout, cin, 3, 3, 3]) / np.sqrt(cin * 27)).astype(np.float32)),
+                      init("b%d" % i, (r.standard_normal([cout]) * 0.1).astype(np.float32))]
+            nodes.append(node("Conv", [cur, "w%d" % i, "b%d" % i], ["c%d" % i], kernel_shape=[3, 3, 3], pads=[1] * 6))
+            cur = "c%d" % i
+            if relu:
+                nodes.append(node("Relu", [cur], ["r%d" % i]))
+                cur = "r%d" % i
+            cin = cout
+        g.case(name, nodes, [("x", F, x)], [(cur, F)], inits)
+
+    chain("conv3d_stack_wide", [1, 32, 7, 8, 9], [(64, True), (48, True), (9, False)])
+    chain("conv3d_stack_deep", [1, 32, 5, 6, 4], [(32, True), (32, True), (32, True), (32, False)])
+
+
 def gen(args):
     os.makedirs(args.out, exist_ok=True)
     g = Gen(args.out)
@@ -524,6 +551,7 @@ def gen(args):
     cl_cases(g)
     fuse_cases(g)
     fuse_conv_cases(g)
+    stack_cases(g)
     with open(os.path.join(args.out, "cases.txt"), "w") as f:
         f.write("\n".join(g.manifest) + "\n")
     print(f"onnx_reference: {len(g.manifest)} cases in {args.out}")

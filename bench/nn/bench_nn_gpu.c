@@ -10,7 +10,7 @@
  * FP32 and FP16 outputs are compared with PyTorch's (1e-4 and 1e-2 of the
  * output's largest magnitude); a mismatch fails the run.
  *
- * --prec fp16|fp32|both (default both), --impls LIST (default auto,cudnn,own,tc,cl):
+ * --prec fp16|fp32|both (default both), --impls LIST (default auto,cudnn,own,tc,cl,stack):
  * which rows to run.
  *
  * --plan DIR: engine plans cached in DIR (MODEL.PREC.IMPL.plan): a second run skips the tuning
@@ -177,8 +177,8 @@ static int check_against_torch(cudaq_nn_gpu_t *g, const cudaq_nn_model_t *m, con
 
 int main(int argc, char **argv) {
   int iters = 5000;
-  const char *torch = NULL, *check = NULL, *plan_dir = NULL, *prec_opt = "both", *impls = "auto,cudnn,own,tc,cl";
-  static const char *const impl_names[] = {"auto", "cudnn", "own", "tc", "cl"};
+  const char *torch = NULL, *check = NULL, *plan_dir = NULL, *prec_opt = "both", *impls = "auto,cudnn,own,tc,cl,stack";
+  static const char *const impl_names[] = {"auto", "cudnn", "own", "tc", "cl", "stack"};
   int first = 1;
   while (first < argc && !strncmp(argv[first], "--", 2)) {
     if (!strcmp(argv[first], "--iters") && first + 1 < argc) iters = atoi(argv[++first]);
@@ -219,7 +219,7 @@ int main(int argc, char **argv) {
     for (int half = 0; half <= 1; half++) {
       const char *prec = half ? "fp16" : "fp32";
       if (strcmp(prec_opt, "both") && strcmp(prec_opt, prec)) continue;
-      for (int impl = CUDAQ_NN_CONV_AUTO; impl <= CUDAQ_NN_CONV_CL; impl++) {
+      for (int impl = CUDAQ_NN_CONV_AUTO; impl <= CUDAQ_NN_CONV_STACK; impl++) {
         if (!strstr(impls, impl_names[impl])) continue;
         cudaq_nn_gpu_options_t o;
         cudaq_nn_gpu_options_init(&o);
@@ -253,7 +253,7 @@ int main(int argc, char **argv) {
         else printf(" %12s %12s", "-", "-");
         if (ht) printf(" %11.1f %11.1f\n", t.p50, t.p99);
         else printf(" %11s %11s\n", "-", "-");
-        if (impl == 0 || impl == CUDAQ_NN_CONV_TC || impl == CUDAQ_NN_CONV_CL) {
+        if (impl == 0 || impl == CUDAQ_NN_CONV_TC || impl == CUDAQ_NN_CONV_CL || impl == CUDAQ_NN_CONV_STACK) {
           char desc[8192];
           cudaq_nn_gpu_describe(g, desc, sizeof desc);
           for (char *line = strtok(desc, "\n"); line; line = strtok(NULL, "\n")) printf("#   %s\n", line);

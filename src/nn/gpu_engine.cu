@@ -108,7 +108,10 @@ static cudaq_nn_status_t build_tc(cudaq_nn_gpu *g, conv_state *c, const nn_node_
                         &c->cl_w[l], err));
       c->cl_ok[l] = 1;
     }
-  if (b && (c->tc_ok || c->cl_ok[0] || c->cl_ok[1])) {
+  if (nnk_stack_layer_ok(p))
+    TRY(upload_packed(g, nnk_stack_weight_elems(p), [&](__half *h) { nnk_stack_pack_weights(p, wf, h); }, &c->st_w,
+                      err));
+  if (b && (c->tc_ok || c->cl_ok[0] || c->cl_ok[1] || c->st_w)) {
     TRY(nng_dalloc(g, b->n * sizeof(float), (void **)&c->b32, err));
     CK(cudaMemcpy(c->b32, b->data, b->n * sizeof(float), cudaMemcpyHostToDevice));
   }
@@ -124,6 +127,7 @@ static cudaq_nn_status_t build_conv(cudaq_nn_gpu *g, int ni, int relu_node, cuda
   conv_state *c = &g->convs[g->n_convs++];
   memset(c, 0, sizeof *c);
   c->node = ni;
+  c->stack = -1;
   c->out_value = relu ? m->nodes[relu_node].out[0] : node->out[0];
   c->t_own = c->t_cudnn = c->t_tc = c->t_cl = c->t_cl_chain = -1.0f;
   nnk_conv *p = &c->p;
@@ -449,7 +453,7 @@ static void plan_layouts(cudaq_nn_gpu *g) {
     g->convs[i].producer = -1;
   }
   const cudaq_nn_conv_impl_t want = g->opts.conv_impl;
-  if (!g->half || (want != CUDAQ_NN_CONV_AUTO && want != CUDAQ_NN_CONV_CL)) return;
+  if (!g->half || (want != CUDAQ_NN_CONV_AUTO && !forced_cl(want))) return;
   for (int i = 0; i < g->n_convs; i++) {
     conv_state *c = &g->convs[i];
     const int v = c->out_value;
@@ -480,6 +484,75 @@ static void plan_layouts(cudaq_nn_gpu *g) {
   }
 }
 
+/* Stacks (gpu_stack.cu): a chain of plan_layouts whose members follow one
+ * another (each reads the one before it, the first reads an NCDHW value,
+ * the last writes one) and that the stack kernel takes (FP16, constant
+ * weights, kernel dims 1 or 3, "same" padding, stride 1, 2 to 8 layers)
+ * gets its layer-result buffers, barrier words and launch plan here; the
+ * tuner decides whether it runs (gpu_tune.cu). */
+cudaq_nn_status_t nng_plan_stacks(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
+  const char *env = getenv("CUDAQ_NN_STACK");
+  const cudaq_nn_conv_impl_t want = g->opts.conv_impl;
+  if (!g->half || (env && !strcmp(env, "0")) || (want != CUDAQ_NN_CONV_AUTO && want != CUDAQ_NN_CONV_STACK))
+    return CUDAQ_NN_OK;
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g->opts.device));
+  g->stacks = (stack_state *)calloc((size_t)g->n_convs + 1, sizeof(stack_state));
+  if (!g->stacks) return CUDAQ_NN_ERR_NO_MEMORY;
+  for (int h = 0; h < g->n_convs; h++) {
+    const conv_state *head = &g->convs[h];
+    if (head->lay_in || !head->lay_out) continue;
+    stack_state *st = &g->stacks[g->n_stacks];
+    memset(st, 0, sizeof *st);
+    const nnk_conv *layers[NNK_STACK_MAX_LAYERS];
+    int ok = 1, cur = h;
+    for (;;) {
+      const conv_state *c = &g->convs[cur];
+      if (st->L == NNK_STACK_MAX_LAYERS || !c->st_w || (c->p.b && !c->b32)) {
+        ok = 0;
+        break;
+      }
+      layers[st->L] = &c->p;
+      st->conv[st->L++] = cur;
+      if (!c->lay_out) break;
+      int next = -1, readers = 0;
+      for (int j = 0; j < g->n_convs; j++)
+        if (g->convs[j].lay_in && g->convs[j].producer == cur) next = j, readers++;
+      if (readers != 1) {
+        ok = 0;
+        break;
+      }
+      cur = next;
+    }
+    size_t acc_floats = 0;
+    /* Test hooks: CUDAQ_NN_STACK_BN, CUDAQ_NN_STACK_KS fix the work split. */
+    const char *fbn = getenv("CUDAQ_NN_STACK_BN"), *fks = getenv("CUDAQ_NN_STACK_KS");
+    if (!ok || !nnk_stack_plan(layers, st->L, sms, fbn ? atoi(fbn) : 0, fks ? atoi(fks) : 0, &st->s, &st->smem,
+                               &acc_floats))
+      continue;
+    int bps = 0;
+    CK(nnk_stack_setup(st->smem, &bps));
+    if (bps < 1) continue;
+    nnk_stack *k = &st->s;
+    k->x = (const __half *)g->convs[st->conv[0]].p.x;
+    k->y = (__half *)g->convs[st->conv[st->L - 1]].p.y;
+    for (int l = 0; l < st->L; l++) {
+      const conv_state *c = &g->convs[st->conv[l]];
+      k->layer[l].w = c->st_w;
+      k->layer[l].b = c->p.b ? c->b32 : NULL;
+      const int a = k->layer[l].abuf;
+      if (!k->acc[a]) TRY(nng_dalloc(g, acc_floats * sizeof(float), (void **)&k->acc[a], err));
+    }
+    TRY(nng_dalloc(g, 2 * sizeof(unsigned), (void **)&k->bar, err));
+    if (getenv("CUDAQ_NN_STACK_PROF"))
+      TRY(nng_dalloc(g, NNK_STACK_PROF_SLOTS * sizeof(long long), (void **)&k->prof, err));
+    st->t_stack = st->t_members = -1.0f;
+    for (int l = 0; l < st->L; l++) g->convs[st->conv[l]].stack = g->n_stacks;
+    g->n_stacks++;
+  }
+  return CUDAQ_NN_OK;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Enqueue and tuning                                                        */
 
@@ -491,6 +564,11 @@ cudaq_nn_status_t nng_enqueue_conv(cudaq_nn_gpu *g, const conv_state *c, int imp
   }
   if (impl == IMPL_TC) {
     CK(nnk_launch_tc(c->p, c->tc_w, c->b32, algo, g->stream));
+    return CUDAQ_NN_OK;
+  }
+  if (impl == IMPL_STACK) { /* the whole stack from its first member; nothing from the others */
+    const stack_state *st = &g->stacks[c->stack];
+    if (st->conv[0] == (int)(c - g->convs)) CK(nnk_launch_stack(st->s, st->smem, g->stream));
     return CUDAQ_NN_OK;
   }
   if (impl == IMPL_CL) {
@@ -583,6 +661,7 @@ static cudaq_nn_status_t create_engine(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
     g->sdt[v] = g->half && m->values[v].dtype == CUDAQ_NN_FLOAT ? CUDAQ_NN_FLOAT16 : m->values[v].dtype;
   TRY(build_steps(g, err));
   plan_layouts(g);
+  TRY(nng_plan_stacks(g, err));
   TRY(nng_make_key(g, g->opts.device, err));
   TRY(nng_select_algorithms(g, err));
   nng_fuse_after_tuning(g);
@@ -603,7 +682,7 @@ cudaq_nn_status_t cudaq_nn_gpu_create(const cudaq_nn_model_t *model, const cudaq
   if (opts) g->opts = *opts;
   else cudaq_nn_gpu_options_init(&g->opts);
   if ((g->opts.precision != CUDAQ_NN_FP32 && g->opts.precision != CUDAQ_NN_FP16) ||
-      g->opts.conv_impl < CUDAQ_NN_CONV_AUTO || g->opts.conv_impl > CUDAQ_NN_CONV_CL) {
+      g->opts.conv_impl < CUDAQ_NN_CONV_AUTO || g->opts.conv_impl > CUDAQ_NN_CONV_STACK) {
     free(g);
     nn__set_error(err, "bad precision or conv_impl option");
     return CUDAQ_NN_ERR_INVALID_ARG;
@@ -640,6 +719,7 @@ void cudaq_nn_gpu_destroy(cudaq_nn_gpu_t *g) {
   free(g->allocs);
   free(g->steps);
   free(g->convs);
+  free(g->stacks);
   free(g->dev);
   free(g->sdt);
   free(g->alloc_out);
@@ -697,6 +777,32 @@ cudaq_nn_status_t cudaq_nn_gpu_run(cudaq_nn_gpu_t *g, const void *const *inputs,
   return CUDAQ_NN_OK;
 }
 
+/* The last run's profile of a stack (CUDAQ_NN_STACK_PROF): per layer, its
+ * first item's operand loads, MMAs and stores on CTA 0, then the rest of
+ * the layer up to the barrier's end; in µs at the device's clock rate. */
+static size_t describe_stack_profile(const cudaq_nn_gpu *g, const stack_state *st, char *buf, size_t len) {
+  long long t[NNK_STACK_PROF_SLOTS];
+  int khz = 0;
+  if (cudaMemcpy(t, st->s.prof, sizeof t, cudaMemcpyDeviceToHost) != cudaSuccess ||
+      cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, g->opts.device) != cudaSuccess || khz <= 0)
+    return 0;
+  const double us = 1000.0 / khz;
+  size_t used = 0;
+  long long prev = t[0];
+  for (int l = 0; l < st->L && used < len; l++) {
+    const long long *q = t + 1 + 4 * l;
+    int w = snprintf(buf + used, len - used, "  layer %d: load %.2f, mma %.2f, store %.2f, rest + barrier %.2f us\n", l,
+                     (q[0] - prev) * us, (q[1] - q[0]) * us, (q[2] - q[1]) * us, (q[3] - q[2]) * us);
+    if (w < 0) return used;
+    used += (size_t)w;
+    prev = q[3];
+  }
+  int w = used < len ? snprintf(buf + used, len - used, "  last phase %.2f us, total %.2f us (CTA 0)\n",
+                                (t[NNK_STACK_PROF_SLOTS - 1] - prev) * us, (t[NNK_STACK_PROF_SLOTS - 1] - t[0]) * us)
+                     : -1;
+  return w < 0 ? used : used + (size_t)w;
+}
+
 cudaq_nn_status_t cudaq_nn_gpu_describe(const cudaq_nn_gpu_t *g, char *buf, size_t len) {
   if (!g || !buf || len == 0) return CUDAQ_NN_ERR_INVALID_ARG;
   size_t used = 0;
@@ -713,10 +819,22 @@ cudaq_nn_status_t cudaq_nn_gpu_describe(const cudaq_nn_gpu_t *g, char *buf, size
                      : c->impl == IMPL_CUDNN_FUSED ? "cudnn-fused algo"
                      : c->impl == IMPL_TC          ? "tc cfg"
                      : c->impl == IMPL_CL          ? "cl algo"
+                     : c->impl == IMPL_STACK       ? "stack"
                                                    : "own",
                      c->algo, c->in_cl ? ", in NDHWC" : "", c->out_cl ? ", out NDHWC" : "");
     if (w < 0) break;
     used += (size_t)w;
+  }
+  for (int i = 0; i < g->n_stacks && used < len; i++) {
+    const stack_state *st = &g->stacks[i];
+    int w = snprintf(buf + used, len - used,
+                     "stack #%d (%d layers from conv #%d, grid %d, brick %dx%dx%d, %zu B smem): %.2f us, members "
+                     "%.2f us -> %s\n",
+                     i, st->L, st->conv[0], st->s.grid, st->s.bk[0], st->s.bk[1], st->s.bk[2], st->smem, st->t_stack,
+                     st->t_members, st->use ? "used" : "not used");
+    if (w < 0) break;
+    used += (size_t)w;
+    if (st->s.prof) used += describe_stack_profile(g, st, buf + used, len - used);
   }
   return CUDAQ_NN_OK;
 }

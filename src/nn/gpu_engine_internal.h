@@ -17,8 +17,13 @@
 /* IMPL_TC: algo = tile configuration. IMPL_CUDNN_FUSED: cuDNN's
  * convolution with bias and activation in one call
  * (cudnnConvolutionBiasActivationForward), no separate epilogue kernel. */
-enum { IMPL_OWN = 0, IMPL_CUDNN = 1, IMPL_TC = 2, IMPL_CUDNN_FUSED = 3, IMPL_CL = 4 };
+enum { IMPL_OWN = 0, IMPL_CUDNN = 1, IMPL_TC = 2, IMPL_CUDNN_FUSED = 3, IMPL_CL = 4, IMPL_STACK = 5 };
 static inline int is_cudnn(int impl) { return impl == IMPL_CUDNN || impl == IMPL_CUDNN_FUSED; }
+/* The forced choices that run the channels-last kernel wherever it applies
+ * (STACK adds the stack kernel on top of CL). */
+static inline int forced_cl(cudaq_nn_conv_impl_t want) {
+  return want == CUDAQ_NN_CONV_CL || want == CUDAQ_NN_CONV_STACK;
+}
 enum { ST_ELEMENTWISE, ST_MOVE, ST_CONV, ST_GEMM, ST_CONVERT, ST_FUSED };
 
 struct conv_state {
@@ -39,6 +44,8 @@ struct conv_state {
   int cl_algo_plain, cl_algo_chain; /* fastest IMPL_CL algos: NCDHW in and out / chain layouts */
   nnk_conv_fuse cf;                 /* IMPL_CL after tuning: input copy map, epilogue (gpu_fuse.cu) */
   float t_cl, t_cl_chain;           /* their times, < 0 when not measured */
+  int stack;      /* the stack (gpu_stack.cu) this convolution belongs to, or -1 */
+  __half *st_w;   /* weights packed for the stack kernel, or NULL where a layer cannot run in one */
   cudnnTensorDescriptor_t xd, yd;
   cudnnFilterDescriptor_t wd;
   cudnnConvolutionDescriptor_t cd;
@@ -52,6 +59,17 @@ struct conv_state {
   float t_plain;              /* the fastest NCDHW choice (impl_plain, algo_plain, ws_plain) */
   int impl_plain, algo_plain;
   size_t ws_plain;
+};
+
+/* A chain of convolutions that may run as one persistent kernel (IMPL_STACK
+ * on every member; the first member's step launches it, the others' none). */
+struct stack_state {
+  int L;
+  int conv[NNK_STACK_MAX_LAYERS]; /* member convolutions, in order */
+  nnk_stack s;
+  size_t smem;
+  float t_stack, t_members; /* µs per run of the stack / of its members' own choices; < 0 when not measured */
+  int use;
 };
 
 struct step {
@@ -81,6 +99,8 @@ struct cudaq_nn_gpu {
   void **dev_in, **dev_out;
   conv_state *convs;
   int n_convs;
+  stack_state *stacks;
+  int n_stacks;
   step *steps;
   int n_steps, cap_steps;
   void **allocs;
@@ -130,6 +150,9 @@ cudaq_nn_status_t nng_dalloc(cudaq_nn_gpu *g, size_t bytes, void **out, cudaq_nn
  * algorithm, cuDNN workspace and (IMPL_CL) layouts (gpu_engine.cu). */
 cudaq_nn_status_t nng_enqueue_conv(cudaq_nn_gpu *g, const conv_state *c, int impl, int algo, size_t ws, int in_cl,
                                    int out_cl, cudaq_nn_error_t *err);
+/* Finds the chains that may run as one kernel and prepares them (after
+ * plan_layouts; gpu_engine.cu). CUDAQ_NN_STACK=0 in the environment: none. */
+cudaq_nn_status_t nng_plan_stacks(cudaq_nn_gpu *g, cudaq_nn_error_t *err);
 /* Graph passes (gpu_fuse.cu); off with CUDAQ_NN_NO_FUSE set (A/B measurements). */
 int nng_fuse_off(void);
 /* producer[v]: the node writing value v, or -1. */

@@ -213,4 +213,52 @@ struct nnk_conv_fuse {
 cudaError_t nnk_launch_cl(const nnk_conv &p, int in_cl, int out_cl, const __half *w, const float *b, int algo,
                           cudaStream_t s, const nnk_conv_fuse *f = NULL);
 
+/* A chain of convolutions as one persistent cooperative kernel, FP16 only
+ * (src/nn/gpu_stack.cu): layer l reads layer l-1's result (layer 0 an
+ * NCDHW FP16 tensor), the last layer writes NCDHW FP16; every layer has
+ * kernel dims 1 or 3 with "same" padding, stride 1, dilation 1, at most 1024
+ * input and output channels, constant
+ * weights (packed once by nnk_stack_pack_weights) and an FP32 bias or none,
+ * ReLU or none. nnk_stack_plan fills everything but the pointers (w, b per
+ * layer; x, y, acc, bar): work split per layer, smem bytes, and the FP32
+ * floats each of the (up to 4) layer-result buffers needs. acc buffers and
+ * the barrier words (2 unsigned) are allocated zeroed and owned by one
+ * stack, which one stream runs at a time. */
+#define NNK_STACK_MAX_LAYERS 8
+#define NNK_STACK_PROF_SLOTS (2 + 4 * NNK_STACK_MAX_LAYERS)
+struct nnk_stack_layer {
+  int C, M, mst;         /* in / out channels, result row stride (M rounded up to 64) */
+  int k[3], pad0[3], relu;
+  int bn, ks, cs;        /* output channels per item (16, 32, 64), K slices, channels per slice */
+  int items, w_bytes, abuf;
+  const __half *w;       /* nnk_stack_pack_weights */
+  const float *b;        /* M floats, or NULL */
+};
+struct nnk_stack {
+  int L, N, D, H, W;
+  int bk[3], nbk[3], n_bricks; /* brick dims (64 cells), bricks per dim, bricks in all */
+  int grid, fixed_off;
+  const __half *x;
+  __half *y;
+  float *acc[4];
+  unsigned *bar;
+  long long *prof;       /* NULL, or 2 + 4 NNK_STACK_MAX_LAYERS cycle stamps of CTA 0 (profiling) */
+  nnk_stack_layer layer[NNK_STACK_MAX_LAYERS];
+};
+int nnk_stack_layer_ok(const nnk_conv &p);
+size_t nnk_stack_weight_elems(const nnk_conv &p);
+void nnk_stack_pack_weights(const nnk_conv &p, const float *w, __half *out);
+/* Profile stamps: [0] start, [1 + 4 l + k] layer l's first item with its
+ * operands loaded (k = 0), multiplied (1), stored (2), then the barrier
+ * after the layer passed (3); [1 + 4 NNK_STACK_MAX_LAYERS] the end. */
+/* 1 and *s, *smem, *acc_floats filled when the chain can run on a grid of
+ * at most sms CTAs; 0 when it cannot. force_bn (16 or 32) and force_ks
+ * (the largest divisor of a layer's 16-channel blocks up to it) fix the
+ * work split for tests; 0 leaves it to the cost model. */
+int nnk_stack_plan(const nnk_conv *const *layers, int L, int sms, int force_bn, int force_ks, nnk_stack *s,
+                   size_t *smem, size_t *acc_floats);
+/* Sets the kernel's shared-memory limit; *blocks_per_sm at smem bytes. */
+cudaError_t nnk_stack_setup(size_t smem, int *blocks_per_sm);
+cudaError_t nnk_launch_stack(const nnk_stack &s, size_t smem, cudaStream_t st);
+
 #endif

@@ -6,8 +6,9 @@
 
 #include "gpu_engine_internal.h"
 
-#define ENGINE_PLAN_VERSION 5 /* 3: tensor-core candidates, t_tc per conv; 4: fused cuDNN;
-                                 5: channels-last kernel, t_cl and layouts per conv */
+#define ENGINE_PLAN_VERSION 6 /* 3: tensor-core candidates, t_tc per conv; 4: fused cuDNN;
+                                 5: channels-last kernel, t_cl and layouts per conv;
+                                 6: stacks (one line each, members IMPL_STACK) */
 
 /* The cuDNN workspace shared by all convolutions, reallocated to bytes. */
 static cudaq_nn_status_t set_workspace(cudaq_nn_gpu *g, size_t bytes, cudaq_nn_error_t *err) {
@@ -199,7 +200,7 @@ static cudaq_nn_status_t tune_conv(cudaq_nn_gpu *g, conv_state *c, cudaq_nn_erro
   }
   /* The channels-last kernel: NCDHW in and out as a per-layer candidate,
    * and with the chain's layouts for select_algorithms' chain decision. */
-  const int cl_on = want == CUDAQ_NN_CONV_AUTO || want == CUDAQ_NN_CONV_CL;
+  const int cl_on = want == CUDAQ_NN_CONV_AUTO || forced_cl(want);
   if (cl_on && c->cl_ok[0]) time_cl(g, c, 0, 0, &c->t_cl, &c->cl_algo_plain);
   if (cl_on && (c->lay_in || c->lay_out) && c->cl_ok[c->lay_in])
     time_cl(g, c, c->lay_in, c->lay_out, &c->t_cl_chain, &c->cl_algo_chain);
@@ -218,7 +219,7 @@ static cudaq_nn_status_t tune_conv(cudaq_nn_gpu *g, conv_state *c, cudaq_nn_erro
     c->ws = 0;
     best = c->t_tc;
   }
-  if (c->t_cl >= 0.0f && (want == CUDAQ_NN_CONV_CL || best < 0.0f || c->t_cl < best)) {
+  if (c->t_cl >= 0.0f && (forced_cl(want) || best < 0.0f || c->t_cl < best)) {
     c->impl = IMPL_CL;
     c->algo = c->cl_algo_plain;
     c->ws = 0;
@@ -250,7 +251,7 @@ static void choose_chains(cudaq_nn_gpu *g) {
       sum_plain += c->t_plain;
     }
     if (members == 0) continue;
-    const int use = chain_ok && (!plain_ok || g->opts.conv_impl == CUDAQ_NN_CONV_CL || sum_chain < sum_plain);
+    const int use = chain_ok && (!plain_ok || forced_cl(g->opts.conv_impl) || sum_chain < sum_plain);
     for (int i = 0; i < g->n_convs; i++) {
       conv_state *c = &g->convs[i];
       if (c->chain != r || !(c->lay_in || c->lay_out)) continue;
@@ -267,6 +268,48 @@ static void choose_chains(cudaq_nn_gpu *g) {
         c->in_cl = c->out_cl = 0;
       }
     }
+  }
+}
+
+/* A stack's members run it (IMPL_STACK, NCDHW edges) when use is set. */
+static void apply_stack(cudaq_nn_gpu *g, const stack_state *st) {
+  if (!st->use) return;
+  for (int l = 0; l < st->L; l++) {
+    conv_state *c = &g->convs[st->conv[l]];
+    c->impl = IMPL_STACK;
+    c->algo = 0;
+    c->ws = 0;
+    c->in_cl = c->out_cl = 0;
+  }
+}
+
+/* Each stack is timed as one kernel against the sum of its members' own
+ * choices (after choose_chains) and runs when faster; forced by
+ * CUDAQ_NN_CONV_STACK or CUDAQ_NN_STACK=1 wherever it launches. A stack
+ * that fails to launch (its error consumed) is not used. */
+static void tune_stacks(cudaq_nn_gpu *g) {
+  const char *env = getenv("CUDAQ_NN_STACK");
+  const int force = g->opts.conv_impl == CUDAQ_NN_CONV_STACK || (env && !strcmp(env, "1"));
+  for (int i = 0; i < g->n_stacks; i++) {
+    stack_state *st = &g->stacks[i];
+    float sum = 0.0f;
+    int ok = 1;
+    for (int l = 0; l < st->L; l++) {
+      const conv_state *c = &g->convs[st->conv[l]];
+      const float t = c->impl == IMPL_CL && (c->in_cl || c->out_cl) ? c->t_cl_chain : c->t_plain;
+      ok &= t >= 0.0f;
+      sum += t;
+    }
+    st->t_members = ok ? sum : -1.0f;
+    cudaq_nn_error_t e2;
+    st->t_stack = -1.0f;
+    if (time_conv(g, &g->convs[st->conv[0]], IMPL_STACK, 0, 0, 0, 0, &st->t_stack, &e2) != CUDAQ_NN_OK) {
+      (void)cudaGetLastError();
+      st->t_stack = -1.0f;
+    }
+    tune_log(g, &g->convs[st->conv[0]], "stack of layers", st->L, st->t_stack);
+    st->use = st->t_stack >= 0.0f && (force || st->t_members < 0.0f || st->t_stack < st->t_members);
+    apply_stack(g, st);
   }
 }
 
@@ -310,7 +353,7 @@ static int read_plan(cudaq_nn_gpu *g, const char *path) {
         used == 0)
       return 0;
     p += used;
-    if (node != c->node || impl < IMPL_OWN || impl > IMPL_CL) return 0;
+    if (node != c->node || impl < IMPL_OWN || impl > IMPL_STACK || (impl == IMPL_STACK && c->stack < 0)) return 0;
     /* Layouts: NDHWC only on edges plan_layouts allowed, and only with the
      * channels-last kernel; chain consistency is checked below. */
     if ((in_cl != 0 && in_cl != 1) || (out_cl != 0 && out_cl != 1) || (in_cl && !c->lay_in) ||
@@ -344,6 +387,20 @@ static int read_plan(cudaq_nn_gpu *g, const char *path) {
     const conv_state *c = &g->convs[i];
     if (c->lay_in && c->in_cl != g->convs[c->producer].out_cl) return 0;
   }
+  /* Stacks: the same chains, every member running the stack exactly when it is used. */
+  for (int i = 0; i < g->n_stacks; i++) {
+    stack_state *st = &g->stacks[i];
+    int head, use, used = 0;
+    float ts, tm;
+    if (sscanf(p, "stack %d %d %f %f\n%n", &head, &use, &ts, &tm, &used) != 4 || used == 0) return 0;
+    p += used;
+    if (head != st->conv[0] || (use != 0 && use != 1)) return 0;
+    for (int l = 0; l < st->L; l++)
+      if ((g->convs[st->conv[l]].impl == IMPL_STACK) != use) return 0;
+    st->use = use;
+    st->t_stack = ts;
+    st->t_members = tm;
+  }
   return strcmp(p, "end\n") == 0;
 }
 
@@ -373,6 +430,10 @@ static cudaq_nn_status_t write_plan(cudaq_nn_gpu *g, const char *path, cudaq_nn_
     fprintf(f, "conv %d %d %d %llu %.9g %.9g %.9g %.9g %.9g %d %d\n", c->node, c->impl, c->algo,
             (unsigned long long)c->ws, c->t_own, c->t_cudnn, c->t_tc, c->t_cl, c->t_cl_chain, c->in_cl, c->out_cl);
   }
+  for (int i = 0; i < g->n_stacks; i++) {
+    const stack_state *st = &g->stacks[i];
+    fprintf(f, "stack %d %d %.9g %.9g\n", st->conv[0], st->use, st->t_stack, st->t_members);
+  }
   fputs("end\n", f);
   int bad = ferror(f);
   bad |= fclose(f) != 0;
@@ -396,6 +457,7 @@ cudaq_nn_status_t nng_select_algorithms(cudaq_nn_gpu *g, cudaq_nn_error_t *err) 
     if (g->opts.conv_impl != CUDAQ_NN_CONV_OWN) TRY(set_workspace(g, TUNE_WS_LIMIT, err));
     for (int i = 0; i < g->n_convs; i++) TRY(tune_conv(g, &g->convs[i], err));
     choose_chains(g);
+    tune_stacks(g);
     if (path) {
       TRY(write_plan(g, path, err));
       g->plan_state = existed ? CUDAQ_NN_PLAN_REBUILT : CUDAQ_NN_PLAN_BUILT;

@@ -150,7 +150,7 @@ static int selected(const char *name) {
 
 static const char *impl_name(cudaq_nn_conv_impl_t c) {
   return c == CUDAQ_NN_CONV_AUTO ? "auto" : c == CUDAQ_NN_CONV_CUDNN ? "cudnn" : c == CUDAQ_NN_CONV_TC ? "tc"
-         : c == CUDAQ_NN_CONV_CL ? "cl" : "own";
+         : c == CUDAQ_NN_CONV_CL ? "cl" : c == CUDAQ_NN_CONV_STACK ? "stack" : "own";
 }
 
 /* Forced CL (FP16): every 3D/2D convolution of the conv* cases runs the
@@ -177,26 +177,34 @@ static void check_cl_describe(cudaq_nn_gpu_t *g, const char *name, const char *w
 /* Every channels-last algorithm (tile x split, CUDAQ_NN_CL_ALGO) on models
  * that cover NDHWC and NCDHW inputs and outputs, one and several channel
  * blocks, partial tiles and split K, against the CPU executor. */
+/* Loads reference model name with its inputs and CPU outputs; NULL (counted) on failure. */
+static cudaq_nn_model_t *load_case(const char *name, io_t *io) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s.onnx", g_dir, name);
+  cudaq_nn_model_t *m = NULL;
+  cudaq_nn_error_t err;
+  if (cudaq_nn_model_load_file(path, &m, &err) != CUDAQ_NN_OK) {
+    CHECK(0, "%s: load: %s", name, err.message);
+    return NULL;
+  }
+  if (io_make(m, name, 0, io) != 0) {
+    CHECK(0, "%s: reference inputs", name);
+    io_free(io);
+    cudaq_nn_model_destroy(m);
+    return NULL;
+  }
+  return m;
+}
+
 static void check_cl_algos(void) {
   static const char *models[] = {"conv3d_cl_chain", "conv3d_cl_branch", "conv3d_tc_odd", "conv3d_tc_d13_c64_m128",
                                  "conv3d_cl_batch2"};
   for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
     if (!selected(models[mi])) continue;
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s.onnx", g_dir, models[mi]);
-    cudaq_nn_model_t *m = NULL;
-    cudaq_nn_error_t err;
-    if (cudaq_nn_model_load_file(path, &m, &err) != CUDAQ_NN_OK) {
-      CHECK(0, "%s: load: %s", models[mi], err.message);
-      continue;
-    }
     io_t io;
-    if (io_make(m, models[mi], 0, &io) != 0) {
-      CHECK(0, "%s: reference inputs", models[mi]);
-      io_free(&io);
-      cudaq_nn_model_destroy(m);
-      continue;
-    }
+    cudaq_nn_error_t err;
+    cudaq_nn_model_t *m = load_case(models[mi], &io);
+    if (!m) continue;
     int ran = 0;
     for (int k = 0; k < 90; k++) { /* NNK_CL_ALGOS (src/nn/gpu_kernels.cuh) */
       char ks[16], what[300];
@@ -235,6 +243,77 @@ static void check_cl_algos(void) {
   }
 }
 
+/* The stack kernel (gpu_stack.cu) with every work split the tests can force
+ * (CUDAQ_NN_STACK_BN 16/32 x CUDAQ_NN_STACK_KS 1/2/4/8: column blocks, K
+ * slices added between layers with red.add) on chains with partial bricks,
+ * odd channel counts, four layers and a split first layer; each engine runs
+ * three times (a run relies on the buffers the run before it zeroed) and
+ * every result must match the CPU executor. */
+static void check_stack_splits(void) {
+  static const char *models[] = {"conv3d_stack_wide", "conv3d_stack_deep", "conv3d_cl_chain", "conv3d_cl_batch2",
+                                 "conv2d_cl_chain"};
+  static const int bns[] = {16, 32}, kss[] = {1, 2, 4, 8};
+  for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
+    if (!selected(models[mi])) continue;
+    io_t io;
+    cudaq_nn_error_t err;
+    cudaq_nn_model_t *m = load_case(models[mi], &io);
+    if (!m) continue;
+    int ran = 0;
+    for (int b = 0; b < 2; b++)
+      for (int k = 0; k < 4; k++) {
+        char v[16], what[300];
+        snprintf(v, sizeof v, "%d", bns[b]);
+        setenv("CUDAQ_NN_STACK_BN", v, 1);
+        snprintf(v, sizeof v, "%d", kss[k]);
+        setenv("CUDAQ_NN_STACK_KS", v, 1);
+        snprintf(what, sizeof what, "%.200s fp16 stack bn %d ks %d", models[mi], bns[b], kss[k]);
+        cudaq_nn_gpu_options_t o;
+        cudaq_nn_gpu_options_init(&o);
+        o.precision = CUDAQ_NN_FP16;
+        o.conv_impl = CUDAQ_NN_CONV_STACK;
+        o.tune_iterations = 1;
+        cudaq_nn_gpu_t *g = NULL;
+        if (cudaq_nn_gpu_create(m, &o, &g, &err) != CUDAQ_NN_OK) {
+          CHECK(0, "%s: create: %s", what, err.message);
+          continue;
+        }
+        char desc[8192];
+        cudaq_nn_gpu_describe(g, desc, sizeof desc);
+        CHECK(strstr(desc, "-> used") != NULL, "%s: no stack ran:\n%s", what, desc);
+        for (int rep = 0; rep < 3; rep++) {
+          for (size_t i = 0; i < io.n_out; i++) memset(io.gpu[i], 0x5A, io.out_sz[i]);
+          cudaq_nn_status_t st = cudaq_nn_gpu_run(g, (const void *const *)io.in, io.in_sz, io.gpu, io.out_sz, &err);
+          CHECK(st == CUDAQ_NN_OK, "%s: run %d: %s", what, rep, err.message);
+          size_t bad = st == CUDAQ_NN_OK ? compare(&io, 1, what) : 1;
+          CHECK(bad == 0, "%s: run %d: %zu elements differ from the CPU executor", what, rep, bad);
+        }
+        ran++;
+        cudaq_nn_gpu_destroy(g);
+      }
+    unsetenv("CUDAQ_NN_STACK_BN");
+    unsetenv("CUDAQ_NN_STACK_KS");
+    printf("ok      %s: %d stack work splits match the CPU\n", models[mi], ran);
+    io_free(&io);
+    cudaq_nn_model_destroy(m);
+  }
+}
+
+/* Forced STACK (FP16): every stack found runs (none falls back), and the
+ * linear chains of 3x3x3 / 1x1x1 "same" convolutions form one. */
+static void check_stack_describe(cudaq_nn_gpu_t *g, const char *name, const char *what) {
+  char desc[8192];
+  cudaq_nn_gpu_describe(g, desc, sizeof desc);
+  int stacks = 0, used = 0;
+  for (const char *p = desc; (p = strstr(p, "stack #")); p++) stacks++;
+  for (const char *p = desc; (p = strstr(p, "-> used")); p++) used++;
+  CHECK(used == stacks, "%s: %d of %d stacks ran:\n%s", what, used, stacks, desc);
+  const int want = strstr(name, "_stack_") || strstr(name, "cl_chain") || strstr(name, "cl_batch2") ||
+                   !strncmp(name, "predecoder_", 11);
+  CHECK(!want || used >= 1, "%s: no stack:\n%s", what, desc);
+  if (want) printf("%s", desc);
+}
+
 static void check_model(const char *name) {
   char path[1024];
   snprintf(path, sizeof path, "%s/%s.onnx", g_dir, name);
@@ -255,7 +334,7 @@ static void check_model(const char *name) {
   const int conv_fuse = !strcmp(name, "fuse_conv_io") && !getenv("CUDAQ_NN_CONV_FUSE");
   if (conv_fuse) setenv("CUDAQ_NN_CONV_FUSE", "1", 1);
   for (int half = 0; half <= 1; half++)
-    for (int impl = CUDAQ_NN_CONV_AUTO; impl <= CUDAQ_NN_CONV_CL; impl++) {
+    for (int impl = CUDAQ_NN_CONV_AUTO; impl <= CUDAQ_NN_CONV_STACK; impl++) {
       if (impl != CUDAQ_NN_CONV_AUTO && !strstr(name, "conv") && !strstr(name, "predecoder")) continue;
       cudaq_nn_gpu_options_t o;
       cudaq_nn_gpu_options_init(&o);
@@ -288,6 +367,7 @@ static void check_model(const char *name) {
         if (want_tc || strstr(name, "tc_")) printf("%s", desc);
       }
       if (half && impl == CUDAQ_NN_CONV_CL) check_cl_describe(g, name, what);
+      if (half && impl == CUDAQ_NN_CONV_STACK) check_stack_describe(g, name, what);
       if (half && impl == CUDAQ_NN_CONV_CL && !strcmp(name, "fuse_conv_io")) {
         /* gpu_fuse.cu after tuning (CUDAQ_NN_CONV_FUSE=1, opt-in,
          * set by check_model for this model): Cast -> Concat
@@ -571,7 +651,7 @@ static void check_conv_relu_nan_gpu(void) {
         CHECK(0, "conv relu: CPU run");
       cudaq_nn_cpu_destroy(cpu);
       for (int half = 0; half <= 1; half++)
-        for (int impl = CUDAQ_NN_CONV_AUTO; impl <= CUDAQ_NN_CONV_CL; impl++) {
+        for (int impl = CUDAQ_NN_CONV_AUTO; impl <= CUDAQ_NN_CONV_STACK; impl++) {
           char what[128];
           snprintf(what, sizeof what, "conv%dd+relu nan in %s %s %s", nsp, nan_in_x ? "x" : "bias",
                    half ? "fp16" : "fp32", impl_name((cudaq_nn_conv_impl_t)impl));
@@ -661,6 +741,7 @@ int main(int argc, char **argv) {
   CHECK(models >= 60 || getenv("CUDAQ_NN_TEST_FILTER"), "only %d models", models);
   check_hardening();
   check_cl_algos();
+  check_stack_splits();
   check_graph_replay("predecoder_int32", 0, 0);
   check_graph_replay("predecoder_int32", 1, 0);
   check_graph_replay("predecoder_uint8", 1, 0);

@@ -44,11 +44,15 @@ typedef enum cudaq_nn_conv_impl {
   CUDAQ_NN_CONV_TC = 3,     /* FP16 tensor-core implicit GEMM (fastest tile shape) where it
                                applies (FP16, stride 1, constant weights, <= 32 taps); the
                                AUTO choice between cuDNN and own elsewhere (so in FP32 too) */
-  CUDAQ_NN_CONV_CL = 4      /* FP16 channels-last tensor-core implicit GEMM (fastest tile and
+  CUDAQ_NN_CONV_CL = 4,     /* FP16 channels-last tensor-core implicit GEMM (fastest tile and
                                split) wherever it applies (FP16, constant weights), with
                                NDHWC activations between convolutions that all run it; the
                                AUTO choice between cuDNN and own elsewhere. AUTO also times
                                it, per layer and per chain of NDHWC-joined layers */
+  CUDAQ_NN_CONV_STACK = 5   /* as CL, and every chain of such layers that the persistent
+                               stack kernel takes (FP16, kernel dims 1 or 3, "same" padding,
+                               stride 1) runs as that one cooperative kernel, all its layers
+                               with grid barriers between them. AUTO also times it, per chain */
 } cudaq_nn_conv_impl_t;
 
 typedef enum cudaq_nn_plan_state {

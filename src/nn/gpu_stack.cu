@@ -1,0 +1,513 @@
+/* A chain of convolutions as one persistent kernel (issue 12; the contract
+ * is in gpu_kernels.cuh, the engine's choice in gpu_tune.cu).
+ *
+ * At batch 1 a predecoder's layers are far too small for a kernel each: a
+ * 128 -> 128 layer over 8^3 cells is 0.45 GFLOP, a few microseconds of
+ * tensor-core work on 132 SMs, but as a kernel of its own it pays a launch,
+ * a pipeline fill and a drain, and every CTA re-reads its tile's weights
+ * from L2. Here one cooperative grid runs every layer, with a grid barrier
+ * between layers instead of a kernel boundary.
+ *
+ * Work. A layer is an implicit GEMM: rows = output cells, columns = output
+ * channels, K = taps x input channels. Its work items are (brick, column
+ * block, K slice): a brick is 64 output cells (bd x bh x bw, chosen per
+ * stack), a column block bn = 16 or 32 output channels, a K slice cs input
+ * channels over all taps. Each CTA takes a contiguous range of items, so
+ * consecutive items share their (column block, K slice) and the weight slice
+ * stays in shared memory. Per item the CTA stages the brick's input
+ * window (brick + halo) for its cs channels in shared memory once, FP16,
+ * and every tap reads it through ldmatrix at a shifted row address: no
+ * per-tap re-read of the input from L2.
+ *
+ * Inside a CTA, 8 warps: warp w owns rows 16 (w % 4) .. +15 and the even
+ * (w < 4) or odd k16 steps; the odd half adds its partial tile into the even
+ * half's through shared memory. mma.sync.m16n8k16, FP16 in, FP32 accumulate.
+ *
+ * Between layers. A layer's result goes to an FP32 NDHWC buffer: stored
+ * when the layer is not split over K, added with vector atomics (red.add)
+ * when it is. The next layer's window load adds the bias, applies ReLU and
+ * rounds to FP16, as a per-layer kernel's epilogue would. The last layer's
+ * result is written NCDHW FP16 after the last barrier. Buffers are zeroed
+ * one phase before a split layer adds into them (layer 0's in the previous
+ * run's final phase; buffers are allocated zeroed), so no extra barrier.
+ */
+#include <cuda/atomic>
+#include <cuda_runtime.h>
+
+#include "gpu_kernels.cuh"
+
+namespace {
+
+constexpr int ST_THREADS = 256;
+constexpr int ST_ROWS = 64;     /* cells per brick */
+constexpr int ST_NQ = 4;        /* n16 pairs per item at most: bn <= 64 */
+constexpr int ST_UNROLL = 4;    /* k16 steps whose fragments are loaded together */
+constexpr int ST_RED_LD = 16 * ST_NQ + 4; /* partial-tile row stride in floats: float2 stores bank-conflict-free */
+constexpr int ST_MAX_C = 1024;     /* input channels of a layer (its bias slice lives in shared memory) */
+constexpr int ST_MAX_STEPS = 1024; /* k16 steps of an item (their window offsets live in shared memory) */
+constexpr size_t ST_MAX_SMEM = 227 * 1024;
+/* red, bias slice, step, tap and row tables */
+constexpr size_t ST_FIXED_SMEM = (size_t)ST_ROWS * ST_RED_LD * 4 + ST_MAX_C * 4 + (ST_MAX_STEPS + 32 + ST_ROWS) * 4;
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void add2(float *p, float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2 *>(p), make_float2(a, b));
+#else
+  atomicAdd(p, a);
+  atomicAdd(p + 1, b);
+#endif
+}
+
+/* Grid barrier over the cooperative grid (every CTA resident). bar[0]
+ * counts arrivals, bar[1] is the generation; the last arriver resets the
+ * count and advances the generation. R_GB (the arrival, acq_rel, after a
+ * device-scope fence that makes the CTA's writes, ordered before it by
+ * __syncthreads, visible) pairs with A_GB (the waiters' acquire of the new
+ * generation, then a fence before the CTA goes on). The generation is read
+ * before arriving: it cannot advance until this CTA has arrived. */
+__device__ void grid_sync(unsigned *bar) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    cuda::atomic_ref<unsigned, cuda::thread_scope_device> count(bar[0]), gen(bar[1]);
+    const unsigned g = gen.load(cuda::memory_order_relaxed);
+    __threadfence();
+    if (count.fetch_add(1, cuda::memory_order_acq_rel) == gridDim.x - 1) { /* R_GB */
+      count.store(0, cuda::memory_order_relaxed);
+      gen.store(g + 1, cuda::memory_order_release); /* R_GB': the reset count with the generation */
+    } else {
+      while (gen.load(cuda::memory_order_acquire) == g) { /* A_GB, pairs with R_GB' */
+      }
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+/* Zeroes n floats (n % 4 == 0, 16-byte aligned) with the whole grid. */
+__device__ void grid_zero(float *p, size_t n) {
+  float4 *q = reinterpret_cast<float4 *>(p);
+  const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (size_t i = (size_t)blockIdx.x * ST_THREADS + threadIdx.x; i < n / 4; i += (size_t)gridDim.x * ST_THREADS)
+    q[i] = z;
+}
+
+__device__ __forceinline__ float st_act(float v, const float *b, int c, int relu) {
+  v += b ? b[c] : 0.0f;
+  return relu ? nnk_relu_nan(v) : v;
+}
+
+/* Brick b -> batch item and origin (output cell coordinates). */
+__device__ __forceinline__ void brick_origin(const nnk_stack &s, int b, int &nb, int &o0, int &o1, int &o2) {
+  const int per = s.nbk[0] * s.nbk[1] * s.nbk[2];
+  nb = b / per;
+  b -= nb * per;
+  o0 = b / (s.nbk[1] * s.nbk[2]) * s.bk[0];
+  o1 = (b / s.nbk[2]) % s.nbk[1] * s.bk[1];
+  o2 = b % s.nbk[2] * s.bk[2];
+}
+
+/* Block 0's cycle stamps when s.prof is set (CUDAQ_NN_STACK_PROF): where a
+ * run's time goes, printed by cudaq_nn_gpu_describe. */
+__device__ __forceinline__ void prof(const nnk_stack &s, int at) {
+  if (s.prof && blockIdx.x == 0 && threadIdx.x == 0) s.prof[at] = clock64();
+}
+
+/* The input window of one item: [8-channel group][window cell][8] FP16, zero
+ * outside the volume and past C. Loads are batched (WU per thread in
+ * flight) before any is converted, so a window costs about one L2 round trip
+ * per WU x 256 elements rather than one per element. */
+template <int WU>
+__device__ __forceinline__ void load_window(const nnk_stack &s, const nnk_stack_layer &ly, int l, const float *prev,
+                                            int pmst, const float *bias_s, int prelu, __half *slab, int g8, int S,
+                                            int sh, int sw, int nb, int o0, int o1, int o2, int c0) {
+  const int P = s.D * s.H * s.W, total = g8 * S;
+  for (int base = threadIdx.x; base < total; base += ST_THREADS * WU) {
+    float v[WU][8];
+    bool in[WU];
+#pragma unroll
+    for (int u = 0; u < WU; u++) {
+      const int i = base + u * ST_THREADS;
+      const int g = i / S, cell = i - g * S;
+      const int gd = o0 + cell / (sh * sw) - ly.pad0[0], gh = o1 + (cell / sw) % sh - ly.pad0[1],
+                gw = o2 + cell % sw - ly.pad0[2];
+      in[u] = i < total && (unsigned)gd < (unsigned)s.D && (unsigned)gh < (unsigned)s.H && (unsigned)gw < (unsigned)s.W;
+      const size_t at = in[u] ? ((size_t)gd * s.H + gh) * s.W + gw : 0;
+      const int cb = c0 + g * 8;
+      if (l == 0) { /* NCDHW FP16 */
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+          v[u][e] = in[u] && cb + e < ly.C ? __half2float(s.x[((size_t)nb * ly.C + cb + e) * P + at]) : 0.0f;
+      } else if (in[u]) { /* the previous layer's FP32 sums, NDHWC */
+        const float4 *q = reinterpret_cast<const float4 *>(prev + ((size_t)nb * P + at) * pmst + cb);
+        const float4 x0 = q[0], x1 = q[1];
+        v[u][0] = x0.x, v[u][1] = x0.y, v[u][2] = x0.z, v[u][3] = x0.w;
+        v[u][4] = x1.x, v[u][5] = x1.y, v[u][6] = x1.z, v[u][7] = x1.w;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < WU; u++) {
+      const int i = base + u * ST_THREADS;
+      if (i >= total) break;
+      const int cb = (i / S) * 8; /* channel offset inside the slice */
+      __half2 hv[4];
+#pragma unroll
+      for (int e = 0; e < 8; e += 2) {
+        float a = v[u][e], b = v[u][e + 1];
+        if (l != 0) { /* bias + activation of the previous layer; zero outside the volume and past C */
+          a = in[u] && c0 + cb + e < ly.C ? st_act(a, bias_s, cb + e, prelu) : 0.0f;
+          b = in[u] && c0 + cb + e + 1 < ly.C ? st_act(b, bias_s, cb + e + 1, prelu) : 0.0f;
+        }
+        hv[e / 2] = __floats2half2_rn(a, b);
+      }
+      *reinterpret_cast<uint4 *>(slab + (size_t)i * 8) = *reinterpret_cast<uint4 *>(hv);
+    }
+  }
+}
+
+/* One k16 step's fragments: A from the window at aoff, B (nq pairs of n8
+ * tiles) from the weight slice at boff. */
+template <int NQ>
+__device__ __forceinline__ void load_step(uint32_t a[4], uint32_t b[NQ][4], uint32_t aaddr, uint32_t baddr, int nq) {
+  ldsm_x4(a, aaddr);
+#pragma unroll
+  for (int q = 0; q < NQ; q++)
+    if (q < nq) ldsm_x4(b[q], baddr + q * 256);
+}
+
+__global__ void __launch_bounds__(ST_THREADS, 1) k_stack(const __grid_constant__ nnk_stack s) {
+  extern __shared__ __align__(16) unsigned char st_smem[];
+  float *red = reinterpret_cast<float *>(st_smem + s.fixed_off);
+  float *bias_s = red + ST_ROWS * ST_RED_LD;
+  int *aoff = reinterpret_cast<int *>(bias_s + ST_MAX_C);
+  int *tapoff = aoff + ST_MAX_STEPS;
+  int *rowbase = tapoff + 32;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int mt = warp & 3, kpar = warp >> 2;
+  const int P = s.D * s.H * s.W;
+  int held_l = -1, held_g = -1; /* the layer and group whose weight slice is in shared memory */
+
+  prof(s, 0);
+  nnk_pdl_wait(); /* layer 0's input may come from the kernel before (no-op without PDL) */
+  for (int l = 0; l < s.L; l++) {
+    const nnk_stack_layer &ly = s.layer[l];
+    if (l + 1 < s.L && s.layer[l + 1].ks > 1)
+      grid_zero(s.acc[s.layer[l + 1].abuf], (size_t)s.N * P * s.layer[l + 1].mst);
+    const int sd = s.bk[0] + ly.k[0] - 1, sh = s.bk[1] + ly.k[1] - 1, sw = s.bk[2] + ly.k[2] - 1;
+    const int S = sd * sh * sw, taps = ly.k[0] * ly.k[1] * ly.k[2];
+    const int nsteps = ly.cs / 16 * taps, g8 = ly.cs / 8;
+    if (tid < taps) {
+      const int td = tid / (ly.k[1] * ly.k[2]), th = (tid / ly.k[2]) % ly.k[1], tw = tid % ly.k[2];
+      tapoff[tid] = (td * sh + th) * sw + tw;
+    }
+    if (tid < ST_ROWS) {
+      const int rd = tid / (s.bk[1] * s.bk[2]), rh = (tid / s.bk[2]) % s.bk[1], rw = tid % s.bk[2];
+      rowbase[tid] = (rd * sh + rh) * sw + rw;
+    }
+    __syncthreads(); /* tapoff */
+    /* k16 step st = chunk * taps + tap reads the window at (2 chunk S + tapoff[tap]) x 16 bytes. */
+    for (int st = tid; st < nsteps; st += ST_THREADS) aoff[st] = (2 * (st / taps) * S + tapoff[st % taps]) * 16;
+    const float *pb = l ? s.layer[l - 1].b : NULL;
+    const int prelu = l ? s.layer[l - 1].relu : 0, pmst = l ? s.layer[l - 1].mst : 0;
+    const float *prev = l ? s.acc[s.layer[l - 1].abuf] : NULL;
+    __half *wsm = reinterpret_cast<__half *>(st_smem);
+    __half *slab = reinterpret_cast<__half *>(st_smem + ly.w_bytes);
+    float *outp = s.acc[ly.abuf];
+    const int i0 = (int)((long long)blockIdx.x * ly.items / gridDim.x);
+    const int i1 = (int)((long long)(blockIdx.x + 1) * ly.items / gridDim.x);
+    /* The two warp groups take the first and second half of the k16 steps. */
+    const int s0 = kpar ? nsteps / 2 : 0, s1 = kpar ? nsteps : nsteps / 2;
+    const int nq = ly.bn / 16;
+    for (int it = i0; it < i1; it++) {
+      const int grp = it / s.n_bricks, b = it - grp * s.n_bricks;
+      const int nblk = grp / ly.ks, r = grp - nblk * ly.ks;
+      const int n0 = nblk * ly.bn, c0 = r * ly.cs;
+      int nb, o0, o1, o2;
+      brick_origin(s, b, nb, o0, o1, o2);
+      /* Weight slice [chunk][tap][k half][bn][8] from the packed [chunk][tap][k half][mst][8]. */
+      if (held_l != l || held_g != grp) {
+        held_l = l;
+        held_g = grp;
+        const int units = g8 * taps * ly.bn;
+        for (int j = tid; j < units; j += ST_THREADS) {
+          const int n = j % ly.bn, rest = j / ly.bn, h = rest & 1, t = (rest >> 1) % taps, c = (rest >> 1) / taps;
+          const int gc = c0 / 16 + c;
+          cp_async16(smem_u32(wsm + (size_t)j * 8),
+                     ly.w + ((((size_t)gc * taps + t) * 2 + h) * ly.mst + n0 + n) * 8);
+        }
+        asm volatile("cp.async.commit_group;\n" ::);
+        if (pb)
+          for (int c = tid; c < ly.cs; c += ST_THREADS) bias_s[c] = c0 + c < ly.C ? pb[c0 + c] : 0.0f;
+        __syncthreads(); /* bias_s before the window */
+      }
+      load_window<4>(s, ly, l, prev, pmst, pb ? bias_s : NULL, prelu, slab, g8, S, sh, sw, nb, o0, o1, o2, c0);
+      asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+      __syncthreads(); /* window and weights complete */
+      if (it == i0) prof(s, 1 + l * 4);
+
+      const int arow = mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+      const uint32_t abase = smem_u32(slab) + (uint32_t)(((lane >> 4) * S + rowbase[arow]) * 16);
+      const uint32_t bbase = smem_u32(wsm) + (uint32_t)(((((lane >> 3) & 1) * ly.bn) + (lane & 7) + ((lane >> 4) << 3)) * 16);
+      const uint32_t bstep = (uint32_t)(2 * ly.bn * 16);
+      float acc[2 * ST_NQ][4];
+#pragma unroll
+      for (int a = 0; a < 2 * ST_NQ; a++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[a][e] = 0.0f;
+      /* ST_UNROLL steps' fragments are loaded before their MMAs: one shared-memory
+       * round trip per ST_UNROLL steps instead of one per step. */
+      for (int st = s0; st < s1; st += ST_UNROLL) {
+        uint32_t af[ST_UNROLL][4], bf[ST_UNROLL][ST_NQ][4];
+#pragma unroll
+        for (int u = 0; u < ST_UNROLL; u++)
+          if (st + u < s1) load_step<ST_NQ>(af[u], bf[u], abase + aoff[st + u], bbase + (st + u) * bstep, nq);
+#pragma unroll
+        for (int u = 0; u < ST_UNROLL; u++)
+          if (st + u < s1)
+#pragma unroll
+            for (int q = 0; q < ST_NQ; q++)
+              if (q < nq) {
+                mma16816(acc[2 * q], af[u], bf[u][q][0], bf[u][q][1]);
+                mma16816(acc[2 * q + 1], af[u], bf[u][q][2], bf[u][q][3]);
+              }
+      }
+      if (it == i0) prof(s, 2 + l * 4);
+      /* Fragment element e of n8 tile j: row lane/4 (+8 for e >= 2), column 2 (lane % 4) (+1 for odd e). */
+      const int fr = mt * 16 + (lane >> 2), fc = 2 * (lane & 3);
+      if (kpar) {
+#pragma unroll
+        for (int j = 0; j < 2 * ST_NQ; j++)
+          if (j < 2 * nq)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+              *reinterpret_cast<float2 *>(red + (fr + 8 * h) * ST_RED_LD + j * 8 + fc) =
+                  make_float2(acc[j][2 * h], acc[j][2 * h + 1]);
+      }
+      __syncthreads(); /* the second group's partial tile is in red */
+      if (!kpar) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          const int row = fr + 8 * h;
+          const int rd = row / (s.bk[1] * s.bk[2]), rh = (row / s.bk[2]) % s.bk[1], rw = row % s.bk[2];
+          const int od = o0 + rd, oh = o1 + rh, ow = o2 + rw;
+          if (od >= s.D || oh >= s.H || ow >= s.W) continue;
+          float *dst = outp + ((size_t)nb * P + ((size_t)od * s.H + oh) * s.W + ow) * ly.mst + n0;
+#pragma unroll
+          for (int j = 0; j < 2 * ST_NQ; j++) {
+            const int col = j * 8 + fc;
+            if (j >= 2 * nq || n0 + col >= ly.M) continue;
+            const float2 o = *reinterpret_cast<const float2 *>(red + row * ST_RED_LD + col);
+            const float v0 = acc[j][2 * h] + o.x, v1 = acc[j][2 * h + 1] + o.y;
+            if (ly.ks > 1) add2(dst + col, v0, v1);
+            else *reinterpret_cast<float2 *>(dst + col) = make_float2(v0, v1);
+          }
+        }
+      }
+      __syncthreads(); /* window, weights (when they change), bias and red are free for the next item */
+      if (it == i0) prof(s, 3 + l * 4);
+    }
+    grid_sync(s.bar);
+    prof(s, 4 + l * 4);
+  }
+
+  /* Last layer: bias, activation, FP16, NCDHW; layer 0's buffer zeroed for the next run when it splits K. */
+  const nnk_stack_layer &z = s.layer[s.L - 1];
+  const float *last = s.acc[z.abuf];
+  const size_t total = (size_t)s.N * z.M * P, stride = (size_t)gridDim.x * ST_THREADS;
+  for (size_t i = (size_t)blockIdx.x * ST_THREADS + threadIdx.x; i < total; i += stride) {
+    const size_t cell = i % P, nc = i / P;
+    const int c = (int)(nc % z.M);
+    const size_t nb = nc / z.M;
+    s.y[i] = __float2half(st_act(last[(nb * P + cell) * z.mst + c], z.b, c, z.relu));
+  }
+  if (s.layer[0].ks > 1) grid_zero(s.acc[s.layer[0].abuf], (size_t)s.N * P * s.layer[0].mst);
+  prof(s, NNK_STACK_PROF_SLOTS - 1);
+}
+
+int round_up(int v, int m) { return (v + m - 1) / m * m; }
+/* A layer's result row and packed-weight column stride: every column block fits. */
+int stack_mst(int M) { return round_up(M, 16 * ST_NQ); }
+
+/* Estimated time (ns) of one layer with bn, ks on G CTAs (the tuner then
+ * measures the whole stack; this only picks a point per layer). Rates per
+ * SM: ~2.5 FLOP/ps of mma.sync, ~40 B/ns from L2, ~700 ns of latency per
+ * item (window load, barriers). */
+double layer_cost(const nnk_stack_layer &ly, int n_bricks, int S, int G, int first) {
+  const int taps = ly.k[0] * ly.k[1] * ly.k[2];
+  const long long items = (long long)n_bricks * ((ly.M + ly.bn - 1) / ly.bn) * ly.ks;
+  const long long per = (items + G - 1) / G;
+  const double flops = 2.0 * ST_ROWS * ly.bn * ly.cs * taps;
+  const double win = (double)ly.cs * S * (first ? 2 : 4), wts = 2.0 * ly.bn * ly.cs * taps;
+  const double out = ST_ROWS * ly.bn * 4.0 * (ly.ks > 1 ? 2 : 1);
+  const long long reloads = per / n_bricks + 2 < per ? per / n_bricks + 2 : per;
+  return per * (flops / 2500.0 + win / 40.0 + out / 40.0 + 700.0) + reloads * wts / 40.0;
+}
+
+size_t layer_smem(const nnk_stack_layer &ly, int S) {
+  const int taps = ly.k[0] * ly.k[1] * ly.k[2];
+  return (size_t)ly.bn * ly.cs * taps * 2 + (size_t)ly.cs * S * 2;
+}
+
+}  // namespace
+
+int nnk_stack_layer_ok(const nnk_conv &p) {
+  if (p.N < 1 || p.C < 1 || p.M < 1 || p.C > ST_MAX_C || p.M > ST_MAX_C) return 0;
+  for (int i = 0; i < 3; i++)
+    if ((p.k[i] != 1 && p.k[i] != 3) || p.stride[i] != 1 || p.dil[i] != 1 || p.pad0[i] != (p.k[i] - 1) / 2 ||
+        p.in3[i] != p.out3[i])
+      return 0;
+  const long long cells = (long long)p.N * p.out3[0] * p.out3[1] * p.out3[2];
+  return cells * stack_mst(p.M > p.C ? p.M : p.C) < (1ll << 31);
+}
+
+size_t nnk_stack_weight_elems(const nnk_conv &p) {
+  return (size_t)round_up(p.C, 16) * p.k[0] * p.k[1] * p.k[2] * stack_mst(p.M);
+}
+
+void nnk_stack_pack_weights(const nnk_conv &p, const float *w, __half *out) {
+  const int taps = p.k[0] * p.k[1] * p.k[2], mst = stack_mst(p.M);
+  for (size_t i = 0, n = nnk_stack_weight_elems(p); i < n; i++) out[i] = __float2half(0.0f);
+  /* [chunk of 16 channels][tap][k half of 8][output channel (mst)][8 channels] */
+  for (int m = 0; m < p.M; m++)
+    for (int c = 0; c < p.C; c++)
+      for (int t = 0; t < taps; t++) {
+        const size_t at = ((((size_t)(c / 16) * taps + t) * 2 + (c % 16) / 8) * mst + m) * 8 + c % 8;
+        out[at] = __float2half(w[((size_t)m * p.C + c) * taps + t]);
+      }
+}
+
+int nnk_stack_plan(const nnk_conv *const *layers, int L, int sms, int force_bn, int force_ks, nnk_stack *s,
+                   size_t *smem, size_t *acc_floats) {
+  if (L < 2 || L > NNK_STACK_MAX_LAYERS || sms < 1) return 0;
+  *s = nnk_stack{};
+  const nnk_conv &p0 = *layers[0];
+  for (int l = 0; l < L; l++) {
+    const nnk_conv &p = *layers[l];
+    if (!nnk_stack_layer_ok(p) || p.N != p0.N || (l && p.C != layers[l - 1]->M)) return 0;
+    for (int i = 0; i < 3; i++)
+      if (p.in3[i] != p0.in3[i]) return 0;
+  }
+  s->L = L;
+  s->N = p0.N;
+  s->D = p0.in3[0];
+  s->H = p0.in3[1];
+  s->W = p0.in3[2];
+  /* The brick (64 cells) with the fewest padded cells plus halo. */
+  static const int shapes[][3] = {{4, 4, 4}, {2, 4, 8}, {2, 8, 4}, {4, 2, 8}, {4, 8, 2}, {8, 2, 4}, {8, 4, 2},
+                                  {1, 8, 8}, {8, 8, 1}, {8, 1, 8}, {1, 4, 16}, {1, 16, 4}, {1, 2, 32},
+                                  {1, 1, 64}, {2, 2, 16}, {16, 2, 2}};
+  double best = -1.0;
+  const int dims[3] = {s->D, s->H, s->W};
+  for (const auto &sh : shapes) {
+    long long bricks = 1, halo = 1;
+    for (int i = 0; i < 3; i++) {
+      if (sh[i] > 1 && dims[i] == 1) bricks = -1;
+      if (bricks < 0) break;
+      bricks *= (dims[i] + sh[i] - 1) / sh[i];
+      halo *= sh[i] + (dims[i] > 1 ? 2 : 0);
+    }
+    if (bricks < 0) continue;
+    const double cost = (double)bricks * (ST_ROWS + 0.5 * halo);
+    if (best < 0.0 || cost < best) {
+      best = cost;
+      for (int i = 0; i < 3; i++) {
+        s->bk[i] = sh[i];
+        s->nbk[i] = (dims[i] + sh[i] - 1) / sh[i];
+      }
+    }
+  }
+  if (best < 0.0) return 0;
+  s->n_bricks = s->N * s->nbk[0] * s->nbk[1] * s->nbk[2];
+  size_t need = 0, accn = 0;
+  int max_items = 0;
+  for (int l = 0; l < L; l++) {
+    const nnk_conv &p = *layers[l];
+    nnk_stack_layer &ly = s->layer[l];
+    ly.C = p.C;
+    ly.M = p.M;
+    ly.mst = stack_mst(p.M);
+    ly.relu = p.relu;
+    for (int i = 0; i < 3; i++) {
+      ly.k[i] = p.k[i];
+      ly.pad0[i] = p.pad0[i];
+    }
+    const int S = (s->bk[0] + p.k[0] - 1) * (s->bk[1] + p.k[1] - 1) * (s->bk[2] + p.k[2] - 1);
+    const int chunks = round_up(p.C, 16) / 16;
+    int only_ks = 0; /* forced: the largest split <= force_ks that divides the chunks */
+    for (int ks = 1; force_ks > 0 && ks <= chunks && ks <= force_ks; ks++)
+      if (chunks % ks == 0) only_ks = ks;
+    double lbest = -1.0;
+    nnk_stack_layer pick = ly;
+    for (int bn = 16; bn <= 16 * ST_NQ; bn *= 2)
+      for (int ks = 1; ks <= chunks; ks++) {
+        if (chunks % ks || (force_bn && bn != force_bn) || (only_ks && ks != only_ks)) continue;
+        nnk_stack_layer c = ly;
+        c.bn = bn;
+        c.ks = ks;
+        c.cs = chunks / ks * 16;
+        if (layer_smem(c, S) + ST_FIXED_SMEM > ST_MAX_SMEM || c.cs / 16 * p.k[0] * p.k[1] * p.k[2] > ST_MAX_STEPS)
+          continue;
+        const double t = layer_cost(c, s->n_bricks, S, sms, l == 0);
+        if (lbest < 0.0 || t < lbest) {
+          lbest = t;
+          pick = c;
+        }
+      }
+    if (lbest < 0.0) return 0;
+    ly = pick;
+    ly.items = s->n_bricks * ((ly.M + ly.bn - 1) / ly.bn) * ly.ks;
+    ly.w_bytes = (int)((size_t)ly.bn * ly.cs * p.k[0] * p.k[1] * p.k[2] * 2);
+    /* Buffers rotate over three, so a layer never adds into what the layer
+     * before it is reading; the last layer takes a fourth where it would
+     * otherwise share layer 0's, which the final phase zeroes. */
+    ly.abuf = l % 3;
+    if (l == L - 1 && l % 3 == 0) ly.abuf = 3;
+    const size_t sm = layer_smem(ly, S);
+    if (sm > need) need = sm;
+    if ((size_t)s->N * s->D * s->H * s->W * ly.mst > accn) accn = (size_t)s->N * s->D * s->H * s->W * ly.mst;
+    if (ly.items > max_items) max_items = ly.items;
+  }
+  s->fixed_off = (int)round_up((int)need, 16);
+  *smem = (size_t)s->fixed_off + ST_FIXED_SMEM;
+  *acc_floats = accn;
+  s->grid = max_items < sms ? max_items : sms;
+  return 1;
+}
+
+cudaError_t nnk_stack_setup(size_t smem, int *blocks_per_sm) {
+  cudaError_t e = cudaFuncSetAttribute(k_stack, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ST_MAX_SMEM);
+  if (e != cudaSuccess) return e;
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, k_stack, ST_THREADS, smem);
+}
+
+cudaError_t nnk_launch_stack(const nnk_stack &s, size_t smem, cudaStream_t st) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)s.grid);
+  cfg.blockDim = dim3(ST_THREADS);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = st;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeCooperative; /* every CTA resident: the grid barrier needs it */
+  at[0].val.cooperative = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  cudaError_t e = cudaLaunchKernelEx(&cfg, k_stack, s);
+  return e != cudaSuccess ? e : cudaGetLastError();
+}
