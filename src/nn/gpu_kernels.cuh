@@ -227,9 +227,9 @@ cudaError_t nnk_launch_cl(const nnk_conv &p, int in_cl, int out_cl, const __half
 #define NNK_STACK_MAX_LAYERS 8
 #define NNK_STACK_PROF_SLOTS (2 + 4 * NNK_STACK_MAX_LAYERS)
 struct nnk_stack_layer {
-  int C, M, mst;         /* in / out channels, result row stride (M rounded up to 64) */
+  int C, M, mst;         /* in / out channels, result row stride (M rounded up to 32) */
   int k[3], pad0[3], relu;
-  int bn, ks, cs;        /* output channels per item (16, 32, 64), K slices, channels per slice */
+  int bn, ks, cs;        /* output channels per item (16, 32), K slices, channels per slice */
   int items, w_bytes, abuf;
   const __half *w;       /* nnk_stack_pack_weights */
   const float *b;        /* M floats, or NULL */

@@ -19,9 +19,12 @@
  * and every tap reads it through ldmatrix at a shifted row address: no
  * per-tap re-read of the input from L2.
  *
- * Inside a CTA, 8 warps: warp w owns rows 16 (w % 4) .. +15 and the even
- * (w < 4) or odd k16 steps; the odd half adds its partial tile into the even
- * half's through shared memory. mma.sync.m16n8k16, FP16 in, FP32 accumulate.
+ * Inside a CTA, 8 warps: warp w takes an eighth of the item's k16 steps for
+ * all 64 rows and bn columns (4 x bn/8 independent accumulators, so the
+ * tensor pipe always has work), and the eight partial tiles are summed
+ * through shared memory by the whole CTA, a column pair per thread.
+ * mma.sync.m16n8k16, FP16 in, FP32 accumulate. The next layer's first
+ * weight slice is loaded before the barrier that ends a layer.
  *
  * Between layers. A layer's result goes to an FP32 NDHWC buffer: stored
  * when the layer is not split over K, added with vector atomics (red.add)
@@ -40,14 +43,17 @@ namespace {
 
 constexpr int ST_THREADS = 256;
 constexpr int ST_ROWS = 64;     /* cells per brick */
-constexpr int ST_NQ = 4;        /* n16 pairs per item at most: bn <= 64 */
-constexpr int ST_UNROLL = 4;    /* k16 steps whose fragments are loaded together */
+constexpr int ST_WARPS = ST_THREADS / 32;
+constexpr int ST_NQ = 2;        /* n16 pairs per item at most: bn <= 32 */
+constexpr int ST_UNROLL = 2;    /* k16 steps whose fragments are loaded together */
 constexpr int ST_RED_LD = 16 * ST_NQ + 4; /* partial-tile row stride in floats: float2 stores bank-conflict-free */
 constexpr int ST_MAX_C = 1024;     /* input channels of a layer (its bias slice lives in shared memory) */
 constexpr int ST_MAX_STEPS = 1024; /* k16 steps of an item (their window offsets live in shared memory) */
+constexpr int ST_MAX_WIN = 1024;   /* cells of an item's input window (their positions live in shared memory) */
 constexpr size_t ST_MAX_SMEM = 227 * 1024;
 /* red, bias slice, step, tap and row tables */
-constexpr size_t ST_FIXED_SMEM = (size_t)ST_ROWS * ST_RED_LD * 4 + ST_MAX_C * 4 + (ST_MAX_STEPS + 32 + ST_ROWS) * 4;
+constexpr size_t ST_FIXED_SMEM =
+    (size_t)ST_WARPS * ST_ROWS * ST_RED_LD * 4 + ST_MAX_C * 4 + (ST_MAX_STEPS + 32 + 2 * ST_ROWS + ST_MAX_WIN) * 4;
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -131,76 +137,85 @@ __device__ __forceinline__ void prof(const nnk_stack &s, int at) {
 }
 
 /* The input window of one item: [8-channel group][window cell][8] FP16, zero
- * outside the volume and past C. Loads are batched (WU per thread in
- * flight) before any is converted, so a window costs about one L2 round trip
- * per WU x 256 elements rather than one per element. */
+ * outside the volume and past C. A thread takes a window cell (its
+ * position from wpos: no division here) and WU channel groups of it at a
+ * time, all loads of a batch in flight before any is converted. */
 template <int WU>
 __device__ __forceinline__ void load_window(const nnk_stack &s, const nnk_stack_layer &ly, int l, const float *prev,
-                                            int pmst, const float *bias_s, int prelu, __half *slab, int g8, int S,
-                                            int sh, int sw, int nb, int o0, int o1, int o2, int c0) {
-  const int P = s.D * s.H * s.W, total = g8 * S;
-  for (int base = threadIdx.x; base < total; base += ST_THREADS * WU) {
-    float v[WU][8];
-    bool in[WU];
+                                            int pmst, const float *bias_s, int prelu, __half *slab, const int *wpos,
+                                            int g8, int S, int nb, int o0, int o1, int o2, int c0) {
+  const int P = s.D * s.H * s.W;
+  for (int cell = threadIdx.x; cell < S; cell += ST_THREADS) {
+    const int wp = wpos[cell];
+    const int gd = o0 + (wp & 1023) - ly.pad0[0], gh = o1 + ((wp >> 10) & 1023) - ly.pad0[1],
+              gw = o2 + (wp >> 20) - ly.pad0[2];
+    const bool in = (unsigned)gd < (unsigned)s.D && (unsigned)gh < (unsigned)s.H && (unsigned)gw < (unsigned)s.W;
+    const size_t at = in ? ((size_t)gd * s.H + gh) * s.W + gw : 0;
+    for (int g0 = 0; g0 < g8; g0 += WU) {
+      float v[WU][8];
 #pragma unroll
-    for (int u = 0; u < WU; u++) {
-      const int i = base + u * ST_THREADS;
-      const int g = i / S, cell = i - g * S;
-      const int gd = o0 + cell / (sh * sw) - ly.pad0[0], gh = o1 + (cell / sw) % sh - ly.pad0[1],
-                gw = o2 + cell % sw - ly.pad0[2];
-      in[u] = i < total && (unsigned)gd < (unsigned)s.D && (unsigned)gh < (unsigned)s.H && (unsigned)gw < (unsigned)s.W;
-      const size_t at = in[u] ? ((size_t)gd * s.H + gh) * s.W + gw : 0;
-      const int cb = c0 + g * 8;
-      if (l == 0) { /* NCDHW FP16 */
+      for (int u = 0; u < WU; u++) {
+        const int cb = c0 + (g0 + u) * 8;
+        if (l == 0) { /* NCDHW FP16 */
 #pragma unroll
-        for (int e = 0; e < 8; e++)
-          v[u][e] = in[u] && cb + e < ly.C ? __half2float(s.x[((size_t)nb * ly.C + cb + e) * P + at]) : 0.0f;
-      } else if (in[u]) { /* the previous layer's FP32 sums, NDHWC */
-        const float4 *q = reinterpret_cast<const float4 *>(prev + ((size_t)nb * P + at) * pmst + cb);
-        const float4 x0 = q[0], x1 = q[1];
-        v[u][0] = x0.x, v[u][1] = x0.y, v[u][2] = x0.z, v[u][3] = x0.w;
-        v[u][4] = x1.x, v[u][5] = x1.y, v[u][6] = x1.z, v[u][7] = x1.w;
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < WU; u++) {
-      const int i = base + u * ST_THREADS;
-      if (i >= total) break;
-      const int cb = (i / S) * 8; /* channel offset inside the slice */
-      __half2 hv[4];
-#pragma unroll
-      for (int e = 0; e < 8; e += 2) {
-        float a = v[u][e], b = v[u][e + 1];
-        if (l != 0) { /* bias + activation of the previous layer; zero outside the volume and past C */
-          a = in[u] && c0 + cb + e < ly.C ? st_act(a, bias_s, cb + e, prelu) : 0.0f;
-          b = in[u] && c0 + cb + e + 1 < ly.C ? st_act(b, bias_s, cb + e + 1, prelu) : 0.0f;
+          for (int e = 0; e < 8; e++)
+            v[u][e] = in && g0 + u < g8 && cb + e < ly.C ? __half2float(s.x[((size_t)nb * ly.C + cb + e) * P + at]) : 0.0f;
+        } else if (in && g0 + u < g8) { /* the previous layer's FP32 sums, NDHWC */
+          const float4 *q = reinterpret_cast<const float4 *>(prev + ((size_t)nb * P + at) * pmst + cb);
+          const float4 x0 = q[0], x1 = q[1];
+          v[u][0] = x0.x, v[u][1] = x0.y, v[u][2] = x0.z, v[u][3] = x0.w;
+          v[u][4] = x1.x, v[u][5] = x1.y, v[u][6] = x1.z, v[u][7] = x1.w;
         }
-        hv[e / 2] = __floats2half2_rn(a, b);
       }
-      *reinterpret_cast<uint4 *>(slab + (size_t)i * 8) = *reinterpret_cast<uint4 *>(hv);
+#pragma unroll
+      for (int u = 0; u < WU; u++) {
+        const int g = g0 + u;
+        if (g >= g8) break;
+        __half2 hv[4];
+#pragma unroll
+        for (int e = 0; e < 8; e += 2) {
+          float a = v[u][e], b = v[u][e + 1];
+          if (l != 0) { /* bias + activation of the previous layer; zero outside the volume and past C */
+            a = in && c0 + g * 8 + e < ly.C ? st_act(a, bias_s, g * 8 + e, prelu) : 0.0f;
+            b = in && c0 + g * 8 + e + 1 < ly.C ? st_act(b, bias_s, g * 8 + e + 1, prelu) : 0.0f;
+          }
+          hv[e / 2] = __floats2half2_rn(a, b);
+        }
+        *reinterpret_cast<uint4 *>(slab + ((size_t)g * S + cell) * 8) = *reinterpret_cast<uint4 *>(hv);
+      }
     }
   }
 }
 
-/* One k16 step's fragments: A from the window at aoff, B (nq pairs of n8
- * tiles) from the weight slice at boff. */
-template <int NQ>
-__device__ __forceinline__ void load_step(uint32_t a[4], uint32_t b[NQ][4], uint32_t aaddr, uint32_t baddr, int nq) {
-  ldsm_x4(a, aaddr);
-#pragma unroll
-  for (int q = 0; q < NQ; q++)
-    if (q < nq) ldsm_x4(b[q], baddr + q * 256);
+/* Layer l's weight slice of group grp ([chunk][tap][k half][bn][8] from the
+ * packed [chunk][tap][k half][mst][8]) into wsm through cp.async (one commit
+ * group; the caller waits), and the slice's bias of layer l - 1 (applied by
+ * this layer's window load) into bias_s. The caller has made both free. */
+__device__ void load_weights(const nnk_stack &s, int l, int grp, __half *wsm, float *bias_s) {
+  const nnk_stack_layer &ly = s.layer[l];
+  const int taps = ly.k[0] * ly.k[1] * ly.k[2], g8 = ly.cs / 8;
+  const int n0 = grp / ly.ks * ly.bn, c0 = grp % ly.ks * ly.cs;
+  const int units = g8 * taps * ly.bn;
+  for (int j = threadIdx.x; j < units; j += ST_THREADS) {
+    const int n = j % ly.bn, rest = j / ly.bn, h = rest & 1, t = (rest >> 1) % taps, c = (rest >> 1) / taps;
+    cp_async16(smem_u32(wsm + (size_t)j * 8), ly.w + ((((size_t)(c0 / 16 + c) * taps + t) * 2 + h) * ly.mst + n0 + n) * 8);
+  }
+  asm volatile("cp.async.commit_group;\n" ::);
+  const float *pb = l ? s.layer[l - 1].b : NULL;
+  if (pb)
+    for (int c = threadIdx.x; c < ly.cs; c += ST_THREADS) bias_s[c] = c0 + c < ly.C ? pb[c0 + c] : 0.0f;
 }
 
 __global__ void __launch_bounds__(ST_THREADS, 1) k_stack(const __grid_constant__ nnk_stack s) {
   extern __shared__ __align__(16) unsigned char st_smem[];
   float *red = reinterpret_cast<float *>(st_smem + s.fixed_off);
-  float *bias_s = red + ST_ROWS * ST_RED_LD;
+  float *bias_s = red + ST_WARPS * ST_ROWS * ST_RED_LD;
   int *aoff = reinterpret_cast<int *>(bias_s + ST_MAX_C);
   int *tapoff = aoff + ST_MAX_STEPS;
   int *rowbase = tapoff + 32;
+  int *rowpos = rowbase + ST_ROWS; /* brick row -> rd | rh << 10 | rw << 20 */
+  int *wpos = rowpos + ST_ROWS;    /* window cell -> zd | zh << 10 | zw << 20 */
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int mt = warp & 3, kpar = warp >> 2;
   const int P = s.D * s.H * s.W;
   int held_l = -1, held_g = -1; /* the layer and group whose weight slice is in shared memory */
 
@@ -220,7 +235,9 @@ __global__ void __launch_bounds__(ST_THREADS, 1) k_stack(const __grid_constant__
     if (tid < ST_ROWS) {
       const int rd = tid / (s.bk[1] * s.bk[2]), rh = (tid / s.bk[2]) % s.bk[1], rw = tid % s.bk[2];
       rowbase[tid] = (rd * sh + rh) * sw + rw;
+      rowpos[tid] = rd | rh << 10 | rw << 20;
     }
+    for (int c = tid; c < S; c += ST_THREADS) wpos[c] = c / (sh * sw) | (c / sw) % sh << 10 | c % sw << 20;
     __syncthreads(); /* tapoff */
     /* k16 step st = chunk * taps + tap reads the window at (2 chunk S + tapoff[tap]) x 16 bytes. */
     for (int st = tid; st < nsteps; st += ST_THREADS) aoff[st] = (2 * (st / taps) * S + tapoff[st % taps]) * 16;
@@ -232,8 +249,7 @@ __global__ void __launch_bounds__(ST_THREADS, 1) k_stack(const __grid_constant__
     float *outp = s.acc[ly.abuf];
     const int i0 = (int)((long long)blockIdx.x * ly.items / gridDim.x);
     const int i1 = (int)((long long)(blockIdx.x + 1) * ly.items / gridDim.x);
-    /* The two warp groups take the first and second half of the k16 steps. */
-    const int s0 = kpar ? nsteps / 2 : 0, s1 = kpar ? nsteps : nsteps / 2;
+    const int s0 = warp * nsteps / ST_WARPS, s1 = (warp + 1) * nsteps / ST_WARPS;
     const int nq = ly.bn / 16;
     for (int it = i0; it < i1; it++) {
       const int grp = it / s.n_bricks, b = it - grp * s.n_bricks;
@@ -241,87 +257,101 @@ __global__ void __launch_bounds__(ST_THREADS, 1) k_stack(const __grid_constant__
       const int n0 = nblk * ly.bn, c0 = r * ly.cs;
       int nb, o0, o1, o2;
       brick_origin(s, b, nb, o0, o1, o2);
-      /* Weight slice [chunk][tap][k half][bn][8] from the packed [chunk][tap][k half][mst][8]. */
       if (held_l != l || held_g != grp) {
+        load_weights(s, l, grp, wsm, bias_s);
         held_l = l;
         held_g = grp;
-        const int units = g8 * taps * ly.bn;
-        for (int j = tid; j < units; j += ST_THREADS) {
-          const int n = j % ly.bn, rest = j / ly.bn, h = rest & 1, t = (rest >> 1) % taps, c = (rest >> 1) / taps;
-          const int gc = c0 / 16 + c;
-          cp_async16(smem_u32(wsm + (size_t)j * 8),
-                     ly.w + ((((size_t)gc * taps + t) * 2 + h) * ly.mst + n0 + n) * 8);
-        }
-        asm volatile("cp.async.commit_group;\n" ::);
-        if (pb)
-          for (int c = tid; c < ly.cs; c += ST_THREADS) bias_s[c] = c0 + c < ly.C ? pb[c0 + c] : 0.0f;
         __syncthreads(); /* bias_s before the window */
       }
-      load_window<4>(s, ly, l, prev, pmst, pb ? bias_s : NULL, prelu, slab, g8, S, sh, sw, nb, o0, o1, o2, c0);
+      load_window<4>(s, ly, l, prev, pmst, pb ? bias_s : NULL, prelu, slab, wpos, g8, S, nb, o0, o1, o2, c0);
       asm volatile("cp.async.wait_group 0;\n" ::: "memory");
       __syncthreads(); /* window and weights complete */
       if (it == i0) prof(s, 1 + l * 4);
 
-      const int arow = mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-      const uint32_t abase = smem_u32(slab) + (uint32_t)(((lane >> 4) * S + rowbase[arow]) * 16);
+      /* Warp w takes k16 steps [w nsteps / 8, (w + 1) nsteps / 8) for all 64 rows (4 m16 tiles) and
+       * bn columns: 4 x bn/8 independent accumulators, 4 + bn/16 ldmatrix per 4 x bn/8 MMAs. */
+      uint32_t abase[4];
+#pragma unroll
+      for (int mi = 0; mi < 4; mi++)
+        abase[mi] = smem_u32(slab) +
+                    (uint32_t)(((lane >> 4) * S + rowbase[mi * 16 + (lane & 7) + ((lane >> 3) & 1) * 8]) * 16);
       const uint32_t bbase = smem_u32(wsm) + (uint32_t)(((((lane >> 3) & 1) * ly.bn) + (lane & 7) + ((lane >> 4) << 3)) * 16);
       const uint32_t bstep = (uint32_t)(2 * ly.bn * 16);
-      float acc[2 * ST_NQ][4];
+      float acc[4][2 * ST_NQ][4];
 #pragma unroll
-      for (int a = 0; a < 2 * ST_NQ; a++)
+      for (int mi = 0; mi < 4; mi++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) acc[a][e] = 0.0f;
-      /* ST_UNROLL steps' fragments are loaded before their MMAs: one shared-memory
-       * round trip per ST_UNROLL steps instead of one per step. */
+        for (int j = 0; j < 2 * ST_NQ; j++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) acc[mi][j][e] = 0.0f;
       for (int st = s0; st < s1; st += ST_UNROLL) {
-        uint32_t af[ST_UNROLL][4], bf[ST_UNROLL][ST_NQ][4];
+        uint32_t af[ST_UNROLL][4][4], bf[ST_UNROLL][ST_NQ][4];
 #pragma unroll
         for (int u = 0; u < ST_UNROLL; u++)
-          if (st + u < s1) load_step<ST_NQ>(af[u], bf[u], abase + aoff[st + u], bbase + (st + u) * bstep, nq);
+          if (st + u < s1) {
+            const uint32_t ao = aoff[st + u];
+#pragma unroll
+            for (int mi = 0; mi < 4; mi++) ldsm_x4(af[u][mi], abase[mi] + ao);
+#pragma unroll
+            for (int q = 0; q < ST_NQ; q++)
+              if (q < nq) ldsm_x4(bf[u][q], bbase + (st + u) * bstep + q * 256);
+          }
 #pragma unroll
         for (int u = 0; u < ST_UNROLL; u++)
           if (st + u < s1)
 #pragma unroll
             for (int q = 0; q < ST_NQ; q++)
-              if (q < nq) {
-                mma16816(acc[2 * q], af[u], bf[u][q][0], bf[u][q][1]);
-                mma16816(acc[2 * q + 1], af[u], bf[u][q][2], bf[u][q][3]);
-              }
+              if (q < nq)
+#pragma unroll
+                for (int mi = 0; mi < 4; mi++) {
+                  mma16816(acc[mi][2 * q], af[u][mi], bf[u][q][0], bf[u][q][1]);
+                  mma16816(acc[mi][2 * q + 1], af[u][mi], bf[u][q][2], bf[u][q][3]);
+                }
       }
       if (it == i0) prof(s, 2 + l * 4);
-      /* Fragment element e of n8 tile j: row lane/4 (+8 for e >= 2), column 2 (lane % 4) (+1 for odd e). */
-      const int fr = mt * 16 + (lane >> 2), fc = 2 * (lane & 3);
-      if (kpar) {
+      /* Each warp's partial tile to red[warp]; fragment element e of (mi, j): row 16 mi + lane/4
+       * (+8 for e >= 2), column 8 j + 2 (lane % 4) (+1 for odd e). */
+      float *mine = red + warp * ST_ROWS * ST_RED_LD;
+#pragma unroll
+      for (int mi = 0; mi < 4; mi++)
 #pragma unroll
         for (int j = 0; j < 2 * ST_NQ; j++)
           if (j < 2 * nq)
 #pragma unroll
             for (int h = 0; h < 2; h++)
-              *reinterpret_cast<float2 *>(red + (fr + 8 * h) * ST_RED_LD + j * 8 + fc) =
-                  make_float2(acc[j][2 * h], acc[j][2 * h + 1]);
-      }
-      __syncthreads(); /* the second group's partial tile is in red */
-      if (!kpar) {
+              *reinterpret_cast<float2 *>(mine + (mi * 16 + (lane >> 2) + 8 * h) * ST_RED_LD + j * 8 + 2 * (lane & 3)) =
+                  make_float2(acc[mi][j][2 * h], acc[mi][j][2 * h + 1]);
+      __syncthreads(); /* every warp's partial tile is in red */
+      /* The sum over warps, a column pair per thread at a time: stored, or added (K split over CTAs). */
+      const int hb = ly.bn == 32 ? 4 : 3; /* log2 of the column pairs per row */
+      for (int pr = tid; pr < ST_ROWS * ly.bn / 2; pr += ST_THREADS) {
+        const int row = pr >> hb, col = 2 * (pr & ((1 << hb) - 1)), rp = rowpos[row];
+        const int od = o0 + (rp & 1023), oh = o1 + ((rp >> 10) & 1023), ow = o2 + (rp >> 20);
+        if (od >= s.D || oh >= s.H || ow >= s.W || n0 + col >= ly.M) continue;
+        float2 v = make_float2(0.0f, 0.0f);
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-          const int row = fr + 8 * h;
-          const int rd = row / (s.bk[1] * s.bk[2]), rh = (row / s.bk[2]) % s.bk[1], rw = row % s.bk[2];
-          const int od = o0 + rd, oh = o1 + rh, ow = o2 + rw;
-          if (od >= s.D || oh >= s.H || ow >= s.W) continue;
-          float *dst = outp + ((size_t)nb * P + ((size_t)od * s.H + oh) * s.W + ow) * ly.mst + n0;
-#pragma unroll
-          for (int j = 0; j < 2 * ST_NQ; j++) {
-            const int col = j * 8 + fc;
-            if (j >= 2 * nq || n0 + col >= ly.M) continue;
-            const float2 o = *reinterpret_cast<const float2 *>(red + row * ST_RED_LD + col);
-            const float v0 = acc[j][2 * h] + o.x, v1 = acc[j][2 * h + 1] + o.y;
-            if (ly.ks > 1) add2(dst + col, v0, v1);
-            else *reinterpret_cast<float2 *>(dst + col) = make_float2(v0, v1);
-          }
+        for (int w = 0; w < ST_WARPS; w++) {
+          const float2 o = *reinterpret_cast<const float2 *>(red + (w * ST_ROWS + row) * ST_RED_LD + col);
+          v.x += o.x;
+          v.y += o.y;
         }
+        float *dst = outp + ((size_t)nb * P + ((size_t)od * s.H + oh) * s.W + ow) * ly.mst + n0 + col;
+        if (ly.ks > 1) add2(dst, v.x, v.y);
+        else *reinterpret_cast<float2 *>(dst) = v;
       }
       __syncthreads(); /* window, weights (when they change), bias and red are free for the next item */
       if (it == i0) prof(s, 3 + l * 4);
+    }
+    /* The next layer's first weight slice (constants) goes out before the barrier. */
+    if (l + 1 < s.L) {
+      const nnk_stack_layer &nx = s.layer[l + 1];
+      const int j0 = (int)((long long)blockIdx.x * nx.items / gridDim.x);
+      const int j1 = (int)((long long)(blockIdx.x + 1) * nx.items / gridDim.x);
+      if (j0 < j1) {
+        load_weights(s, l + 1, j0 / s.n_bricks, wsm, bias_s);
+        held_l = l + 1;
+        held_g = j0 / s.n_bricks;
+      }
     }
     grid_sync(s.bar);
     prof(s, 4 + l * 4);
@@ -462,7 +492,8 @@ int nnk_stack_plan(const nnk_conv *const *layers, int L, int sms, int force_bn, 
         c.bn = bn;
         c.ks = ks;
         c.cs = chunks / ks * 16;
-        if (layer_smem(c, S) + ST_FIXED_SMEM > ST_MAX_SMEM || c.cs / 16 * p.k[0] * p.k[1] * p.k[2] > ST_MAX_STEPS)
+        if (layer_smem(c, S) + ST_FIXED_SMEM > ST_MAX_SMEM || c.cs / 16 * p.k[0] * p.k[1] * p.k[2] > ST_MAX_STEPS ||
+            S > ST_MAX_WIN)
           continue;
         const double t = layer_cost(c, s->n_bricks, S, sms, l == 0);
         if (lbest < 0.0 || t < lbest) {
