@@ -2,8 +2,9 @@
 # End-to-end tests of qec-realtime on the d=5 shots of the predecoder_data
 # fixture (tests/predecoder: 10^4 shots, circuit.dem, obs.01).
 #   test_realtime_app.sh QEC_REALTIME QEC_DECODE DATA_DIR WORK_DIR MODELS_DIR CASE
-# CASE: none | local | onnx_d5 | bits | bad_payload | duration | refusals (CPU-only mode)
-#       gpu_hybrid | gpu_passthrough (GPU modes; exit 77 "skipped: no CUDA device" without one)
+# CASE: none | local | onnx_d5 | bits | bad_payload | fault | duration | refusals (CPU-only mode)
+#       gpu_hybrid | gpu_passthrough | gpu_fault (GPU modes; exit 77 "skipped: no CUDA device"
+#       without one)
 set -u
 RT=$1 QD=$2 DATA=$3 WORK=$4 MODELS=$5 CASE=$6
 fail() { echo "FAIL ($CASE): $*" >&2; exit 1; }
@@ -28,6 +29,16 @@ same_predictions() {
   cmp "$WORK/$1.01" "$2" || fail "$1: predictions differ from qec-decode ($(
     paste -d' ' "$WORK/$1.01" "$2" | awk '$1 != $2' | wc -l) shots)"
   echo "$1: $(wc -l <"$2") predictions identical to qec-decode"
+}
+
+# Exit 77 ("skipped: no CUDA device") where qec-realtime finds no GPU.
+skip_without_gpu() {
+  "$RT" --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --mode passthrough --requests 1 \
+    >"$WORK/probe.txt" 2>"$WORK/probe.err"
+  if grep -q -e "no CUDA device" -e "has no CUDA" "$WORK/probe.err"; then
+    echo "skipped: no CUDA device ($(head -n 1 "$WORK/probe.err"))"
+    exit 77
+  fi
 }
 
 case $CASE in
@@ -76,16 +87,45 @@ bits)
   grep -q '^errors by status: bad_length 100 bad_value 0 ' "$WORK/bits_bad.txt" ||
     fail "short bit-packed payloads not counted as 100"
   ;;
+fault|gpu_fault)
+  # A predecoder that fails at run time on some requests (late_nonbinary.onnx
+  # of the fixture: residual values of 2 on the ~10% of shots where one
+  # detector fires, none among the warm-up shots): each of those is answered
+  # with the predecoder's error status and counted, every other request is
+  # decoded (as MWPM alone: the model's residual is the input there); nothing
+  # lost, no hang. On the GPU (hybrid, the engine's output checked by the
+  # publish kernel) the same requests fail and the same answers come back as
+  # on the CPU executor.
+  M=$DATA/late_nonbinary.onnx
+  [ -f "$M" ] || fail "no $M in the fixture"
+  set -- --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --obs_in "$DATA/obs.01" --model "$M"
+  if [ "$CASE" = gpu_fault ]; then
+    skip_without_gpu
+    run_ok cpu 10000 "$@" --workers 2 --out "$WORK/cpu.01"
+    run_ok gpu 10000 "$@" --mode hybrid --precision fp32 --workers 4 --out "$WORK/gpu.01"
+    for r in cpu gpu; do
+      sed -n 's/^errors by status: //p' "$WORK/$r.txt" >"$WORK/$r.errors"
+    done
+    cmp -s "$WORK/cpu.errors" "$WORK/gpu.errors" ||
+      fail "GPU errors '$(cat "$WORK/gpu.errors")' differ from the CPU's '$(cat "$WORK/cpu.errors")'"
+    cmp "$WORK/cpu.01" "$WORK/gpu.01" || fail "GPU answers differ from the CPU's"
+    r=gpu
+  else
+    run_ok cpu 10000 "$@" --workers 2 --out "$WORK/cpu.01"
+    r=cpu
+  fi
+  n=$(sed -n 's/^errors by status: bad_length 0 bad_value 0 predecoder \([0-9]*\) mwpm 0 rpc 0 .*/\1/p' "$WORK/$r.txt")
+  [ -n "$n" ] && [ "$n" -gt 100 ] && [ "$n" -lt 5000 ] ||
+    fail "predecoder errors '$n' (expected the late shots: 100..5000, nothing else)"
+  grep -q ", ok $((10000 - n)), errors $n," "$WORK/$r.txt" || fail "ok / errors counts"
+  grep -q 'predictions differ on 0$' "$WORK/$r.txt" || fail "decoded requests differ from MWPM alone"
+  echo "$CASE: $n requests answered with the predecoder's error status, $((10000 - n)) decoded"
+  ;;
 gpu_hybrid|gpu_passthrough)
   # The GPU modes on the same shots: every answer identical to the offline
   # evaluation on the CPU (qec-decode; hybrid: CPU executor vs GPU engine, FP32).
   mode=${CASE#gpu_}
-  "$RT" --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --mode passthrough --requests 1 \
-    >"$WORK/probe.txt" 2>"$WORK/probe.err"
-  if grep -q -e "no CUDA device" -e "has no CUDA" "$WORK/probe.err"; then
-    echo "skipped: no CUDA device ($(head -n 1 "$WORK/probe.err"))"
-    exit 77
-  fi
+  skip_without_gpu
   # hybrid: the first 2,000 shots (the CPU reference runs the CNN at ~10 ms a shot)
   n=10000
   cp "$DATA/shots.b8" "$WORK/shots.b8" && cp "$DATA/obs.01" "$WORK/obs.01"

@@ -15,6 +15,12 @@ Models that follow the contract:
                   flips the frame by those edges' observables (integer Gather,
                   Mul, float MatMul, Cast, Div, Sub)
   nonbinary.onnx  residual = 2 x detectors (values outside 0/1 at run time)
+  late_nonbinary.onnx (with --shots S.b8) residual = detectors, but 2 x
+                  detectors on the shots where detector k fires: k fires in
+                  none of the file's first 16 shots (a run's warm-up passes)
+                  and in as many later ones as any such detector (the
+                  realtime fault tests: those requests are answered with the
+                  predecoder's error status, the rest decoded)
 Models that must be refused at load (DIR/refusals.txt: "FILE|PHRASE" lines,
 the phrase the refusal message must contain):
   bad_count, bad_dtype, bad_missing_output, bad_frame_len, bad_input_name,
@@ -136,6 +142,14 @@ def gen(args):
     out["nonbinary"] = model([helper.make_node("Add", ["detectors", "detectors"],
                                                ["residual_detectors"])] + zf_nodes,
                              *io(n, l), zf_inits)
+    if args.shots:
+        k = late_detector(args.shots, n)
+        zf4, zi4 = zero_frame(l)
+        out["late_nonbinary"] = model(
+            [helper.make_node("Gather", ["detectors", "k"], ["dk"], axis=1),
+             helper.make_node("Mul", ["detectors", "dk"], ["extra"]),
+             helper.make_node("Add", ["detectors", "extra"], ["residual_detectors"])] + zf4,
+            *io(n, l), zi4 + [const("k", np.array([k], np.int64))])
     # Refusals: each breaks one rule of the contract.
     refusals = []
 
@@ -192,11 +206,25 @@ def gen(args):
     print(f"gen_test_models: {len(out)} models for N={n}, L={l} in {args.out}")
 
 
+def late_detector(path, n):
+    """The detector that fires in none of the first 16 shots of a b8 file
+    and most often after them."""
+    raw = np.fromfile(path, dtype=np.uint8)
+    per = (n + 7) // 8
+    bits = np.unpackbits(raw[: raw.size // per * per].reshape(-1, per), axis=1, bitorder="little")[:, :n]
+    rate = bits[16:].sum(axis=0) * (bits[:16].sum(axis=0) == 0)
+    k = int(np.argmax(rate))
+    if rate[k] == 0:
+        sys.exit("gen_test_models: no detector fires only after the first 16 shots")
+    return k
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dem", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--shots", help="a b8 shot file of the DEM: also make late_nonbinary.onnx")
     gen(ap.parse_args())
 
 
