@@ -36,6 +36,7 @@
 
 #include "gpu_ew.cuh"
 #include "gpu_kernels.cuh"
+#include "gpu_mma.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -81,31 +82,7 @@ int device_has_clusters() {
 }
 
 
-__device__ __forceinline__ uint32_t smem_u32(const void *p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-/* 16-byte copy; src_bytes 0 writes zeros (src must still be a valid address). */
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-/* At most N of this thread's groups still pending; "memory" keeps shared
- * reads below it. */
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void *p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_u32(p)));
-}
-__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 /* Input coordinates of tap (0,0,0) for output cell o (stride and padding applied). */
 __device__ inline void cl_base(const cl_args &a, int o, int &bd, int &bh, int &bw) {
@@ -216,7 +193,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_cl(cl_args a) {
       const bool ok = rvalid[j] && c < a.C && (unsigned)id < (unsigned)a.D && (unsigned)ih < (unsigned)a.H &&
                       (unsigned)iw < (unsigned)a.W;
       const __half *src = ok ? a.x + (((size_t)nb * a.Pin + ((size_t)id * a.H + ih) * a.W + iw) * a.C + c) : a.x;
-      cp_async16(dst + a_row[j] * CL_LDS + a_q * 8, src, ok ? 16 : 0);
+      nnk_cp_async16(dst + a_row[j] * CL_LDS + a_q * 8, src, ok ? 16 : 0);
     }
     if (++lcb == a.ncb) {
       lcb = 0;
@@ -255,7 +232,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_cl(cl_args a) {
     __half *dst = Bs + slot * B_ST;
     for (int i = tid; i < BN * 4; i += THREADS) {
       const int r = i >> 2, q = i & 3;
-      cp_async16(dst + r * CL_LDS + q * 8, a.w + (size_t)(n0 + r) * a.kpad + s * CL_BK + q * 8, 16);
+      nnk_cp_async16(dst + r * CL_LDS + q * 8, a.w + (size_t)(n0 + r) * a.kpad + s * CL_BK + q * 8, 16);
     }
   };
 
@@ -285,11 +262,11 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_cl(cl_args a) {
         store_a(i);
       }
     }
-    cp_async_commit();
+    nnk_cp_async_commit();
   }
 
   for (int i = 0; i < nst; i++) {
-    cp_async_wait<STAGES - 2>(); /* this thread's copies of step i have landed */
+    nnk_cp_async_wait<STAGES - 2>(); /* this thread's copies of step i have landed */
     __syncthreads();                /* everyone's have; everyone is done with slot (i - 1) % STAGES */
     const int nxt = i + STAGES - 1, nslot = nxt % STAGES;
     if (nxt < nst) {
@@ -297,19 +274,19 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_cl(cl_args a) {
       else gather_a(s_begin + nxt); /* registers now, shared memory after this step's MMAs */
       issue_b(s_begin + nxt, nslot);
     }
-    cp_async_commit();
+    nnk_cp_async_commit();
     const __half *Asl = As + (i % STAGES) * A_ST, *Bsl = Bs + (i % STAGES) * B_ST;
 #pragma unroll
     for (int ks = 0; ks < CL_BK / 16; ks++) {
       uint32_t af[MI][4], bf[NI][2];
 #pragma unroll
       for (int mi = 0; mi < MI; mi++)
-        ldmatrix_x4(af[mi], Asl + (wm * WM + mi * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * CL_LDS + ks * 16 +
+        nnk_ldmatrix_x4(af[mi], Asl + (wm * WM + mi * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * CL_LDS + ks * 16 +
                                 (lane >> 4) * 8);
 #pragma unroll
       for (int n2 = 0; n2 < NI / 2; n2++) {
         uint32_t r[4];
-        ldmatrix_x4(r, Bsl + (wn * WN + n2 * 16 + (lane & 7) + ((lane >> 4) << 3)) * CL_LDS + ks * 16 +
+        nnk_ldmatrix_x4(r, Bsl + (wn * WN + n2 * 16 + (lane & 7) + ((lane >> 4) << 3)) * CL_LDS + ks * 16 +
                            ((lane >> 3) & 1) * 8);
         bf[2 * n2][0] = r[0];
         bf[2 * n2][1] = r[1];
@@ -319,7 +296,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_cl(cl_args a) {
 #pragma unroll
       for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-        for (int ni = 0; ni < NI; ni++) mma16816(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+        for (int ni = 0; ni < NI; ni++) nnk_mma16816(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
     }
     if (!IN_CL && nxt < nst) store_a(nslot); /* slot nslot was released by this step's barrier */
   }
@@ -344,7 +321,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_cl(cl_args a) {
    * CTA sums rows [rank * BM / S, (rank + 1) * BM / S) over the cluster. */
   constexpr int RLD = BN + 4;
   float *red = reinterpret_cast<float *>(cl_smem);
-  cp_async_wait<0>();
+  nnk_cp_async_wait<0>();
   __syncthreads();
 #pragma unroll
   for (int mi = 0; mi < MI; mi++)

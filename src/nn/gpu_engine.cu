@@ -108,7 +108,7 @@ static cudaq_nn_status_t build_tc(cudaq_nn_gpu *g, conv_state *c, const nn_node_
                         &c->cl_w[l], err));
       c->cl_ok[l] = 1;
     }
-  if (nnk_stack_layer_ok(p))
+  if (nng_stacks_on(g) && nnk_stack_layer_ok(p))
     TRY(upload_packed(g, nnk_stack_weight_elems(p), [&](__half *h) { nnk_stack_pack_weights(p, wf, h); }, &c->st_w,
                       err));
   if (b && (c->tc_ok || c->cl_ok[0] || c->cl_ok[1] || c->st_w)) {
@@ -490,11 +490,14 @@ static void plan_layouts(cudaq_nn_gpu *g) {
  * weights, kernel dims 1 or 3, "same" padding, stride 1, 2 to 8 layers)
  * gets its layer-result buffers, barrier words and launch plan here; the
  * tuner decides whether it runs (gpu_tune.cu). */
-cudaq_nn_status_t nng_plan_stacks(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
+int nng_stacks_on(const cudaq_nn_gpu *g) {
   const char *env = getenv("CUDAQ_NN_STACK");
   const cudaq_nn_conv_impl_t want = g->opts.conv_impl;
-  if (!g->half || (env && !strcmp(env, "0")) || (want != CUDAQ_NN_CONV_AUTO && want != CUDAQ_NN_CONV_STACK))
-    return CUDAQ_NN_OK;
+  return g->half && !(env && !strcmp(env, "0")) && (want == CUDAQ_NN_CONV_AUTO || want == CUDAQ_NN_CONV_STACK);
+}
+
+cudaq_nn_status_t nng_plan_stacks(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
+  if (!nng_stacks_on(g)) return CUDAQ_NN_OK;
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g->opts.device));
   g->stacks = (stack_state *)calloc((size_t)g->n_convs + 1, sizeof(stack_state));

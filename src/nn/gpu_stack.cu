@@ -38,6 +38,7 @@
 #include <cuda_runtime.h>
 
 #include "gpu_kernels.cuh"
+#include "gpu_mma.cuh"
 
 namespace {
 
@@ -55,24 +56,6 @@ constexpr size_t ST_MAX_SMEM = 227 * 1024;
 constexpr size_t ST_FIXED_SMEM =
     (size_t)ST_WARPS * ST_ROWS * ST_RED_LD * 4 + ST_MAX_C * 4 + (ST_MAX_STEPS + 32 + 2 * ST_ROWS + ST_MAX_WIN) * 4;
 
-__device__ __forceinline__ uint32_t smem_u32(const void *p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
-}
-__device__ __forceinline__ void ldsm_x4(uint32_t r[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 __device__ __forceinline__ void add2(float *p, float a, float b) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   atomicAdd(reinterpret_cast<float2 *>(p), make_float2(a, b));
@@ -198,9 +181,9 @@ __device__ void load_weights(const nnk_stack &s, int l, int grp, __half *wsm, fl
   const int units = g8 * taps * ly.bn;
   for (int j = threadIdx.x; j < units; j += ST_THREADS) {
     const int n = j % ly.bn, rest = j / ly.bn, h = rest & 1, t = (rest >> 1) % taps, c = (rest >> 1) / taps;
-    cp_async16(smem_u32(wsm + (size_t)j * 8), ly.w + ((((size_t)(c0 / 16 + c) * taps + t) * 2 + h) * ly.mst + n0 + n) * 8);
+    nnk_cp_async16(wsm + (size_t)j * 8, ly.w + ((((size_t)(c0 / 16 + c) * taps + t) * 2 + h) * ly.mst + n0 + n) * 8);
   }
-  asm volatile("cp.async.commit_group;\n" ::);
+  nnk_cp_async_commit();
   const float *pb = l ? s.layer[l - 1].b : NULL;
   if (pb)
     for (int c = threadIdx.x; c < ly.cs; c += ST_THREADS) bias_s[c] = c0 + c < ly.C ? pb[c0 + c] : 0.0f;
@@ -264,7 +247,7 @@ __global__ void __launch_bounds__(ST_THREADS, 1) k_stack(const __grid_constant__
         __syncthreads(); /* bias_s before the window */
       }
       load_window<4>(s, ly, l, prev, pmst, pb ? bias_s : NULL, prelu, slab, wpos, g8, S, nb, o0, o1, o2, c0);
-      asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+      nnk_cp_async_wait<0>();
       __syncthreads(); /* window and weights complete */
       if (it == i0) prof(s, 1 + l * 4);
 
@@ -273,9 +256,9 @@ __global__ void __launch_bounds__(ST_THREADS, 1) k_stack(const __grid_constant__
       uint32_t abase[4];
 #pragma unroll
       for (int mi = 0; mi < 4; mi++)
-        abase[mi] = smem_u32(slab) +
+        abase[mi] = nnk_smem_u32(slab) +
                     (uint32_t)(((lane >> 4) * S + rowbase[mi * 16 + (lane & 7) + ((lane >> 3) & 1) * 8]) * 16);
-      const uint32_t bbase = smem_u32(wsm) + (uint32_t)(((((lane >> 3) & 1) * ly.bn) + (lane & 7) + ((lane >> 4) << 3)) * 16);
+      const uint32_t bbase = nnk_smem_u32(wsm) + (uint32_t)(((((lane >> 3) & 1) * ly.bn) + (lane & 7) + ((lane >> 4) << 3)) * 16);
       const uint32_t bstep = (uint32_t)(2 * ly.bn * 16);
       float acc[4][2 * ST_NQ][4];
 #pragma unroll
@@ -291,10 +274,10 @@ __global__ void __launch_bounds__(ST_THREADS, 1) k_stack(const __grid_constant__
           if (st + u < s1) {
             const uint32_t ao = aoff[st + u];
 #pragma unroll
-            for (int mi = 0; mi < 4; mi++) ldsm_x4(af[u][mi], abase[mi] + ao);
+            for (int mi = 0; mi < 4; mi++) nnk_ldmatrix_x4(af[u][mi], abase[mi] + ao);
 #pragma unroll
             for (int q = 0; q < ST_NQ; q++)
-              if (q < nq) ldsm_x4(bf[u][q], bbase + (st + u) * bstep + q * 256);
+              if (q < nq) nnk_ldmatrix_x4(bf[u][q], bbase + (st + u) * bstep + q * 256);
           }
 #pragma unroll
         for (int u = 0; u < ST_UNROLL; u++)
@@ -304,8 +287,8 @@ __global__ void __launch_bounds__(ST_THREADS, 1) k_stack(const __grid_constant__
               if (q < nq)
 #pragma unroll
                 for (int mi = 0; mi < 4; mi++) {
-                  mma16816(acc[mi][2 * q], af[u][mi], bf[u][q][0], bf[u][q][1]);
-                  mma16816(acc[mi][2 * q + 1], af[u][mi], bf[u][q][2], bf[u][q][3]);
+                  nnk_mma16816(acc[mi][2 * q], af[u][mi], bf[u][q][0], bf[u][q][1]);
+                  nnk_mma16816(acc[mi][2 * q + 1], af[u][mi], bf[u][q][2], bf[u][q][3]);
                 }
       }
       if (it == i0) prof(s, 2 + l * 4);

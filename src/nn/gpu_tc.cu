@@ -39,6 +39,7 @@
 #include <cuda_runtime.h>
 
 #include "gpu_kernels.cuh"
+#include "gpu_mma.cuh"
 
 namespace {
 
@@ -96,31 +97,9 @@ __device__ uint32_t tc_tap_mask(const tc_args &a, int o) {
   return m;
 }
 
-__device__ __forceinline__ uint32_t smem_u32(const void *p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 
-__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-/* Waits until none of this thread's committed groups is pending; "memory"
- * keeps the compiler from moving shared-memory reads above it. */
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void *p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_u32(p)));
-}
 
-__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 /* Copies chunk c (channels c * KC ..) of the CTA's input range into raw:
  * row k holds the 8-aligned run of global elements that starts at or below
@@ -141,7 +120,7 @@ __device__ void tc_issue_raw(const tc_args &a, int64_t xbase, int lo, int c, __h
     }
     const int64_t e = ((xbase + (int64_t)ci * a.Pin + lo) & ~(int64_t)7) + j * 8;
     if (e >= 0 && e + 8 <= xtotal) {
-      cp_async16(dst, X + e);
+      nnk_cp_async16(dst, X + e);
     } else {
       unsigned short *d = reinterpret_cast<unsigned short *>(dst);
       for (int q = 0; q < 8; q++) d[q] = e + q >= 0 && e + q < xtotal ? X[e + q] : (unsigned short)0;
@@ -208,7 +187,7 @@ __global__ void __launch_bounds__(TC_THREADS) k_conv_tc(tc_args a) {
    * integer division is a ~20-instruction dependent chain, and the loop had
    * five of them per tap on its critical path (SASS of 68cf81c). */
   tc_issue_raw<KC>(a, xbase, lo, 0, raw);
-  cp_async_commit();
+  nnk_cp_async_commit();
   for (int r = tid; r < BM; r += TC_THREADS) rmask[r] = cell0 + r < a.P ? tc_tap_mask(a, cell0 + r) : 0u;
   if (tid < a.taps) toff_s[tid] = tc_toff(a, tid);
   /* B registers in a ring of TC_BDIST stages: stage s lives in bq[s % TC_BDIST]
@@ -253,12 +232,12 @@ __global__ void __launch_bounds__(TC_THREADS) k_conv_tc(tc_args a) {
       const int s = s0 + u; /* uniform over the block: the barriers below are reached by all */
       if (s >= S) break;
       if (t == 0) {
-        cp_async_wait_all(); /* this thread's copies of chunk c have landed */
+        nnk_cp_async_wait<0>(); /* this thread's copies of chunk c have landed */
         __syncthreads();     /* B1: everyone's; everyone is done reading xs */
         tc_transpose<KC>(a, xbase, lo, c, raw, xs);
         __syncthreads();     /* B2: xs holds chunk c; raw may be overwritten */
         if (c + 1 < nch) tc_issue_raw<KC>(a, xbase, lo, c + 1, raw);
-        cp_async_commit();
+        nnk_cp_async_commit();
       }
       const int toff = toff_s[t];
       uint32_t z0[MI], z1[MI];
@@ -272,7 +251,7 @@ __global__ void __launch_bounds__(TC_THREADS) k_conv_tc(tc_args a) {
         uint32_t af[MI][4];
 #pragma unroll
         for (int mi = 0; mi < MI; mi++) {
-          ldmatrix_x4(af[mi], xs + (arow[mi] + toff) * LD + ks * 16 + akof);
+          nnk_ldmatrix_x4(af[mi], xs + (arow[mi] + toff) * LD + ks * 16 + akof);
           af[mi][0] &= z0[mi];
           af[mi][2] &= z0[mi];
           af[mi][1] &= z1[mi];
@@ -281,7 +260,7 @@ __global__ void __launch_bounds__(TC_THREADS) k_conv_tc(tc_args a) {
 #pragma unroll
         for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-          for (int ni = 0; ni < NI; ni++) mma16816(acc[mi][ni], af[mi], bq[u][ni][ks][0], bq[u][ni][ks][1]);
+          for (int ni = 0; ni < NI; ni++) nnk_mma16816(acc[mi][ni], af[mi], bq[u][ni][ks][0], bq[u][ni][ks][1]);
       }
       if (s + TC_BDIST < S) { /* this slot's next stage: s + TC_BDIST */
         load_b(lc, lt, bq[u]);

@@ -52,7 +52,10 @@ typedef enum cudaq_nn_conv_impl {
   CUDAQ_NN_CONV_STACK = 5   /* as CL, and every chain of such layers that the persistent
                                stack kernel takes (FP16, kernel dims 1 or 3, "same" padding,
                                stride 1) runs as that one cooperative kernel, all its layers
-                               with grid barriers between them. AUTO also times it, per chain */
+                               with grid barriers between them. AUTO also times it, per chain.
+                               Its grid (one CTA per SM) must be resident at once: a persistent
+                               kernel that holds SMs' resources (a device-call dispatcher) can
+                               delay it until they free; CUDAQ_NN_STACK=0 rules it out */
 } cudaq_nn_conv_impl_t;
 
 typedef enum cudaq_nn_plan_state {
