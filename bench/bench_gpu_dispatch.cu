@@ -34,6 +34,7 @@
 #include "cudaq/realtime/cudaq_realtime.h"
 #include "cudaq/realtime/dispatch_kernel.h"
 #include "cudaq/realtime/emu_transport.h"
+#include "bench_device_echo.cuh"
 
 #define CK(x)                                                                                     \
   do {                                                                                            \
@@ -116,21 +117,7 @@ static double run_floor(uint64_t n, const char *name) {
 }
 
 /* ---- handlers ---------------------------------------------------------------- */
-#define FN_ECHO cudaq_fnv1a_hash("echo")
-__device__ int d_echo(const void *args, void *result, uint32_t arg_len, uint32_t max, uint32_t *len) {
-  if (arg_len > max) return 1;
-  const uint8_t *a = (const uint8_t *)args;
-  uint8_t *r = (uint8_t *)result;
-  for (uint32_t i = threadIdx.x; i < arg_len; i += blockDim.x) r[i] = a[i];
-  *len = arg_len;
-  return 0;
-}
-__global__ void init_table(cudaq_function_entry_t *e) {
-  memset(e, 0, sizeof *e);
-  e->handler.device_fn_ptr = (void *)d_echo;
-  e->function_id = FN_ECHO;
-  e->dispatch_mode = CUDAQ_DISPATCH_DEVICE_CALL;
-}
+#define FN_ECHO BENCH_ECHO_FN
 __global__ void graph_echo(cudaq_graph_io_context *io) {
   const uint32_t n = io->arg_len;
   for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
@@ -198,43 +185,13 @@ static double measure_ring(const char *name, cudaq_ringbuffer_t *rb, uint32_t sl
 
 static double bench_device_call(bool coop, uint32_t payload, uint64_t n) {
   const uint32_t slots = 32, slot_size = 64 + ((payload + 7) & ~7u);
-  cudaq_dispatch_manager_t *m;
-  cudaq_dispatcher_t *d;
-  cudaq_dispatcher_config_t c;
-  cudaq_ringbuffer_t rb;
-  cudaq_dispatcher_config_init(&c);
-  c.num_slots = slots;
-  c.slot_size = slot_size;
-  c.kernel_type = coop ? CUDAQ_KERNEL_COOPERATIVE : CUDAQ_KERNEL_REGULAR;
-  c.num_blocks = coop ? 2 : 1;
-  c.threads_per_block = 32;
-  CQ(cudaq_dispatch_manager_create(&m));
-  CQ(cudaq_dispatcher_create(m, &c, &d));
-  CQ(cudaq_host_ringbuffer_alloc(&rb, slots, slot_size, CUDAQ_RING_ALLOC_MAPPED));
-  cudaq_function_entry_t *t;
-  int *flag;
-  uint64_t *stats;
-  CK(cudaMalloc(&t, sizeof *t));
-  init_table<<<1, 1>>>(t);
-  CK(cudaDeviceSynchronize());
-  CK(cudaMalloc(&flag, sizeof(int))); /* control words in device memory (DESIGN.md) */
-  CK(cudaMalloc(&stats, sizeof(uint64_t)));
-  cudaq_function_table_t table = {t, 1};
-  CQ(cudaq_dispatcher_set_ringbuffer(d, &rb));
-  CQ(cudaq_dispatcher_set_function_table(d, &table));
-  CQ(cudaq_dispatcher_set_control(d, flag, stats));
-  CQ(cudaq_dispatcher_set_launch_fn(d, coop ? cudaq_launch_dispatch_kernel_cooperative : cudaq_launch_dispatch_kernel_regular));
   int occ;
   CK(coop ? cudaq_dispatch_kernel_cooperative_query_occupancy(&occ, 32) : cudaq_dispatch_kernel_query_occupancy(&occ, 32));
-  CQ(cudaq_dispatcher_start(d));
-  double p50 = measure_ring(coop ? "device-call cooperative (2x32) round trip" : "device-call regular (1x32) round trip", &rb,
-                            slots, payload, n);
-  CQ(cudaq_dispatcher_stop(d));
-  CQ(cudaq_dispatch_manager_destroy(m));
-  CQ(cudaq_host_ringbuffer_free(&rb));
-  CK(cudaFree(t));
-  CK(cudaFree(flag));
-  CK(cudaFree(stats));
+  bench_device_echo e;
+  bench_device_echo_start(&e, slots, slot_size, coop, coop ? 2 : 1);
+  double p50 = measure_ring(coop ? "device-call cooperative (2x32) round trip" : "device-call regular (1x32) round trip",
+                            &e.rb, slots, payload, n);
+  bench_device_echo_stop(&e, NULL);
   return p50;
 }
 
@@ -303,7 +260,7 @@ static double bench_unified(uint32_t payload, uint64_t n) {
   c.kernel_type = CUDAQ_KERNEL_UNIFIED;
   cudaq_function_entry_t *dt;
   CK(cudaMalloc(&dt, sizeof *dt));
-  init_table<<<1, 1>>>(dt);
+  bench_init_echo_table<<<1, 1>>>(dt);
   CK(cudaDeviceSynchronize());
   int *flag;
   uint64_t *stats;

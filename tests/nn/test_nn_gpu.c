@@ -174,9 +174,36 @@ static void check_cl_describe(cudaq_nn_gpu_t *g, const char *name, const char *w
   }
 }
 
-/* Every channels-last algorithm (tile x split, CUDAQ_NN_CL_ALGO) on models
- * that cover NDHWC and NCDHW inputs and outputs, one and several channel
- * blocks, partial tiles and split K, against the CPU executor. */
+/* An FP16 engine with conv_impl forced (and the test hooks the caller set):
+ * 0 when its description lacks tag (the forced choice did not apply), else
+ * 1 after reps runs, each compared with the CPU executor (failures counted). */
+static int run_forced(const cudaq_nn_model_t *m, io_t *io, cudaq_nn_conv_impl_t impl, const char *tag, int reps,
+                      const char *what) {
+  cudaq_nn_gpu_options_t o;
+  cudaq_nn_gpu_options_init(&o);
+  o.precision = CUDAQ_NN_FP16;
+  o.conv_impl = impl;
+  o.tune_iterations = 1;
+  cudaq_nn_gpu_t *g = NULL;
+  cudaq_nn_error_t err;
+  if (cudaq_nn_gpu_create(m, &o, &g, &err) != CUDAQ_NN_OK) {
+    CHECK(0, "%s: create: %s", what, err.message);
+    return 0;
+  }
+  char desc[8192];
+  cudaq_nn_gpu_describe(g, desc, sizeof desc);
+  const int applies = strstr(desc, tag) != NULL;
+  for (int rep = 0; applies && rep < reps; rep++) {
+    for (size_t i = 0; i < io->n_out; i++) memset(io->gpu[i], 0x5A, io->out_sz[i]);
+    cudaq_nn_status_t st = cudaq_nn_gpu_run(g, (const void *const *)io->in, io->in_sz, io->gpu, io->out_sz, &err);
+    CHECK(st == CUDAQ_NN_OK, "%s: run %d: %s", what, rep, err.message);
+    size_t bad = st == CUDAQ_NN_OK ? compare(io, 1, what) : 1;
+    CHECK(bad == 0, "%s: run %d: %zu elements differ from the CPU executor", what, rep, bad);
+  }
+  cudaq_nn_gpu_destroy(g);
+  return applies;
+}
+
 /* Loads reference model name with its inputs and CPU outputs; NULL (counted) on failure. */
 static cudaq_nn_model_t *load_case(const char *name, io_t *io) {
   char path[1024];
@@ -196,44 +223,25 @@ static cudaq_nn_model_t *load_case(const char *name, io_t *io) {
   return m;
 }
 
+/* Every channels-last algorithm (tile x split, CUDAQ_NN_CL_ALGO) on models
+ * that cover NDHWC and NCDHW inputs and outputs, one and several channel
+ * blocks, partial tiles and split K, against the CPU executor. */
 static void check_cl_algos(void) {
   static const char *models[] = {"conv3d_cl_chain", "conv3d_cl_branch", "conv3d_tc_odd", "conv3d_tc_d13_c64_m128",
                                  "conv3d_cl_batch2"};
   for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
     if (!selected(models[mi])) continue;
     io_t io;
-    cudaq_nn_error_t err;
     cudaq_nn_model_t *m = load_case(models[mi], &io);
     if (!m) continue;
     int ran = 0;
     for (int k = 0; k < 90; k++) { /* NNK_CL_ALGOS (src/nn/gpu_kernels.cuh) */
-      char ks[16], what[300];
+      char ks[16], what[300], tag[32];
       snprintf(ks, sizeof ks, "%d", k);
       setenv("CUDAQ_NN_CL_ALGO", ks, 1);
       snprintf(what, sizeof what, "%.200s fp16 cl algo %d", models[mi], k);
-      cudaq_nn_gpu_options_t o;
-      cudaq_nn_gpu_options_init(&o);
-      o.precision = CUDAQ_NN_FP16;
-      o.conv_impl = CUDAQ_NN_CONV_CL;
-      o.tune_iterations = 1;
-      cudaq_nn_gpu_t *g = NULL;
-      if (cudaq_nn_gpu_create(m, &o, &g, &err) != CUDAQ_NN_OK) {
-        CHECK(0, "%s: create: %s", what, err.message);
-        continue;
-      }
-      char desc[8192];
-      cudaq_nn_gpu_describe(g, desc, sizeof desc);
-      char tag[32];
       snprintf(tag, sizeof tag, "-> cl algo %d", k);
-      if (strstr(desc, tag)) {
-        for (size_t i = 0; i < io.n_out; i++) memset(io.gpu[i], 0x5A, io.out_sz[i]);
-        cudaq_nn_status_t st = cudaq_nn_gpu_run(g, (const void *const *)io.in, io.in_sz, io.gpu, io.out_sz, &err);
-        CHECK(st == CUDAQ_NN_OK, "%s: run: %s", what, err.message);
-        size_t bad = st == CUDAQ_NN_OK ? compare(&io, 1, what) : 1;
-        CHECK(bad == 0, "%s: %zu elements differ from the CPU executor", what, bad);
-        ran++;
-      }
-      cudaq_nn_gpu_destroy(g);
+      ran += run_forced(m, &io, CUDAQ_NN_CONV_CL, tag, 1, what);
     }
     unsetenv("CUDAQ_NN_CL_ALGO");
     CHECK(ran >= 4, "%s: only %d channels-last algorithms ran", models[mi], ran);
@@ -256,7 +264,6 @@ static void check_stack_splits(void) {
   for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
     if (!selected(models[mi])) continue;
     io_t io;
-    cudaq_nn_error_t err;
     cudaq_nn_model_t *m = load_case(models[mi], &io);
     if (!m) continue;
     int ran = 0;
@@ -268,28 +275,9 @@ static void check_stack_splits(void) {
         snprintf(v, sizeof v, "%d", kss[k]);
         setenv("CUDAQ_NN_STACK_KS", v, 1);
         snprintf(what, sizeof what, "%.200s fp16 stack bn %d ks %d", models[mi], bns[b], kss[k]);
-        cudaq_nn_gpu_options_t o;
-        cudaq_nn_gpu_options_init(&o);
-        o.precision = CUDAQ_NN_FP16;
-        o.conv_impl = CUDAQ_NN_CONV_STACK;
-        o.tune_iterations = 1;
-        cudaq_nn_gpu_t *g = NULL;
-        if (cudaq_nn_gpu_create(m, &o, &g, &err) != CUDAQ_NN_OK) {
-          CHECK(0, "%s: create: %s", what, err.message);
-          continue;
-        }
-        char desc[8192];
-        cudaq_nn_gpu_describe(g, desc, sizeof desc);
-        CHECK(strstr(desc, "-> used") != NULL, "%s: no stack ran:\n%s", what, desc);
-        for (int rep = 0; rep < 3; rep++) {
-          for (size_t i = 0; i < io.n_out; i++) memset(io.gpu[i], 0x5A, io.out_sz[i]);
-          cudaq_nn_status_t st = cudaq_nn_gpu_run(g, (const void *const *)io.in, io.in_sz, io.gpu, io.out_sz, &err);
-          CHECK(st == CUDAQ_NN_OK, "%s: run %d: %s", what, rep, err.message);
-          size_t bad = st == CUDAQ_NN_OK ? compare(&io, 1, what) : 1;
-          CHECK(bad == 0, "%s: run %d: %zu elements differ from the CPU executor", what, rep, bad);
-        }
-        ran++;
-        cudaq_nn_gpu_destroy(g);
+        const int r = run_forced(m, &io, CUDAQ_NN_CONV_STACK, "-> used", 3, what);
+        CHECK(r == 1, "%s: no stack ran", what);
+        ran += r;
       }
     unsetenv("CUDAQ_NN_STACK_BN");
     unsetenv("CUDAQ_NN_STACK_KS");
