@@ -36,22 +36,9 @@
 #include "cudaq/realtime/emu_transport.h"
 #include "bench_device_echo.cuh"
 
-#define CK(x)                                                                                     \
-  do {                                                                                            \
-    cudaError_t e_ = (x);                                                                         \
-    if (e_ != cudaSuccess) {                                                                      \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));          \
-      exit(1);                                                                                    \
-    }                                                                                             \
-  } while (0)
-#define CQ(x)                                                                                     \
-  do {                                                                                            \
-    cudaq_status_t s_ = (x);                                                                      \
-    if (s_ != CUDAQ_OK) {                                                                         \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaq_last_error());               \
-      exit(1);                                                                                    \
-    }                                                                                             \
-  } while (0)
+/* CUDA and library calls: exit with a message on failure (bench_device_echo.cuh). */
+#define CK BENCH_ECHO_CK
+#define CQ BENCH_ECHO_CQ
 
 static uint64_t now_ns() {
   timespec t;

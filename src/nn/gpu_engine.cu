@@ -488,7 +488,7 @@ static void plan_layouts(cudaq_nn_gpu *g) {
  * another (each reads the one before it, the first reads an NCDHW value,
  * the last writes one) and that the stack kernel takes (FP16, constant
  * weights, kernel dims 1 or 3, "same" padding, stride 1, 2 to 8 layers)
- * gets its layer-result buffers, barrier words and launch plan here; the
+ * gets its layer-result buffers and launch plan here; the
  * tuner decides whether it runs (gpu_tune.cu). */
 int nng_stacks_on(const cudaq_nn_gpu *g) {
   const char *env = getenv("CUDAQ_NN_STACK");
@@ -546,7 +546,6 @@ cudaq_nn_status_t nng_plan_stacks(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
       const int a = k->layer[l].abuf;
       if (!k->acc[a]) TRY(nng_dalloc(g, acc_floats * sizeof(float), (void **)&k->acc[a], err));
     }
-    TRY(nng_dalloc(g, 2 * sizeof(unsigned), (void **)&k->bar, err));
     if (getenv("CUDAQ_NN_STACK_PROF"))
       TRY(nng_dalloc(g, NNK_STACK_PROF_SLOTS * sizeof(long long), (void **)&k->prof, err));
     st->t_stack = st->t_members = -1.0f;

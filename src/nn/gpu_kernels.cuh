@@ -220,10 +220,9 @@ cudaError_t nnk_launch_cl(const nnk_conv &p, int in_cl, int out_cl, const __half
  * input and output channels, constant
  * weights (packed once by nnk_stack_pack_weights) and an FP32 bias or none,
  * ReLU or none. nnk_stack_plan fills everything but the pointers (w, b per
- * layer; x, y, acc, bar): work split per layer, smem bytes, and the FP32
- * floats each of the (up to 4) layer-result buffers needs. acc buffers and
- * the barrier words (2 unsigned) are allocated zeroed and owned by one
- * stack, which one stream runs at a time. */
+ * layer; x, y, acc): work split per layer, smem bytes, and the FP32
+ * floats each of the (up to 4) layer-result buffers needs. acc buffers are
+ * allocated zeroed and owned by one stack, which one stream runs at a time. */
 #define NNK_STACK_MAX_LAYERS 8
 #define NNK_STACK_PROF_SLOTS (2 + 4 * NNK_STACK_MAX_LAYERS)
 struct nnk_stack_layer {
@@ -241,7 +240,6 @@ struct nnk_stack {
   const __half *x;
   __half *y;
   float *acc[4];
-  unsigned *bar;
   long long *prof;       /* NULL, or 2 + 4 NNK_STACK_MAX_LAYERS cycle stamps of CTA 0 (profiling) */
   nnk_stack_layer layer[NNK_STACK_MAX_LAYERS];
 };
