@@ -490,10 +490,14 @@ static void plan_layouts(cudaq_nn_gpu *g) {
  * weights, kernel dims 1 or 3, "same" padding, stride 1, 2 to 8 layers)
  * gets its layer-result buffers and launch plan here; the
  * tuner decides whether it runs (gpu_tune.cu). */
-int nng_stacks_on(const cudaq_nn_gpu *g) {
+int nng_stack_env(void) {
   const char *env = getenv("CUDAQ_NN_STACK");
+  return !env ? -1 : !strcmp(env, "0") ? 0 : !strcmp(env, "1") ? 1 : -1;
+}
+
+int nng_stacks_on(const cudaq_nn_gpu *g) {
   const cudaq_nn_conv_impl_t want = g->opts.conv_impl;
-  return g->half && !(env && !strcmp(env, "0")) && (want == CUDAQ_NN_CONV_AUTO || want == CUDAQ_NN_CONV_STACK);
+  return g->half && nng_stack_env() != 0 && (want == CUDAQ_NN_CONV_AUTO || want == CUDAQ_NN_CONV_STACK);
 }
 
 cudaq_nn_status_t nng_plan_stacks(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {

@@ -150,8 +150,11 @@ cudaq_nn_status_t nng_dalloc(cudaq_nn_gpu *g, size_t bytes, void **out, cudaq_nn
  * algorithm, cuDNN workspace and (IMPL_CL) layouts (gpu_engine.cu). */
 cudaq_nn_status_t nng_enqueue_conv(cudaq_nn_gpu *g, const conv_state *c, int impl, int algo, size_t ws, int in_cl,
                                    int out_cl, cudaq_nn_error_t *err);
+/* The CUDAQ_NN_STACK switch (gpu_engine.cu): -1 unset, 0 "0" (no stacks),
+ * 1 "1" (stacks forced in AUTO where they launch). */
+int nng_stack_env(void);
 /* Whether this engine considers stacks at all: FP16, AUTO or forced STACK,
- * and not ruled out by CUDAQ_NN_STACK=0 in the environment (gpu_engine.cu). */
+ * and not ruled out by CUDAQ_NN_STACK=0 (gpu_engine.cu). */
 int nng_stacks_on(const cudaq_nn_gpu *g);
 /* Finds the chains that may run as one kernel and prepares them (after
  * plan_layouts; gpu_engine.cu). */

@@ -288,8 +288,7 @@ static void apply_stack(cudaq_nn_gpu *g, const stack_state *st) {
  * CUDAQ_NN_CONV_STACK or CUDAQ_NN_STACK=1 wherever it launches. A stack
  * that fails to launch (its error consumed) is not used. */
 static void tune_stacks(cudaq_nn_gpu *g) {
-  const char *env = getenv("CUDAQ_NN_STACK");
-  const int force = g->opts.conv_impl == CUDAQ_NN_CONV_STACK || (env && !strcmp(env, "1"));
+  const int force = g->opts.conv_impl == CUDAQ_NN_CONV_STACK || nng_stack_env() == 1;
   for (int i = 0; i < g->n_stacks; i++) {
     stack_state *st = &g->stacks[i];
     float sum = 0.0f;
