@@ -43,6 +43,7 @@ unpack_xz() { # unpack_xz PACK DEST: the pack's NAME.xz binaries into DEST/NAME 
   export LD_LIBRARY_PATH=$PWD/$1:$LD_LIBRARY_PATH
 }
 install_wheels() { # the carried wheels (.whl/: stim, PyMatching) into /tmp/site, on PYTHONPATH
+  ls .whl/*.whl > /dev/null 2>&1 || { echo "install_wheels: no .whl/ carried"; return 0; }
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1

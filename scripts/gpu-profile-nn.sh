@@ -20,7 +20,10 @@ for m in ${PROFILE_MODELS:-models/predecoder_d7_z.onnx models/predecoder_d13_z.o
     run "prof_${n}_${impl}_bench" "$f" --iters 300 --prec fp16 --impls "$impl" --plan /tmp/nn-plans "$m"
     grep -E "^$n|conv #" "$OUT/prof_${n}_${impl}_bench.log"
     for mode in node graph; do
+      # boost clocks and warm caches as in a real replay (ncu's defaults lock base
+      # clocks and flush the caches before each kernel: small kernels read 2-3x slower)
       run "prof_${n}_${impl}_$mode" "$NCU" --graph-profiling "$mode" --metrics gpu__time_duration.sum --csv \
+        --clock-control none --cache-control none \
         "$f" --iters 3 --prec fp16 --impls "$impl" --plan /tmp/nn-plans "$m"
     done
     # the last replay's kernels, in order: name and GPU time (ns)
@@ -29,5 +32,16 @@ for m in ${PROFILE_MODELS:-models/predecoder_d7_z.onnx models/predecoder_d13_z.o
     grep '"gpu__time_duration.sum"' "$OUT/prof_${n}_${impl}_graph.log" | tail -3 | awk -F'","' '{print "graph: " $NF}' | tr -d '"'
   done
 done
+# The same replays on a timeline (Nsight Systems, where it exists): kernel times
+# with the launch gaps between them, as the graph really runs (PDL overlaps included).
+if command -v nsys > /dev/null; then
+  for m in ${PROFILE_MODELS:-models/predecoder_d7_z.onnx models/predecoder_d13_z.onnx}; do
+    n=$(basename "$m" .onnx)
+    run "nsys_${n}" nsys profile -o "/tmp/nsys_$n" --force-overwrite true --trace=cuda \
+      --cuda-graph-trace=node "$f" --iters 50 --prec fp16 --impls auto --plan /tmp/nn-plans "$m"
+    run "nsys_${n}_trace" nsys stats --report cuda_gpu_trace --format csv "/tmp/nsys_$n.nsys-rep"
+    tail -"${PROFILE_TAIL:-20}" "$OUT/nsys_${n}_trace.log" | cut -d, -f1,2,NF | cut -c1-150
+  done
+fi
 echo "gpu-profile-nn: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -14,7 +14,11 @@
 # from the packed binaries.
 # Prepare here (the build folder is too large to carry whole):
 #   scripts/gpu-build.sh && scripts/gpu-pack.sh      -> .gpucarry/
-# then run with .gpucarry and .whl (stim, PyMatching wheels) carried.
+# then run with .gpucarry and .whl (stim, PyMatching wheels) carried, or with the
+# shots made here instead (no wheels needed there), e.g. for the bench step:
+#   for a in "d7 7_z 0.005 20000 21" "d13 13_z 0.005 5000 31"; do set -- $a
+#     .venv/bin/python tools/predecoder/reference_eval.py shots --manifest models/manifest.json \
+#       --model models/predecoder_d$2.onnx --p $3 --shots $4 --seed $5 --out .gpucarry/shots/$1; done
 # STEPS=sanitize_all: every GPU test binary under memcheck, racecheck and synccheck (SAN_TOOLS).
 # STEPS="test sanitize nsys bench lowload udp dispatch sanitize_all" (default: the first six); DURATION (s per bench run,
 # default 2); WORKERS (default 8). Logs and reports go to $OUT (default gpu-out/); the
@@ -33,6 +37,9 @@ DURATION=${DURATION:-2} WORKERS=${WORKERS:-8}
 machine_info 2>&1 | tee "$OUT/machine.txt"
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 shots() { # shots NAME MODEL P N SEED -> /tmp/rt-NAME/{circuit.dem,shots.b8,obs.01}
+  # (copied from the pack's shots/NAME/ when it has them: made here by
+  # SHOTS_ONLY=1, so the visit needs no stim wheel)
+  if [ -d "$C/shots/$1" ]; then rm -rf "/tmp/rt-$1" && cp -r "$C/shots/$1" "/tmp/rt-$1" && return 0; fi
   python3 tools/predecoder/reference_eval.py shots --manifest models/manifest.json --model "$2" \
     --p "$3" --shots "$4" --seed "$5" --out "/tmp/rt-$1" > /dev/null
 }
