@@ -488,6 +488,56 @@ def fuse_cases(g):
            tol=0)
 
 
+def fuse_gemm_cases(g):
+    """A predecoder-like tail for the matrix-product passes (gpu_fuse.cu):
+    a threshold chain (Greater -> Cast -> Mul by a mask) read only through
+    two Gathers that are MatMuls' A maps is evaluated inside their loads, and
+    the two independent MatMuls (one with an integer epilogue) share one
+    launch: the whole graph is one kernel. A second chain whose value is
+    also a graph output keeps its own step (its MatMul reads it through the
+    map as usual). Generated after the stack cases, so that every earlier
+    case keeps its data."""
+    F, I32 = TP.FLOAT, TP.INT32
+    r = g.rng
+    g.case("fuse_chain_gathers", [node("Greater", ["x", "thr"], ["gt"]),
+                                  node("Cast", ["gt"], ["gf"], to=F),
+                                  node("Mul", ["gf", "mask"], ["e"]),
+                                  node("Concat", ["e", "zero"], ["cat"], axis=1),
+                                  node("Gather", ["cat", "gi"], ["ga"], axis=1),
+                                  node("Reshape", ["ga", "s3"], ["ra"]),
+                                  node("MatMul", ["ra", "ones"], ["mm"]),
+                                  node("Reshape", ["mm", "s2"], ["mr"]),
+                                  node("Cast", ["mr"], ["ci"], to=I32),
+                                  node("Add", ["d", "ci"], ["ad"]),
+                                  node("Div", ["ad", "two"], ["h"]),
+                                  node("Mul", ["h", "two"], ["h2"]),
+                                  node("Sub", ["ad", "h2"], ["y"]),
+                                  node("Gather", ["cat", "gj"], ["gb"], axis=1),
+                                  node("MatMul", ["gb", "w"], ["y2"])],
+           [("x", F, [1, 6]), ("d", I32, [1, 4])], [("y", I32), ("y2", F)],
+           [init("thr", np.array([0.25], dtype=np.float32)),
+            init("mask", np.array([[1, 1, 0, 1, 1, 1]], dtype=np.float32)),
+            init("zero", np.zeros([1, 1], dtype=np.float32)),
+            init("gi", np.array([6, 0, 5, 6, 1, 1, 2, 6, 3, 4, 4, 6], dtype=np.int64)),
+            init("s3", np.array([1, 4, 3], dtype=np.int64)), init("s2", np.array([1, 4], dtype=np.int64)),
+            init("ones", np.ones([3, 1], dtype=np.float32)), init("two", np.array([2], dtype=np.int32)),
+            init("gj", np.array([[5, 6, 0, 2, 2, 4, 1]], dtype=np.int64)),
+            init("w", np.round(r.standard_normal([7, 2]) * 4).astype(np.float32))],
+           feeds={"x": r.standard_normal([1, 6]).astype(np.float32), "d": r.integers(0, 2, [1, 4]).astype(np.int32)},
+           tol=0)
+    g.case("fuse_chain_output", [node("Greater", ["x", "thr"], ["gt"]),
+                                 node("Cast", ["gt"], ["e"], to=F),
+                                 node("Concat", ["e", "zero"], ["cat"], axis=1),
+                                 node("Gather", ["cat", "gi"], ["ga"], axis=1),
+                                 node("MatMul", ["ga", "w"], ["y"])],
+           [("x", F, [1, 6])], [("y", F), ("e", F)],
+           [init("thr", np.array([0.0], dtype=np.float32)),
+            init("zero", np.zeros([1, 1], dtype=np.float32)),
+            init("gi", np.array([6, 0, 5, 3, 1], dtype=np.int64)),
+            init("w", np.round(r.standard_normal([5, 3]) * 4).astype(np.float32))],
+           feeds={"x": r.standard_normal([1, 6]).astype(np.float32)}, tol=0)
+
+
 def fuse_conv_cases(g):
     """The channels-last convolution's fusions (gpu_fuse.cu, after tuning):
     its NCDHW input gathered through the map of the Cast -> Concat in front
@@ -552,6 +602,7 @@ def gen(args):
     fuse_cases(g)
     fuse_conv_cases(g)
     stack_cases(g)
+    fuse_gemm_cases(g)
     with open(os.path.join(args.out, "cases.txt"), "w") as f:
         f.write("\n".join(g.manifest) + "\n")
     print(f"onnx_reference: {len(g.manifest)} cases in {args.out}")

@@ -31,6 +31,7 @@ static step *add_step(cudaq_nn_gpu *g, int kind) {
   step *s = &g->steps[g->n_steps++];
   memset(s, 0, sizeof *s);
   s->kind = kind;
+  s->epi_node = -1;
   return s;
 }
 
@@ -206,6 +207,7 @@ static void fill_gemm(cudaq_nn_gpu *g, const nn_node_t *node, nnk_gemm *p) {
   memset(p, 0, sizeof *p);
   p->a = g->dev[node->in[0]];
   p->b = g->dev[node->in[1]];
+  p->b_const = m->values[node->in[1]].data != NULL; /* uploaded once at create */
   p->y = g->dev[node->out[0]];
   p->nb = 1;
   if (node->op == NN_OP_GEMM) {
@@ -252,6 +254,8 @@ static void fill_gemm(cudaq_nn_gpu *g, const nn_node_t *node, nnk_gemm *p) {
 /* A copy node's composed index map (gpu_fuse.cu) on the device. */
 struct copy_map {
   const void *const *bufs; /* the source buffers (up to 255: a byte indexes them) */
+  const void *host_bufs[NNG_MAP_HOST_BUFS]; /* the first of them, on the host */
+  int n_bufs;
   const uint8_t *src;
   const int32_t *idx;
   const int8_t *dts; /* the buffers' element types when one differs from out_dt (an absorbed Cast), else NULL */
@@ -293,6 +297,8 @@ static cudaq_nn_status_t upload_copy_map(cudaq_nn_gpu *g, const int *producer, c
       st = CUDAQ_NN_ERR_CUDA;
     }
   }
+  cm->n_bufs = n_bufs;
+  for (int j = 0; j < n_bufs && j < NNG_MAP_HOST_BUFS; j++) cm->host_bufs[j] = ptrs[j];
   free(src_in); free(idx64); free(idx32); free(ptrs);
   cm->bufs = (const void *const *)d_ptrs;
   cm->src = (const uint8_t *)d_in;
@@ -374,6 +380,8 @@ static cudaq_nn_status_t build_steps(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
         s->gm.a_bufs = cm.bufs;
         s->gm.a_src = cm.src;
         s->gm.a_idx = cm.idx;
+        s->a_nbufs_h = cm.n_bufs <= NNG_MAP_HOST_BUFS ? cm.n_bufs : -1;
+        memcpy(s->a_bufs_h, cm.host_bufs, sizeof cm.host_bufs);
       }
     } else if (nn__is_move_op(node->op)) {
       s->kind = ST_MOVE;
@@ -426,8 +434,9 @@ static cudaq_nn_status_t build_steps(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
       s->cout = g->dev_out[i]; s->cout_dt = m->values[v].dtype; s->n = (int64_t)m->values[v].n;
     }
   }
-  free(consumers); free(relu_of_conv); free(fused); free(producer); free(absorbed);
   if (!st) nng_fuse_elementwise(g);
+  if (!st) nng_fuse_gemm_chains(g, absorbed);
+  free(consumers); free(relu_of_conv); free(fused); free(producer); free(absorbed);
   return st;
 }
 
@@ -604,7 +613,15 @@ static cudaq_nn_status_t enqueue_all(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
       case ST_ELEMENTWISE: CK(nnk_launch_elementwise(s->ew, g->half, g->stream)); break;
       case ST_MOVE: if (s->mv.n) CK(nnk_launch_move(s->mv, g->stream)); break;
       case ST_FUSED: if (s->fz.n) CK(nnk_launch_fused(s->fz, g->stream)); break;
-      case ST_GEMM: CK(nnk_launch_gemm(s->gm, g->half, g->stream)); break;
+      case ST_GEMM: {
+        nnk_gemm_pair q;
+        q.p[0] = s->gm;
+        q.p[1] = s->gm2;
+        q.n = s->paired ? 2 : 1;
+        q.split = 0; /* set by the launcher */
+        CK(nnk_launch_gemm(q, g->half, g->stream));
+        break;
+      }
       case ST_CONVERT: CK(nnk_launch_convert(s->cin, s->cin_dt, s->cout, s->cout_dt, s->n, g->stream)); break;
       case ST_CONV: {
         const conv_state *c = &g->convs[s->conv];
@@ -671,6 +688,7 @@ static cudaq_nn_status_t create_engine(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
   TRY(nng_make_key(g, g->opts.device, err));
   TRY(nng_select_algorithms(g, err));
   nng_fuse_after_tuning(g);
+  nng_pair_gemms(g);
   return capture(g, err);
 }
 

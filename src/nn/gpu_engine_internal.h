@@ -25,6 +25,7 @@ static inline int forced_cl(cudaq_nn_conv_impl_t want) {
   return want == CUDAQ_NN_CONV_CL || want == CUDAQ_NN_CONV_STACK;
 }
 enum { ST_ELEMENTWISE, ST_MOVE, ST_CONV, ST_GEMM, ST_CONVERT, ST_FUSED };
+#define NNG_MAP_HOST_BUFS 16
 
 struct conv_state {
   int node;
@@ -81,6 +82,13 @@ struct step {
   int n_chain;
   nnk_move mv;
   nnk_gemm gm;
+  nnk_gemm gm2; /* ST_GEMM, paired: a second product, independent of gm, in the same launch */
+  int paired;
+  int epi_node; /* ST_GEMM: the last model node of gm's epilogue chain, or -1 */
+  /* ST_GEMM with a map: the map's buffers (host copy; a_nbufs_h = -1 when
+   * there are more than fit) */
+  const void *a_bufs_h[NNG_MAP_HOST_BUFS];
+  int a_nbufs_h;
   int conv;
   const void *cin;
   int cin_dt;
@@ -177,11 +185,21 @@ cudaq_nn_status_t nng_copy_map(const cudaq_nn_gpu *g, const int *producer, const
 /* Merges chains of elementwise steps into ST_FUSED steps, and a chain that
  * reads a matrix product's result only into that product's epilogue. */
 void nng_fuse_elementwise(cudaq_nn_gpu *g);
+/* A flat elementwise chain whose output is read only through matrix
+ * products' A maps (copies absorbed into them) is evaluated inside those
+ * products' loads; its step goes (absorbed: nng_plan_copy_absorb's). */
+void nng_fuse_gemm_chains(cudaq_nn_gpu *g, const unsigned char *absorbed);
+/* Whether the matrix-product passes (nng_fuse_gemm_chains, pairing) are
+ * off: CUDAQ_NN_NO_GEMM_FUSE set, or every fusion off (A/B measurements). */
+int nng_gemm_fuse_off(void);
 /* After the convolutions' implementations are chosen: a channels-last
  * convolution with NCDHW input reads a copy that only it reads through the
  * copy's map, and one with NCDHW output runs the chain reading only its
  * result as its epilogue; those steps go. Opt-in: CUDAQ_NN_CONV_FUSE=1. */
 void nng_fuse_after_tuning(cudaq_nn_gpu *g);
+/* Last pass: consecutive matrix-product steps where the second reads
+ * nothing the first writes run as one launch (nnk_gemm_pair). */
+void nng_pair_gemms(cudaq_nn_gpu *g);
 /* The engine's key for the plan file (gpu_tune.cu). */
 cudaq_nn_status_t nng_make_key(cudaq_nn_gpu *g, int device, cudaq_nn_error_t *err);
 /* Reads the plan or times the candidates of every convolution (and writes

@@ -122,8 +122,10 @@ __device__ __forceinline__ void ew_apply(int op, int gelu_tanh, const void *cons
 
 /* Element i of a fused chain: op j reads tensors (offset i, or 0 for a
  * scalar) or the registers of earlier ops, and writes register j, the last
- * op the output. */
-__device__ __forceinline__ void fused_at(const nnk_fused &p, int64_t i, const void *seed = NULL) {
+ * op the output (element i of p.out, or *value, as the last op's out_dt,
+ * when value is set). */
+__device__ __forceinline__ void fused_at(const nnk_fused &p, int64_t i, const void *seed = NULL,
+                                         unsigned long long *value = NULL) {
   unsigned long long reg[NNK_FUSE_MAX_OPS];
   for (int j = 0; j < p.n_ops; j++) {
     const nnk_fused_op &o = p.ops[j];
@@ -145,7 +147,8 @@ __device__ __forceinline__ void fused_at(const nnk_fused &p, int64_t i, const vo
       }
     }
     const bool last = j == p.n_ops - 1;
-    ew_apply(o.op, o.gelu_tanh, in, dt, off, last ? p.out : &reg[j], o.out_dt, last ? i : 0);
+    void *out = !last ? (void *)&reg[j] : value ? (void *)value : p.out;
+    ew_apply(o.op, o.gelu_tanh, in, dt, off, out, o.out_dt, last && !value ? i : 0);
   }
 }
 
@@ -154,6 +157,15 @@ __device__ __forceinline__ void fused_at(const nnk_fused &p, int64_t i, const vo
  * every convolution instantiation with an NCDHW output calls it, and one
  * copy keeps their compile time down. */
 __device__ __noinline__ void fused_at_dev(const nnk_fused *p, int64_t i, const void *seed) { fused_at(*p, i, seed); }
+
+/* Element i of a chain's output as float, never stored (a matrix product's
+ * A read through a chain, gpu_kernels.cu): the value as the last op stores
+ * it in its out_dt, read back as a load of that type would. */
+__device__ __noinline__ float fused_value_dev(const nnk_fused *p, int64_t i) {
+  unsigned long long v = 0;
+  fused_at(*p, i, NULL, &v);
+  return ldf(&v, p->ops[p->n_ops - 1].out_dt, 0);
+}
 
 /* v of type dt as FP16 bits, converted as Cast does (not inlined, as above). */
 __device__ __noinline__ unsigned short cast_to_half_bits(const void *p, int dt, int64_t idx) {

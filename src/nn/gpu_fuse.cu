@@ -13,7 +13,14 @@
  * count, each input contiguous or a scalar, whose intermediate values are
  * read only inside the chain, run as one kernel (nnk_fused): the
  * intermediates live in registers, stored and re-read in their own element
- * type, so results are bit-identical to the unfused steps. */
+ * type, so results are bit-identical to the unfused steps.
+ *
+ * Matrix-product tails (a predecoder's residual and frame). A flat chain
+ * whose value is read only through products' A maps is evaluated inside
+ * their loads (nng_fuse_gemm_chains: its value is never stored, and the
+ * rounding is the store's), and two consecutive products where the second
+ * does not read the first's results share one launch (nng_pair_gemms).
+ * The shipped predecoders' tail went from three kernels to one. */
 #include "gpu_engine_internal.h"
 
 namespace {
@@ -323,8 +330,12 @@ void attach_epilogues(cudaq_nn_gpu *g, int convs) {
         (void)cudaGetLastError();
         break; /* no memory for it: the chain keeps its own step */
       }
-      if (G->kind == ST_GEMM) G->gm.epi = d;
-      else g->convs[G->conv].cf.epi = d;
+      if (G->kind == ST_GEMM) {
+        G->gm.epi = d;
+        G->epi_node = X->node;
+      } else {
+        g->convs[G->conv].cf.epi = d;
+      }
       attached = 1;
     }
     if (!attached) g->steps[w++] = *X;
@@ -332,7 +343,142 @@ void attach_epilogues(cudaq_nn_gpu *g, int convs) {
   g->n_steps = w;
 }
 
+/* Whether value v is read only through the A maps of matrix products:
+ * every reader (past aliases) is a copy absorbed into a map, whose own
+ * readers are such copies or products reading them as A (via_copy: v is
+ * already inside a map). */
+int only_gemm_maps(const cudaq_nn_model_t *m, const unsigned char *absorbed, int v, int via_copy) {
+  if (is_output(m, v)) return 0;
+  int readers = 0;
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    const nn_node_t *nd = &m->nodes[i];
+    if (nd->folded) continue;
+    int uses = 0;
+    for (int k = 0; k < nd->n_in; k++) uses += nd->in[k] == v;
+    if (!uses) continue;
+    readers++;
+    if (nng_is_alias_op(nd->op)) {
+      if (!only_gemm_maps(m, absorbed, nd->out[0], via_copy)) return 0;
+    } else if (is_copy(nd) && absorbed[i]) {
+      if (!only_gemm_maps(m, absorbed, nd->out[0], 1)) return 0;
+    } else if (!(via_copy && is_gemm(nd) && uses == 1 && nd->in[0] == v)) {
+      return 0;
+    }
+  }
+  return readers > 0;
+}
+
+/* Whether model node `from` reads, directly or through other nodes, the
+ * output of node `target` (seen: n_nodes bytes of scratch, stack: n_nodes ints). */
+int reaches(const cudaq_nn_model_t *m, const int *producer, int from, int target, unsigned char *seen, int *stack) {
+  memset(seen, 0, m->n_nodes);
+  int top = 0;
+  stack[top++] = from;
+  seen[from] = 1;
+  while (top > 0) {
+    const int n = stack[--top];
+    if (n == target) return 1;
+    const nn_node_t *nd = &m->nodes[n];
+    for (int k = 0; k < nd->n_in; k++) {
+      const int p = nd->in[k] >= 0 ? producer[nd->in[k]] : -1;
+      if (p >= 0 && !seen[p]) {
+        seen[p] = 1;
+        stack[top++] = p;
+      }
+    }
+  }
+  return 0;
+}
+
 }  // namespace
+
+int nng_gemm_fuse_off(void) { return nng_fuse_off() || getenv("CUDAQ_NN_NO_GEMM_FUSE") != NULL; }
+
+void nng_fuse_gemm_chains(cudaq_nn_gpu *g, const unsigned char *absorbed) {
+  if (nng_gemm_fuse_off()) return;
+  const cudaq_nn_model_t *m = g->m;
+  int w = 0;
+  for (int x = 0; x < g->n_steps; x++) {
+    step *X = &g->steps[x];
+    nnk_fused f;
+    int ok = 0;
+    if (X->kind == ST_FUSED) {
+      f = X->fz;
+      ok = 1;
+    } else if (fusable(X)) {
+      ok = build_fused(g, x, x, &f);
+    }
+    ok = ok && only_gemm_maps(m, absorbed, m->nodes[X->node].out[0], 0);
+    /* The products reading it: each with its map's buffer list known and no
+     * chain yet (one per product). */
+    int readers = 0;
+    for (int t = x + 1; ok && t < g->n_steps; t++) {
+      const step *S = &g->steps[t];
+      if (S->kind != ST_GEMM || !S->gm.a_idx) continue;
+      if (S->a_nbufs_h < 0) ok = 0;
+      for (int j = 0; ok && j < S->a_nbufs_h; j++)
+        if (S->a_bufs_h[j] == f.out) {
+          ok = !S->gm.a_chain;
+          readers++;
+        }
+    }
+    nnk_fused *d = NULL;
+    if (ok && readers > 0 &&
+        (nng_dalloc(g, sizeof f, (void **)&d, NULL) != CUDAQ_NN_OK ||
+         cudaMemcpy(d, &f, sizeof f, cudaMemcpyHostToDevice) != cudaSuccess)) {
+      (void)cudaGetLastError();
+      ok = 0; /* no memory for the program: X keeps its step */
+    }
+    if (ok && readers > 0) {
+      for (int t = x + 1; t < g->n_steps; t++) {
+        step *S = &g->steps[t];
+        if (S->kind != ST_GEMM || !S->gm.a_idx) continue;
+        for (int j = 0; j < S->a_nbufs_h; j++)
+          if (S->a_bufs_h[j] == f.out) {
+            S->gm.a_chain = d;
+            S->gm.a_chain_buf = j;
+          }
+      }
+      continue; /* X's step goes */
+    }
+    g->steps[w++] = *X;
+  }
+  g->n_steps = w;
+}
+
+void nng_pair_gemms(cudaq_nn_gpu *g) {
+  if (nng_gemm_fuse_off()) return;
+  const cudaq_nn_model_t *m = g->m;
+  int *producer = (int *)malloc((m->n_values + 1) * sizeof(int));
+  int *stack = (int *)malloc((m->n_nodes + 1) * sizeof(int));
+  unsigned char *seen = (unsigned char *)malloc(m->n_nodes + 1);
+  if (!producer || !stack || !seen) { /* no pairing: each product keeps its own launch */
+    free(producer); free(stack); free(seen);
+    return;
+  }
+  nng_producers(m, producer);
+  int w = 0;
+  for (int i = 0; i < g->n_steps; i++) {
+    step *A = &g->steps[i];
+    if (i + 1 < g->n_steps && A->kind == ST_GEMM && g->steps[i + 1].kind == ST_GEMM) {
+      const step *B = &g->steps[i + 1];
+      const int last = B->epi_node >= 0 ? B->epi_node : B->node;
+      /* B reads nothing A writes: A writes its node's value or, with an
+       * epilogue, a value computed from it, so B must not reach A's node. */
+      if (!reaches(m, producer, last, A->node, seen, stack)) {
+        step merged = *A;
+        merged.gm2 = B->gm;
+        merged.paired = 1;
+        g->steps[w++] = merged;
+        i++;
+        continue;
+      }
+    }
+    g->steps[w++] = *A;
+  }
+  g->n_steps = w;
+  free(producer); free(stack); free(seen);
+}
 
 void nng_fuse_elementwise(cudaq_nn_gpu *g) {
   if (nng_fuse_off()) return;

@@ -262,12 +262,44 @@ __global__ void k_bias_act(T *y, const T *b, int M, int64_t plane, int64_t n, in
   }
 }
 
-/* Output t of a (batched) matrix product, computed by a group of G lanes
+/* The first GEMM_PRE k-steps of a lane's output: their operand addresses
+ * (through the map) and, with a constant B, B's values, fetched before the
+ * grid dependency wait, while the kernel before this one still runs. */
+constexpr int GEMM_PRE = 4;
+template <typename T>
+struct gemm_ops {
+  int64_t oa, ob, i, j;
+  const T *a[GEMM_PRE]; /* NULL: the element comes from the A chain */
+  int64_t ai[GEMM_PRE];
+  float b[GEMM_PRE];
+};
+
+/* Where element e of A lives: a buffer and an index, or (*buf NULL) the A
+ * chain's element *idx. Only constants are read (maps, buffer table). */
+template <typename T>
+__device__ __forceinline__ void gemm_a_where(const nnk_gemm &p, int64_t e, const T **buf, int64_t *idx) {
+  if (!p.a_idx) {
+    *buf = static_cast<const T *>(p.a);
+    *idx = e;
+    return;
+  }
+  const int src = p.a_src[e];
+  *buf = p.a_chain && src == p.a_chain_buf ? nullptr : static_cast<const T *>(p.a_bufs[src]);
+  *idx = p.a_idx[e];
+}
+
+template <typename T>
+__device__ __forceinline__ float gemm_a_value(const nnk_fused *chain, const T *buf, int64_t idx) {
+  return buf ? tof<T>(buf[idx]) : fused_value_dev(chain, idx);
+}
+
+/* Output t of a (batched) matrix product is computed by a group of G lanes
  * (G = gemm_group(K), a power of two <= 32; groups are aligned inside a
- * warp and every lane of the warp calls this, each group with its own t):
+ * warp and every lane of the warp takes part, each group with its own t):
  * lane l of the group sums k = l, l + G, ..., then a butterfly reduction
  * inside the group; its lane 0 stores. One thread per output cost one
- * global-latency load per k in sequence (a K = 98 dot product took tens of µs). */
+ * global-latency load per k in sequence (a K = 98 dot product took tens of
+ * µs). Phase 1 (gemm_fetch): what depends on constants only. */
 __host__ __device__ inline int gemm_group(int64_t K) {
   int g = 1;
   while (g < 32 && g * 4 < K) g *= 2; /* about 4 products per lane */
@@ -275,54 +307,106 @@ __host__ __device__ inline int gemm_group(int64_t K) {
 }
 
 template <typename T>
-__device__ void gemm_group_at(const nnk_gemm &p, int64_t t, int G, int lane, bool active) {
-  const T *A = static_cast<const T *>(p.a), *B = static_cast<const T *>(p.b), *C = static_cast<const T *>(p.c);
-  T *Y = static_cast<T *>(p.y);
+__device__ void gemm_fetch(const nnk_gemm &p, int64_t t, int G, int lane, bool active, gemm_ops<T> *o) {
   if (!active) t = 0; /* idle lanes join the shuffles with a valid index */
-  const int64_t j = t % p.N, i = (t / p.N) % p.M, bi = t / (p.N * p.M);
-  int64_t oa = 0, ob = 0, r = bi;
+  o->j = t % p.N;
+  o->i = (t / p.N) % p.M;
+  const int64_t bi = t / (p.N * p.M);
+  int64_t r = bi;
+  o->oa = 0;
+  o->ob = 0;
   for (int d = p.br - 1; d >= 0; d--) {
     int64_t c = r % p.bdims[d];
     r /= p.bdims[d];
-    oa += c * p.sa[d];
-    ob += c * p.sb[d];
+    o->oa += c * p.sa[d];
+    o->ob += c * p.sb[d];
   }
+  const T *B = static_cast<const T *>(p.b);
+#pragma unroll
+  for (int q = 0; q < GEMM_PRE; q++) {
+    const int64_t k = lane + (int64_t)q * G;
+    o->a[q] = nullptr;
+    o->ai[q] = 0;
+    o->b[q] = 0.0f;
+    if (!active || k >= p.K) continue;
+    gemm_a_where<T>(p, o->oa + o->i * p.sai + k * p.sak, &o->a[q], &o->ai[q]);
+    if (p.b_const) o->b[q] = tof<T>(B[o->ob + k * p.sbk + o->j * p.sbj]);
+  }
+}
+
+/* Phase 2, after the wait: the products, the reduction, the store or the
+ * epilogue (programs epi and chain: p.epi and p.a_chain, staged). */
+template <typename T>
+__device__ void gemm_finish(const nnk_gemm &p, const nnk_fused *epi, const nnk_fused *chain, int64_t t, int G,
+                            int lane, bool active, const gemm_ops<T> &o) {
+  const T *B = static_cast<const T *>(p.b), *C = static_cast<const T *>(p.c);
+  T *Y = static_cast<T *>(p.y);
   float s = 0.0f;
-  for (int64_t k = lane; active && k < p.K; k += G) {
-    const int64_t e = oa + i * p.sai + k * p.sak;
-    const T a = p.a_idx ? static_cast<const T *>(p.a_bufs[p.a_src[e]])[p.a_idx[e]] : A[e];
-    s += tof<T>(a) * tof<T>(B[ob + k * p.sbk + j * p.sbj]);
+#pragma unroll
+  for (int q = 0; q < GEMM_PRE; q++) {
+    const int64_t k = lane + (int64_t)q * G;
+    if (!active || k >= p.K) continue;
+    const float b = p.b_const ? o.b[q] : tof<T>(B[o.ob + k * p.sbk + o.j * p.sbj]);
+    s += gemm_a_value<T>(chain, o.a[q], o.ai[q]) * b;
   }
-  for (int o = G / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  for (int64_t k = lane + (int64_t)GEMM_PRE * G; active && k < p.K; k += G) {
+    const T *buf;
+    int64_t idx;
+    gemm_a_where<T>(p, o.oa + o.i * p.sai + k * p.sak, &buf, &idx);
+    s += gemm_a_value<T>(chain, buf, idx) * tof<T>(B[o.ob + k * p.sbk + o.j * p.sbj]);
+  }
+  for (int w = G / 2; w > 0; w >>= 1) s += __shfl_xor_sync(0xffffffffu, s, w);
   if (lane != 0 || !active) return;
   float v = p.alpha * s;
-  if (C) v += p.beta * tof<T>(C[i * p.sc0 + j * p.sc1]);
-  if (p.epi) { /* the chain reads the result as stored in y's type */
+  if (C) v += p.beta * tof<T>(C[o.i * p.sc0 + o.j * p.sc1]);
+  if (epi) { /* the chain reads the result as stored in y's type */
     T seed = fromf<T>(v);
-    fused_at_dev(p.epi, t, &seed);
+    fused_at_dev(epi, t, &seed);
     return;
   }
   Y[t] = fromf<T>(v);
 }
 
-/* Groups of G lanes per output over the whole grid.
- * The loop runs while any group of the warp has work, so that every lane
- * takes part in every shuffle. */
+/* A program (a chain) copied into shared memory by the block. */
+__device__ const nnk_fused *stage_program(const nnk_fused *g, nnk_fused *sh) {
+  if (!g) return nullptr;
+  const uint32_t *src = reinterpret_cast<const uint32_t *>(g);
+  uint32_t *dst = reinterpret_cast<uint32_t *>(sh);
+  for (unsigned w = threadIdx.x; w < sizeof(nnk_fused) / 4; w += blockDim.x) dst[w] = src[w];
+  return sh;
+}
+
+/* One product over blocks [0, nblk) of its part of the grid (block blk):
+ * groups of G lanes per output, grid-stride. The loop runs while any group
+ * of the warp has work, so that every lane takes part in every shuffle.
+ * The first output's constants are fetched before the dependency wait. */
 template <typename T>
-__device__ void gemm_range(const nnk_gemm &p, int64_t first, int64_t stride) {
+__device__ void gemm_part(const nnk_gemm &p, unsigned blk, unsigned nblk) {
+  __shared__ nnk_fused sh_epi, sh_chain;
+  const nnk_fused *epi = stage_program(p.epi, &sh_epi);
+  const nnk_fused *chain = stage_program(p.a_chain, &sh_chain);
   const int64_t total = p.nb * p.M * p.N;
   const int G = gemm_group(p.K), lane = threadIdx.x & 31;
-  const int64_t warp_first = first - (lane / G); /* the first group's output of this warp */
-  for (int64_t t = first, w = warp_first; w < total; t += stride, w += stride)
-    gemm_group_at<T>(p, t, G, lane & (G - 1), t < total);
+  const int64_t stride = (int64_t)nblk * blockDim.x / G;
+  const int64_t first = ((int64_t)blk * blockDim.x + threadIdx.x) / G;
+  const int64_t warp_first = first - ((lane & 31) / G); /* the first group's output of this warp */
+  gemm_ops<T> o;
+  gemm_fetch<T>(p, first, G, lane & (G - 1), first < total, &o);
+  __syncthreads(); /* the staged programs */
+  nnk_pdl_wait();
+  for (int64_t t = first, w = warp_first; w < total; t += stride, w += stride) {
+    if (t != first) gemm_fetch<T>(p, t, G, lane & (G - 1), t < total, &o);
+    gemm_finish<T>(p, epi, chain, t, G, lane & (G - 1), t < total, o);
+  }
 }
 
 template <typename T>
-__global__ void k_gemm(nnk_gemm p) {
-  nnk_pdl_begin();
-  const int G = gemm_group(p.K);
-  const int64_t gid = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / G;
-  gemm_range<T>(p, gid, (int64_t)gridDim.x * blockDim.x / G);
+__global__ void k_gemm(nnk_gemm_pair q) {
+  nnk_pdl_launch_dependents();
+  /* Each product by name (a dynamic index into the parameters would copy
+   * them to local memory). */
+  if (q.n > 1 && blockIdx.x >= q.split) gemm_part<T>(q.p[1], blockIdx.x - q.split, gridDim.x - q.split);
+  else gemm_part<T>(q.p[0], blockIdx.x, q.n > 1 ? q.split : gridDim.x);
 }
 
 __device__ __forceinline__ void convert_at(const void *in, int in_dt, void *out, int out_dt, int64_t i) {
@@ -398,9 +482,13 @@ cudaError_t nnk_launch_bias_act(void *y, const void *b, int N, int M, int64_t pl
                        M, plane, n, relu);
 }
 
-cudaError_t nnk_launch_gemm(const nnk_gemm &p, int half, cudaStream_t s) {
-  int64_t lanes = p.nb * p.M * p.N * gemm_group(p.K); /* a group of lanes per output */
-  const dim3 grid(grid_for(lanes, 128)), block(128);
+cudaError_t nnk_launch_gemm(const nnk_gemm_pair &q, int half, cudaStream_t s) {
+  nnk_gemm_pair p = q;
+  unsigned blocks[2] = {0, 0};
+  for (int k = 0; k < p.n; k++) /* a group of lanes per output */
+    blocks[k] = grid_for(p.p[k].nb * p.p[k].M * p.p[k].N * gemm_group(p.p[k].K), 128);
+  p.split = blocks[0];
+  const dim3 grid(blocks[0] + blocks[1]), block(128);
   return half ? nnk_launch_ex(k_gemm<__half>, grid, block, 0, s, 1, p) : nnk_launch_ex(k_gemm<float>, grid, block, 0, s, 1, p);
 }
 

@@ -156,6 +156,23 @@ struct nnk_gemm {
   /* An elementwise chain run on each result (its seed) instead of storing
    * it in y, when set (device memory). */
   const nnk_fused *epi;
+  /* With a map: a flat elementwise chain (device memory) whose output is map
+   * buffer a_chain_buf is evaluated at the element's index in place of the
+   * load (its own step is gone: the chain's output is never stored). */
+  const nnk_fused *a_chain;
+  int a_chain_buf;
+  /* B is a constant: read before the grid dependency wait (PDL). */
+  int b_const;
+};
+
+/* One launch of up to two independent matrix products (gpu_fuse.cu pairs
+ * consecutive ones that do not read each other's results): blocks
+ * [0, split) run p[0], the others p[1]. Index maps, B constants and the
+ * epilogue and chain programs are read before the dependency wait. */
+struct nnk_gemm_pair {
+  nnk_gemm p[2];
+  int n;
+  unsigned split;
 };
 
 /* Launchers (src/nn/gpu_kernels.cu); all asynchronous on stream. */
@@ -165,7 +182,7 @@ cudaError_t nnk_launch_fused(const nnk_fused &p, cudaStream_t s);
 cudaError_t nnk_launch_conv(const nnk_conv &p, int half, cudaStream_t s);
 cudaError_t nnk_launch_bias_act(void *y, const void *b, int N, int M, int64_t plane, int relu, int half,
                                 cudaStream_t s);
-cudaError_t nnk_launch_gemm(const nnk_gemm &p, int half, cudaStream_t s);
+cudaError_t nnk_launch_gemm(const nnk_gemm_pair &p, int half, cudaStream_t s);
 cudaError_t nnk_launch_convert(const void *in, int in_dt, void *out, int out_dt, int64_t n,
                                cudaStream_t s);
 /* Whether the own convolution kernel handles this kernel size. */
