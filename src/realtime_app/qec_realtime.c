@@ -42,10 +42,39 @@
 #include "cudaq/realtime/bench_report.h"
 #include "cudaq/realtime/cudaq_realtime.h"
 #include "cudaq/realtime/pipeline.h"
+#include "pipeline/pipeline_internal.h"
 #include "qrt_app.h"
 #include "qrt_gpu.h"
 #include "qrt_nvtx.h"
 
+
+
+/* --fail_launch_every K (testing): the pipeline's graph launches go through
+ * the real launch ops, except every K-th, which fails with
+ * cudaErrorLaunchFailure (719) without launching; the pipeline answers that
+ * request with an error and returns the worker (host-dispatcher-worker-pool
+ * section 4.2). Only the pipeline's dispatcher thread launches, so the
+ * count is a plain word. Not on any path unless asked for. */
+static const cudaq__launch_ops_t *g_real_ops;
+static uint64_t g_fail_every, g_launches;
+
+static int failing_launch(void *user, cudaGraphExec_t g, cudaStream_t s) {
+  if (++g_launches % g_fail_every == 0) return 719; /* cudaErrorLaunchFailure */
+  return g_real_ops->launch_graph(user, g, s);
+}
+
+static int fail_launch_every(cudaq_pipeline_t *p, uint64_t k) {
+  g_real_ops = cudaq__cuda_launch_ops();
+  if (!g_real_ops) {
+    fprintf(stderr, "qec-realtime: --fail_launch_every needs a build with CUDA\n");
+    return 1;
+  }
+  g_fail_every = k;
+  g_launches = 0;
+  cudaq__launch_ops_t ops = *g_real_ops;
+  ops.launch_graph = failing_launch;
+  return cudaq__pipeline_set_launch_ops(p, &ops) != CUDAQ_OK;
+}
 
 static void relax(const app_t *a) {
   if (a->idle_yield)
@@ -420,6 +449,7 @@ static int run(const opts_t *o) {
   }
   if (cudaq_pipeline_create(&cfg, &p) ||
       (gpu && cudaq_pipeline_set_gpu_stage(p, qrt_gpu_factory, gst)) ||
+      (gpu && o->fail_launch_every && fail_launch_every(p, o->fail_launch_every)) ||
       cudaq_pipeline_set_cpu_stage(p, gpu ? cpu_stage_gpu : cpu_stage, workers) ||
       cudaq_pipeline_set_completion_handler(p, on_complete, &a) || cudaq_pipeline_start(p)) {
     fprintf(stderr, "qec-realtime: pipeline: %s\n", cudaq_last_error());

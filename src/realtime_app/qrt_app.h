@@ -32,6 +32,7 @@ typedef struct opts {
   qrt_payload_t payload;
   int appended, workers, slots, idle_yield, pin, fp16, compare_mwpm;
   uint64_t requests, corrupt_every, timeout_ms;
+  uint64_t fail_launch_every; /* testing: every K-th GPU graph launch fails (0: none) */
   double duration_s, interval_us, progress_s;
 } opts_t;
 

@@ -69,6 +69,9 @@ void qrt_usage(FILE *f) {
       "testing:\n"
       "  --corrupt_every K          every K-th request carries a bad payload (alternately a\n"
       "                             bad value and a length 1 byte / 4 bytes short)\n"
+      "  --fail_launch_every K      GPU modes: every K-th graph launch fails (cudaErrorLaunch-\n"
+      "                             Failure, not launched): that request is answered with the\n"
+      "                             RPC error status and counted\n"
       "  --help\n",
       f);
 }
@@ -117,7 +120,7 @@ int qrt_parse_args(int argc, char **argv, opts_t *o) {
         "--dem", "--in", "--in_format", "--obs_in", "--obs_in_format", "--out", "--out_format",
         "--json", "--model", "--mode", "--preset", "--workers", "--slots", "--requests",
         "--duration_s", "--interval_us", "--timeout_ms", "--idle_yield", "--corrupt_every",
-        "--progress_s", "--pin", "--payload", "--precision", "--plan_dir", "--compare_mwpm", NULL};
+        "--fail_launch_every", "--progress_s", "--pin", "--payload", "--precision", "--plan_dir", "--compare_mwpm", NULL};
     int known = 0;
     for (int k = 0; valued[k]; k++)
       known |= !strcmp(a, valued[k]);
@@ -159,6 +162,7 @@ int qrt_parse_args(int argc, char **argv, opts_t *o) {
     else if (!strcmp(a, "--requests")) { if (parse_u64(a, v, &o->requests)) return 1; }
     else if (!strcmp(a, "--timeout_ms")) { if (parse_u64(a, v, &o->timeout_ms)) return 1; }
     else if (!strcmp(a, "--corrupt_every")) { if (parse_u64(a, v, &o->corrupt_every)) return 1; }
+    else if (!strcmp(a, "--fail_launch_every")) { if (parse_u64(a, v, &o->fail_launch_every)) return 1; }
     else if (!strcmp(a, "--duration_s")) { if (parse_double(a, v, &o->duration_s)) return 1; }
     else if (!strcmp(a, "--interval_us")) { if (parse_double(a, v, &o->interval_us)) return 1; }
     else if (!strcmp(a, "--progress_s")) { if (parse_double(a, v, &o->progress_s)) return 1; }
@@ -257,6 +261,11 @@ int qrt_check_mode_and_preset(opts_t *o) {
   if (o->mode == QRT_MODE_PASSTHROUGH && qrt_pd_kind_of(o->model) != QRT_PD_NONE) {
     fprintf(stderr, "qec-realtime: --mode passthrough runs no predecoder: drop --model '%s'\n",
             o->model);
+    return 2;
+  }
+  if (o->fail_launch_every && o->mode == QRT_MODE_CPU) {
+    fprintf(stderr, "qec-realtime: --fail_launch_every fails GPU graph launches: it needs --mode "
+                    "hybrid or passthrough\n");
     return 2;
   }
   if (!o->dem || !o->in) {

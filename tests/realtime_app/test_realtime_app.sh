@@ -3,8 +3,8 @@
 # fixture (tests/predecoder: 10^4 shots, circuit.dem, obs.01).
 #   test_realtime_app.sh QEC_REALTIME QEC_DECODE DATA_DIR WORK_DIR MODELS_DIR CASE
 # CASE: none | local | onnx_d5 | bits | bad_payload | fault | duration | refusals (CPU-only mode)
-#       gpu_hybrid | gpu_passthrough | gpu_fault (GPU modes; exit 77 "skipped: no CUDA device"
-#       without one)
+#       gpu_hybrid | gpu_passthrough | gpu_fault | gpu_launch_fault (GPU modes; exit 77
+#       "skipped: no CUDA device" without one)
 set -u
 RT=$1 QD=$2 DATA=$3 WORK=$4 MODELS=$5 CASE=$6
 fail() { echo "FAIL ($CASE): $*" >&2; exit 1; }
@@ -121,6 +121,32 @@ fault|gpu_fault)
   grep -q 'predictions differ on 0$' "$WORK/$r.txt" || fail "decoded requests differ from MWPM alone"
   echo "$CASE: $n requests answered with the predecoder's error status, $((10000 - n)) decoded"
   ;;
+gpu_launch_fault)
+  # Every 7th GPU graph launch fails (--fail_launch_every 7: the real launch
+  # ops, except that one returns cudaErrorLaunchFailure without launching):
+  # the pipeline answers that request with an error (the RPC status, counted)
+  # and returns the worker; every other request is decoded exactly as the
+  # offline evaluation decodes it (passthrough: MWPM alone; hybrid: the d=5
+  # model, FP32). Requests are launched in order, so requests 7, 14, ... fail
+  # (their --out record is 0); nothing lost, no hang.
+  skip_without_gpu
+  n=2000 bad=285
+  head -c 30000 "$DATA/shots.b8" >"$WORK/shots.b8" && head -n $n "$DATA/obs.01" >"$WORK/obs.01"
+  M=$MODELS/predecoder_d5_z.onnx
+  for mode in passthrough hybrid; do
+    if [ $mode = hybrid ]; then set -- --predecoder "$M"; else set --; fi
+    "$QD" predict --dem "$DEM" --in "$WORK/shots.b8" --in_format b8 "$@" --out "$WORK/ref.$mode.01" ||
+      fail "qec-decode predict $*"
+    awk 'NR % 7 == 0 { print "0"; next } { print }' "$WORK/ref.$mode.01" >"$WORK/want.$mode.01"
+    if [ $mode = hybrid ]; then set -- --model "$M" --precision fp32; fi
+    run_ok "$mode" $n --dem "$DEM" --in "$WORK/shots.b8" --in_format b8 --obs_in "$WORK/obs.01" \
+      --mode $mode "$@" --workers 4 --fail_launch_every 7 --out "$WORK/$mode.01"
+    grep -q "^errors by status: bad_length 0 bad_value 0 predecoder 0 mwpm 0 rpc $bad " "$WORK/$mode.txt" ||
+      fail "$mode: failed launches not counted as $bad RPC errors"
+    grep -q ", ok $((n - bad)), errors $bad," "$WORK/$mode.txt" || fail "$mode: ok / errors counts"
+    same_predictions "$mode" "$WORK/want.$mode.01"
+  done
+  ;;
 gpu_hybrid|gpu_passthrough)
   # The GPU modes on the same shots: every answer identical to the offline
   # evaluation on the CPU (qec-decode; hybrid: CPU executor vs GPU engine, FP32).
@@ -214,6 +240,8 @@ refusals)
     --in_format b8 --obs_in "$WORK/obs5.01"
   expect_refusal pin "this machine has" --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --pin 1000
   expect_refusal flag "unknown argument" --dem "$DEM" --in x --bogus 1
+  expect_refusal fail_launch_cpu "needs --mode hybrid or passthrough" --dem "$DEM" --in "$DATA/shots.b8" \
+    --in_format b8 --fail_launch_every 7
   "$RT" --help | grep -q -- "--interval_us" || fail "--help does not list --interval_us"
   ;;
 *) fail "unknown case" ;;
