@@ -102,8 +102,13 @@ __global__ void graph_dispatch_kernel(graph_params p) {
       cudaq__bump(magic != CUDAQ_RPC_MAGIC_REQUEST ? &c->dropped_bad_magic : &c->dropped_unknown_function);
     } else {
       /* In flight from here: the producer leaves the slot alone until the
-       * response is published (by us or by the graph). */
-      cudaq__store_release_sys(&p.tx_flags[slot], CUDAQ_TX_FLAG_IN_FLIGHT);
+       * response is published (by us or by the graph). The marker itself
+       * publishes nothing: a relaxed store, ordered before the RX clear by
+       * R3's release on every path below (here, or in answer()), as in
+       * dispatch_kernels.cu's parse_request. One system-scope fence less
+       * per request than a release store here. */
+      cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(p.tx_flags[slot])
+          .store(CUDAQ_TX_FLAG_IN_FLIGHT, cuda::memory_order_relaxed);
       int32_t status = cudaq__entry_status(cudaq__arg_rule_of(e), e->dispatch_mode, e->handler.graph_exec != nullptr,
                                            CUDAQ_DISPATCH_GRAPH_LAUNCH, arg_len,
                                            p.rx_stride - CUDAQ_RPC_HEADER_SIZE);
