@@ -147,6 +147,20 @@ __device__ __forceinline__ void load_window(const nnk_stack &s, const nnk_stack_
   }
 }
 
+/* The CTA's contiguous share [*i0, *i1) of a layer's work items. */
+__device__ __forceinline__ void item_range(const nnk_stack_layer &ly, int *i0, int *i1) {
+  *i0 = (int)((long long)blockIdx.x * ly.items / gridDim.x);
+  *i1 = (int)((long long)(blockIdx.x + 1) * ly.items / gridDim.x);
+}
+
+/* Work group grp (items grp * n_bricks ...): its first output channel n0
+ * (column block) and first input channel c0 (K slice). */
+__device__ __forceinline__ void group_origin(const nnk_stack_layer &ly, int grp, int *n0, int *c0) {
+  const int nblk = grp / ly.ks;
+  *n0 = nblk * ly.bn;
+  *c0 = (grp - nblk * ly.ks) * ly.cs;
+}
+
 /* Layer l's weight slice of group grp ([chunk][tap][k half][bn][8] from the
  * packed [chunk][tap][k half][mst][8]) into wsm through cp.async (one commit
  * group; the caller waits), and the slice's bias of layer l - 1 (applied by
@@ -154,7 +168,8 @@ __device__ __forceinline__ void load_window(const nnk_stack &s, const nnk_stack_
 __device__ void load_weights(const nnk_stack &s, int l, int grp, __half *wsm, float *bias_s) {
   const nnk_stack_layer &ly = s.layer[l];
   const int taps = ly.k[0] * ly.k[1] * ly.k[2], g8 = ly.cs / 8;
-  const int n0 = grp / ly.ks * ly.bn, c0 = grp % ly.ks * ly.cs;
+  int n0, c0;
+  group_origin(ly, grp, &n0, &c0);
   const int units = g8 * taps * ly.bn;
   for (int j = threadIdx.x; j < units; j += ST_THREADS) {
     const int n = j % ly.bn, rest = j / ly.bn, h = rest & 1, t = (rest >> 1) % taps, c = (rest >> 1) / taps;
@@ -207,14 +222,14 @@ __global__ void __launch_bounds__(ST_THREADS, 1) k_stack(const __grid_constant__
     __half *wsm = reinterpret_cast<__half *>(st_smem);
     __half *slab = reinterpret_cast<__half *>(st_smem + ly.w_bytes);
     float *outp = s.acc[ly.abuf];
-    const int i0 = (int)((long long)blockIdx.x * ly.items / gridDim.x);
-    const int i1 = (int)((long long)(blockIdx.x + 1) * ly.items / gridDim.x);
+    int i0, i1;
+    item_range(ly, &i0, &i1);
     const int s0 = warp * nsteps / ST_WARPS, s1 = (warp + 1) * nsteps / ST_WARPS;
     const int nq = ly.bn / 16;
     for (int it = i0; it < i1; it++) {
       const int grp = it / s.n_bricks, b = it - grp * s.n_bricks;
-      const int nblk = grp / ly.ks, r = grp - nblk * ly.ks;
-      const int n0 = nblk * ly.bn, c0 = r * ly.cs;
+      int n0, c0;
+      group_origin(ly, grp, &n0, &c0);
       int nb, o0, o1, o2;
       brick_origin(s, b, nb, o0, o1, o2);
       if (held_l != l || held_g != grp) {
@@ -304,9 +319,8 @@ __global__ void __launch_bounds__(ST_THREADS, 1) k_stack(const __grid_constant__
     }
     /* The next layer's first weight slice (constants) goes out before the barrier. */
     if (l + 1 < s.L) {
-      const nnk_stack_layer &nx = s.layer[l + 1];
-      const int j0 = (int)((long long)blockIdx.x * nx.items / gridDim.x);
-      const int j1 = (int)((long long)(blockIdx.x + 1) * nx.items / gridDim.x);
+      int j0, j1;
+      item_range(s.layer[l + 1], &j0, &j1);
       if (j0 < j1) {
         load_weights(s, l + 1, j0 / s.n_bricks, wsm, bias_s);
         held_l = l + 1;
