@@ -56,6 +56,18 @@ __device__ __forceinline__ void sti(void *p, int dt, int64_t i, long long v) {
 
 __device__ __forceinline__ bool is_float(int dt) { return dt == CUDAQ_NN_FLOAT || dt == CUDAQ_NN_FLOAT16; }
 
+/* Integer Div as the CPU executor computes it (truncation; 0 for a zero
+ * divisor and for the one overflowing quotient). Operands that fit in 32
+ * bits (every INT32 tensor) use the 32-bit division: the same quotient,
+ * without the 64-bit division's long instruction sequence (a predecoder
+ * tail's latency is a chain of such sequences). */
+__device__ __forceinline__ long long nnk_idiv(long long a, long long b) {
+  if (b == 0 || (b == -1 && a == (-0x7fffffffffffffffLL - 1))) return 0;
+  if (b == -1) return -a;
+  if (a == (long long)(int)a && b == (long long)(int)b) return (long long)((int)a / (int)b);
+  return a / b;
+}
+
 /* One elementwise operation: inputs k at in[k][off[k]] (types in_dt[k]),
  * the result stored at out[oi] as out_dt. Shared by the single-node kernel
  * and the fused chains (whose intermediate values are 8-byte registers,
@@ -93,7 +105,7 @@ __device__ __forceinline__ void ew_apply(int op, int gelu_tanh, const void *cons
         long long sa = (long long)a, sb = (long long)b;
         long long v = op == NN_OP_ADD ? (long long)(a + b) : op == NN_OP_SUB ? (long long)(a - b)
                     : op == NN_OP_MUL ? (long long)(a * b)
-                    : (sb == 0 || (sb == -1 && sa == (-0x7fffffffffffffffLL - 1))) ? 0 : sa / sb;
+                    : nnk_idiv(sa, sb);
         sti(out, out_dt, i, v);
       }
       break;
@@ -123,7 +135,9 @@ __device__ __forceinline__ void ew_apply(int op, int gelu_tanh, const void *cons
 /* Element i of a fused chain: op j reads tensors (offset i, or 0 for a
  * scalar) or the registers of earlier ops, and writes register j, the last
  * op the output (element i of p.out, or *value, as the last op's out_dt,
- * when value is set). */
+ * when value is set). Kept small: a chain runs once per element in tiny
+ * kernels whose time on the H100 is mostly instruction fetch (an unrolled
+ * load-all-inputs-first variant measured slower, 2026-11-24). */
 __device__ __forceinline__ void fused_at(const nnk_fused &p, int64_t i, const void *seed = NULL,
                                          unsigned long long *value = NULL) {
   unsigned long long reg[NNK_FUSE_MAX_OPS];

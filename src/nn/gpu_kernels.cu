@@ -309,9 +309,17 @@ __host__ __device__ inline int gemm_group(int64_t K) {
 template <typename T>
 __device__ void gemm_fetch(const nnk_gemm &p, int64_t t, int G, int lane, bool active, gemm_ops<T> *o) {
   if (!active) t = 0; /* idle lanes join the shuffles with a valid index */
-  o->j = t % p.N;
-  o->i = (t / p.N) % p.M;
-  const int64_t bi = t / (p.N * p.M);
+  int64_t bi;
+  if (p.nb * p.M * p.N <= 0x7fffffff) { /* 32-bit index arithmetic (64-bit division is a long sequence) */
+    const uint32_t tt = (uint32_t)t, n = (uint32_t)p.N, m = (uint32_t)p.M, q = tt / n;
+    o->j = tt - q * n;
+    o->i = q % m;
+    bi = q / m;
+  } else {
+    o->j = t % p.N;
+    o->i = (t / p.N) % p.M;
+    bi = t / (p.N * p.M);
+  }
   int64_t r = bi;
   o->oa = 0;
   o->ob = 0;
@@ -386,10 +394,10 @@ __device__ void gemm_part(const nnk_gemm &p, unsigned blk, unsigned nblk) {
   const nnk_fused *epi = stage_program(p.epi, &sh_epi);
   const nnk_fused *chain = stage_program(p.a_chain, &sh_chain);
   const int64_t total = p.nb * p.M * p.N;
-  const int G = gemm_group(p.K), lane = threadIdx.x & 31;
-  const int64_t stride = (int64_t)nblk * blockDim.x / G;
-  const int64_t first = ((int64_t)blk * blockDim.x + threadIdx.x) / G;
-  const int64_t warp_first = first - ((lane & 31) / G); /* the first group's output of this warp */
+  const int G = gemm_group(p.K), lane = threadIdx.x & 31, lg = __ffs(G) - 1; /* G is a power of two */
+  const int64_t stride = ((int64_t)nblk * blockDim.x) >> lg;
+  const int64_t first = ((int64_t)blk * blockDim.x + threadIdx.x) >> lg;
+  const int64_t warp_first = first - (lane >> lg); /* the first group's output of this warp */
   gemm_ops<T> o;
   gemm_fetch<T>(p, first, G, lane & (G - 1), first < total, &o);
   __syncthreads(); /* the staged programs */
