@@ -34,10 +34,12 @@ int is_output(const cudaq_nn_model_t *m, int v) {
   return 0;
 }
 
-/* Whether every reader of value v (through reshape-like aliases) is a copy
- * node or, with gemm_ok, a matrix product reading it as A only; v and its
- * aliases are no graph outputs and v has at least one reader. */
-int readers_compose(const cudaq_nn_model_t *m, int v, int gemm_ok) {
+/* Whether v has readers, is no graph output, and every reader (through
+ * reshape-like aliases) is a copy node or, with gemm_ok, a matrix product
+ * reading v as its A only. With `absorbed` given, a copy must be one
+ * absorbed into a map, and its own readers are walked the same way (a
+ * product reading it reads through its map: gemm_ok). */
+int readers_ok(const cudaq_nn_model_t *m, int v, int gemm_ok, const unsigned char *absorbed) {
   if (is_output(m, v)) return 0;
   int readers = 0;
   for (size_t i = 0; i < m->n_nodes; i++) {
@@ -48,13 +50,19 @@ int readers_compose(const cudaq_nn_model_t *m, int v, int gemm_ok) {
     if (!uses) continue;
     readers++;
     if (nng_is_alias_op(nd->op)) {
-      if (!readers_compose(m, nd->out[0], gemm_ok)) return 0;
-    } else if (!is_copy(nd) && !(gemm_ok && is_gemm(nd) && uses == 1 && nd->in[0] == v)) {
+      if (!readers_ok(m, nd->out[0], gemm_ok, absorbed)) return 0;
+    } else if (is_copy(nd) && (!absorbed || (absorbed[i] && readers_ok(m, nd->out[0], 1, absorbed)))) {
+      continue;
+    } else if (!(gemm_ok && is_gemm(nd) && uses == 1 && nd->in[0] == v)) {
       return 0;
     }
   }
   return readers > 0;
 }
+
+/* Whether every reader of value v is a copy node or, with gemm_ok, a
+ * matrix product reading it as A only (the copy-absorption rule). */
+int readers_compose(const cudaq_nn_model_t *m, int v, int gemm_ok) { return readers_ok(m, v, gemm_ok, NULL); }
 
 /* Whether copy node a's composed map converts types (reads an absorbed Cast). */
 int converts(const cudaq_nn_model_t *m, const int *producer, const unsigned char *absorbed, int a) {
@@ -344,28 +352,10 @@ void attach_epilogues(cudaq_nn_gpu *g, int convs) {
 }
 
 /* Whether value v is read only through the A maps of matrix products:
- * every reader (past aliases) is a copy absorbed into a map, whose own
- * readers are such copies or products reading them as A (via_copy: v is
- * already inside a map). */
-int only_gemm_maps(const cudaq_nn_model_t *m, const unsigned char *absorbed, int v, int via_copy) {
-  if (is_output(m, v)) return 0;
-  int readers = 0;
-  for (size_t i = 0; i < m->n_nodes; i++) {
-    const nn_node_t *nd = &m->nodes[i];
-    if (nd->folded) continue;
-    int uses = 0;
-    for (int k = 0; k < nd->n_in; k++) uses += nd->in[k] == v;
-    if (!uses) continue;
-    readers++;
-    if (nng_is_alias_op(nd->op)) {
-      if (!only_gemm_maps(m, absorbed, nd->out[0], via_copy)) return 0;
-    } else if (is_copy(nd) && absorbed[i]) {
-      if (!only_gemm_maps(m, absorbed, nd->out[0], 1)) return 0;
-    } else if (!(via_copy && is_gemm(nd) && uses == 1 && nd->in[0] == v)) {
-      return 0;
-    }
-  }
-  return readers > 0;
+ * every reader is a copy absorbed into a map, read in turn only by such
+ * copies or by products reading it as A. */
+int only_gemm_maps(const cudaq_nn_model_t *m, const unsigned char *absorbed, int v) {
+  return readers_ok(m, v, 0, absorbed);
 }
 
 /* Whether model node `from` reads, directly or through other nodes, the
@@ -408,7 +398,7 @@ void nng_fuse_gemm_chains(cudaq_nn_gpu *g, const unsigned char *absorbed) {
     } else if (fusable(X)) {
       ok = build_fused(g, x, x, &f);
     }
-    ok = ok && only_gemm_maps(m, absorbed, m->nodes[X->node].out[0], 0);
+    ok = ok && only_gemm_maps(m, absorbed, m->nodes[X->node].out[0]);
     /* The products reading it: each with its map's buffer list known and no
      * chain yet (one per product). */
     int readers = 0;
