@@ -185,13 +185,15 @@ cudaq_nn_status_t nng_copy_map(const cudaq_nn_gpu *g, const int *producer, const
 /* Merges chains of elementwise steps into ST_FUSED steps, and a chain that
  * reads a matrix product's result only into that product's epilogue. */
 void nng_fuse_elementwise(cudaq_nn_gpu *g);
-/* A flat elementwise chain whose output is read only through matrix
- * products' A maps (copies absorbed into them) is evaluated inside those
- * products' loads; its step goes (absorbed: nng_plan_copy_absorb's). */
+/* Opt-in (CUDAQ_NN_GEMM_CHAINS=1; measured slower): a flat elementwise
+ * chain whose output is read only through matrix products' A maps (copies
+ * absorbed into them) is evaluated inside those products' loads; its step
+ * goes (absorbed: nng_plan_copy_absorb's). */
 void nng_fuse_gemm_chains(cudaq_nn_gpu *g, const unsigned char *absorbed);
-/* Whether the matrix-product passes (nng_fuse_gemm_chains, pairing) are
- * off: CUDAQ_NN_NO_GEMM_FUSE set, or every fusion off (A/B measurements). */
-int nng_gemm_fuse_off(void);
+/* Whether matrix-product pass `pass` is off: "pairs" (nng_pair_gemms) when
+ * CUDAQ_NN_NO_GEMM_FUSE is set or every fusion is off; "chains"
+ * (nng_fuse_gemm_chains) also unless CUDAQ_NN_GEMM_CHAINS=1. */
+int nng_gemm_fuse_off(const char *pass);
 /* After the convolutions' implementations are chosen: a channels-last
  * convolution with NCDHW input reads a copy that only it reads through the
  * copy's map, and one with NCDHW output runs the chain reading only its

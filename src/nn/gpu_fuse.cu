@@ -15,12 +15,15 @@
  * intermediates live in registers, stored and re-read in their own element
  * type, so results are bit-identical to the unfused steps.
  *
- * Matrix-product tails (a predecoder's residual and frame). A flat chain
- * whose value is read only through products' A maps is evaluated inside
- * their loads (nng_fuse_gemm_chains: its value is never stored, and the
- * rounding is the store's), and two consecutive products where the second
- * does not read the first's results share one launch (nng_pair_gemms).
- * The shipped predecoders' tail went from three kernels to one. */
+ * Matrix-product tails (a predecoder's residual and frame). Two
+ * consecutive products where the second does not read the first's results
+ * share one launch (nng_pair_gemms): the shipped predecoders' tail runs as
+ * two kernels instead of three, 3-7 us faster on the H100. Opt-in
+ * (CUDAQ_NN_GEMM_CHAINS=1): a flat chain whose value is read only through
+ * products' A maps is evaluated inside their loads (nng_fuse_gemm_chains;
+ * its value is never stored, the rounding is the store's): one kernel, but
+ * measured 3-4 us slower than the chain's own kernel plus the pair
+ * (bench/results/nn-tail-h100-2026-11-24.md). */
 #include "gpu_engine_internal.h"
 
 namespace {
@@ -382,10 +385,15 @@ int reaches(const cudaq_nn_model_t *m, const int *producer, int from, int target
 
 }  // namespace
 
-int nng_gemm_fuse_off(void) { return nng_fuse_off() || getenv("CUDAQ_NN_NO_GEMM_FUSE") != NULL; }
+int nng_gemm_fuse_off(const char *pass) {
+  if (nng_fuse_off() || getenv("CUDAQ_NN_NO_GEMM_FUSE")) return 1;
+  if (strcmp(pass, "chains")) return 0;
+  const char *on = getenv("CUDAQ_NN_GEMM_CHAINS"); /* opt-in: measured slower */
+  return !on || strcmp(on, "1") != 0;
+}
 
 void nng_fuse_gemm_chains(cudaq_nn_gpu *g, const unsigned char *absorbed) {
-  if (nng_gemm_fuse_off()) return;
+  if (nng_gemm_fuse_off("chains")) return;
   const cudaq_nn_model_t *m = g->m;
   int w = 0;
   for (int x = 0; x < g->n_steps; x++) {
@@ -437,7 +445,7 @@ void nng_fuse_gemm_chains(cudaq_nn_gpu *g, const unsigned char *absorbed) {
 }
 
 void nng_pair_gemms(cudaq_nn_gpu *g) {
-  if (nng_gemm_fuse_off()) return;
+  if (nng_gemm_fuse_off("pairs")) return;
   const cudaq_nn_model_t *m = g->m;
   int *producer = (int *)malloc((m->n_values + 1) * sizeof(int));
   int *stack = (int *)malloc((m->n_nodes + 1) * sizeof(int));

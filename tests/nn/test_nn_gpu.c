@@ -321,6 +321,9 @@ static void check_model(const char *name) {
   /* The convolution fusions after tuning are opt-in: on for the model that checks them. */
   const int conv_fuse = !strcmp(name, "fuse_conv_io") && !getenv("CUDAQ_NN_CONV_FUSE");
   if (conv_fuse) setenv("CUDAQ_NN_CONV_FUSE", "1", 1);
+  /* The opt-in chain pass (gpu_fuse.cu) stays tested on the model made for it. */
+  const int gemm_chains = !strcmp(name, "fuse_chain_gathers") && !getenv("CUDAQ_NN_GEMM_CHAINS");
+  if (gemm_chains) setenv("CUDAQ_NN_GEMM_CHAINS", "1", 1);
   for (int half = 0; half <= 1; half++)
     for (int impl = CUDAQ_NN_CONV_AUTO; impl <= CUDAQ_NN_CONV_STACK; impl++) {
       if (impl != CUDAQ_NN_CONV_AUTO && !strstr(name, "conv") && !strstr(name, "predecoder")) continue;
@@ -375,9 +378,10 @@ static void check_model(const char *name) {
          * fuse_gather_matmul its 12 nodes as 2: each MatMul reads its Gather's
          * map, the first runs Cast..Div as its epilogue, the two share one
          * launch (nng_pair_gemms), the Concat converts; fuse_chain_gathers
-         * its 15 as 1 (the threshold chain evaluated in both MatMuls' loads,
-         * nng_fuse_gemm_chains, and the pair); fuse_chain_output as 2 (the
-         * chain's value is a graph output: it keeps its step). */
+         * its 15 as 1 (with CUDAQ_NN_GEMM_CHAINS=1, set above: the threshold
+         * chain evaluated in both MatMuls' loads, and the pair);
+         * fuse_chain_output as 2 (the chain's value is a graph output: it
+         * keeps its step). */
         size_t nodes = 0;
         cudaGraphGetNodes((cudaGraph_t)cudaq_nn_gpu_graph(g), NULL, &nodes);
         const size_t want = !strcmp(name, "fuse_ew_chain") ? 3 : !strcmp(name, "fuse_copy_chain") ? 1
@@ -390,6 +394,7 @@ static void check_model(const char *name) {
       cudaq_nn_gpu_destroy(g);
     }
   if (conv_fuse) unsetenv("CUDAQ_NN_CONV_FUSE");
+  if (gemm_chains) unsetenv("CUDAQ_NN_GEMM_CHAINS");
   io_free(&io);
   cudaq_nn_model_destroy(m);
 }
