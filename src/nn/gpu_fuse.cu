@@ -294,6 +294,19 @@ int takes_epilogue(const cudaq_nn_gpu *g, const step *s, int convs, int *v, int6
   return 0;
 }
 
+/* A chain's program in device memory (kernels read it in place, never
+ * copied to their stacks), owned by the engine; NULL when there is no
+ * memory for it (the caller keeps the chain's own step). */
+const nnk_fused *upload_program(cudaq_nn_gpu *g, const nnk_fused *f) {
+  nnk_fused *d = NULL;
+  if (nng_dalloc(g, sizeof *f, (void **)&d, NULL) != CUDAQ_NN_OK ||
+      cudaMemcpy(d, f, sizeof *f, cudaMemcpyHostToDevice) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return NULL;
+  }
+  return d;
+}
+
 /* A chain step X (fused, or one flat elementwise node) whose input is the
  * result of an earlier step G that takes an epilogue (takes_epilogue), read
  * by nothing but X's nodes, runs as G's epilogue: G hands each result to
@@ -334,13 +347,8 @@ void attach_epilogues(cudaq_nn_gpu *g, int convs) {
         for (int k = 0; k < f.ops[o].n_in; k++)
           if (f.ops[o].arg[k] == j) f.ops[o].arg[k] = NNK_FUSE_SEED;
       f.seed_dt = gdt;
-      /* The program goes to device memory: kernels read it in place. */
-      nnk_fused *d = NULL;
-      if (nng_dalloc(g, sizeof f, (void **)&d, NULL) != CUDAQ_NN_OK ||
-          cudaMemcpy(d, &f, sizeof f, cudaMemcpyHostToDevice) != cudaSuccess) {
-        (void)cudaGetLastError();
-        break; /* no memory for it: the chain keeps its own step */
-      }
+      const nnk_fused *d = upload_program(g, &f);
+      if (!d) break; /* no memory for it: the chain keeps its own step */
       if (G->kind == ST_GEMM) {
         G->gm.epi = d;
         G->epi_node = X->node;
@@ -420,14 +428,8 @@ void nng_fuse_gemm_chains(cudaq_nn_gpu *g, const unsigned char *absorbed) {
           readers++;
         }
     }
-    nnk_fused *d = NULL;
-    if (ok && readers > 0 &&
-        (nng_dalloc(g, sizeof f, (void **)&d, NULL) != CUDAQ_NN_OK ||
-         cudaMemcpy(d, &f, sizeof f, cudaMemcpyHostToDevice) != cudaSuccess)) {
-      (void)cudaGetLastError();
-      ok = 0; /* no memory for the program: X keeps its step */
-    }
-    if (ok && readers > 0) {
+    const nnk_fused *d = ok && readers > 0 ? upload_program(g, &f) : NULL; /* NULL: X keeps its step */
+    if (d) {
       for (int t = x + 1; t < g->n_steps; t++) {
         step *S = &g->steps[t];
         if (S->kind != ST_GEMM || !S->gm.a_idx) continue;
