@@ -16,7 +16,9 @@
  *   unified          the emulated-NIC unified kernel (in-place frames).
  * One request in flight (latency), then all slots in flight (throughput).
  *
- * Usage: bench_gpu_dispatch [--requests N] [--payload BYTES] [--cpu C]
+ * Usage: bench_gpu_dispatch [--requests N] [--payload BYTES] [--cpu C] [--ab ROUNDS]
+ *   --ab R: R interleaved rounds of the graph-launch path with and without
+ *           the dispatcher's staged copy of the request (see main).
  */
 #include <cuda/atomic>
 #include <cuda_runtime.h>
@@ -60,24 +62,32 @@ static void report(const char *name, std::vector<uint64_t> &v, double *p50_out =
  * Reads extra dependent reads of host memory after the flag (as a header
  * and then a payload read would be), Stores extra system-scope release
  * stores before the answer (as the in-flight marker and the RX clear are). */
-template <bool Fence, int Reads = 0, int Stores = 0>
+/* Mark: a relaxed store to another host word (as the dispatchers' TX
+ * in-flight marker), 1 after the reads, 2 before them (where the
+ * dispatchers now store it). Bare: volatile load and store, no release: the
+ * issue's bare floor. */
+template <bool Fence, int Reads = 0, int Stores = 0, int Mark = 0, bool Bare = false>
 __global__ void pong(uint64_t *req, uint64_t *resp, uint64_t n) {
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system> r(*req), s(*resp);
   volatile uint64_t *chain = req + 32; /* chain[0] == 0 (set by the host): each read's address depends on the last */
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> mark(req[128]);
   for (uint64_t i = 1; i <= n; i++) {
     for (;;) {
       if (Fence) __threadfence_system();
-      if (r.load(cuda::memory_order_acquire) == i) break;
+      if (Bare ? *(volatile uint64_t *)req == i : r.load(cuda::memory_order_acquire) == i) break;
     }
+    if (Mark == 2) mark.store(i, cuda::memory_order_relaxed);
     uint64_t dep = 0;
     for (int k = 0; k < Reads; ++k) dep = chain[dep + (uint64_t)k * 8];
+    if (Mark == 1) mark.store(i, cuda::memory_order_relaxed);
     for (int k = 0; k < Stores; ++k)
       cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(req[64 + 8 * k]).store(i, cuda::memory_order_release);
-    s.store(i + dep, cuda::memory_order_release);
+    if (Bare) *(volatile uint64_t *)resp = i + dep;
+    else s.store(i + dep, cuda::memory_order_release);
   }
 }
 
-template <bool Fence, int Reads = 0, int Stores = 0>
+template <bool Fence, int Reads = 0, int Stores = 0, int Mark = 0, bool Bare = false>
 static double run_floor(uint64_t n, const char *name) {
   uint64_t *h, *d;
   CK(cudaHostAlloc(&h, 4096, cudaHostAllocMapped));
@@ -85,7 +95,7 @@ static double run_floor(uint64_t n, const char *name) {
   CK(cudaHostGetDevicePointer(&d, h, 0));
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  pong<Fence, Reads, Stores><<<1, 1, 0, s>>>(d, d + 16, n);
+  pong<Fence, Reads, Stores, Mark, Bare><<<1, 1, 0, s>>>(d, d + 16, n);
   CK(cudaGetLastError());
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system> req(h[0]), resp(h[16]);
   std::vector<uint64_t> lat(n);
@@ -113,8 +123,13 @@ __global__ void graph_echo(cudaq_graph_io_context *io) {
   if (threadIdx.x == 0) cudaq_graph_io_complete(io, 0, n);
 }
 
+/* --ab: the setting of the dispatcher A/B switches a row ran with, added to its name. */
+static const char *g_variant = "";
+
 /* One in flight, then all slots in flight, over a ring. */
-static double measure_ring(const char *name, cudaq_ringbuffer_t *rb, uint32_t slots, uint32_t payload, uint64_t n) {
+static double measure_ring(const char *base, cudaq_ringbuffer_t *rb, uint32_t slots, uint32_t payload, uint64_t n) {
+  char name[160];
+  snprintf(name, sizeof name, "%s%s", base, g_variant);
   std::vector<uint8_t> buf(payload + 1, 0x5A);
   std::vector<uint64_t> lat(n);
   for (uint64_t w = 0; w < 2000 + n; ++w) { /* 2000 warm-up requests */
@@ -308,13 +323,14 @@ static double bench_unified(uint32_t payload, uint64_t n) {
 int main(int argc, char **argv) {
   uint64_t n = 100000;
   uint32_t payload = 64;
-  int cpu = 2;
+  int cpu = 2, ab_rounds = 0;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--requests") && i + 1 < argc) n = strtoull(argv[++i], NULL, 10);
     else if (!strcmp(argv[i], "--payload") && i + 1 < argc) payload = (uint32_t)atoi(argv[++i]);
     else if (!strcmp(argv[i], "--cpu") && i + 1 < argc) cpu = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--ab") && i + 1 < argc) ab_rounds = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: %s [--requests N] [--payload BYTES] [--cpu C]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--requests N] [--payload BYTES] [--cpu C] [--ab ROUNDS]\n", argv[0]);
       return 2;
     }
   }
@@ -333,6 +349,7 @@ int main(int argc, char **argv) {
   cudaDeviceGetAttribute(&native, cudaDevAttrHostNativeAtomicSupported, 0);
   printf("GPU dispatch benchmark: %s, hostNativeAtomicSupported=%d, %llu requests, %u-byte payload, host thread on CPU %d\n",
          prop.name, native, (unsigned long long)n, payload, cpu);
+  run_floor<true, 0, 0, 0, true>(n, "bare floor: volatile echo, fence before poll");
   double floor_plain = run_floor<false>(n, "floor: host <-> persistent kernel (mapped)");
   double floor_fenced = run_floor<true>(n, "floor: same, fence before each device poll");
   /* What each piece of a dispatcher's work costs on top of the floor. */
@@ -340,10 +357,27 @@ int main(int argc, char **argv) {
   run_floor<true, 2, 0>(n / 4, "floor (fenced) + 2 dependent host reads");
   run_floor<true, 0, 1>(n / 4, "floor (fenced) + 1 release store");
   run_floor<true, 0, 2>(n / 4, "floor (fenced) + 2 release stores");
+  /* The device-call's flag work: a read, the in-flight marker, the RX
+   * clear (release), the answer (release); the marker after or before the
+   * read. */
+  run_floor<true, 1, 1, 1>(n / 4, "floor (fenced) + read, marker, release");
+  run_floor<true, 1, 1, 2>(n / 4, "floor (fenced) + marker, read, release");
   double reg = bench_device_call(false, payload, n);
   double coop = bench_device_call(true, payload, n);
   double graph = bench_graph(payload, n);
   double uni = bench_unified(payload, n);
+  /* --ab: the graph-launch path with and without the request staged in
+   * device memory by the dispatcher (CUDAQ_DISPATCH_NO_STAGE=1, read at
+   * launch: the graph reads the RX slot), interleaved rounds in this run. */
+  for (int round = 1; round <= ab_rounds; ++round) {
+    for (const char *nostage : {"0", "1"}) {
+      setenv("CUDAQ_DISPATCH_NO_STAGE", nostage, 1);
+      g_variant = nostage[0] == '1' ? " [no staging]" : " [default]";
+      bench_graph(payload, n);
+    }
+    g_variant = "";
+    unsetenv("CUDAQ_DISPATCH_NO_STAGE");
+  }
   double best_floor = floor_plain < floor_fenced ? floor_plain : floor_fenced;
   printf("p50 / best floor: device-call regular %.2fx, cooperative %.2fx, graph-launch %.2fx, unified %.2fx (target: device-call <= 1.5x)\n",
          reg / best_floor, coop / best_floor, graph / best_floor, uni / best_floor);

@@ -13,7 +13,9 @@
 # shipped models/predecoder_*.onnx), TEST_FILTER (test_nn_gpu's model filter),
 # NO_TORCH=1 (bench_nn_gpu on BENCH_MODELS only, no PyTorch step), NN_AB="VAR=V ..."
 # (bench_nn_gpu --impls auto on BENCH_MODELS again under each setting, e.g.
-# "CUDAQ_NN_PDL=0 CUDAQ_NN_NO_FUSE=1": the engine without PDL, without fusion).
+# "CUDAQ_NN_PDL=0 CUDAQ_NN_NO_FUSE=1": the engine without PDL, without fusion),
+# NO_SANITIZER=1 (no memcheck), SAN_RACE=1 (racecheck runs, see below),
+# NO_TEST=1 (skip the full test run).
 set -uo pipefail
 STEP_TIMEOUT_DEFAULT=${STEP_TIMEOUT_DEFAULT:-300}
 source "$(dirname "$0")/gpu-common.sh"
@@ -28,8 +30,10 @@ done
 } > "$OUT/nn-machine.txt" 2>&1
 cat "$OUT/nn-machine.txt"
 
-run nn_gpu env CUDAQ_NN_TEST_FILTER="${TEST_FILTER:-}" "$B/tests/nn/test_nn_gpu" "$B/nn-ref"
-grep -E "^(graph|plan|PASSED|FAILED)|^conv #" "$OUT/nn_gpu.log"
+if [ -z "${NO_TEST:-}" ]; then
+  run nn_gpu env CUDAQ_NN_TEST_FILTER="${TEST_FILTER:-}" "$B/tests/nn/test_nn_gpu" "$B/nn-ref"
+  grep -E "^(graph|plan|PASSED|FAILED)|^conv #" "$OUT/nn_gpu.log"
+fi
 # memcheck checks device memory accesses; API errors are not reported by
 # default (SAN_API_ERRORS=explicit to see them) because cuDNN probes with
 # calls that fail on purpose, and the engine checks every CUDA call itself.
@@ -39,6 +43,30 @@ if [ -z "${NO_SANITIZER:-}" ]; then
       compute-sanitizer --tool memcheck --report-api-errors "${SAN_API_ERRORS:-no}" --error-exitcode 1 \
       "$B/tests/nn/test_nn_gpu" "$B/nn-ref"
     grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/nn_gpu_memcheck.log" | tail -3
+  else
+    echo "compute-sanitizer: not found on this machine"; fails=$((fails + 1))
+  fi
+fi
+# SAN_RACE=1: compute-sanitizer racecheck on the engine's own kernels. Under
+# racecheck a launch of them takes 20-200 ms, so the engine's create-time
+# tuning (cuDNN's algorithms, 90 channels-last ones, every mode of every
+# model) outlasts any limit. Each run therefore covers one kernel family:
+# RACE_RUNS is a list of MODELS:MODES[:CL_ALGO] (test_nn_gpu's model filter,
+# its engine modes, the one channels-last algorithm every engine of the run
+# may use: index = tile + 9 x split index + 45 x depth index,
+# src/nn/gpu_conv_cl.cu), and cuDNN's candidates are left out
+# (CUDAQ_NN_TUNE_NO_CUDNN=1).
+if [ -n "${SAN_RACE:-}" ]; then
+  if command -v compute-sanitizer >/dev/null; then
+    for spec in ${RACE_RUNS:-conv3d_same_lower:own:0 conv3d_tc_odd:tc:0 conv3d_cl_chain:cl:13 conv3d_cl_chain:cl:76 conv3d_cl_chain:cl:86 \
+                conv3d_stack_deep:stack:0 fuse_chain_gathers,fuse_gather_matmul,predecoder_int32:auto:0}; do
+      IFS=: read -r filt impls algo <<<"$spec"
+      name="nn_gpu_racecheck_${filt%%,*}_${impls}_${algo:-0}"
+      STEP_TIMEOUT=${RACE_TIMEOUT:-150} run "$name" env CUDAQ_NN_TUNE_NO_CUDNN=1 CUDAQ_NN_CL_ALGO="${algo:-0}" \
+        CUDAQ_NN_TEST_IMPLS="$impls" CUDAQ_NN_TEST_FILTER="$filt" \
+        compute-sanitizer --tool racecheck --error-exitcode 1 "$B/tests/nn/test_nn_gpu" "$B/nn-ref"
+      grep -E "RACECHECK SUMMARY|^(PASSED|FAILED)" "$OUT/$name.log" | tail -2
+    done
   else
     echo "compute-sanitizer: not found on this machine"; fails=$((fails + 1))
   fi

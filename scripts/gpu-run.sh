@@ -10,6 +10,14 @@ set -uo pipefail
 source "$(dirname "$0")/gpu-common.sh"
 SCALE_SAN=${SCALE_SAN:-0.002}
 PARTS=${PARTS:-dispatch pipeline onnx} # what this visit runs (each part's script: scripts/gpu-run-PART.sh)
+# A light pack (scripts/gpu-pack.sh with BINS=..., laid out as tests/, bench/,
+# libs/): its NAME.xz binaries are unpacked in place; binaries it lacks are
+# skipped with a note.
+for f in "$B"/tests/*.xz "$B"/bench/*.xz "$B"/tests/nn/*.xz "$B"/bench/nn/*.xz; do
+  [ -e "$f" ] && [ ! -e "${f%.xz}" ] && xz -dkc "$f" > "${f%.xz}" && chmod +x "${f%.xz}"
+done
+[ -e "$B/nn-ref.tar.xz" ] && [ ! -d "$B/nn-ref" ] && tar xJf "$B/nn-ref.tar.xz" -C "$B"
+have() { [ -x "$B/$1" ] || { echo "== $1: not in this build, skipped"; return 1; }; }
 {
   machine_info
   which compute-sanitizer || ls /usr/local/cuda*/bin | head -50
@@ -24,12 +32,15 @@ if [ "$fails" -ne 0 ] && [ -z "${NO_SMOKE_STOP:-}" ]; then echo "gpu-run: smoke 
 run test_gpu_dispatch "$B/tests/test_gpu_dispatch"
 tail -3 "$OUT/test_gpu_dispatch.log"
 grep -h "graph launch:" "$OUT/test_gpu_dispatch.log"
-for t in test_wire test_api test_host_slot test_host_dispatch test_host_stress; do run "$t" "$B/tests/$t"; done
+for t in test_wire test_api test_host_slot test_host_dispatch test_host_stress; do have "tests/$t" && run "$t" "$B/tests/$t"; done
 
-run bench_gpu_dispatch "$B/bench/bench_gpu_dispatch" --requests "${BENCH_REQUESTS:-200000}" --cpu 2
+# DISPATCH_BENCH_ARGS: e.g. "--ab 3" (interleaved A/B rounds of the dispatchers' switches)
+run bench_gpu_dispatch "$B/bench/bench_gpu_dispatch" --requests "${BENCH_REQUESTS:-200000}" --cpu 2 ${DISPATCH_BENCH_ARGS:-}
 cat "$OUT/bench_gpu_dispatch.log"
-run bench_host_dispatch "$B/bench/bench_host_dispatch" --requests 500000 --cpus 2,4
-cat "$OUT/bench_host_dispatch.log"
+if have bench/bench_host_dispatch; then
+  run bench_host_dispatch "$B/bench/bench_host_dispatch" --requests 500000 --cpus 2,4
+  cat "$OUT/bench_host_dispatch.log"
+fi
 if command -v compute-sanitizer >/dev/null; then
   # memcheck: API errors are not reported, since the wiring-error tests provoke
   # them on purpose (every API result is checked by the tests themselves).

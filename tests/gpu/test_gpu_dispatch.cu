@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <vector>
 #include <unistd.h>
 
 extern "C" {
@@ -535,8 +537,11 @@ __global__ void graph_echo_kernel(cudaq_graph_io_context *io) {
   if (threadIdx.x == 0) cudaq_graph_io_complete(io, 0, n);
 }
 
-static void test_graph_launch_100k(void **) {
-  const uint32_t S = 8, SLOT = 256;
+/* Requests of lens[k % nlens] bytes through the graph-launch dispatcher,
+ * n of them over a ring of 8 slots of SLOT bytes, then the malformed cases
+ * and the counters. */
+static void graph_launch_run(uint32_t SLOT, const uint32_t *lens, uint32_t nlens, uint32_t n) {
+  const uint32_t S = 8;
   cudaq_ringbuffer_t rb;
   assert_int_equal(cudaq_host_ringbuffer_alloc(&rb, S, SLOT, CUDAQ_RING_ALLOC_MAPPED), CUDAQ_OK);
   cudaStream_t s;
@@ -591,15 +596,15 @@ static void test_graph_launch_100k(void **) {
   g_stats = stats;
   g_graph = ctx;
 
-  const uint32_t n = scaled(100000);
   uint32_t rid_of[8];
+  std::vector<uint8_t> buf(SLOT);
   for (uint32_t k = 0; k < n + S; ++k) {
     uint32_t slot = k % S;
     if (k >= S) {
       assert_int_equal(wait_tx(&rb, slot), CUDAQ_TX_READY);
       cudaq_rpc_response_t r = read_resp(&rb, slot);
       uint32_t rid = rid_of[slot];
-      if (r.status != 0 || r.request_id != rid || r.ptp_timestamp != rid + 5ull || r.result_len != 1 + rid % 100)
+      if (r.status != 0 || r.request_id != rid || r.ptp_timestamp != rid + 5ull || r.result_len != lens[rid % nlens])
         fail_msg("graph request %u: status %d id %u len %u", rid, r.status, r.request_id, r.result_len);
       const uint8_t *pl = resp_payload(&rb, slot);
       for (uint32_t i = 0; i < r.result_len; ++i)
@@ -612,10 +617,10 @@ static void test_graph_launch_100k(void **) {
       if (now_ns() - tw > g_wait_ns) fail_msg("graph: slot %u never became available (rx %llx tx %llx)", slot,
                                               (unsigned long long)rb.rx_flags_host[slot],
                                               (unsigned long long)rb.tx_flags_host[slot]);
-    uint8_t buf[100];
-    uint32_t len = 1 + k % 100;
+    const uint32_t len = lens[k % nlens];
     for (uint32_t i = 0; i < len; ++i) buf[i] = (uint8_t)(k + i);
-    assert_int_equal(cudaq_host_ringbuffer_write_rpc_request(&rb, slot, FN_ECHO, buf, len, k, k + 5ull), CUDAQ_OK);
+    assert_int_equal(cudaq_host_ringbuffer_write_rpc_request(&rb, slot, FN_ECHO, buf.data(), len, k, k + 5ull),
+                     CUDAQ_OK);
     rid_of[slot] = k;
     cudaq_host_ringbuffer_signal_slot(&rb, slot);
   }
@@ -642,8 +647,8 @@ static void test_graph_launch_100k(void **) {
   CK(cudaq_dispatch_graph_get_info(ctx, &failures, &relaunches));
   assert_int_equal(failures, 0);
   assert_true(relaunches >= n / CUDAQ_GRAPH_DISPATCH_RELAUNCH_EVERY - 1);
-  printf("graph launch: %u requests answered, %llu relaunches of the dispatcher, %llu launch failures\n", n,
-         (unsigned long long)relaunches, (unsigned long long)failures);
+  printf("graph launch (%u-byte slots): %u requests answered, %llu relaunches of the dispatcher, %llu launch failures\n",
+         SLOT, n, (unsigned long long)relaunches, (unsigned long long)failures);
   /* The dispatch graph occupies `s` until it exits: the flag is raised
    * without queueing anything on `s` (a copy queued there would wait for
    * the graph forever). */
@@ -667,6 +672,23 @@ static void test_graph_launch_100k(void **) {
   CK(cudaFreeHost(stats));
   CK(cudaStreamDestroy(s));
   assert_int_equal(cudaq_host_ringbuffer_free(&rb), CUDAQ_OK);
+}
+
+static void test_graph_launch_100k(void **) {
+  uint32_t lens[100];
+  for (uint32_t i = 0; i < 100; ++i) lens[i] = 1 + i;
+  graph_launch_run(256, lens, 100, scaled(100000));
+}
+
+/* The dispatcher copies a request of up to 2 KiB (header included) to
+ * device memory for the graph and leaves a larger one in the RX slot, where
+ * the graph reads it: lengths on both sides of the boundary (2024 bytes of
+ * payload fill it exactly), the largest a 4 KiB slot takes, and a small
+ * one after a large one (a staged copy must not keep stale bytes). */
+static void test_graph_launch_staging_boundary(void **) {
+  const uint32_t SLOT = 4096;
+  const uint32_t lens[] = {2024, 2025, 1, SLOT - CUDAQ_RPC_HEADER_SIZE, 2023, 7, 3000};
+  graph_launch_run(SLOT, lens, sizeof lens / sizeof lens[0], scaled(20000) < 700 ? 700 : scaled(20000));
 }
 
 /* ---- unified mode over the emulated NIC ---------------------------------- */
@@ -918,6 +940,7 @@ int main(void) {
       cmocka_unit_test(test_device_wiring_errors),
       cmocka_unit_test(test_launch_sizes_too_large),
       cmocka_unit_test(test_graph_launch_100k),
+      cmocka_unit_test(test_graph_launch_staging_boundary),
       cmocka_unit_test(test_unified_emu),
       cmocka_unit_test(test_unified_shutdown_busy_new_transport),
       cmocka_unit_test(test_duplicate_id_first_entry_wins),

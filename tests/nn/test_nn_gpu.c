@@ -153,6 +153,20 @@ static const char *impl_name(cudaq_nn_conv_impl_t c) {
          : c == CUDAQ_NN_CONV_CL ? "cl" : c == CUDAQ_NN_CONV_STACK ? "stack" : "own";
 }
 
+/* CUDAQ_NN_TEST_IMPLS="own,tc,...": only these engine modes in check_model
+ * (default: every mode). With CUDAQ_NN_TUNE_NO_CUDNN=1 and a pinned
+ * CUDAQ_NN_CL_ALGO this keeps a compute-sanitizer racecheck run to the
+ * engine's own kernels (scripts/gpu-run-onnx.sh, SAN_RACE=1). */
+static int impl_selected(cudaq_nn_conv_impl_t c) {
+  const char *f = getenv("CUDAQ_NN_TEST_IMPLS");
+  if (!f || !*f) return 1;
+  const char *n = impl_name(c);
+  const size_t len = strlen(n);
+  for (const char *p = f; (p = strstr(p, n)); p += len)
+    if ((p == f || p[-1] == ',') && (p[len] == ',' || p[len] == 0)) return 1;
+  return 0;
+}
+
 /* Forced CL (FP16): every 3D/2D convolution of the conv* cases runs the
  * channels-last kernel; the conv*_cl_* chains keep values between
  * convolutions NDHWC, except conv3d_cl_mixed, whose only such value is also
@@ -235,7 +249,12 @@ static void check_cl_algos(void) {
     cudaq_nn_model_t *m = load_case(models[mi], &io);
     if (!m) continue;
     int ran = 0;
+    /* A CUDAQ_NN_CL_ALGO set by the caller pins this check (and every
+     * engine of the run) to that one algorithm. */
+    const char *pinned = getenv("CUDAQ_NN_CL_ALGO");
+    const int only = pinned && *pinned ? atoi(pinned) : -1;
     for (int k = 0; k < 90; k++) { /* NNK_CL_ALGOS (src/nn/gpu_kernels.cuh) */
+      if (only >= 0 && k != only) continue;
       char ks[16], what[300], tag[32];
       snprintf(ks, sizeof ks, "%d", k);
       setenv("CUDAQ_NN_CL_ALGO", ks, 1);
@@ -243,8 +262,8 @@ static void check_cl_algos(void) {
       snprintf(tag, sizeof tag, "-> cl algo %d", k);
       ran += run_forced(m, &io, CUDAQ_NN_CONV_CL, tag, 1, what);
     }
-    unsetenv("CUDAQ_NN_CL_ALGO");
-    CHECK(ran >= 4, "%s: only %d channels-last algorithms ran", models[mi], ran);
+    if (only < 0) unsetenv("CUDAQ_NN_CL_ALGO");
+    CHECK(ran >= (only < 0 ? 4 : 0), "%s: only %d channels-last algorithms ran", models[mi], ran);
     printf("ok      %s: %d channels-last algorithms match the CPU\n", models[mi], ran);
     io_free(&io);
     cudaq_nn_model_destroy(m);
@@ -327,6 +346,7 @@ static void check_model(const char *name) {
   for (int half = 0; half <= 1; half++)
     for (int impl = CUDAQ_NN_CONV_AUTO; impl <= CUDAQ_NN_CONV_STACK; impl++) {
       if (impl != CUDAQ_NN_CONV_AUTO && !strstr(name, "conv") && !strstr(name, "predecoder")) continue;
+      if (!impl_selected((cudaq_nn_conv_impl_t)impl)) continue;
       cudaq_nn_gpu_options_t o;
       cudaq_nn_gpu_options_init(&o);
       o.precision = half ? CUDAQ_NN_FP16 : CUDAQ_NN_FP32;
@@ -405,6 +425,7 @@ static void check_model(const char *name) {
  * as the realtime app does (src/realtime_app/qrt_gpu.cu), with the PDL
  * edges of the engine's kernels inside it. */
 static void check_graph_replay(const char *name, int half, int child) {
+  if (!selected(name)) return;
   char path[1024];
   snprintf(path, sizeof path, "%s/%s.onnx", g_dir, name);
   cudaq_nn_model_t *m = NULL;

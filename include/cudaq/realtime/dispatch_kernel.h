@@ -89,7 +89,8 @@ cudaError_t cudaq_dispatch_kernel_get_counters(const uint64_t *stats,
  * tx_slot + CUDAQ_RPC_HEADER_SIZE (at most max_result_len bytes), and ends
  * with cudaq_graph_io_complete(). Lives in device memory (cudaMalloc). */
 typedef struct cudaq_graph_io_context {
-  const uint8_t *rx_slot;      /* request slot (header + payload), device view */
+  const uint8_t *rx_slot;      /* the request (header + payload), device view: the RX slot, or a copy
+                                * of it in device memory that the dispatcher made (read-only) */
   uint8_t *tx_slot;            /* response slot, device view */
   volatile uint64_t *tx_flag;  /* TX flag to publish, device view */
   uint64_t tx_flag_value;      /* value to publish (the TX slot's address) */
