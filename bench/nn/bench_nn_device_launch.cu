@@ -28,15 +28,13 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <pthread.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <vector>
 
+#include "../bench_common.h"
 #include "cudaq/nn/gpu_engine.h"
 #include "cudaq/nn/nn.h"
 #include "cudaq/realtime/cudaq_realtime.h"
@@ -87,17 +85,10 @@ __global__ void k_copy_out(cudaq_graph_io_context *io, io_bufs b) {
   if (threadIdx.x == 0) cudaq_graph_io_complete(io, 0, at * 4u);
 }
 
-static uint64_t now_ns() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
+static uint64_t now_ns() { return bench_now_ns(); }
 
 static void report(const char *name, std::vector<uint64_t> &v) {
-  std::sort(v.begin(), v.end());
-  auto q = [&](double p) { return v[(size_t)(p * (double)(v.size() - 1))] / 1000.0; };
-  printf("%-44s n=%-6zu min %7.2f  p50 %7.2f  p90 %7.2f  p99 %7.2f  max %8.2f us\n", name, v.size(), q(0), q(.5),
-         q(.9), q(.99), q(1));
+  bench_print_row(name, v.size(), bench_percentiles(v.data(), v.size()));
   fflush(stdout);
 }
 
@@ -126,10 +117,7 @@ int main(int argc, char **argv) {
     printf("skipped: no CUDA device\n");
     return 77;
   }
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  if (bench_pin(cpu) != 0) fprintf(stderr, "cannot pin to CPU %d; running unpinned\n", cpu);
 
   /* The engine (FP16, plan cached when --plan is given). */
   cudaq_nn_model_t *m = NULL;
@@ -210,6 +198,7 @@ int main(int argc, char **argv) {
     if (i >= 500) lat[i - 500] = now_ns() - t0;
   }
   printf("predecoder %s, %u requests, %zu input bytes, %zu output bytes\n", model_path, n, bin.size_bytes, out_bytes);
+  bench_print_header();
   report("host replay (launch + sync, inputs on GPU)", lat);
   for (uint32_t i = 0; i < n + 500; ++i) {
     const void *in[1] = {ins[i % K].data()};
