@@ -132,6 +132,73 @@ __device__ __forceinline__ void ew_apply(int op, int gelu_tanh, const void *cons
   }
 }
 
+/* Add, Sub, Mul, Div of two INT32 operands into INT32: the values ew_apply
+ * gives (its 64-bit arithmetic truncated to 32 bits is 32-bit wrapping
+ * arithmetic; Div by nnk_idiv's rules: 0 for a zero divisor, -a wrapping for
+ * -1) in a few instructions. 0: not such an op, the caller takes ew_apply. A
+ * predecoder's tails (residual and frame mod 2, the counts' Add) are chains
+ * of these, and a tail kernel's time is mostly its executed code. */
+__device__ __forceinline__ bool ew_int32_fast(int op, const void *const in[3], const int dt[3],
+                                              const int64_t off[3], void *out, int out_dt, int64_t i) {
+  if (out_dt != CUDAQ_NN_INT32 || dt[0] != CUDAQ_NN_INT32 || dt[1] != CUDAQ_NN_INT32 || op < NN_OP_ADD ||
+      op > NN_OP_DIV)
+    return false;
+  const int32_t a = static_cast<const int32_t *>(in[0])[off[0]], b = static_cast<const int32_t *>(in[1])[off[1]];
+  const uint32_t ua = (uint32_t)a, ub = (uint32_t)b;
+  int32_t v;
+  switch (op) {
+    case NN_OP_ADD: v = (int32_t)(ua + ub); break;
+    case NN_OP_SUB: v = (int32_t)(ua - ub); break;
+    case NN_OP_MUL: v = (int32_t)(ua * ub); break;
+    default: v = b == 0 ? 0 : b == -1 ? (int32_t)(0u - ua) : a / b; break;
+  }
+  static_cast<int32_t *>(out)[i] = v;
+  return true;
+}
+
+/* The other common steps of predecoder tails, as ew_apply computes them:
+ * Cast to INT32 (from FLOAT16, FLOAT, INT32, UINT8/BOOL), Cast of a BOOL /
+ * UINT8 to FLOAT16 or FLOAT, and Add, Sub, Mul, Div, Greater, Less, Equal of
+ * two FLOAT16 / FLOAT operands (float arithmetic, rounded as stf stores). 0:
+ * not such an op. */
+__device__ __forceinline__ float ld_float_type(const void *p, int dt, int64_t i) {
+  return dt == CUDAQ_NN_FLOAT16 ? __half2float(static_cast<const __half *>(p)[i]) : static_cast<const float *>(p)[i];
+}
+__device__ __forceinline__ bool ew_common_fast(int op, int n_in, const void *const in[3], const int dt[3],
+                                               const int64_t off[3], void *out, int out_dt, int64_t i) {
+  const bool out_f = out_dt == CUDAQ_NN_FLOAT || out_dt == CUDAQ_NN_FLOAT16;
+  if (op == NN_OP_CAST && n_in == 1) {
+    const int t = dt[0];
+    const bool small = t == CUDAQ_NN_UINT8 || t == CUDAQ_NN_BOOL;
+    if (out_dt == CUDAQ_NN_INT32 && (is_float(t) || t == CUDAQ_NN_INT32 || small)) {
+      const void *p = in[0];
+      const int64_t k = off[0];
+      static_cast<int32_t *>(out)[i] =
+          is_float(t) ? (int32_t)(long long)ld_float_type(p, t, k)
+          : small     ? (int32_t) static_cast<const uint8_t *>(p)[k]
+                      : static_cast<const int32_t *>(p)[k];
+      return true;
+    }
+    if (out_f && small) {
+      stf(out, out_dt, i, (float)static_cast<const uint8_t *>(in[0])[off[0]]);
+      return true;
+    }
+    return false;
+  }
+  if (n_in != 2 || !is_float(dt[0]) || !is_float(dt[1])) return false;
+  const float a = ld_float_type(in[0], dt[0], off[0]), b = ld_float_type(in[1], dt[1], off[1]);
+  switch (op) {
+    case NN_OP_ADD: case NN_OP_SUB: case NN_OP_MUL: case NN_OP_DIV:
+      if (!out_f) return false;
+      stf(out, out_dt, i, op == NN_OP_ADD ? a + b : op == NN_OP_SUB ? a - b : op == NN_OP_MUL ? a * b : a / b);
+      return true;
+    case NN_OP_GREATER: case NN_OP_LESS: case NN_OP_EQUAL:
+      static_cast<uint8_t *>(out)[i] = op == NN_OP_GREATER ? a > b : op == NN_OP_LESS ? a < b : a == b;
+      return true;
+    default: return false;
+  }
+}
+
 /* Element i of a fused chain: op j reads tensors (offset i, or 0 for a
  * scalar) or the registers of earlier ops, and writes register j, the last
  * op the output (element i of p.out, or *value, as the last op's out_dt,
@@ -162,7 +229,11 @@ __device__ __forceinline__ void fused_at(const nnk_fused &p, int64_t i, const vo
     }
     const bool last = j == p.n_ops - 1;
     void *out = !last ? (void *)&reg[j] : value ? (void *)value : p.out;
-    ew_apply(o.op, o.gelu_tanh, in, dt, off, out, o.out_dt, last && !value ? i : 0);
+    const int64_t oi = last && !value ? i : 0;
+    if (!p.generic && ((o.n_in == 2 && ew_int32_fast(o.op, in, dt, off, out, o.out_dt, oi)) ||
+                       ew_common_fast(o.op, o.n_in, in, dt, off, out, o.out_dt, oi)))
+      continue;
+    ew_apply(o.op, o.gelu_tanh, in, dt, off, out, o.out_dt, oi);
   }
 }
 

@@ -255,6 +255,9 @@ int build_fused(const cudaq_nn_gpu *g, int a, int b, nnk_fused *f) {
     f->n_ops++;
   }
   f->out = g->steps[b].ew.out;
+  static int generic = -1; /* A/B of the INT32 fast path (gpu_ew.cuh) */
+  if (generic < 0) generic = getenv("CUDAQ_NN_EW_GENERIC") != NULL;
+  f->generic = generic;
   return 1;
 }
 

@@ -728,7 +728,60 @@ static void check_concat_gpu(void) {
   }
 }
 
+/* A fused chain of the tails' integer steps (gpu_ew.cuh's fast paths):
+ * y = Div(Sub(Mul(Add(Cast(x), b), b), Cast(x)), b), x float, b INT32,
+ * over divisors 0 and -1, INT32 extremes (the sums and products wrap) and
+ * negative quotients (truncation), against the CPU executor, FP32 and FP16
+ * (x exact in FP16). */
+static void check_int32_chain_gpu(void) {
+  enum { N = 12 };
+  const int64_t n = N;
+  const float x[N] = {0.0f, -3.5f, 2.5f, 7.0f, -1000.0f, 2047.0f, -2048.0f, 1.0f, -1.0f, 100.25f, -0.5f, 12.0f};
+  const int32_t bv[N] = {0, -1, 1, 2, -2, INT32_MAX, INT32_MIN, -1, 0, 3, -7, INT32_MIN + 1};
+  const char *cin[1] = {"x"}, *ain[2] = {"xi", "b"}, *min_[2] = {"s", "b"}, *sin_[2] = {"p", "xi"},
+             *din[2] = {"d", "b"};
+  pb_t g = {0}, cast = nb_node("Cast", cin, 1, "xi"), add = nb_node("Add", ain, 2, "s"),
+       mul = nb_node("Mul", min_, 2, "p"), sub = nb_node("Sub", sin_, 2, "d"), div = nb_node("Div", din, 2, "y");
+  nb_attr_int(&cast, "to", 6 /* INT32 */);
+  pb_t vx = nb_value_info("x", 1, 1, &n), vb = nb_value_info("b", 6, 1, &n), vy = nb_value_info("y", 6, 1, &n);
+  pb_msg(&g, 1, &cast);
+  pb_msg(&g, 1, &add);
+  pb_msg(&g, 1, &mul);
+  pb_msg(&g, 1, &sub);
+  pb_msg(&g, 1, &div);
+  pb_msg(&g, 11, &vx);
+  pb_msg(&g, 11, &vb);
+  pb_msg(&g, 12, &vy);
+  pb_t b = nb_model(&g, 17);
+  cudaq_nn_model_t *m = load_pb(&b, "int32 chain");
+  if (!m) return;
+  int32_t yc[N], yg[N];
+  const void *in[2] = {x, bv};
+  size_t isz[2] = {sizeof x, sizeof bv}, osz[1] = {sizeof yc};
+  cudaq_nn_cpu_t *cpu = NULL;
+  cudaq_nn_error_t err;
+  void *oc[1] = {yc}, *og[1] = {yg};
+  if (cudaq_nn_cpu_create(m, &cpu) != CUDAQ_NN_OK || cudaq_nn_cpu_run(cpu, in, isz, oc, osz, &err) != CUDAQ_NN_OK)
+    CHECK(0, "int32 chain: CPU run");
+  cudaq_nn_cpu_destroy(cpu);
+  for (int half = 0; half <= 1; half++) {
+    char what[64];
+    snprintf(what, sizeof what, "int32 chain %s", half ? "fp16" : "fp32");
+    memset(yg, 0x5A, sizeof yg);
+    if (gpu_run(m, half, CUDAQ_NN_CONV_AUTO, in, isz, og, osz, what) != 1) continue;
+    int bad = 0;
+    for (int i = 0; i < N; i++)
+      if (yg[i] != yc[i]) {
+        CHECK(0, "%s: element %d (x %g, b %d): GPU %d, CPU %d", what, i, x[i], bv[i], yg[i], yc[i]);
+        bad++;
+      }
+    if (!bad) printf("ok      %s\n", what);
+  }
+  cudaq_nn_model_destroy(m);
+}
+
 static void check_hardening(void) {
+  check_int32_chain_gpu();
   check_relu_nan_gpu();
   check_conv_relu_nan_gpu();
   check_concat_gpu();
