@@ -217,8 +217,10 @@ int qrt_check_mode_and_preset(opts_t *o) {
     o->mode = QRT_MODE_PASSTHROUGH;
   else if (!strcmp(o->mode_name, "device_call")) {
     fprintf(stderr, "qec-realtime: --mode device_call (the predecoder as a DEVICE_CALL handler "
-                    "inside the persistent dispatch kernel) is not built: it needs the predecoder "
-                    "as a device function, which the cuDNN-based engine is not (issue 12)\n");
+                    "inside the persistent dispatch kernel) is not built: the NN engine runs a "
+                    "model as separate kernels, not as a device function; "
+                    "bench/nn/bench_nn_device_launch measures the predecoder launched as a graph "
+                    "from the persistent dispatch kernel instead\n");
     return 2;
   } else {
     fprintf(stderr, "qec-realtime: --mode is cpu, hybrid or passthrough, not '%s'\n",
