@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (!model_path) {
+  if (!model_path || n == 0) {
     fprintf(stderr, "usage: %s MODEL.onnx [--requests N] [--plan DIR] [--cpu C] [--density P]\n", argv[0]);
     return 2;
   }
@@ -281,7 +281,11 @@ int main(int argc, char **argv) {
     const uint32_t slot = w % slots;
     const int k = (int)(w % K);
     uint64_t t0 = now_ns();
-    cudaq_host_ringbuffer_write_rpc_request(&rb, slot, FN_PREDECODE, ins[k].data(), (uint32_t)bin.size_bytes, w, t0);
+    if (cudaq_host_ringbuffer_write_rpc_request(&rb, slot, FN_PREDECODE, ins[k].data(), (uint32_t)bin.size_bytes, w,
+                                                t0) != CUDAQ_OK) {
+      fprintf(stderr, "request %u: %s\n", w, cudaq_last_error());
+      exit(1);
+    }
     cudaq_host_ringbuffer_signal_slot(&rb, slot);
     cudaq_tx_status_t st;
     const uint64_t tw = now_ns();

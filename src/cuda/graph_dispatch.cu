@@ -226,9 +226,9 @@ __global__ void graph_dispatch_kernel(graph_params p) {
     slot = slot + 1 == p.num_slots ? 0 : slot + 1;
     if (draining && --drain_left == 0) break;
     if (!draining && launched >= CUDAQ_GRAPH_DISPATCH_RELAUNCH_EVERY) {
-      gs->next_slot = slot; /* every lane stores the same value */
       int relaunched = 0;
       if (l0) {
+        gs->next_slot = slot; /* the tail launch resumes here */
         cudaError_t err = cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch);
         if (err == cudaSuccess) {
           gs->relaunches++;
@@ -302,7 +302,7 @@ extern "C" cudaError_t cudaq_create_dispatch_graph_regular(
     void *args[] = {&p};
     kp.func = (void *)graph_dispatch_kernel;
     kp.gridDim = dim3(1);
-    kp.blockDim = dim3(32); /* one thread works; a warp is the smallest sensible block */
+    kp.blockDim = dim3(32); /* one warp: lane 0 decides, every lane reads and stages the request */
     kp.kernelParams = args;
     cudaGraphNode_t node;
     e = cudaGraphAddKernelNode(&node, ctx->graph, nullptr, 0, &kp);

@@ -256,7 +256,10 @@ int build_fused(const cudaq_nn_gpu *g, int a, int b, nnk_fused *f) {
   }
   f->out = g->steps[b].ew.out;
   static int generic = -1; /* A/B of the INT32 fast path (gpu_ew.cuh) */
-  if (generic < 0) generic = getenv("CUDAQ_NN_EW_GENERIC") != NULL;
+  if (generic < 0) {
+    const char *v = getenv("CUDAQ_NN_EW_GENERIC");
+    generic = v && v[0] == '1';
+  }
   f->generic = generic;
   return 1;
 }

@@ -140,9 +140,14 @@ static cudaq_nn_status_t tune_conv(cudaq_nn_gpu *g, conv_state *c, cudaq_nn_erro
   }
   /* Test hook: CUDAQ_NN_TUNE_NO_CUDNN=1 leaves cuDNN's candidates out, so
    * that a compute-sanitizer run (racecheck) instruments the engine's own
-   * kernels instead of spending its time in cudnnFind (scripts/gpu-run-onnx.sh). */
+   * kernels instead of spending its time in cudnnFind (scripts/gpu-run-onnx.sh).
+   * A convolution forced to cuDNN then has no implementation: its engine is
+   * refused as unsupported. */
   static int no_cudnn = -1;
-  if (no_cudnn < 0) no_cudnn = getenv("CUDAQ_NN_TUNE_NO_CUDNN") != NULL;
+  if (no_cudnn < 0) {
+    const char *v = getenv("CUDAQ_NN_TUNE_NO_CUDNN");
+    no_cudnn = v && v[0] == '1';
+  }
   if (c->cudnn_ok && want != CUDAQ_NN_CONV_OWN && !no_cudnn) {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int found = 0;

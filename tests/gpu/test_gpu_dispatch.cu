@@ -683,9 +683,10 @@ static void test_graph_launch_100k(void **) {
 /* The dispatcher copies a request of up to 2 KiB (header included) to
  * device memory for the graph and leaves a larger one in the RX slot, where
  * the graph reads it: lengths on both sides of the boundary (2024 bytes of
- * payload fill it exactly), the largest a 4 KiB slot takes, and a small
- * one after a large one (a staged copy must not keep stale bytes). */
+ * payload fill it exactly), the largest a 4 KiB slot takes, and small ones
+ * after large ones (each answer must be its own request's bytes). */
 static void test_graph_launch_staging_boundary(void **) {
+  unsetenv("CUDAQ_DISPATCH_NO_STAGE"); /* the A/B switch would leave the copy untested */
   const uint32_t SLOT = 4096;
   const uint32_t lens[] = {2024, 2025, 1, SLOT - CUDAQ_RPC_HEADER_SIZE, 2023, 7, 3000};
   graph_launch_run(SLOT, lens, sizeof lens / sizeof lens[0], scaled(20000) < 700 ? 700 : scaled(20000));

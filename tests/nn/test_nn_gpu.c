@@ -728,56 +728,101 @@ static void check_concat_gpu(void) {
   }
 }
 
-/* A fused chain of the tails' integer steps (gpu_ew.cuh's fast paths):
- * y = Div(Sub(Mul(Add(Cast(x), b), b), Cast(x)), b), x float, b INT32,
- * over divisors 0 and -1, INT32 extremes (the sums and products wrap) and
- * negative quotients (truncation), against the CPU executor, FP32 and FP16
- * (x exact in FP16). */
-static void check_int32_chain_gpu(void) {
-  enum { N = 12 };
-  const int64_t n = N;
-  const float x[N] = {0.0f, -3.5f, 2.5f, 7.0f, -1000.0f, 2047.0f, -2048.0f, 1.0f, -1.0f, 100.25f, -0.5f, 12.0f};
-  const int32_t bv[N] = {0, -1, 1, 2, -2, INT32_MAX, INT32_MIN, -1, 0, 3, -7, INT32_MIN + 1};
-  const char *cin[1] = {"x"}, *ain[2] = {"xi", "b"}, *min_[2] = {"s", "b"}, *sin_[2] = {"p", "xi"},
-             *din[2] = {"d", "b"};
-  pb_t g = {0}, cast = nb_node("Cast", cin, 1, "xi"), add = nb_node("Add", ain, 2, "s"),
-       mul = nb_node("Mul", min_, 2, "p"), sub = nb_node("Sub", sin_, 2, "d"), div = nb_node("Div", din, 2, "y");
-  nb_attr_int(&cast, "to", 6 /* INT32 */);
-  pb_t vx = nb_value_info("x", 1, 1, &n), vb = nb_value_info("b", 6, 1, &n), vy = nb_value_info("y", 6, 1, &n);
-  pb_msg(&g, 1, &cast);
-  pb_msg(&g, 1, &add);
-  pb_msg(&g, 1, &mul);
-  pb_msg(&g, 1, &sub);
-  pb_msg(&g, 1, &div);
-  pb_msg(&g, 11, &vx);
-  pb_msg(&g, 11, &vb);
-  pb_msg(&g, 12, &vy);
-  pb_t b = nb_model(&g, 17);
-  cudaq_nn_model_t *m = load_pb(&b, "int32 chain");
-  if (!m) return;
-  int32_t yc[N], yg[N];
-  const void *in[2] = {x, bv};
-  size_t isz[2] = {sizeof x, sizeof bv}, osz[1] = {sizeof yc};
+/* Runs model m (inputs in[0..n_in), one INT32 output of n elements) on the
+ * CPU executor and on FP32 and FP16 GPU engines; every element must agree.
+ * x (the float input, for the messages) and bv (an INT32 input) are shown
+ * for a differing element. */
+static void int_chain_compare(cudaq_nn_model_t *m, const char *name, const void *const *in, const size_t *isz,
+                              int n_in, const float *x, const int32_t *bv, int n) {
+  (void)n_in;
+  int32_t yc[32], yg[32];
+  size_t osz[1] = {(size_t)n * sizeof(int32_t)};
   cudaq_nn_cpu_t *cpu = NULL;
   cudaq_nn_error_t err;
   void *oc[1] = {yc}, *og[1] = {yg};
-  if (cudaq_nn_cpu_create(m, &cpu) != CUDAQ_NN_OK || cudaq_nn_cpu_run(cpu, in, isz, oc, osz, &err) != CUDAQ_NN_OK)
-    CHECK(0, "int32 chain: CPU run");
+  const int cpu_ok = cudaq_nn_cpu_create(m, &cpu) == CUDAQ_NN_OK &&
+                     cudaq_nn_cpu_run(cpu, in, isz, oc, osz, &err) == CUDAQ_NN_OK;
   cudaq_nn_cpu_destroy(cpu);
+  CHECK(cpu_ok, "%s: CPU run", name);
+  if (!cpu_ok) return;
   for (int half = 0; half <= 1; half++) {
-    char what[64];
-    snprintf(what, sizeof what, "int32 chain %s", half ? "fp16" : "fp32");
+    char what[96];
+    snprintf(what, sizeof what, "%s %s", name, half ? "fp16" : "fp32");
     memset(yg, 0x5A, sizeof yg);
     if (gpu_run(m, half, CUDAQ_NN_CONV_AUTO, in, isz, og, osz, what) != 1) continue;
     int bad = 0;
-    for (int i = 0; i < N; i++)
+    for (int i = 0; i < n; i++)
       if (yg[i] != yc[i]) {
         CHECK(0, "%s: element %d (x %g, b %d): GPU %d, CPU %d", what, i, x[i], bv[i], yg[i], yc[i]);
         bad++;
       }
     if (!bad) printf("ok      %s\n", what);
   }
-  cudaq_nn_model_destroy(m);
+}
+
+/* Fused chains of the tails' integer steps (gpu_ew.cuh's short paths)
+ * against the CPU executor, FP32 and FP16 (x exact in FP16):
+ * y = Div(Sub(Mul(Add(Cast(x), b), b), Cast(x)), b) over divisors 0 and -1,
+ * INT32 extremes (the sums and products wrap) and negative quotients
+ * (truncation); and y = Div(Add(Cast(x), b), c), whose sum reaches
+ * INT32_MIN and is divided by -1 (the one overflowing quotient, which wraps
+ * to INT32_MIN), by 0, and by divisors of both signs. */
+static void check_int32_chain_gpu(void) {
+  enum { N = 12 };
+  const int64_t n = N;
+  const float x[N] = {0.0f, -3.5f, 2.5f, 7.0f, -1000.0f, 2047.0f, -2048.0f, 1.0f, -1.0f, 100.25f, -0.5f, 12.0f};
+  const int32_t bv[N] = {0, -1, 1, 2, -2, INT32_MAX, INT32_MIN, -1, 0, 3, -7, INT32_MIN + 1};
+  const int32_t cv[N] = {-1, 0, 3, -3, 7, -1, 2, -2, 1, -1, 5, -1};
+  {
+    const char *cin[1] = {"x"}, *ain[2] = {"xi", "b"}, *min_[2] = {"s", "b"}, *sin_[2] = {"p", "xi"},
+               *din[2] = {"d", "b"};
+    pb_t g = {0}, cast = nb_node("Cast", cin, 1, "xi"), add = nb_node("Add", ain, 2, "s"),
+         mul = nb_node("Mul", min_, 2, "p"), sub = nb_node("Sub", sin_, 2, "d"), div = nb_node("Div", din, 2, "y");
+    nb_attr_int(&cast, "to", 6 /* INT32 */);
+    pb_t vx = nb_value_info("x", 1, 1, &n), vb = nb_value_info("b", 6, 1, &n), vy = nb_value_info("y", 6, 1, &n);
+    pb_msg(&g, 1, &cast);
+    pb_msg(&g, 1, &add);
+    pb_msg(&g, 1, &mul);
+    pb_msg(&g, 1, &sub);
+    pb_msg(&g, 1, &div);
+    pb_msg(&g, 11, &vx);
+    pb_msg(&g, 11, &vb);
+    pb_msg(&g, 12, &vy);
+    pb_t b = nb_model(&g, 17);
+    cudaq_nn_model_t *m = load_pb(&b, "int32 chain");
+    if (m) {
+      const void *in[2] = {x, bv};
+      size_t isz[2] = {sizeof x, sizeof bv};
+      int_chain_compare(m, "int32 chain", in, isz, 2, x, bv, N);
+      cudaq_nn_model_destroy(m);
+    }
+  }
+  {
+    /* x = -1 and b = INT32_MIN + 1 (element 11) give INT32_MIN, c = -1. */
+    const char *cin[1] = {"x"}, *ain[2] = {"xi", "b"}, *din[2] = {"s", "c"};
+    pb_t g = {0}, cast = nb_node("Cast", cin, 1, "xi"), add = nb_node("Add", ain, 2, "s"),
+         div = nb_node("Div", din, 2, "y");
+    nb_attr_int(&cast, "to", 6 /* INT32 */);
+    pb_t vx = nb_value_info("x", 1, 1, &n), vb = nb_value_info("b", 6, 1, &n), vc = nb_value_info("c", 6, 1, &n),
+         vy = nb_value_info("y", 6, 1, &n);
+    pb_msg(&g, 1, &cast);
+    pb_msg(&g, 1, &add);
+    pb_msg(&g, 1, &div);
+    pb_msg(&g, 11, &vx);
+    pb_msg(&g, 11, &vb);
+    pb_msg(&g, 11, &vc);
+    pb_msg(&g, 12, &vy);
+    pb_t b = nb_model(&g, 17);
+    cudaq_nn_model_t *m = load_pb(&b, "int32 min div");
+    if (m) {
+      float x2[N];
+      for (int i = 0; i < N; i++) x2[i] = i == 11 ? -1.0f : x[i];
+      const void *in[3] = {x2, bv, cv};
+      size_t isz[3] = {sizeof x2, sizeof bv, sizeof cv};
+      int_chain_compare(m, "int32 min div", in, isz, 3, x2, bv, N);
+      cudaq_nn_model_destroy(m);
+    }
+  }
 }
 
 static void check_hardening(void) {
