@@ -135,7 +135,7 @@ __device__ __forceinline__ void ew_apply(int op, int gelu_tanh, const void *cons
 /* Add, Sub, Mul, Div of two INT32 operands into INT32: the values ew_apply
  * gives (its 64-bit arithmetic truncated to 32 bits is 32-bit wrapping
  * arithmetic; Div by nnk_idiv's rules: 0 for a zero divisor, -a wrapping for
- * -1) in a few instructions. 0: not such an op, the caller takes ew_apply. A
+ * -1) in a few instructions. false: not such an op, the caller takes ew_apply. A
  * predecoder's tails (residual and frame mod 2, the counts' Add) are chains
  * of these, and a tail kernel's time is mostly its executed code. */
 __device__ __forceinline__ bool ew_int32_fast(int op, const void *const in[3], const int dt[3],
@@ -159,8 +159,8 @@ __device__ __forceinline__ bool ew_int32_fast(int op, const void *const in[3], c
 /* The other common steps of predecoder tails, as ew_apply computes them:
  * Cast to INT32 (from FLOAT16, FLOAT, INT32, UINT8/BOOL), Cast of a BOOL /
  * UINT8 to FLOAT16 or FLOAT, and Add, Sub, Mul, Div, Greater, Less, Equal of
- * two FLOAT16 / FLOAT operands (float arithmetic, rounded as stf stores). 0:
- * not such an op. */
+ * two FLOAT16 / FLOAT operands (float arithmetic, rounded as stf stores).
+ * false: not such an op. */
 __device__ __forceinline__ float ld_float_type(const void *p, int dt, int64_t i) {
   return dt == CUDAQ_NN_FLOAT16 ? __half2float(static_cast<const __half *>(p)[i]) : static_cast<const float *>(p)[i];
 }

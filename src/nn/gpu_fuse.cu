@@ -255,7 +255,7 @@ int build_fused(const cudaq_nn_gpu *g, int a, int b, nnk_fused *f) {
     f->n_ops++;
   }
   f->out = g->steps[b].ew.out;
-  static int generic = -1; /* A/B of the INT32 fast path (gpu_ew.cuh) */
+  static int generic = -1; /* A/B of the short paths (gpu_ew.cuh) */
   if (generic < 0) {
     const char *v = getenv("CUDAQ_NN_EW_GENERIC");
     generic = v && v[0] == '1';

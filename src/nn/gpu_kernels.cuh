@@ -115,7 +115,7 @@ struct nnk_fused {
   nnk_fused_op ops[NNK_FUSE_MAX_OPS];
   void *out;
   int seed_dt; /* as an epilogue: the element type of the seed value */
-  int generic; /* A/B only (CUDAQ_NN_EW_GENERIC=1 at build_fused): no INT32 fast path */
+  int generic; /* A/B only (CUDAQ_NN_EW_GENERIC=1 at build_fused): no short paths (gpu_ew.cuh) */
 };
 
 /* out[i] = in[src_in[i]][src_idx[i]] */
