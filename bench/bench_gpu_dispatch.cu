@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <string>
 #include <vector>
 
 #include "cudaq/realtime/cudaq_realtime.h"
@@ -87,7 +88,10 @@ __global__ void pong(uint64_t *req, uint64_t *resp, uint64_t n) {
   }
 }
 
-template <bool Fence, int Reads = 0, int Stores = 0, int Mark = 0, bool Bare = false>
+/* Dirty: the host writes the lines the device reads (chain[0..15]) right
+ * before the flag, as a producer writes a request, instead of leaving them
+ * untouched since the start (clean in the host's caches). */
+template <bool Fence, int Reads = 0, int Stores = 0, int Mark = 0, bool Bare = false, bool Dirty = false>
 static double run_floor(uint64_t n, const char *name) {
   uint64_t *h, *d;
   CK(cudaHostAlloc(&h, 4096, cudaHostAllocMapped));
@@ -101,6 +105,8 @@ static double run_floor(uint64_t n, const char *name) {
   std::vector<uint64_t> lat(n);
   for (uint64_t i = 1; i <= n; i++) {
     uint64_t t0 = now_ns();
+    if (Dirty)
+      for (int k = 0; k < 16; ++k) ((volatile uint64_t *)h)[32 + k] = 0; /* chain[]: same values, lines now dirty */
     req.store(i, cuda::memory_order_release);
     while (resp.load(cuda::memory_order_acquire) != i) {}
     lat[i - 1] = now_ns() - t0;
@@ -323,14 +329,24 @@ static double bench_unified(uint32_t payload, uint64_t n) {
 int main(int argc, char **argv) {
   uint64_t n = 100000;
   uint32_t payload = 64;
-  int cpu = 2, ab_rounds = 0;
+  int cpu = 2, ab_rounds = 0, call_rounds = 0, only_call = 0;
+  std::vector<const char *> call_envs;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--requests") && i + 1 < argc) n = strtoull(argv[++i], NULL, 10);
     else if (!strcmp(argv[i], "--payload") && i + 1 < argc) payload = (uint32_t)atoi(argv[++i]);
     else if (!strcmp(argv[i], "--cpu") && i + 1 < argc) cpu = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--ab") && i + 1 < argc) ab_rounds = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--call-rounds") && i + 1 < argc) call_rounds = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--call-env") && i + 1 < argc) call_envs.push_back(argv[++i]);
+    else if (!strcmp(argv[i], "--only-call")) only_call = 1;
     else {
-      fprintf(stderr, "usage: %s [--requests N] [--payload BYTES] [--cpu C] [--ab ROUNDS]\n", argv[0]);
+      fprintf(stderr,
+              "usage: %s [--requests N] [--payload BYTES] [--cpu C] [--ab ROUNDS]\n"
+              "          [--call-rounds ROUNDS --call-env NAME=VALUE[,NAME=VALUE]...]... [--only-call]\n"
+              "  --ab ROUNDS         graph launch with and without the staged copy, interleaved\n"
+              "  --call-rounds R     device-call (regular) once per --call-env setting (\"\" = as is), R rounds\n"
+              "  --only-call         only the floors and the --call-rounds rows\n",
+              argv[0]);
       return 2;
     }
   }
@@ -362,6 +378,37 @@ int main(int argc, char **argv) {
    * read. */
   run_floor<true, 1, 1, 1>(n / 4, "floor (fenced) + read, marker, release");
   run_floor<true, 1, 1, 2>(n / 4, "floor (fenced) + marker, read, release");
+  /* The same reads of lines the host has just written (a request). */
+  run_floor<true, 1, 0, 0, false, true>(n / 4, "floor (fenced) + 1 read, host-written line");
+  run_floor<true, 1, 1, 1, false, true>(n / 4, "floor + read, marker, release, host-written");
+  if (call_rounds > 0) {
+    if (call_envs.empty()) call_envs.push_back("");
+    for (int round = 1; round <= call_rounds; ++round)
+      for (const char *spec : call_envs) {
+        /* Set each NAME=VALUE of the spec, run, then unset them. */
+        std::vector<std::string> names;
+        std::string all(spec);
+        for (size_t at = 0; at < all.size();) {
+          size_t end = all.find(',', at);
+          if (end == std::string::npos) end = all.size();
+          std::string kv = all.substr(at, end - at);
+          size_t eq = kv.find('=');
+          if (eq == std::string::npos || eq == 0) {
+            fprintf(stderr, "--call-env: '%s' is not NAME=VALUE\n", kv.c_str());
+            return 2;
+          }
+          names.push_back(kv.substr(0, eq));
+          setenv(names.back().c_str(), kv.substr(eq + 1).c_str(), 1);
+          at = end + 1;
+        }
+        std::string v = std::string(" [") + (spec[0] ? spec : "as is") + "]";
+        g_variant = v.c_str();
+        bench_device_call(false, payload, n);
+        g_variant = "";
+        for (const std::string &nm : names) unsetenv(nm.c_str());
+      }
+  }
+  if (only_call) return 0;
   double reg = bench_device_call(false, payload, n);
   double coop = bench_device_call(true, payload, n);
   double graph = bench_graph(payload, n);

@@ -231,6 +231,16 @@ static void wait_rx_consumed(const cudaq_ringbuffer_t *rb, uint32_t slot) {
       fail_msg("slot %u never consumed", slot);
     }
 }
+/* Waits (bounded) until cudaq_dispatcher_get_processed reads `want` on a
+ * running dispatcher: the device-call kernels mirror the count into
+ * stats[0] at the first poll that finds no request. Returns the last read. */
+static uint64_t wait_processed(cudaq_dispatcher_t *d, uint64_t want) {
+  uint64_t t0 = now_ns(), n = 0;
+  for (;;) {
+    assert_int_equal(cudaq_dispatcher_get_processed(d, &n), CUDAQ_OK);
+    if (n == want || now_ns() - t0 > g_wait_ns) return n;
+  }
+}
 static cudaq_rpc_response_t read_resp(const cudaq_ringbuffer_t *rb, uint32_t slot) {
   cudaq_rpc_response_t r;
   memcpy(&r, rb->tx_data_host + (size_t)slot * rb->tx_stride_sz, sizeof r);
