@@ -129,8 +129,22 @@ __global__ void graph_echo(cudaq_graph_io_context *io) {
   if (threadIdx.x == 0) cudaq_graph_io_complete(io, 0, n);
 }
 
+/* The same echo, written for a pre-launched graph: its kernel waits at the
+ * gate first (cudaq_dispatch_graph_set_prelaunch). */
+__global__ void graph_echo_gated(cudaq_graph_io_context *io) {
+  cudaq_graph_io_wait(io); /* a cancelled launch has arg_len 0: nothing to copy */
+  const uint32_t n = io->arg_len;
+  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+    io->tx_slot[CUDAQ_RPC_HEADER_SIZE + i] = io->rx_slot[CUDAQ_RPC_HEADER_SIZE + i];
+  __syncthreads();
+  if (threadIdx.x == 0) cudaq_graph_io_complete(io, 0, n);
+}
+
 /* --ab: the setting of the dispatcher A/B switches a row ran with, added to its name. */
 static const char *g_variant = "";
+/* Microseconds from one response to the next request in the latency phase
+ * of measure_ring (0: back to back); a realtime source's cadence. */
+static double g_gap_us = 0;
 
 /* One in flight, then all slots in flight, over a ring. */
 static double measure_ring(const char *base, cudaq_ringbuffer_t *rb, uint32_t slots, uint32_t payload, uint64_t n) {
@@ -138,8 +152,11 @@ static double measure_ring(const char *base, cudaq_ringbuffer_t *rb, uint32_t sl
   snprintf(name, sizeof name, "%s%s", base, g_variant);
   std::vector<uint8_t> buf(payload + 1, 0x5A);
   std::vector<uint64_t> lat(n);
+  uint64_t tnext = 0;
   for (uint64_t w = 0; w < 2000 + n; ++w) { /* 2000 warm-up requests */
     uint32_t slot = (uint32_t)(w % slots);
+    while (now_ns() < tnext) {
+    }
     uint64_t t0 = now_ns();
     cudaq_host_ringbuffer_write_rpc_request(rb, slot, FN_ECHO, buf.data(), payload, (uint32_t)w, t0);
     cudaq_host_ringbuffer_signal_slot(rb, slot);
@@ -157,13 +174,18 @@ static double measure_ring(const char *base, cudaq_ringbuffer_t *rb, uint32_t sl
       exit(1);
     }
     cudaq_host_ringbuffer_clear_slot(rb, slot);
-    if (w >= 2000) lat[w - 2000] = now_ns() - t0;
+    const uint64_t t1 = now_ns();
+    if (w >= 2000) lat[w - 2000] = t1 - t0;
+    tnext = t1 + (uint64_t)(g_gap_us * 1000.0);
   }
   double p50;
   report(name, lat, &p50);
   uint64_t t0 = now_ns();
+  /* Slots continue in ring order from the latency phase (the graph
+   * dispatcher serves them in that order). */
+  const uint64_t first_slot = (2000 + n) % slots;
   for (uint64_t k = 0; k < n + slots; ++k) {
-    uint32_t slot = (uint32_t)(k % slots);
+    uint32_t slot = (uint32_t)((first_slot + k) % slots);
     if (k >= slots) {
       uint64_t tw = now_ns();
       while (cudaq_host_ringbuffer_poll_tx_flag(rb, slot, NULL) != CUDAQ_TX_READY)
@@ -203,7 +225,9 @@ static double bench_device_call(bool coop, uint32_t payload, uint64_t n) {
   return p50;
 }
 
-static double bench_graph(uint32_t payload, uint64_t n) {
+/* prelaunch: the handler graph is launched ahead of its request and waits
+ * at the gate (graph_echo_gated). */
+static double bench_graph(uint32_t payload, uint64_t n, bool prelaunch = false) {
   const uint32_t slots = 32, slot_size = 64 + ((payload + 7) & ~7u);
   cudaq_ringbuffer_t rb;
   CQ(cudaq_host_ringbuffer_alloc(&rb, slots, slot_size, CUDAQ_RING_ALLOC_MAPPED));
@@ -214,7 +238,8 @@ static double bench_graph(uint32_t payload, uint64_t n) {
   cudaGraph_t g;
   cudaGraphExec_t ge;
   CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  graph_echo<<<1, 32, 0, s>>>(io);
+  if (prelaunch) graph_echo_gated<<<1, 32, 0, s>>>(io);
+  else graph_echo<<<1, 32, 0, s>>>(io);
   CK(cudaStreamEndCapture(s, &g));
   CK(cudaGraphInstantiateWithFlags(&ge, g, cudaGraphInstantiateFlagDeviceLaunch));
   CK(cudaGraphUpload(ge, s));
@@ -235,12 +260,18 @@ static double bench_graph(uint32_t payload, uint64_t n) {
   cudaq_dispatch_graph_context *ctx;
   CK(cudaq_create_dispatch_graph_regular(rb.rx_flags, rb.tx_flags, rb.rx_data, rb.tx_data, rb.rx_stride_sz, rb.tx_stride_sz,
                                          dt, 1, io, flag, stats, slots, 1, 32, s, &ctx));
+  if (prelaunch) CK(cudaq_dispatch_graph_set_prelaunch(ctx, FN_ECHO));
   CK(cudaq_launch_dispatch_graph(ctx, s));
-  double p50 = measure_ring("graph-launch (device-side) round trip", &rb, slots, payload, n);
-  uint64_t failures = 0, relaunches = 0;
+  char name[96];
+  snprintf(name, sizeof name, "graph-launch%s%s round trip", prelaunch ? ", pre-launched" : " (device-side)",
+           g_gap_us > 0 ? ", paced" : "");
+  double p50 = measure_ring(name, &rb, slots, payload, n);
+  uint64_t failures = 0, relaunches = 0, hits = 0, cancelled = 0;
   CK(cudaq_dispatch_graph_get_info(ctx, &failures, &relaunches));
-  printf("%-46s %llu dispatcher relaunches (one per %u graph launches), %llu launch failures\n", "",
-         (unsigned long long)relaunches, CUDAQ_GRAPH_DISPATCH_RELAUNCH_EVERY, (unsigned long long)failures);
+  CK(cudaq_dispatch_graph_get_prelaunch_info(ctx, &hits, &cancelled, nullptr));
+  printf("%-46s %llu dispatcher relaunches (one per %u graph launches), %llu launch failures, %llu served pre-launched\n",
+         "", (unsigned long long)relaunches, CUDAQ_GRAPH_DISPATCH_RELAUNCH_EVERY, (unsigned long long)failures,
+         (unsigned long long)hits);
   /* The dispatch graph occupies `s` until it exits: the flag is raised
    * without queueing anything on `s` (a copy queued there would wait for
    * the graph forever). */
@@ -330,6 +361,7 @@ int main(int argc, char **argv) {
   uint64_t n = 100000;
   uint32_t payload = 64;
   int cpu = 2, ab_rounds = 0, call_rounds = 0, only_call = 0;
+  double interval = 20.0;
   std::vector<const char *> call_envs;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--requests") && i + 1 < argc) n = strtoull(argv[++i], NULL, 10);
@@ -339,13 +371,16 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--call-rounds") && i + 1 < argc) call_rounds = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--call-env") && i + 1 < argc) call_envs.push_back(argv[++i]);
     else if (!strcmp(argv[i], "--only-call")) only_call = 1;
+    else if (!strcmp(argv[i], "--interval") && i + 1 < argc) interval = atof(argv[++i]);
     else {
       fprintf(stderr,
               "usage: %s [--requests N] [--payload BYTES] [--cpu C] [--ab ROUNDS]\n"
               "          [--call-rounds ROUNDS --call-env NAME=VALUE[,NAME=VALUE]...]... [--only-call]\n"
+              "          [--interval US]\n"
               "  --ab ROUNDS         graph launch with and without the staged copy, interleaved\n"
               "  --call-rounds R     device-call (regular) once per --call-env setting (\"\" = as is), R rounds\n"
-              "  --only-call         only the floors and the --call-rounds rows\n",
+              "  --only-call         only the floors and the --call-rounds rows\n"
+              "  --interval US       the paced graph-launch rows: one request US after each response (default 20)\n",
               argv[0]);
       return 2;
     }
@@ -412,6 +447,15 @@ int main(int argc, char **argv) {
   double reg = bench_device_call(false, payload, n);
   double coop = bench_device_call(true, payload, n);
   double graph = bench_graph(payload, n);
+  /* The handler graph launched ahead of its request (pre-launch), back to
+   * back and paced; the paced on-arrival row beside it. */
+  bench_graph(payload, n, true);
+  if (interval > 0) {
+    g_gap_us = interval;
+    bench_graph(payload, n / 4);
+    bench_graph(payload, n / 4, true);
+    g_gap_us = 0;
+  }
   double uni = bench_unified(payload, n);
   /* --ab: the graph-launch path with and without the request staged in
    * device memory by the dispatcher (CUDAQ_DISPATCH_NO_STAGE=1, read at

@@ -16,12 +16,16 @@
  * on the same events before the dispatcher starts.
  *
  * Rows, one run, one GPU (p50 etc. in us):
- *   device launch   the round trip above, one request in flight;
+ *   device launch   the round trip above, one request in flight, back to
+ *                   back and paced (one request --interval us after each
+ *                   answer), each with the handler graph launched on
+ *                   arrival and pre-launched (cudaq_dispatch_graph_set_prelaunch:
+ *                   launched while the dispatcher waits, released by a gate);
  *   host replay     cudaq_nn_gpu_launch + cudaStreamSynchronize (inference
  *                   only, inputs already on the GPU: bench_nn_gpu's figure);
  *   host run        cudaq_nn_gpu_run (copy in, replay, copy out, wait).
  *
- * Usage: bench_nn_device_launch MODEL.onnx [--requests N] [--plan DIR] [--cpu C] [--density P]
+ * Usage: bench_nn_device_launch MODEL.onnx [--requests N] [--plan DIR] [--cpu C] [--density P] [--interval US]
  * Exit 77 without a GPU; 1 with a message when the engine's graph cannot be
  * launched from the device.
  */
@@ -68,6 +72,10 @@ struct io_bufs {
  * loop of dependent rounds would cost a round trip each). The dispatcher
  * checked the length against the handler's schema (in_words * 4 bytes). */
 __global__ void k_copy_in(cudaq_graph_io_context *io, io_bufs b) {
+  /* The pre-launched rows launch this graph ahead of its request: wait at
+   * the gate (passes at once when launched on arrival). A cancelled launch
+   * reads and answers scratch memory. */
+  cudaq_graph_io_wait(io);
   const uint32_t *src = reinterpret_cast<const uint32_t *>(io->rx_slot + CUDAQ_RPC_HEADER_SIZE);
   const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < b.in_words) b.in[i] = src[i];
@@ -97,19 +105,21 @@ int main(int argc, char **argv) {
   uint32_t n = 20000;
   int cpu = 2;
   double density = 0.03;
+  double interval = 30.0; /* the paced rows' gap, us (0: none) */
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--requests") && i + 1 < argc) n = (uint32_t)atoi(argv[++i]);
     else if (!strcmp(argv[i], "--plan") && i + 1 < argc) plan_dir = argv[++i];
     else if (!strcmp(argv[i], "--cpu") && i + 1 < argc) cpu = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--density") && i + 1 < argc) density = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--interval") && i + 1 < argc) interval = atof(argv[++i]);
     else if (argv[i][0] != '-' && !model_path) model_path = argv[i];
     else {
-      fprintf(stderr, "usage: %s MODEL.onnx [--requests N] [--plan DIR] [--cpu C] [--density P]\n", argv[0]);
+      fprintf(stderr, "usage: %s MODEL.onnx [--requests N] [--plan DIR] [--cpu C] [--density P] [--interval US]\n", argv[0]);
       return 2;
     }
   }
   if (!model_path || n == 0) {
-    fprintf(stderr, "usage: %s MODEL.onnx [--requests N] [--plan DIR] [--cpu C] [--density P]\n", argv[0]);
+    fprintf(stderr, "usage: %s MODEL.onnx [--requests N] [--plan DIR] [--cpu C] [--density P] [--interval US]\n", argv[0]);
     return 2;
   }
   int ndev = 0;
@@ -271,46 +281,67 @@ int main(int argc, char **argv) {
   if (cudaq_dispatch_set_shutdown_flag(flag, 0) != CUDAQ_OK) return 1;
   cudaStream_t ds;
   CK(cudaStreamCreateWithFlags(&ds, cudaStreamNonBlocking));
-  cudaq_dispatch_graph_context *ctx;
-  CK(cudaq_create_dispatch_graph_regular(rb.rx_flags, rb.tx_flags, rb.rx_data, rb.tx_data, rb.rx_stride_sz,
-                                         rb.tx_stride_sz, dt, 1, io, flag, stats, slots, 1, 32, ds, &ctx));
-  CK(cudaq_launch_dispatch_graph(ctx, ds));
-
+  /* One dispatcher run per row: the handler graph launched on arrival or
+   * launched ahead of its request (cudaq_dispatch_graph_set_prelaunch),
+   * requests back to back or one every gap_us after the last answer (a
+   * decoding window arriving every d rounds). */
   uint64_t wrong = 0, errors = 0;
-  for (uint32_t w = 0; w < n + 500; ++w) {
-    const uint32_t slot = w % slots;
-    const int k = (int)(w % K);
-    uint64_t t0 = now_ns();
-    if (cudaq_host_ringbuffer_write_rpc_request(&rb, slot, FN_PREDECODE, ins[k].data(), (uint32_t)bin.size_bytes, w,
-                                                t0) != CUDAQ_OK) {
-      fprintf(stderr, "request %u: %s\n", w, cudaq_last_error());
-      exit(1);
-    }
-    cudaq_host_ringbuffer_signal_slot(&rb, slot);
-    cudaq_tx_status_t st;
-    const uint64_t tw = now_ns();
-    while ((st = cudaq_host_ringbuffer_poll_tx_flag(&rb, slot, NULL)) != CUDAQ_TX_READY)
-      if (now_ns() - tw > 5000000000ull) {
-        fprintf(stderr, "device launch: no answer to request %u after 5 s (status %d)\n", w, (int)st);
+  auto row = [&](bool pre, double gap_us) {
+    cudaq_dispatch_graph_context *ctx;
+    CK(cudaq_create_dispatch_graph_regular(rb.rx_flags, rb.tx_flags, rb.rx_data, rb.tx_data, rb.rx_stride_sz,
+                                           rb.tx_stride_sz, dt, 1, io, flag, stats, slots, 1, 32, ds, &ctx));
+    if (pre) CK(cudaq_dispatch_graph_set_prelaunch(ctx, FN_PREDECODE));
+    CK(cudaq_launch_dispatch_graph(ctx, ds));
+    uint64_t tnext = 0;
+    for (uint32_t w = 0; w < n + 500; ++w) {
+      const uint32_t slot = w % slots;
+      const int k = (int)(w % K);
+      while (now_ns() < tnext) {
+      }
+      uint64_t t0 = now_ns();
+      if (cudaq_host_ringbuffer_write_rpc_request(&rb, slot, FN_PREDECODE, ins[k].data(), (uint32_t)bin.size_bytes, w,
+                                                  t0) != CUDAQ_OK) {
+        fprintf(stderr, "request %u: %s\n", w, cudaq_last_error());
         exit(1);
       }
-    const uint8_t *tx = rb.tx_data_host + (size_t)slot * rb.tx_stride_sz;
-    const cudaq_rpc_response_t *r = (const cudaq_rpc_response_t *)tx;
-    if (w >= 500) lat[w - 500] = now_ns() - t0;
-    if (r->status != 0 || r->request_id != w || r->result_len != out_bytes) ++errors;
-    else if (memcmp(tx + CUDAQ_RPC_HEADER_SIZE, refs[k].data(), out_bytes)) ++wrong;
-    cudaq_host_ringbuffer_clear_slot(&rb, slot);
+      cudaq_host_ringbuffer_signal_slot(&rb, slot);
+      cudaq_tx_status_t st;
+      const uint64_t tw = now_ns();
+      while ((st = cudaq_host_ringbuffer_poll_tx_flag(&rb, slot, NULL)) != CUDAQ_TX_READY)
+        if (now_ns() - tw > 5000000000ull) {
+          fprintf(stderr, "device launch: no answer to request %u after 5 s (status %d)\n", w, (int)st);
+          exit(1);
+        }
+      const uint8_t *tx = rb.tx_data_host + (size_t)slot * rb.tx_stride_sz;
+      const cudaq_rpc_response_t *r = (const cudaq_rpc_response_t *)tx;
+      const uint64_t t1 = now_ns();
+      if (w >= 500) lat[w - 500] = t1 - t0;
+      if (r->status != 0 || r->request_id != w || r->result_len != out_bytes) ++errors;
+      else if (memcmp(tx + CUDAQ_RPC_HEADER_SIZE, refs[k].data(), out_bytes)) ++wrong;
+      cudaq_host_ringbuffer_clear_slot(&rb, slot);
+      tnext = t1 + (uint64_t)(gap_us * 1000.0);
+    }
+    char name[96];
+    snprintf(name, sizeof name, "device launch%s, %s", pre ? ", pre-launched" : "",
+             gap_us > 0 ? "paced" : "back to back");
+    report(name, lat);
+    uint64_t failures = 0, relaunches = 0, hits = 0, cancelled = 0;
+    CK(cudaq_dispatch_graph_get_info(ctx, &failures, &relaunches));
+    CK(cudaq_dispatch_graph_get_prelaunch_info(ctx, &hits, &cancelled, nullptr));
+    printf("  %llu launch failures, %llu dispatcher relaunches, %llu served pre-launched\n",
+           (unsigned long long)failures, (unsigned long long)relaunches, (unsigned long long)hits);
+    if (cudaq_dispatch_set_shutdown_flag(flag, 1) != CUDAQ_OK) exit(1);
+    CK(cudaStreamSynchronize(ds));
+    CK(cudaq_destroy_dispatch_graph(ctx));
+    if (cudaq_dispatch_set_shutdown_flag(flag, 0) != CUDAQ_OK) exit(1);
+  };
+  for (bool pre : {false, true}) row(pre, 0.0);
+  if (interval > 0) {
+    printf("paced rows: one request %.0f us after each answer\n", interval);
+    for (bool pre : {false, true}) row(pre, interval);
   }
-  report("device launch (ring -> dispatcher -> graph)", lat);
-  uint64_t failures = 0, relaunches = 0;
-  CK(cudaq_dispatch_graph_get_info(ctx, &failures, &relaunches));
-  printf("answers: %llu error statuses, %llu differ from the host run, %llu launch failures, %llu dispatcher "
-         "relaunches\n",
-         (unsigned long long)errors, (unsigned long long)wrong, (unsigned long long)failures,
-         (unsigned long long)relaunches);
-  if (cudaq_dispatch_set_shutdown_flag(flag, 1) != CUDAQ_OK) return 1;
-  CK(cudaStreamSynchronize(ds));
-  CK(cudaq_destroy_dispatch_graph(ctx));
+  printf("answers: %llu error statuses, %llu differ from the host run\n", (unsigned long long)errors,
+         (unsigned long long)wrong);
   CK(cudaGraphExecDestroy(hge));
   CK(cudaGraphDestroy(hg));
   CK(cudaFree(io));

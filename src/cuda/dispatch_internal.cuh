@@ -103,7 +103,7 @@ static __host__ __device__ inline cudaq__arg_rule cudaq__arg_rule_of(const cudaq
 }
 
 /* The one lookup rule of the device kernels (regular, cooperative, graph,
- * unified), the same as the host path's (host_slot.c): the first entry
+ * unified) and of the graph dispatcher's pre-launch check, the same as the host path's (host_slot.c): the first entry
  * with the request's function_id serves it. Duplicate ids can reach a
  * kernel only through a launch helper called directly:
  * cudaq_dispatcher_set_function_table refuses them on both paths. A
@@ -111,7 +111,7 @@ static __host__ __device__ inline cudaq__arg_rule cudaq__arg_rule_of(const cudaq
  * entries reduced to what it reads, each with a function_id, holding the
  * table's first entries in order) is searched by the same code. */
 template <class Entry>
-static __device__ inline const Entry *cudaq__find_entry(const Entry *table, uint32_t count,
+static __host__ __device__ inline const Entry *cudaq__find_entry(const Entry *table, uint32_t count,
                                                         uint32_t function_id) {
   for (uint32_t i = 0; i < count; ++i)
     if (table[i].function_id == function_id) return &table[i];
@@ -151,6 +151,8 @@ cudaError_t cudaq__memset_private_stream(void *dev, int value, size_t bytes);
 /* cudaMemcpy to host memory from device or mapped host memory, on a
  * private non-blocking stream (same reason). */
 cudaError_t cudaq__copy_to_host_private_stream(void *dst, const void *src, size_t bytes);
+/* The other way: host memory to device memory, on a private stream. */
+cudaError_t cudaq__copy_to_device_private_stream(void *dst, const void *src, size_t bytes);
 
 /* Copies device-resident counters to the host (on a private non-blocking
  * stream, so it never waits for a persistent kernel). */

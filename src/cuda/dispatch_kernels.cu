@@ -596,6 +596,16 @@ cudaError_t cudaq__copy_to_host_private_stream(void *dst, const void *src, size_
   return e;
 }
 
+cudaError_t cudaq__copy_to_device_private_stream(void *dst, const void *src, size_t bytes) {
+  cudaStream_t s;
+  cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (e != cudaSuccess) return e;
+  e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  cudaStreamDestroy(s);
+  return e;
+}
+
 cudaError_t cudaq__read_device_counters(const cudaq__device_state *dev, cudaq_dispatcher_counters_t *out) {
   cudaq__device_state h;
   cudaError_t e = cudaq__copy_to_host_private_stream(&h, dev, sizeof h);

@@ -45,6 +45,7 @@ struct graph_params {
   uint32_t num_slots;
   struct graph_state *state;
   uint8_t *stage; /* device memory, STAGE_BYTES: the staged request the graph reads (NULL: A/B, never stage) */
+  uint8_t *scratch; /* device memory, zeroed: rx_stride + tx_stride + 8 bytes (a cancelled pre-launch's slots and flag) */
 };
 
 /* Survives relaunches (device memory). */
@@ -55,7 +56,20 @@ struct graph_state {
   uint64_t launch_failures;
   uint64_t relaunches;
   uint64_t relaunch_error;
+  uint32_t prelaunch_fid; /* 0: off (cudaq_dispatch_graph_set_prelaunch) */
+  uint32_t ticket;        /* the last gate ticket handed out (never 0) */
+  uint64_t gate_hits;     /* requests served by a pre-launched graph */
+  uint64_t cancelled;     /* pre-launches cancelled at shutdown */
+  uint32_t waiting;       /* 1 while a pre-launched graph waits at its gate (mirror of `armed`) */
 };
+
+/* The next gate ticket (lane 0): never 0, the gate's initial value. */
+__device__ uint32_t next_ticket(graph_state *gs) {
+  uint32_t t = gs->ticket + 1u;
+  if (t == 0u) t = 1u;
+  gs->ticket = t;
+  return t;
+}
 
 
 /* Answers a request the dispatcher itself rejects. Flag order as in
@@ -80,6 +94,35 @@ __device__ void answer(const graph_params &p, uint32_t slot, int32_t status, uin
 constexpr uint32_t STAGE_WORDS_PER_LANE = 16;
 constexpr uint32_t STAGE_BYTES = 32u * STAGE_WORDS_PER_LANE * 4u; /* 2 KiB */
 
+/* Lane 0: a pre-launched graph still waits at its gate (shutdown, or the
+ * dispatcher's own relaunch, which cannot start while a child runs): it
+ * runs once on an empty request whose slots and TX flag are scratch
+ * memory, and is counted. */
+__device__ void cancel_prelaunch(const graph_params &p, graph_state *gs, uint32_t ticket) {
+  cudaq_graph_io_context *io = p.io;
+  cuda::atomic_ref<uint32_t, cuda::thread_scope_device> busy(io->busy);
+  /* G3: the context is free (another function's graph may hold it);
+   * bounded as on the request path. */
+  for (uint32_t spins = 0; busy.load(cuda::memory_order_acquire) != 0 && spins < 10000000u; ++spins)
+    __nanosleep(100);
+  uint8_t *rx = p.scratch + 64, *tx = rx + ((p.rx_stride + 63u) & ~63u);
+  io->rx_slot = rx;
+  io->tx_slot = tx;
+  io->tx_flag = reinterpret_cast<uint64_t *>(p.scratch);
+  io->tx_flag_value = 0;
+  io->ptp_timestamp = 0;
+  io->request_id = 0;
+  io->function_id = gs->prelaunch_fid;
+  io->arg_len = 0;
+  io->max_result_len = p.tx_stride - CUDAQ_RPC_HEADER_SIZE;
+  io->slot = CUDAQ_GRAPH_IO_CANCELLED;
+  busy.store(1u, cuda::memory_order_relaxed);
+  gs->cancelled++;
+  gs->waiting = 0;
+  /* G5 (see the request path): the context above before the gate. */
+  cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(io->gate).store(ticket, cuda::memory_order_release);
+}
+
 /* One warp. Lane 0 polls and decides; every lane takes part in reading the
  * request, so the header and up to STAGE_BYTES of the request arrive in one
  * PCIe round trip, and a request that fits is copied to device memory
@@ -94,7 +137,20 @@ __global__ void graph_dispatch_kernel(graph_params p) {
   cuda::atomic_ref<uint32_t, cuda::thread_scope_device> busy(p.io->busy);
   uint32_t slot = gs->next_slot, launched = 0, iter = 0;
   bool draining = false;
+  /* Pre-launch (cudaq_dispatch_graph_set_prelaunch), lane 0's state: the
+   * entry whose graph is launched ahead of its request, and whether a launch
+   * of it waits at the gate now (armed) with which ticket. */
+  const cudaq_function_entry_t *pre =
+      gs->prelaunch_fid ? cudaq__find_entry(p.table, p.table_count, gs->prelaunch_fid) : nullptr;
+  if (pre && (pre->dispatch_mode != CUDAQ_DISPATCH_GRAPH_LAUNCH || !pre->handler.graph_exec)) pre = nullptr;
+  bool armed = false;
+  uint32_t armed_ticket = 0;
+  cuda::atomic_ref<uint32_t, cuda::thread_scope_device> gate(p.io->gate);
   uint32_t drain_left = 0;
+  /* Where a later run resumes after a shutdown: the drain looks at every
+   * slot once, but the producer's next slot is the one after the last
+   * request served (requests come in ring order). */
+  uint32_t resume = slot;
   const uint32_t read_words = (p.rx_stride < STAGE_BYTES ? p.rx_stride : STAGE_BYTES) / 4u;
 
   for (;;) {
@@ -103,6 +159,7 @@ __global__ void graph_dispatch_kernel(graph_params p) {
       if (__shfl_sync(0xFFFFFFFFu, stop, 0)) {
         draining = true;
         drain_left = p.num_slots;
+        resume = slot;
       }
     }
     /* A1 pairs with R1 (producer): the request bytes are visible. */
@@ -111,6 +168,20 @@ __global__ void graph_dispatch_kernel(graph_params p) {
       if (draining) {
         if (--drain_left == 0) break;
         slot = slot + 1 == p.num_slots ? 0 : slot + 1;
+      } else if (l0 && pre && !armed && launched + 1u < CUDAQ_GRAPH_DISPATCH_RELAUNCH_EVERY &&
+                 busy.load(cuda::memory_order_acquire) == 0) { /* G3: the previous request's graph is done */
+        /* Nothing to serve: launch the pre-launch entry's graph now, to wait
+         * at its gate. One try per idle poll: a launch refused because the
+         * previous execution is still finishing is tried again at the next. */
+        const uint32_t t = next_ticket(gs);
+        p.io->gate_ticket = t;
+        __threadfence(); /* the ticket before the child starts */
+        if (cudaGraphLaunch(pre->handler.graph_exec, cudaStreamGraphFireAndForget) == cudaSuccess) {
+          armed = true;
+          armed_ticket = t;
+          ++launched;
+          gs->waiting = 1;
+        }
       }
       continue;
     }
@@ -198,21 +269,36 @@ __global__ void graph_dispatch_kernel(graph_params p) {
            * request was too large to stage). R3, pairs with A3. */
           cudaq__store_release_sys(&p.rx_flags[slot], 0);
           __threadfence(); /* the context is complete before the child starts */
-          /* The previous launch of this graph may still be finishing after it
-           * freed the context (a graph runs one launch at a time): retry for
-           * a bounded time, then report the failure. */
-          cudaError_t err = cudaErrorUnknown;
-          for (uint32_t tries = 0; tries < 100000; ++tries) {
-            err = cudaGraphLaunch(e->handler.graph_exec, cudaStreamGraphFireAndForget);
-            if (err == cudaSuccess) break;
-            __nanosleep(100);
-          }
-          if (err != cudaSuccess) {
-            busy.store(0u, cuda::memory_order_relaxed);
-            gs->launch_failures++;
-            status = CUDAQ_RPC_ERR_LAUNCH_FAILED;
+          if (e == pre && armed) {
+            /* G5 opens the gate of the graph launched ahead: the context
+             * (and the staged request) before it. Pairs with G4 in
+             * cudaq_graph_io_wait. No launch on this request's path. */
+            gate.store(armed_ticket, cuda::memory_order_release);
+            armed = false;
+            gs->gate_hits++;
+            gs->waiting = 0;
           } else {
-            ++launched;
+            if (e == pre) { /* launched on arrival: its gate opens before its launch (G5 as above) */
+              const uint32_t t = next_ticket(gs);
+              io->gate_ticket = t;
+              gate.store(t, cuda::memory_order_release);
+            }
+            /* The previous launch of this graph may still be finishing after
+             * it freed the context (a graph runs one launch at a time): retry
+             * for a bounded time, then report the failure. */
+            cudaError_t err = cudaErrorUnknown;
+            for (uint32_t tries = 0; tries < 100000; ++tries) {
+              err = cudaGraphLaunch(e->handler.graph_exec, cudaStreamGraphFireAndForget);
+              if (err == cudaSuccess) break;
+              __nanosleep(100);
+            }
+            if (err != cudaSuccess) {
+              busy.store(0u, cuda::memory_order_relaxed);
+              gs->launch_failures++;
+              status = CUDAQ_RPC_ERR_LAUNCH_FAILED;
+            } else {
+              ++launched;
+            }
           }
         }
         if (status != 0) {
@@ -224,10 +310,14 @@ __global__ void graph_dispatch_kernel(graph_params p) {
       launched = __shfl_sync(0xFFFFFFFFu, launched, 0);
     }
     slot = slot + 1 == p.num_slots ? 0 : slot + 1;
+    if (draining) resume = slot;
     if (draining && --drain_left == 0) break;
     if (!draining && launched >= CUDAQ_GRAPH_DISPATCH_RELAUNCH_EVERY) {
       int relaunched = 0;
       if (l0) {
+        /* The tail launch starts only once every child has finished. */
+        if (armed) cancel_prelaunch(p, gs, armed_ticket);
+        armed = false;
         gs->next_slot = slot; /* the tail launch resumes here */
         cudaError_t err = cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch);
         if (err == cudaSuccess) {
@@ -242,7 +332,8 @@ __global__ void graph_dispatch_kernel(graph_params p) {
     }
   }
   if (l0) {
-    gs->next_slot = slot;
+    if (armed) cancel_prelaunch(p, gs, armed_ticket);
+    gs->next_slot = draining ? resume : slot;
     gs->exited = 1;
   }
 }
@@ -254,6 +345,9 @@ struct cudaq_dispatch_graph_context {
   cudaGraphExec_t exec;
   graph_state *state;
   uint8_t *stage;
+  uint8_t *scratch; /* a cancelled pre-launch's TX flag (offset 0), RX and TX slots */
+  const cudaq_function_entry_t *table; /* device memory, the caller's */
+  uint32_t table_count;
 };
 
 extern "C" cudaError_t cudaq_create_dispatch_graph_regular(
@@ -274,6 +368,11 @@ extern "C" cudaError_t cudaq_create_dispatch_graph_regular(
   if (!ctx) return cudaErrorMemoryAllocation;
   cudaError_t e = cudaMalloc(&ctx->state, sizeof(graph_state));
   if (e == cudaSuccess) e = cudaMalloc(&ctx->stage, STAGE_BYTES);
+  const size_t scratch_bytes = 64 + ((rx_stride_sz + 63) & ~size_t(63)) + tx_stride_sz;
+  if (e == cudaSuccess) e = cudaMalloc(&ctx->scratch, scratch_bytes);
+  if (e == cudaSuccess) e = cudaMemsetAsync(ctx->scratch, 0, scratch_bytes, stream);
+  ctx->table = function_table;
+  ctx->table_count = (uint32_t)func_count;
   if (e == cudaSuccess) e = cudaMemsetAsync(ctx->state, 0, sizeof(graph_state), stream);
   if (e == cudaSuccess) e = cudaMemsetAsync(graph_io_ctx, 0, sizeof(cudaq_graph_io_context), stream);
   graph_params p;
@@ -292,6 +391,7 @@ extern "C" cudaError_t cudaq_create_dispatch_graph_regular(
   const char *nostage = getenv("CUDAQ_DISPATCH_NO_STAGE"); /* A/B of the staged copy (bench_gpu_dispatch) */
   p.stage = nostage && nostage[0] == '1' ? nullptr : ctx->stage;
   p.state = ctx->state;
+  p.scratch = ctx->scratch;
   cudaq__device_state *counters = cudaq__state_for_launch(stats);
   if (e == cudaSuccess && !counters) e = cudaErrorMemoryAllocation;
   if (e == cudaSuccess)
@@ -332,6 +432,7 @@ extern "C" cudaError_t cudaq_destroy_dispatch_graph(cudaq_dispatch_graph_context
   if (context->graph && (e = cudaGraphDestroy(context->graph)) != cudaSuccess && first == cudaSuccess) first = e;
   if (context->state && (e = cudaFree(context->state)) != cudaSuccess && first == cudaSuccess) first = e;
   if (context->stage && (e = cudaFree(context->stage)) != cudaSuccess && first == cudaSuccess) first = e;
+  if (context->scratch && (e = cudaFree(context->scratch)) != cudaSuccess && first == cudaSuccess) first = e;
   free(context);
   return first;
 }
@@ -346,6 +447,39 @@ extern "C" cudaError_t cudaq_dispatch_graph_get_info(cudaq_dispatch_graph_contex
   *out_launch_failures = h.launch_failures;
   *out_relaunches = h.relaunches;
   return h.relaunch_error ? (cudaError_t)h.relaunch_error : cudaSuccess;
+}
+
+extern "C" cudaError_t cudaq_dispatch_graph_set_prelaunch(cudaq_dispatch_graph_context *context,
+                                                          uint32_t function_id) {
+  if (!context) return cudaErrorInvalidValue;
+  if (function_id != 0) {
+    /* The entry the kernel will find (the first with the id) must be a
+     * graph launch with a graph. */
+    cudaq_function_entry_t *h =
+        static_cast<cudaq_function_entry_t *>(malloc(sizeof(cudaq_function_entry_t) * context->table_count));
+    if (!h) return cudaErrorMemoryAllocation;
+    cudaError_t e = cudaq__copy_to_host_private_stream(h, context->table,
+                                                       sizeof(cudaq_function_entry_t) * context->table_count);
+    const cudaq_function_entry_t *f = e == cudaSuccess ? cudaq__find_entry(h, context->table_count, function_id) : nullptr;
+    const bool ok = f && f->dispatch_mode == CUDAQ_DISPATCH_GRAPH_LAUNCH && f->handler.graph_exec;
+    free(h);
+    if (e != cudaSuccess) return e;
+    if (!ok) return cudaErrorInvalidValue;
+  }
+  return cudaq__copy_to_device_private_stream(&context->state->prelaunch_fid, &function_id, sizeof function_id);
+}
+
+extern "C" cudaError_t cudaq_dispatch_graph_get_prelaunch_info(cudaq_dispatch_graph_context *context,
+                                                               uint64_t *out_gate_hits, uint64_t *out_cancelled,
+                                                               int *out_waiting) {
+  if (!context || !out_gate_hits || !out_cancelled) return cudaErrorInvalidValue;
+  graph_state h;
+  cudaError_t e = cudaq__copy_to_host_private_stream(&h, context->state, sizeof h);
+  if (e != cudaSuccess) return e;
+  *out_gate_hits = h.gate_hits;
+  *out_cancelled = h.cancelled;
+  if (out_waiting) *out_waiting = (int)h.waiting;
+  return cudaSuccess;
 }
 
 extern "C" void cudaq__graph_debug_dump(cudaq_dispatch_graph_context *context) {

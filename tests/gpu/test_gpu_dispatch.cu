@@ -722,6 +722,194 @@ static void test_graph_launch_staging_boundary(void **) {
   graph_launch_run(SLOT, lens, sizeof lens / sizeof lens[0], scaled(20000) < 700 ? 700 : scaled(20000));
 }
 
+/* ---- graph launch, pre-launched (cudaq_dispatch_graph_set_prelaunch) ---- */
+
+/* The pre-launched handler: waits at the gate, then echoes + 1 (a
+ * cancelled launch has arg_len 0 and answers into scratch). */
+__global__ void graph_echo_gated_kernel(cudaq_graph_io_context *io) {
+  cudaq_graph_io_wait(io);
+  const uint8_t *src = io->rx_slot + CUDAQ_RPC_HEADER_SIZE;
+  uint8_t *dst = io->tx_slot + CUDAQ_RPC_HEADER_SIZE;
+  const uint32_t n = io->arg_len;
+  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = (uint8_t)(src[i] + 1);
+  __syncthreads();
+  if (threadIdx.x == 0) cudaq_graph_io_complete(io, 0, n);
+}
+/* Another function's graph, launched on arrival: echoes + 2. */
+__global__ void graph_echo2_kernel(cudaq_graph_io_context *io) {
+  const uint8_t *src = io->rx_slot + CUDAQ_RPC_HEADER_SIZE;
+  uint8_t *dst = io->tx_slot + CUDAQ_RPC_HEADER_SIZE;
+  const uint32_t n = io->arg_len;
+  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = (uint8_t)(src[i] + 2);
+  __syncthreads();
+  if (threadIdx.x == 0) cudaq_graph_io_complete(io, 0, n);
+}
+
+static cudaGraphExec_t device_launch_graph(void (*k)(cudaq_graph_io_context *), cudaq_graph_io_context *io,
+                                           cudaStream_t s, cudaGraph_t *g) {
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  k<<<1, 64, 0, s>>>(io);
+  CK(cudaStreamEndCapture(s, g));
+  CK(cudaGraphInstantiateWithFlags(&ge, *g, cudaGraphInstantiateFlagDeviceLaunch));
+  CK(cudaGraphUpload(ge, s));
+  CK(cudaStreamSynchronize(s));
+  return ge;
+}
+
+/* One request in `slot` (the dispatcher serves slots in ring order), k
+ * decides the function: every 5th goes to the graph launched on arrival. */
+static void prelaunch_send(cudaq_ringbuffer_t *rb, uint32_t slot, uint32_t k) {
+  uint8_t buf[64];
+  const uint32_t len = 1 + k % 64;
+  for (uint32_t i = 0; i < len; ++i) buf[i] = (uint8_t)(k * 3 + i);
+  uint64_t tw = now_ns();
+  while (!cudaq_host_ringbuffer_slot_available(rb, slot))
+    if (now_ns() - tw > g_wait_ns) fail_msg("prelaunch: slot %u never became available", slot);
+  assert_int_equal(cudaq_host_ringbuffer_write_rpc_request(rb, slot, k % 5 == 4 ? FN_BLOCK : FN_ECHO, buf, len, k,
+                                                           ~(uint64_t)k),
+                   CUDAQ_OK);
+  cudaq_host_ringbuffer_signal_slot(rb, slot);
+}
+static void prelaunch_check(cudaq_ringbuffer_t *rb, uint32_t slot, uint32_t k) {
+  assert_int_equal(wait_tx(rb, slot), CUDAQ_TX_READY);
+  cudaq_rpc_response_t r = read_resp(rb, slot);
+  const uint32_t len = 1 + k % 64, add = k % 5 == 4 ? 2 : 1;
+  if (r.status != 0 || r.request_id != k || r.ptp_timestamp != ~(uint64_t)k || r.result_len != len)
+    fail_msg("prelaunch request %u: status %d id %u len %u", k, r.status, r.request_id, r.result_len);
+  const uint8_t *pl = resp_payload(rb, slot);
+  for (uint32_t i = 0; i < len; ++i)
+    if (pl[i] != (uint8_t)(k * 3 + i + add)) fail_msg("prelaunch request %u byte %u", k, i);
+  cudaq_host_ringbuffer_clear_slot(rb, slot);
+}
+
+/* Extension cudaq_dispatch_graph_set_prelaunch (dispatch_kernel.h): the
+ * handler graph of one function is launched while the dispatcher waits and
+ * released by its gate when the request comes. Requests paced 30 us apart
+ * (served by the waiting graph), mixed with another function's graph
+ * (launched on arrival while the first one waits), across the dispatcher's
+ * self-relaunches (every 100 launches: a waiting graph is cancelled first);
+ * then all slots in flight (back to back: launched on arrival); then
+ * shutdown while a graph waits (cancelled: answers into scratch, no TX flag
+ * of the ring touched), and a restart. The checks of the call: unknown id,
+ * a DEVICE_CALL entry, no context. */
+static void test_graph_prelaunch(void **) {
+  const uint32_t S = 8;
+  cudaq_ringbuffer_t rb;
+  assert_int_equal(cudaq_host_ringbuffer_alloc(&rb, S, 256, CUDAQ_RING_ALLOC_MAPPED), CUDAQ_OK);
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaq_graph_io_context *io;
+  CK(cudaMalloc(&io, sizeof *io));
+  cudaGraph_t g1, g2;
+  cudaGraphExec_t ge1 = device_launch_graph(graph_echo_gated_kernel, io, s, &g1);
+  cudaGraphExec_t ge2 = device_launch_graph(graph_echo2_kernel, io, s, &g2);
+  cudaq_function_entry_t h[3];
+  memset(h, 0, sizeof h);
+  h[0].handler.graph_exec = ge1;
+  h[0].function_id = FN_ECHO;
+  h[0].dispatch_mode = CUDAQ_DISPATCH_GRAPH_LAUNCH;
+  h[1].handler.graph_exec = ge2;
+  h[1].function_id = FN_BLOCK;
+  h[1].dispatch_mode = CUDAQ_DISPATCH_GRAPH_LAUNCH;
+  h[2].function_id = FN_SUM;
+  h[2].dispatch_mode = CUDAQ_DISPATCH_DEVICE_CALL;
+  cudaq_function_entry_t *dt;
+  CK(cudaMalloc(&dt, sizeof h));
+  CK(cudaMemcpy(dt, h, sizeof h, cudaMemcpyHostToDevice));
+  int *flag;
+  uint64_t *stats;
+  CK(cudaMalloc(&flag, sizeof(int)));
+  assert_int_equal(cudaq_dispatch_set_shutdown_flag(flag, 0), CUDAQ_OK);
+  CK(cudaHostAlloc(&stats, sizeof(uint64_t), cudaHostAllocMapped));
+  *stats = 0;
+  cudaq_dispatch_graph_context *ctx = nullptr;
+  CK(cudaq_create_dispatch_graph_regular(rb.rx_flags, rb.tx_flags, rb.rx_data, rb.tx_data, rb.rx_stride_sz,
+                                         rb.tx_stride_sz, dt, 3, io, flag, stats, S, 1, 32, s, &ctx));
+  assert_int_equal(cudaq_dispatch_graph_set_prelaunch(nullptr, FN_ECHO), cudaErrorInvalidValue);
+  assert_int_equal(cudaq_dispatch_graph_set_prelaunch(ctx, 0x1234u), cudaErrorInvalidValue);
+  assert_int_equal(cudaq_dispatch_graph_set_prelaunch(ctx, FN_SUM), cudaErrorInvalidValue);
+  CK(cudaq_dispatch_graph_set_prelaunch(ctx, FN_ECHO));
+  CK(cudaq_launch_dispatch_graph(ctx, s));
+  g_stats = stats;
+  g_graph = ctx;
+
+  /* Paced, one at a time. */
+  uint32_t k = 0;
+  const uint32_t paced = scaled(250) < 20 ? 20 : scaled(250);
+  for (; k < paced; ++k) {
+    const uint64_t t = now_ns();
+    while (now_ns() - t < 30000) {
+    }
+    prelaunch_send(&rb, k % S, k);
+    prelaunch_check(&rb, k % S, k);
+  }
+  uint64_t hits = 0, cancelled = 0;
+  CK(cudaq_dispatch_graph_get_prelaunch_info(ctx, &hits, &cancelled, nullptr));
+  printf("graph pre-launch: %u paced requests (%u to the pre-launched function), %llu served pre-launched, "
+         "%llu cancelled at relaunches\n",
+         paced, paced - paced / 5, (unsigned long long)hits, (unsigned long long)cancelled);
+  assert_true(hits >= 1 && hits <= paced - paced / 5);
+  /* Back to back, every slot in flight. */
+  const uint32_t b2b = scaled(3000) < 50 ? 50 : scaled(3000);
+  for (uint32_t j = 0; j < b2b + S; ++j, ++k) {
+    if (j >= S) prelaunch_check(&rb, (k - S) % S, k - S);
+    if (j < b2b) prelaunch_send(&rb, k % S, k);
+  }
+  k -= S;
+  /* Shutdown while the graph waits at its gate; a fresh dispatcher run
+   * (launched = 0) arms within its first idle polls. */
+  for (int run = 0; run < 2; ++run) {
+    uint64_t c0 = 0, c1 = 0;
+    int waiting = 0;
+    if (run == 1) { /* a fresh run (launched = 0) arms within its first idle polls: wait for it */
+      const uint64_t t = now_ns();
+      do
+        CK(cudaq_dispatch_graph_get_prelaunch_info(ctx, &hits, &c0, &waiting));
+      while (!waiting && now_ns() - t < g_wait_ns);
+      assert_int_equal(waiting, 1);
+    }
+    CK(cudaq_dispatch_graph_get_prelaunch_info(ctx, &hits, &c0, &waiting));
+    assert_int_equal(cudaq_dispatch_set_shutdown_flag(flag, 1), CUDAQ_OK);
+    CK(cudaStreamSynchronize(s)); /* the dispatcher and its cancelled child have ended */
+    CK(cudaq_dispatch_graph_get_prelaunch_info(ctx, &hits, &c1, &waiting));
+    if (run == 1) assert_int_equal(c1, c0 + 1); /* it waited at shutdown: cancelled exactly once */
+    assert_int_equal(waiting, 0);
+    for (uint32_t i = 0; i < S; ++i) assert_int_equal(rb.tx_flags_host[i], 0); /* nothing answered into the ring */
+    /* Restart: requests are served again (the cancelled run freed the context). */
+    assert_int_equal(cudaq_dispatch_set_shutdown_flag(flag, 0), CUDAQ_OK);
+    CK(cudaq_launch_dispatch_graph(ctx, s));
+    for (uint32_t j = 0; j < 3; ++j, ++k) {
+      const uint64_t t2 = now_ns();
+      while (now_ns() - t2 < 30000) {
+      }
+      prelaunch_send(&rb, k % S, k);
+      prelaunch_check(&rb, k % S, k);
+    }
+  }
+  assert_int_equal(cudaq_dispatch_set_shutdown_flag(flag, 1), CUDAQ_OK);
+  CK(cudaStreamSynchronize(s));
+  uint64_t failures = 0, relaunches = 0;
+  CK(cudaq_dispatch_graph_get_info(ctx, &failures, &relaunches));
+  assert_int_equal(failures, 0);
+  cudaq_dispatcher_counters_t c;
+  CK(cudaq_dispatch_kernel_get_counters(stats, &c));
+  assert_int_equal(c.processed, k); /* every request once; cancelled launches are not requests */
+  g_graph = nullptr;
+  g_stats = nullptr;
+  CK(cudaq_destroy_dispatch_graph(ctx));
+  CK(cudaGraphExecDestroy(ge1));
+  CK(cudaGraphExecDestroy(ge2));
+  CK(cudaGraphDestroy(g1));
+  CK(cudaGraphDestroy(g2));
+  CK(cudaFree(io));
+  CK(cudaFree(dt));
+  CK(cudaFree(flag));
+  CK(cudaFreeHost(stats));
+  CK(cudaStreamDestroy(s));
+  assert_int_equal(cudaq_host_ringbuffer_free(&rb), CUDAQ_OK);
+}
+
 /* ---- unified mode over the emulated NIC ---------------------------------- */
 struct unified_fixture {
   cudaq_emu_transport_t *t;
@@ -973,6 +1161,7 @@ int main(void) {
       cmocka_unit_test(test_launch_sizes_too_large),
       cmocka_unit_test(test_graph_launch_100k),
       cmocka_unit_test(test_graph_launch_staging_boundary),
+      cmocka_unit_test(test_graph_prelaunch),
       cmocka_unit_test(test_unified_emu),
       cmocka_unit_test(test_unified_shutdown_busy_new_transport),
       cmocka_unit_test(test_duplicate_id_first_entry_wins),

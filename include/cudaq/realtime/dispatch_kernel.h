@@ -99,9 +99,15 @@ typedef struct cudaq_graph_io_context {
   uint32_t function_id;
   uint32_t arg_len;
   uint32_t max_result_len;
-  uint32_t slot;
+  uint32_t slot;               /* CUDAQ_GRAPH_IO_CANCELLED: a cancelled pre-launch (cudaq_graph_io_wait) */
   uint32_t busy; /* 1 from launch until cudaq_graph_io_complete (one request at a time) */
+  /* Pre-launch gate (cudaq_dispatch_graph_set_prelaunch, cudaq_graph_io_wait):
+   * the launch waits until gate == gate_ticket. Written by the dispatcher. */
+  uint32_t gate_ticket;
+  uint32_t gate;
 } cudaq_graph_io_context;
+
+#define CUDAQ_GRAPH_IO_CANCELLED 0xFFFFFFFFu
 
 typedef struct cudaq_dispatch_graph_context cudaq_dispatch_graph_context;
 
@@ -134,6 +140,30 @@ cudaError_t cudaq_destroy_dispatch_graph(cudaq_dispatch_graph_context *context);
 cudaError_t cudaq_dispatch_graph_get_info(cudaq_dispatch_graph_context *context,
                                           uint64_t *out_launch_failures, uint64_t *out_relaunches);
 
+/* Pre-launch (extension): the dispatcher launches the handler graph of
+ * `function_id` before its request arrives, while it waits for requests;
+ * when the request comes it fills the I/O context and opens a gate in device
+ * memory instead of launching, so the device-side launch latency (~5-6 us)
+ * is off the request's path whenever requests are more than a launch apart.
+ * Requests that find no pre-launched graph (back to back) are launched on
+ * arrival as before. The entry must be CUDAQ_DISPATCH_GRAPH_LAUNCH, and its
+ * graph's first kernel must call cudaq_graph_io_wait() before it reads the
+ * context. At shutdown a waiting launch is cancelled: it runs once on an
+ * empty request whose response goes to scratch memory (so is one waiting
+ * when the dispatcher relaunches itself, every
+ * CUDAQ_GRAPH_DISPATCH_RELAUNCH_EVERY launches). Call before the
+ * dispatch graph is launched; function_id 0 turns pre-launch off. Returns
+ * cudaErrorInvalidValue when no GRAPH_LAUNCH entry has the id. */
+cudaError_t cudaq_dispatch_graph_set_prelaunch(cudaq_dispatch_graph_context *context, uint32_t function_id);
+
+/* Requests served by a pre-launched graph, pre-launches cancelled (at
+ * shutdown or at the dispatcher's own relaunch), and whether a pre-launched
+ * graph waits at its gate now (out_waiting may be NULL). Extension, for
+ * tests and benchmarks; a snapshot read while the dispatcher runs. */
+cudaError_t cudaq_dispatch_graph_get_prelaunch_info(cudaq_dispatch_graph_context *context,
+                                                    uint64_t *out_gate_hits, uint64_t *out_cancelled,
+                                                    int *out_waiting);
+
 #define CUDAQ_GRAPH_DISPATCH_RELAUNCH_EVERY 100u
 
 #ifdef __cplusplus
@@ -143,6 +173,26 @@ cudaError_t cudaq_dispatch_graph_get_info(cudaq_dispatch_graph_context *context,
 /* ---- device-side helpers ------------------------------------------------- */
 #if defined(__CUDACC__)
 #include <cuda/atomic>
+
+/* A pre-launched handler graph's first kernel calls this from every thread
+ * before it reads the context (cudaq_dispatch_graph_set_prelaunch): it waits
+ * until the dispatcher opens the gate for this launch. Returns 1 for a
+ * request, 0 for a launch cancelled at shutdown (arg_len 0, slot
+ * CUDAQ_GRAPH_IO_CANCELLED, rx/tx pointing at scratch): skip the work, and
+ * still end with cudaq_graph_io_complete() as for any request. A graph
+ * launched on arrival passes at once (the gate is opened before its launch).
+ * Every thread of the kernel must pass it before any thread of the graph
+ * calls cudaq_graph_io_complete(). */
+static __device__ inline int cudaq_graph_io_wait(cudaq_graph_io_context *ctx) {
+  /* gate_ticket was written before this launch (a launch sees what its
+   * launching thread wrote). G4 pairs with G5 in the graph dispatch kernel:
+   * the gate's value makes the context's fields for this request visible. */
+  const uint32_t ticket = *(volatile uint32_t *)&ctx->gate_ticket;
+  cuda::atomic_ref<uint32_t, cuda::thread_scope_device> gate(ctx->gate);
+  while (gate.load(cuda::memory_order_acquire) != ticket) {
+  }
+  return *(volatile uint32_t *)&ctx->slot != CUDAQ_GRAPH_IO_CANCELLED;
+}
 
 /* Ends a graph-launched request: writes the response header (magic,
  * status, result_len clamped to max_result_len, request_id and

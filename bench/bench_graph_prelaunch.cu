@@ -1,0 +1,224 @@
+/* bench_graph_prelaunch.cu - where the device-side graph-launch path's time
+ * goes, and whether launching the handler graph before its request arrives
+ * hides the launch (issue 15: graph launch <= 8 us).
+ *
+ * A persistent kernel (itself in a device-launchable graph, as the graph
+ * dispatcher is) polls a request word in mapped host memory; a child graph
+ * of one kernel answers by storing the value into a mapped response word.
+ * Modes, each a row:
+ *   on request: the poller sees the request, then launches the child
+ *     fire-and-forget (the graph dispatcher's order);
+ *   pre-launched: the poller launches the child first; the child's kernel
+ *     waits at a gate word in device memory; on the request the poller only
+ *     opens the gate (a device-scope release store).
+ * The host sends one request at a time, back to back or one every
+ * --interval microseconds (a realtime source), and times request store to
+ * response seen. The device runtime allows a graph execution about 120
+ * fire-and-forget launches, so the poller graph serves 100 requests per
+ * host launch (the dispatcher relaunches itself likewise).
+ *
+ * Usage: bench_graph_prelaunch [--requests N] [--interval US[,US...]] [--cpu C]
+ * Exit 77 without a CUDA device. */
+#include <cuda/atomic>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <vector>
+
+#include "bench_device_echo.cuh" /* BENCH_ECHO_CK */
+
+#define CK BENCH_ECHO_CK
+
+namespace {
+
+constexpr uint64_t PER_LAUNCH = 100; /* child launches per poller graph execution */
+
+struct gate_state { /* device memory */
+  uint32_t gate;    /* 0 closed, 1 open */
+  uint32_t pad;
+  uint64_t value;   /* the request the child answers */
+  uint64_t next;    /* the next request value the poller waits for (survives its relaunches) */
+  uint64_t launch_failures;
+};
+
+uint64_t now_ns() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+__global__ void child_plain(gate_state *s, uint64_t *resp) {
+  /* Published by the response store; the host acquires it. */
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*resp).store(s->value, cuda::memory_order_release);
+}
+
+__global__ void child_gated(gate_state *s, uint64_t *resp) {
+  cuda::atomic_ref<uint32_t, cuda::thread_scope_device> g(s->gate);
+  /* Acquire pairs with the poller's release of the gate: s->value is set. */
+  while (g.load(cuda::memory_order_acquire) == 0) {
+  }
+  const uint64_t v = s->value;
+  g.store(0, cuda::memory_order_relaxed); /* closed for the next launch (which starts after this graph ends) */
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*resp).store(v, cuda::memory_order_release);
+}
+
+__device__ void launch_retry(cudaGraphExec_t child, gate_state *s) {
+  /* The previous launch of the child may still be finishing: retry. */
+  for (uint32_t tries = 0; tries < 1000000; ++tries) {
+    if (cudaGraphLaunch(child, cudaStreamGraphFireAndForget) == cudaSuccess) return;
+    __nanosleep(100);
+  }
+  s->launch_failures++;
+}
+
+__global__ void poller(int prelaunch, const uint64_t *req, gate_state *s, cudaGraphExec_t child) {
+  cuda::atomic_ref<const uint64_t, cuda::thread_scope_system> rq(*req);
+  for (uint64_t k = 0; k < PER_LAUNCH; ++k) {
+    const uint64_t want = s->next;
+    if (prelaunch) launch_retry(child, s);
+    for (;;) {
+      __threadfence_system();
+      if (rq.load(cuda::memory_order_acquire) == want) break; /* pairs with the host's release of the request */
+    }
+    s->value = want;
+    s->next = want + 1;
+    if (prelaunch) {
+      /* Release: s->value before the gate opens (the child acquires it). */
+      cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(s->gate).store(1, cuda::memory_order_release);
+    } else {
+      __threadfence(); /* s->value before the child starts */
+      launch_retry(child, s);
+    }
+  }
+}
+
+cudaGraphExec_t capture(void (*fill)(cudaStream_t), cudaStream_t st) {
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+  fill(st);
+  CK(cudaStreamEndCapture(st, &g));
+  CK(cudaGraphInstantiateWithFlags(&ge, g, cudaGraphInstantiateFlagDeviceLaunch));
+  CK(cudaGraphUpload(ge, st));
+  CK(cudaStreamSynchronize(st));
+  CK(cudaGraphDestroy(g));
+  return ge;
+}
+
+gate_state *g_s;
+uint64_t *g_req_d, *g_resp_d;
+cudaGraphExec_t g_child;
+int g_mode;
+
+void fill_plain(cudaStream_t st) { child_plain<<<1, 1, 0, st>>>(g_s, g_resp_d); }
+void fill_gated(cudaStream_t st) { child_gated<<<1, 1, 0, st>>>(g_s, g_resp_d); }
+void fill_poller(cudaStream_t st) { poller<<<1, 1, 0, st>>>(g_mode, g_req_d, g_s, g_child); }
+
+void run(int prelaunch, double interval_us, uint64_t n) {
+  uint64_t *h;
+  CK(cudaHostAlloc(&h, 4096, cudaHostAllocMapped));
+  memset(h, 0, 4096);
+  uint64_t *d;
+  CK(cudaHostGetDevicePointer(&d, h, 0));
+  g_req_d = d;
+  g_resp_d = d + 16;
+  CK(cudaMalloc(&g_s, sizeof(gate_state)));
+  CK(cudaMemset(g_s, 0, sizeof(gate_state)));
+  gate_state init = {};
+  init.next = 1;
+  CK(cudaMemcpy(g_s, &init, sizeof init, cudaMemcpyHostToDevice));
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  g_child = capture(prelaunch ? fill_gated : fill_plain, st);
+  g_mode = prelaunch;
+  cudaGraphExec_t pe = capture(fill_poller, st);
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> req(h[0]), resp(h[16]);
+  const uint64_t warm = 2 * PER_LAUNCH;
+  n = (n + PER_LAUNCH - 1) / PER_LAUNCH * PER_LAUNCH;
+  std::vector<uint64_t> lat;
+  lat.reserve(n);
+  uint64_t i = 1, tnext = now_ns();
+  const uint64_t gap = (uint64_t)(interval_us * 1000.0);
+  for (uint64_t b = 0; b < (warm + n) / PER_LAUNCH; ++b) {
+    CK(cudaGraphLaunch(pe, st));
+    for (uint64_t k = 0; k < PER_LAUNCH; ++k, ++i) {
+      while (now_ns() < tnext) {
+      }
+      const uint64_t t0 = now_ns();
+      req.store(i, cuda::memory_order_release); /* pairs with the poller's acquire */
+      const uint64_t tw = t0;
+      while (resp.load(cuda::memory_order_acquire) != i)
+        if (now_ns() - tw > 5000000000ull) {
+          fprintf(stderr, "no response to request %llu after 5 s\n", (unsigned long long)i);
+          exit(1);
+        }
+      const uint64_t t1 = now_ns();
+      if (i > warm) lat.push_back(t1 - t0);
+      tnext = t1 + gap;
+    }
+    CK(cudaStreamSynchronize(st)); /* the poller's execution and its children (untimed) */
+    tnext = now_ns() + gap;
+  }
+  gate_state fin;
+  CK(cudaMemcpy(&fin, g_s, sizeof fin, cudaMemcpyDeviceToHost));
+  std::sort(lat.begin(), lat.end());
+  auto q = [&](double p) { return lat[(size_t)(p * (double)(lat.size() - 1))] / 1000.0; };
+  char name[96];
+  snprintf(name, sizeof name, "%s, %s", prelaunch ? "pre-launched, gate opened" : "launched on request",
+           gap ? "interval" : "back to back");
+  printf("%-40s %5.0f us  n=%-7zu min %6.2f  p50 %6.2f  p90 %6.2f  p99 %6.2f  max %8.2f us  launch failures %llu\n",
+         name, interval_us, lat.size(), q(0), q(.5), q(.9), q(.99), q(1), (unsigned long long)fin.launch_failures);
+  fflush(stdout);
+  CK(cudaGraphExecDestroy(pe));
+  CK(cudaGraphExecDestroy(g_child));
+  CK(cudaStreamDestroy(st));
+  CK(cudaFree(g_s));
+  CK(cudaFreeHost(h));
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  uint64_t n = 20000;
+  int cpu = 2;
+  std::vector<double> intervals = {0.0, 20.0};
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--requests") && i + 1 < argc) n = strtoull(argv[++i], NULL, 10);
+    else if (!strcmp(argv[i], "--cpu") && i + 1 < argc) cpu = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--interval") && i + 1 < argc) {
+      intervals.clear();
+      for (char *t = strtok(argv[++i], ","); t; t = strtok(NULL, ",")) intervals.push_back(atof(t));
+    } else {
+      fprintf(stderr, "usage: %s [--requests N] [--interval US[,US...]] [--cpu C]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (n == 0 || intervals.empty()) {
+    fprintf(stderr, "%s: --requests and --interval need at least one\n", argv[0]);
+    return 2;
+  }
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    printf("skipped: no CUDA device\n");
+    return 77;
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  printf("graph launch from the device, launched on request vs pre-launched: %s, %llu requests per row, host on CPU %d\n",
+         prop.name, (unsigned long long)n, cpu);
+  for (int round = 0; round < 2; ++round)
+    for (double iv : intervals)
+      for (int pre = 0; pre < 2; ++pre) run(pre, iv, n);
+  return 0;
+}
