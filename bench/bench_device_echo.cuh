@@ -13,25 +13,9 @@
 
 #include "cudaq/realtime/cudaq_realtime.h"
 #include "cudaq/realtime/dispatch_kernel.h"
+#include "bench_cuda_check.h"
 
 #define BENCH_ECHO_FN cudaq_fnv1a_hash("echo")
-
-#define BENCH_ECHO_CK(x)                                                                                  \
-  do {                                                                                                    \
-    cudaError_t e_ = (x);                                                                                 \
-    if (e_ != cudaSuccess) {                                                                              \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));                  \
-      exit(1);                                                                                            \
-    }                                                                                                     \
-  } while (0)
-#define BENCH_ECHO_CQ(x)                                                                                  \
-  do {                                                                                                    \
-    cudaq_status_t s_ = (x);                                                                              \
-    if (s_ != CUDAQ_OK) {                                                                                 \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaq_last_error());                      \
-      exit(1);                                                                                            \
-    }                                                                                                     \
-  } while (0)
 
 __device__ int bench_d_echo(const void *args, void *result, uint32_t arg_len, uint32_t max, uint32_t *len) {
   if (arg_len > max) return 1;
@@ -51,9 +35,9 @@ __global__ void bench_init_echo_table(cudaq_function_entry_t *e) {
 /* The one-entry echo table in device memory (cudaFree it). */
 static inline cudaq_function_entry_t *bench_echo_table(void) {
   cudaq_function_entry_t *t;
-  BENCH_ECHO_CK(cudaMalloc(&t, sizeof *t));
+  BENCH_CUDA_CK(cudaMalloc(&t, sizeof *t));
   bench_init_echo_table<<<1, 1>>>(t);
-  BENCH_ECHO_CK(cudaDeviceSynchronize());
+  BENCH_CUDA_CK(cudaDeviceSynchronize());
   return t;
 }
 
@@ -77,31 +61,31 @@ static inline void bench_device_echo_start(bench_device_echo *e, uint32_t slots,
   c.kernel_type = coop ? CUDAQ_KERNEL_COOPERATIVE : CUDAQ_KERNEL_REGULAR;
   c.num_blocks = blocks;
   c.threads_per_block = 32;
-  BENCH_ECHO_CQ(cudaq_dispatch_manager_create(&e->m));
-  BENCH_ECHO_CQ(cudaq_dispatcher_create(e->m, &c, &e->d));
-  BENCH_ECHO_CQ(cudaq_host_ringbuffer_alloc(&e->rb, slots, slot_size, CUDAQ_RING_ALLOC_MAPPED));
+  BENCH_CUDAQ_CK(cudaq_dispatch_manager_create(&e->m));
+  BENCH_CUDAQ_CK(cudaq_dispatcher_create(e->m, &c, &e->d));
+  BENCH_CUDAQ_CK(cudaq_host_ringbuffer_alloc(&e->rb, slots, slot_size, CUDAQ_RING_ALLOC_MAPPED));
   e->t = bench_echo_table();
-  BENCH_ECHO_CK(cudaMalloc(&e->flag, sizeof(int))); /* control words in device memory (DESIGN.md) */
-  BENCH_ECHO_CK(cudaMemset(e->flag, 0, sizeof(int)));
-  BENCH_ECHO_CK(cudaMalloc(&e->stats, sizeof(uint64_t)));
+  BENCH_CUDA_CK(cudaMalloc(&e->flag, sizeof(int))); /* control words in device memory (DESIGN.md) */
+  BENCH_CUDA_CK(cudaMemset(e->flag, 0, sizeof(int)));
+  BENCH_CUDA_CK(cudaMalloc(&e->stats, sizeof(uint64_t)));
   cudaq_function_table_t table = {e->t, 1};
-  BENCH_ECHO_CQ(cudaq_dispatcher_set_ringbuffer(e->d, &e->rb));
-  BENCH_ECHO_CQ(cudaq_dispatcher_set_function_table(e->d, &table));
-  BENCH_ECHO_CQ(cudaq_dispatcher_set_control(e->d, e->flag, e->stats));
-  BENCH_ECHO_CQ(cudaq_dispatcher_set_launch_fn(
+  BENCH_CUDAQ_CK(cudaq_dispatcher_set_ringbuffer(e->d, &e->rb));
+  BENCH_CUDAQ_CK(cudaq_dispatcher_set_function_table(e->d, &table));
+  BENCH_CUDAQ_CK(cudaq_dispatcher_set_control(e->d, e->flag, e->stats));
+  BENCH_CUDAQ_CK(cudaq_dispatcher_set_launch_fn(
       e->d, coop ? cudaq_launch_dispatch_kernel_cooperative : cudaq_launch_dispatch_kernel_regular));
-  BENCH_ECHO_CQ(cudaq_dispatcher_start(e->d));
+  BENCH_CUDAQ_CK(cudaq_dispatcher_start(e->d));
 }
 
 /* Stops it (draining what is signalled) and frees everything but the counters' reading. */
 static inline void bench_device_echo_stop(bench_device_echo *e, cudaq_dispatcher_counters_t *cnt) {
-  BENCH_ECHO_CQ(cudaq_dispatcher_stop(e->d));
-  if (cnt) BENCH_ECHO_CQ(cudaq_dispatcher_get_counters(e->d, cnt));
-  BENCH_ECHO_CQ(cudaq_dispatch_manager_destroy(e->m));
-  BENCH_ECHO_CQ(cudaq_host_ringbuffer_free(&e->rb));
-  BENCH_ECHO_CK(cudaFree(e->t));
-  BENCH_ECHO_CK(cudaFree(e->flag));
-  BENCH_ECHO_CK(cudaFree(e->stats));
+  BENCH_CUDAQ_CK(cudaq_dispatcher_stop(e->d));
+  if (cnt) BENCH_CUDAQ_CK(cudaq_dispatcher_get_counters(e->d, cnt));
+  BENCH_CUDAQ_CK(cudaq_dispatch_manager_destroy(e->m));
+  BENCH_CUDAQ_CK(cudaq_host_ringbuffer_free(&e->rb));
+  BENCH_CUDA_CK(cudaFree(e->t));
+  BENCH_CUDA_CK(cudaFree(e->flag));
+  BENCH_CUDA_CK(cudaFree(e->stats));
 }
 
 #endif

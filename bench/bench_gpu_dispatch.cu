@@ -39,9 +39,9 @@
 #include "cudaq/realtime/emu_transport.h"
 #include "bench_device_echo.cuh"
 
-/* CUDA and library calls: exit with a message on failure (bench_device_echo.cuh). */
-#define CK BENCH_ECHO_CK
-#define CQ BENCH_ECHO_CQ
+/* CUDA and library calls: exit with a message on failure (bench_cuda_check.h). */
+#define CK BENCH_CUDA_CK
+#define CQ BENCH_CUDAQ_CK
 
 static uint64_t now_ns() {
   timespec t;

@@ -23,8 +23,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <pthread.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,9 +30,10 @@
 #include <time.h>
 #include <vector>
 
-#include "bench_device_echo.cuh" /* BENCH_ECHO_CK */
+#include "bench_common.h"
+#include "bench_cuda_check.h"
 
-#define CK BENCH_ECHO_CK
+#define CK BENCH_CUDA_CK
 
 namespace {
 
@@ -48,11 +47,7 @@ struct gate_state { /* device memory */
   uint64_t launch_failures;
 };
 
-uint64_t now_ns() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
+uint64_t now_ns() { return bench_now_ns(); }
 
 __global__ void child_plain(gate_state *s, uint64_t *resp) {
   /* Published by the response store; the host acquires it. */
@@ -209,10 +204,7 @@ int main(int argc, char **argv) {
     printf("skipped: no CUDA device\n");
     return 77;
   }
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  if (bench_pin(cpu) != 0) fprintf(stderr, "could not pin to CPU %d; running unpinned\n", cpu);
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   printf("graph launch from the device, launched on request vs pre-launched: %s, %llu requests per row, host on CPU %d\n",

@@ -32,7 +32,7 @@ int main(int argc, char **argv) {
   bench_device_echo_start(&e, a.slots, slot_size, false, (uint32_t)a.blocks);
   bench_pin(a.cpu_a);
   cudaDeviceProp prop;
-  BENCH_ECHO_CK(cudaGetDeviceProperties(&prop, 0));
+  BENCH_CUDA_CK(cudaGetDeviceProperties(&prop, 0));
   printf("soak_device: %s, %llu requests, %u slots in flight, %d dispatch blocks, %u-byte payload, producer CPU %d\n",
          prop.name, (unsigned long long)a.n, a.slots, a.blocks, a.payload, a.cpu_a);
   fflush(stdout);

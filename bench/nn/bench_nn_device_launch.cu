@@ -39,19 +39,13 @@
 #include <vector>
 
 #include "../bench_common.h"
+#include "../bench_cuda_check.h"
 #include "cudaq/nn/gpu_engine.h"
 #include "cudaq/nn/nn.h"
 #include "cudaq/realtime/cudaq_realtime.h"
 #include "cudaq/realtime/dispatch_kernel.h"
 
-#define CK(x)                                                                                        \
-  do {                                                                                               \
-    cudaError_t e_ = (x);                                                                            \
-    if (e_ != cudaSuccess) {                                                                         \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));            \
-      exit(1);                                                                                       \
-    }                                                                                                \
-  } while (0)
+#define CK BENCH_CUDA_CK
 
 static const uint32_t FN_PREDECODE = cudaq_fnv1a_hash("predecode");
 constexpr int MAX_OUT = 4;
