@@ -112,8 +112,8 @@ if has dispatch; then
     [ -n "${SAN_PIPELINE:-}" ] && [ $t = test_pipeline_gpu ] && tools="memcheck racecheck"
     for tool in $tools; do
       # synccheck does not support device-side launches (compute-sanitizer's known
-      # limitations): the graph-launch test's handler graph is launched from the GPU.
-      skip=""; [ $tool = synccheck ] && skip="test_graph_launch*"
+      # limitations): the graph-launch tests' handler graphs (test_graph_*) are launched from the GPU.
+      skip=""; [ $tool = synccheck ] && skip="test_graph_*"
       STEP_TIMEOUT=${SAN_TIMEOUT:-120} run "${t}_$tool" env CUDAQ_TEST_SKIP="$skip" CUDAQ_TEST_SCALE="${SCALE_SAN:-0.005}" \
         CUDAQ_TEST_SLOW=1 compute-sanitizer --tool $tool $([ $tool = memcheck ] && echo --report-api-errors no) \
         --error-exitcode 1 "/tmp/rtbin/$t"
@@ -143,8 +143,8 @@ if has sanitize_all; then
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED|^requests:|/ [0-9]+$" \
         "$OUT/san_${tool}_$name.log" | tail -3
     }
-    # synccheck does not support device-side launches (the graph-launch test's handler graph).
-    skip=""; [ "$tool" = synccheck ] && skip="test_graph_launch*"
+    # synccheck does not support device-side launches (the graph-launch tests' handler graphs, test_graph_*).
+    skip=""; [ "$tool" = synccheck ] && skip="test_graph_*"
     san test_gpu_dispatch CUDAQ_TEST_SKIP="$skip" CUDAQ_TEST_SCALE="${SCALE_SAN:-0.005}" CUDAQ_TEST_SLOW=1 \
       -- /tmp/rtbin/test_gpu_dispatch
     san test_pipeline_gpu CUDAQ_TEST_SCALE="${SCALE_SAN_PIPELINE:-0.01}" -- /tmp/rtbin/test_pipeline_gpu
