@@ -385,6 +385,10 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  if (n < 4) {
+    fprintf(stderr, "%s: --requests must be at least 4 (some rows run n / 4)\n", argv[0]);
+    return 2;
+  }
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
     printf("skipped: no CUDA device\n");

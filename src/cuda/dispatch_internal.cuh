@@ -148,11 +148,9 @@ void cudaq__report_bad_launch(void);
  * persistent kernel running on a blocking stream. */
 cudaError_t cudaq__memset_private_stream(void *dev, int value, size_t bytes);
 
-/* cudaMemcpy to host memory from device or mapped host memory, on a
- * private non-blocking stream (same reason). */
-cudaError_t cudaq__copy_to_host_private_stream(void *dst, const void *src, size_t bytes);
-/* The other way: host memory to device memory, on a private stream. */
-cudaError_t cudaq__copy_to_device_private_stream(void *dst, const void *src, size_t bytes);
+/* cudaMemcpy between host, mapped host and device memory (either way), on
+ * a private non-blocking stream (same reason). */
+cudaError_t cudaq__copy_private_stream(void *dst, const void *src, size_t bytes);
 
 /* Copies device-resident counters to the host (on a private non-blocking
  * stream, so it never waits for a persistent kernel). */

@@ -502,7 +502,7 @@ cudaq__device_state *cudaq__state_for_launch(const uint64_t *stats) {
     /* A launch helper called directly: fresh counters for a zeroed stats
      * buffer, else they continue. */
     uint64_t processed = 0;
-    if (cudaq__copy_to_host_private_stream(&processed, stats, sizeof processed) != cudaSuccess) return nullptr;
+    if (cudaq__copy_private_stream(&processed, stats, sizeof processed) != cudaSuccess) return nullptr;
     if (processed == 0) from = 0;
   }
   return reset_state(n->dev, from) ? n->dev : nullptr;
@@ -585,22 +585,13 @@ cudaError_t cudaq__memset_private_stream(void *dev, int value, size_t bytes) {
   return e;
 }
 
-cudaError_t cudaq__copy_to_host_private_stream(void *dst, const void *src, size_t bytes) {
+cudaError_t cudaq__copy_private_stream(void *dst, const void *src, size_t bytes) {
   cudaStream_t s;
   cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   if (e != cudaSuccess) return e;
-  /* Default: src may be device memory or mapped host memory (a stats buffer). */
+  /* Default: either side may be device memory, mapped host memory (a stats
+   * buffer) or plain host memory. */
   e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
-  cudaStreamDestroy(s);
-  return e;
-}
-
-cudaError_t cudaq__copy_to_device_private_stream(void *dst, const void *src, size_t bytes) {
-  cudaStream_t s;
-  cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-  if (e != cudaSuccess) return e;
-  e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s);
   if (e == cudaSuccess) e = cudaStreamSynchronize(s);
   cudaStreamDestroy(s);
   return e;
@@ -608,7 +599,7 @@ cudaError_t cudaq__copy_to_device_private_stream(void *dst, const void *src, siz
 
 cudaError_t cudaq__read_device_counters(const cudaq__device_state *dev, cudaq_dispatcher_counters_t *out) {
   cudaq__device_state h;
-  cudaError_t e = cudaq__copy_to_host_private_stream(&h, dev, sizeof h);
+  cudaError_t e = cudaq__copy_private_stream(&h, dev, sizeof h);
   if (e != cudaSuccess) return e;
   out->processed = h.processed;
   out->dropped_bad_magic = h.dropped_bad_magic;
@@ -677,7 +668,7 @@ extern "C" void cudaq__dispatch_debug_dump(const uint64_t *stats) {
     fprintf(stderr, "dispatch debug: no state for stats %p\n", (const void *)stats);
     return;
   }
-  cudaError_t e = cudaq__copy_to_host_private_stream(&h, dev, sizeof h);
+  cudaError_t e = cudaq__copy_private_stream(&h, dev, sizeof h);
   if (e != cudaSuccess) {
     fprintf(stderr, "dispatch debug: read failed: %s\n", cudaGetErrorString(e));
     return;

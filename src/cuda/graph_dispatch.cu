@@ -45,7 +45,7 @@ struct graph_params {
   uint32_t num_slots;
   struct graph_state *state;
   uint8_t *stage; /* device memory, STAGE_BYTES: the staged request the graph reads (NULL: A/B, never stage) */
-  uint8_t *scratch; /* device memory, zeroed: rx_stride + tx_stride + 8 bytes (a cancelled pre-launch's slots and flag) */
+  uint8_t *scratch; /* device memory, zeroed: a cancelled pre-launch's TX flag (offset 0), RX slot (64) and TX slot */
 };
 
 /* Survives relaunches (device memory). */
@@ -59,7 +59,7 @@ struct graph_state {
   uint32_t prelaunch_fid; /* 0: off (cudaq_dispatch_graph_set_prelaunch) */
   uint32_t ticket;        /* the last gate ticket handed out (never 0) */
   uint64_t gate_hits;     /* requests served by a pre-launched graph */
-  uint64_t cancelled;     /* pre-launches cancelled at shutdown */
+  uint64_t cancelled;     /* pre-launches cancelled (at shutdown, or before the dispatcher's relaunch) */
   uint32_t waiting;       /* 1 while a pre-launched graph waits at its gate (mirror of `armed`) */
 };
 
@@ -101,10 +101,11 @@ constexpr uint32_t STAGE_BYTES = 32u * STAGE_WORDS_PER_LANE * 4u; /* 2 KiB */
 __device__ void cancel_prelaunch(const graph_params &p, graph_state *gs, uint32_t ticket) {
   cudaq_graph_io_context *io = p.io;
   cuda::atomic_ref<uint32_t, cuda::thread_scope_device> busy(io->busy);
-  /* G3: the context is free (another function's graph may hold it);
-   * bounded as on the request path. */
-  for (uint32_t spins = 0; busy.load(cuda::memory_order_acquire) != 0 && spins < 10000000u; ++spins)
-    __nanosleep(100);
+  /* G3: the context is free (another function's graph may hold it). Not
+   * bounded: overwriting the context under a running graph would lose its
+   * answer, and neither the shutdown nor the tail launch can complete before
+   * that graph has ended anyway. */
+  while (busy.load(cuda::memory_order_acquire) != 0) __nanosleep(100);
   uint8_t *rx = p.scratch + 64, *tx = rx + ((p.rx_stride + 63u) & ~63u);
   io->rx_slot = rx;
   io->tx_slot = tx;
@@ -144,7 +145,7 @@ __global__ void graph_dispatch_kernel(graph_params p) {
       gs->prelaunch_fid ? cudaq__find_entry(p.table, p.table_count, gs->prelaunch_fid) : nullptr;
   if (pre && (pre->dispatch_mode != CUDAQ_DISPATCH_GRAPH_LAUNCH || !pre->handler.graph_exec)) pre = nullptr;
   bool armed = false;
-  uint32_t armed_ticket = 0;
+  uint32_t armed_ticket = 0, arm_backoff = 0, arm_fails = 0;
   cuda::atomic_ref<uint32_t, cuda::thread_scope_device> gate(p.io->gate);
   uint32_t drain_left = 0;
   /* Where a later run resumes after a shutdown: the drain looks at every
@@ -168,11 +169,14 @@ __global__ void graph_dispatch_kernel(graph_params p) {
       if (draining) {
         if (--drain_left == 0) break;
         slot = slot + 1 == p.num_slots ? 0 : slot + 1;
+      } else if (l0 && pre && !armed && arm_backoff > 0) {
+        --arm_backoff;
       } else if (l0 && pre && !armed && launched + 1u < CUDAQ_GRAPH_DISPATCH_RELAUNCH_EVERY &&
                  busy.load(cuda::memory_order_acquire) == 0) { /* G3: the previous request's graph is done */
         /* Nothing to serve: launch the pre-launch entry's graph now, to wait
          * at its gate. One try per idle poll: a launch refused because the
-         * previous execution is still finishing is tried again at the next. */
+         * previous execution is still finishing is tried again at the next,
+         * one refused twice in a row after 16 more. */
         const uint32_t t = next_ticket(gs);
         p.io->gate_ticket = t;
         __threadfence(); /* the ticket before the child starts */
@@ -181,8 +185,12 @@ __global__ void graph_dispatch_kernel(graph_params p) {
           armed_ticket = t;
           ++launched;
           gs->waiting = 1;
+          arm_fails = 0;
+        } else {
+          arm_backoff = ++arm_fails > 1 ? 16u : 0u;
         }
       }
+      launched = __shfl_sync(0xFFFFFFFFu, launched, 0); /* every lane's copy, as after a request */
       continue;
     }
     __syncwarp(); /* lane 0's A1 happens before every lane's reads of the request */
@@ -269,7 +277,9 @@ __global__ void graph_dispatch_kernel(graph_params p) {
            * request was too large to stage). R3, pairs with A3. */
           cudaq__store_release_sys(&p.rx_flags[slot], 0);
           __threadfence(); /* the context is complete before the child starts */
-          if (e == pre && armed) {
+          /* The graph of the pre-launch entry (another id may share it). */
+          const bool pre_graph = pre && e->handler.graph_exec == pre->handler.graph_exec;
+          if (pre_graph && armed) {
             /* G5 opens the gate of the graph launched ahead: the context
              * (and the staged request) before it. Pairs with G4 in
              * cudaq_graph_io_wait. No launch on this request's path. */
@@ -278,7 +288,7 @@ __global__ void graph_dispatch_kernel(graph_params p) {
             gs->gate_hits++;
             gs->waiting = 0;
           } else {
-            if (e == pre) { /* launched on arrival: its gate opens before its launch (G5 as above) */
+            if (pre_graph) { /* launched on arrival: its gate opens before its launch (G5 as above) */
               const uint32_t t = next_ticket(gs);
               io->gate_ticket = t;
               gate.store(t, cuda::memory_order_release);
@@ -442,7 +452,7 @@ extern "C" cudaError_t cudaq_dispatch_graph_get_info(cudaq_dispatch_graph_contex
                                                      uint64_t *out_relaunches) {
   if (!context || !out_launch_failures || !out_relaunches) return cudaErrorInvalidValue;
   graph_state h;
-  cudaError_t e = cudaq__copy_to_host_private_stream(&h, context->state, sizeof h);
+  cudaError_t e = cudaq__copy_private_stream(&h, context->state, sizeof h);
   if (e != cudaSuccess) return e;
   *out_launch_failures = h.launch_failures;
   *out_relaunches = h.relaunches;
@@ -458,15 +468,14 @@ extern "C" cudaError_t cudaq_dispatch_graph_set_prelaunch(cudaq_dispatch_graph_c
     cudaq_function_entry_t *h =
         static_cast<cudaq_function_entry_t *>(malloc(sizeof(cudaq_function_entry_t) * context->table_count));
     if (!h) return cudaErrorMemoryAllocation;
-    cudaError_t e = cudaq__copy_to_host_private_stream(h, context->table,
-                                                       sizeof(cudaq_function_entry_t) * context->table_count);
+    cudaError_t e = cudaq__copy_private_stream(h, context->table, sizeof(cudaq_function_entry_t) * context->table_count);
     const cudaq_function_entry_t *f = e == cudaSuccess ? cudaq__find_entry(h, context->table_count, function_id) : nullptr;
     const bool ok = f && f->dispatch_mode == CUDAQ_DISPATCH_GRAPH_LAUNCH && f->handler.graph_exec;
     free(h);
     if (e != cudaSuccess) return e;
     if (!ok) return cudaErrorInvalidValue;
   }
-  return cudaq__copy_to_device_private_stream(&context->state->prelaunch_fid, &function_id, sizeof function_id);
+  return cudaq__copy_private_stream(&context->state->prelaunch_fid, &function_id, sizeof function_id);
 }
 
 extern "C" cudaError_t cudaq_dispatch_graph_get_prelaunch_info(cudaq_dispatch_graph_context *context,
@@ -474,7 +483,7 @@ extern "C" cudaError_t cudaq_dispatch_graph_get_prelaunch_info(cudaq_dispatch_gr
                                                                int *out_waiting) {
   if (!context || !out_gate_hits || !out_cancelled) return cudaErrorInvalidValue;
   graph_state h;
-  cudaError_t e = cudaq__copy_to_host_private_stream(&h, context->state, sizeof h);
+  cudaError_t e = cudaq__copy_private_stream(&h, context->state, sizeof h);
   if (e != cudaSuccess) return e;
   *out_gate_hits = h.gate_hits;
   *out_cancelled = h.cancelled;
@@ -485,7 +494,7 @@ extern "C" cudaError_t cudaq_dispatch_graph_get_prelaunch_info(cudaq_dispatch_gr
 extern "C" void cudaq__graph_debug_dump(cudaq_dispatch_graph_context *context) {
   graph_state h;
   if (!context) return;
-  cudaError_t e = cudaq__copy_to_host_private_stream(&h, context->state, sizeof h);
+  cudaError_t e = cudaq__copy_private_stream(&h, context->state, sizeof h);
   if (e != cudaSuccess) {
     fprintf(stderr, "graph debug: read failed: %s\n", cudaGetErrorString(e));
     return;

@@ -52,19 +52,31 @@ static void test_regular_all_slots_many_requests(void **) {
   fixture_fini(&f);
 }
 
+/* Stops the fixture's dispatcher and checks that its counters and stats[0]
+ * hold exactly n answered requests. */
+static void stop_expect_processed(fixture *f, uint64_t n) {
+  assert_int_equal(cudaq_dispatcher_stop(f->d), CUDAQ_OK);
+  cudaq_dispatcher_counters_t c;
+  assert_int_equal(cudaq_dispatcher_get_counters(f->d, &c), CUDAQ_OK);
+  assert_int_equal(c.processed, n);
+  assert_int_equal(*f->h_stats, n);
+}
+
 /* Spec (realtime-host-api, cudaq_dispatcher_get_processed: "reads the
  * processed-packet counter ... for throughput tracking"): while the
  * dispatcher runs, stats[0] never counts a request before its response,
  * and becomes exact once the dispatcher idles, with no stop. The kernels
  * add answers to the count in batches (every 64, and at the first poll
- * that finds nothing); 1,000 and 1,001 requests are not multiples of the
- * batch. One block and four blocks (each block flushes its own batch). */
+ * that finds nothing); n and n + 1 requests (1,000 and 1,001 at full
+ * scale) are not both multiples of the batch. One block and four blocks
+ * (each block flushes its own batch). */
 static void check_processed_while_running(uint32_t blocks) {
   fixture f;
   fixture_init(&f, 16, 256, CUDAQ_KERNEL_REGULAR, blocks, 32);
   assert_int_equal(cudaq_dispatcher_start(f.d), CUDAQ_OK);
   uint64_t total = 0;
-  for (uint32_t n : {1000u, 1001u, 1u}) {
+  const uint32_t n1 = scaled(1000) < 100 ? 100 : scaled(1000);
+  for (uint32_t n : {n1, n1 + 1, 1u}) {
     stream_and_check(&f, n); /* every response seen */
     total += n;
     uint64_t seen = 0;
@@ -72,11 +84,7 @@ static void check_processed_while_running(uint32_t blocks) {
     assert_true(seen <= total);
     assert_int_equal(wait_processed(f.d, total), total);
   }
-  assert_int_equal(cudaq_dispatcher_stop(f.d), CUDAQ_OK);
-  cudaq_dispatcher_counters_t c;
-  assert_int_equal(cudaq_dispatcher_get_counters(f.d, &c), CUDAQ_OK);
-  assert_int_equal(c.processed, total);
-  assert_int_equal(*f.h_stats, total);
+  stop_expect_processed(&f, total);
   fixture_fini(&f);
 }
 static void test_processed_exact_when_idle(void **) {
@@ -91,12 +99,8 @@ static void test_regular_multi_block(void **) {
   assert_int_equal(cudaq_dispatcher_start(f.d), CUDAQ_OK);
   const uint32_t n = scaled(20000);
   stream_and_check(&f, n);
-  assert_int_equal(cudaq_dispatcher_stop(f.d), CUDAQ_OK);
   /* Four blocks count into one set of counters: exact after the stop. */
-  cudaq_dispatcher_counters_t c;
-  assert_int_equal(cudaq_dispatcher_get_counters(f.d, &c), CUDAQ_OK);
-  assert_int_equal(c.processed, n);
-  assert_int_equal(*f.h_stats, n);
+  stop_expect_processed(&f, n);
   fixture_fini(&f);
 }
 
@@ -557,14 +561,64 @@ static void test_device_wiring_errors(void **) {
 
 /* ---- graph launch ------------------------------------------------------- */
 
-/* The handler graph: echo the payload, then complete. */
-__global__ void graph_echo_kernel(cudaq_graph_io_context *io) {
+/* The start of a graph-launch test: its function table copied to device
+ * memory, a shutdown flag (0) in device memory and a zeroed mapped stats word. */
+static void graph_test_controls(const cudaq_function_entry_t *h, size_t n, cudaq_function_entry_t **dt, int **flag,
+                                uint64_t **stats) {
+  CK(cudaMalloc(dt, n * sizeof *h));
+  CK(cudaMemcpy(*dt, h, n * sizeof *h, cudaMemcpyHostToDevice));
+  CK(cudaMalloc(flag, sizeof(int)));
+  assert_int_equal(cudaq_dispatch_set_shutdown_flag(*flag, 0), CUDAQ_OK);
+  CK(cudaHostAlloc(stats, sizeof(uint64_t), cudaHostAllocMapped));
+  **stats = 0;
+}
+/* The end of a graph-launch test, after its dispatch graph has exited:
+ * frees the dispatch graph's context and what the test set up around it
+ * (the handler graphs are the caller's). */
+static void graph_test_free(cudaq_dispatch_graph_context *ctx, cudaq_graph_io_context *io, cudaq_function_entry_t *dt,
+                            int *flag, uint64_t *stats, cudaStream_t s, cudaq_ringbuffer_t *rb) {
+  g_graph = nullptr;
+  g_stats = nullptr;
+  CK(cudaq_destroy_dispatch_graph(ctx));
+  CK(cudaFree(io));
+  CK(cudaFree(dt));
+  CK(cudaFree(flag));
+  CK(cudaFreeHost(stats));
+  CK(cudaStreamDestroy(s));
+  assert_int_equal(cudaq_host_ringbuffer_free(rb), CUDAQ_OK);
+}
+
+/* The handler graphs' body: every payload byte + add, then complete. */
+__device__ void graph_echo_add(cudaq_graph_io_context *io, uint8_t add) {
   const uint8_t *src = io->rx_slot + CUDAQ_RPC_HEADER_SIZE;
   uint8_t *dst = io->tx_slot + CUDAQ_RPC_HEADER_SIZE;
   const uint32_t n = io->arg_len;
-  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = (uint8_t)(src[i] + 1);
+  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = (uint8_t)(src[i] + add);
   __syncthreads();
   if (threadIdx.x == 0) cudaq_graph_io_complete(io, 0, n);
+}
+/* The handler graph: echo + 1. */
+__global__ void graph_echo_kernel(cudaq_graph_io_context *io) { graph_echo_add(io, 1); }
+/* The same, pre-launched: waits at the gate first (a cancelled launch has
+ * arg_len 0 and answers into scratch). */
+__global__ void graph_echo_gated_kernel(cudaq_graph_io_context *io) {
+  cudaq_graph_io_wait(io);
+  graph_echo_add(io, 1);
+}
+/* Another function's graph, launched on arrival: echo + 2. */
+__global__ void graph_echo2_kernel(cudaq_graph_io_context *io) { graph_echo_add(io, 2); }
+
+/* A one-kernel graph of k (64 threads) on io, instantiated for device launch and uploaded. */
+static cudaGraphExec_t device_launch_graph(void (*k)(cudaq_graph_io_context *), cudaq_graph_io_context *io,
+                                           cudaStream_t s, cudaGraph_t *g) {
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  k<<<1, 64, 0, s>>>(io);
+  CK(cudaStreamEndCapture(s, g));
+  CK(cudaGraphInstantiateWithFlags(&ge, *g, cudaGraphInstantiateFlagDeviceLaunch));
+  CK(cudaGraphUpload(ge, s));
+  CK(cudaStreamSynchronize(s));
+  return ge;
 }
 
 /* Requests of lens[k % nlens] bytes through the graph-launch dispatcher,
@@ -578,15 +632,8 @@ static void graph_launch_run(uint32_t SLOT, const uint32_t *lens, uint32_t nlens
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cudaq_graph_io_context *io;
   CK(cudaMalloc(&io, sizeof *io));
-  /* Capture the handler graph and instantiate it for device launch. */
   cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  graph_echo_kernel<<<1, 64, 0, s>>>(io);
-  CK(cudaStreamEndCapture(s, &g));
-  CK(cudaGraphInstantiateWithFlags(&ge, g, cudaGraphInstantiateFlagDeviceLaunch));
-  CK(cudaGraphUpload(ge, s));
-  CK(cudaStreamSynchronize(s));
+  cudaGraphExec_t ge = device_launch_graph(graph_echo_kernel, io, s, &g);
   cudaq_function_entry_t h[2];
   memset(h, 0, sizeof h);
   h[0].handler.graph_exec = ge;
@@ -601,14 +648,9 @@ static void graph_launch_run(uint32_t SLOT, const uint32_t *lens, uint32_t nlens
   h[1].function_id = FN_SUM;
   h[1].dispatch_mode = CUDAQ_DISPATCH_DEVICE_CALL; /* wrong mode for this dispatcher */
   cudaq_function_entry_t *dt;
-  CK(cudaMalloc(&dt, sizeof h));
-  CK(cudaMemcpy(dt, h, sizeof h, cudaMemcpyHostToDevice));
   int *flag;
   uint64_t *stats;
-  CK(cudaMalloc(&flag, sizeof(int)));
-  assert_int_equal(cudaq_dispatch_set_shutdown_flag(flag, 0), CUDAQ_OK);
-  CK(cudaHostAlloc(&stats, sizeof(uint64_t), cudaHostAllocMapped));
-  *stats = 0;
+  graph_test_controls(h, sizeof h / sizeof h[0], &dt, &flag, &stats);
   cudaq_dispatch_graph_context *ctx = nullptr;
   /* Sizes beyond 32 bits are refused, not truncated. */
   const size_t huge = (size_t)1 << 33;
@@ -691,17 +733,9 @@ static void graph_launch_run(uint32_t SLOT, const uint32_t *lens, uint32_t nlens
   assert_int_equal(c.err_unsupported_mode, 1);
   assert_int_equal(c.err_arg_len_mismatch, 1);
   assert_int_equal(*stats, n + 2);
-  g_graph = nullptr;
-  g_stats = nullptr;
-  CK(cudaq_destroy_dispatch_graph(ctx));
   CK(cudaGraphExecDestroy(ge));
   CK(cudaGraphDestroy(g));
-  CK(cudaFree(io));
-  CK(cudaFree(dt));
-  CK(cudaFree(flag));
-  CK(cudaFreeHost(stats));
-  CK(cudaStreamDestroy(s));
-  assert_int_equal(cudaq_host_ringbuffer_free(&rb), CUDAQ_OK);
+  graph_test_free(ctx, io, dt, flag, stats, s, &rb);
 }
 
 static void test_graph_launch_100k(void **) {
@@ -724,41 +758,13 @@ static void test_graph_launch_staging_boundary(void **) {
 
 /* ---- graph launch, pre-launched (cudaq_dispatch_graph_set_prelaunch) ---- */
 
-/* The pre-launched handler: waits at the gate, then echoes + 1 (a
- * cancelled launch has arg_len 0 and answers into scratch). */
-__global__ void graph_echo_gated_kernel(cudaq_graph_io_context *io) {
-  cudaq_graph_io_wait(io);
-  const uint8_t *src = io->rx_slot + CUDAQ_RPC_HEADER_SIZE;
-  uint8_t *dst = io->tx_slot + CUDAQ_RPC_HEADER_SIZE;
-  const uint32_t n = io->arg_len;
-  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = (uint8_t)(src[i] + 1);
-  __syncthreads();
-  if (threadIdx.x == 0) cudaq_graph_io_complete(io, 0, n);
-}
-/* Another function's graph, launched on arrival: echoes + 2. */
-__global__ void graph_echo2_kernel(cudaq_graph_io_context *io) {
-  const uint8_t *src = io->rx_slot + CUDAQ_RPC_HEADER_SIZE;
-  uint8_t *dst = io->tx_slot + CUDAQ_RPC_HEADER_SIZE;
-  const uint32_t n = io->arg_len;
-  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = (uint8_t)(src[i] + 2);
-  __syncthreads();
-  if (threadIdx.x == 0) cudaq_graph_io_complete(io, 0, n);
-}
 
-static cudaGraphExec_t device_launch_graph(void (*k)(cudaq_graph_io_context *), cudaq_graph_io_context *io,
-                                           cudaStream_t s, cudaGraph_t *g) {
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  k<<<1, 64, 0, s>>>(io);
-  CK(cudaStreamEndCapture(s, g));
-  CK(cudaGraphInstantiateWithFlags(&ge, *g, cudaGraphInstantiateFlagDeviceLaunch));
-  CK(cudaGraphUpload(ge, s));
-  CK(cudaStreamSynchronize(s));
-  return ge;
-}
+/* The prelaunch test's requests: k decides the function (every 5th goes to
+ * the graph launched on arrival), or all go there while this is set. */
+static bool g_prelaunch_all_other = false;
+static bool prelaunch_other(uint32_t k) { return g_prelaunch_all_other || k % 5 == 4; }
 
-/* One request in `slot` (the dispatcher serves slots in ring order), k
- * decides the function: every 5th goes to the graph launched on arrival. */
+/* One request in `slot` (the dispatcher serves slots in ring order). */
 static void prelaunch_send(cudaq_ringbuffer_t *rb, uint32_t slot, uint32_t k) {
   uint8_t buf[64];
   const uint32_t len = 1 + k % 64;
@@ -766,7 +772,7 @@ static void prelaunch_send(cudaq_ringbuffer_t *rb, uint32_t slot, uint32_t k) {
   uint64_t tw = now_ns();
   while (!cudaq_host_ringbuffer_slot_available(rb, slot))
     if (now_ns() - tw > g_wait_ns) fail_msg("prelaunch: slot %u never became available", slot);
-  assert_int_equal(cudaq_host_ringbuffer_write_rpc_request(rb, slot, k % 5 == 4 ? FN_BLOCK : FN_ECHO, buf, len, k,
+  assert_int_equal(cudaq_host_ringbuffer_write_rpc_request(rb, slot, prelaunch_other(k) ? FN_BLOCK : FN_ECHO, buf, len, k,
                                                            ~(uint64_t)k),
                    CUDAQ_OK);
   cudaq_host_ringbuffer_signal_slot(rb, slot);
@@ -774,7 +780,7 @@ static void prelaunch_send(cudaq_ringbuffer_t *rb, uint32_t slot, uint32_t k) {
 static void prelaunch_check(cudaq_ringbuffer_t *rb, uint32_t slot, uint32_t k) {
   assert_int_equal(wait_tx(rb, slot), CUDAQ_TX_READY);
   cudaq_rpc_response_t r = read_resp(rb, slot);
-  const uint32_t len = 1 + k % 64, add = k % 5 == 4 ? 2 : 1;
+  const uint32_t len = 1 + k % 64, add = prelaunch_other(k) ? 2 : 1;
   if (r.status != 0 || r.request_id != k || r.ptp_timestamp != ~(uint64_t)k || r.result_len != len)
     fail_msg("prelaunch request %u: status %d id %u len %u", k, r.status, r.request_id, r.result_len);
   const uint8_t *pl = resp_payload(rb, slot);
@@ -815,14 +821,9 @@ static void test_graph_prelaunch(void **) {
   h[2].function_id = FN_SUM;
   h[2].dispatch_mode = CUDAQ_DISPATCH_DEVICE_CALL;
   cudaq_function_entry_t *dt;
-  CK(cudaMalloc(&dt, sizeof h));
-  CK(cudaMemcpy(dt, h, sizeof h, cudaMemcpyHostToDevice));
   int *flag;
   uint64_t *stats;
-  CK(cudaMalloc(&flag, sizeof(int)));
-  assert_int_equal(cudaq_dispatch_set_shutdown_flag(flag, 0), CUDAQ_OK);
-  CK(cudaHostAlloc(&stats, sizeof(uint64_t), cudaHostAllocMapped));
-  *stats = 0;
+  graph_test_controls(h, sizeof h / sizeof h[0], &dt, &flag, &stats);
   cudaq_dispatch_graph_context *ctx = nullptr;
   CK(cudaq_create_dispatch_graph_regular(rb.rx_flags, rb.tx_flags, rb.rx_data, rb.tx_data, rb.rx_stride_sz,
                                          rb.tx_stride_sz, dt, 3, io, flag, stats, S, 1, 32, s, &ctx));
@@ -850,6 +851,38 @@ static void test_graph_prelaunch(void **) {
          "%llu cancelled at relaunches\n",
          paced, paced - paced / 5, (unsigned long long)hits, (unsigned long long)cancelled);
   assert_true(hits >= 1 && hits <= paced - paced / 5);
+  /* A graph waits at its gate while only the other function is asked for,
+   * until the dispatcher's launches reach its relaunch point: the waiting
+   * graph must be cancelled (not hang the relaunch), every answer right. */
+  {
+    int waiting = 0;
+    uint64_t c0 = 0, c1 = 0;
+    /* The dispatcher arms only below its relaunch point: if it sits there,
+     * one request to the other function makes it relaunch (and arm). */
+    for (int tries = 0; tries < 3 && !waiting; ++tries) {
+      const uint64_t t = now_ns();
+      do
+        CK(cudaq_dispatch_graph_get_prelaunch_info(ctx, &hits, &c0, &waiting));
+      while (!waiting && now_ns() - t < g_wait_ns / 5);
+      if (!waiting) {
+        g_prelaunch_all_other = true;
+        prelaunch_send(&rb, k % S, k);
+        prelaunch_check(&rb, k % S, k);
+        g_prelaunch_all_other = false;
+        ++k;
+      }
+    }
+    assert_int_equal(waiting, 1);
+    CK(cudaq_dispatch_graph_get_prelaunch_info(ctx, &hits, &c0, &waiting));
+    g_prelaunch_all_other = true;
+    for (uint32_t j = 0; j < CUDAQ_GRAPH_DISPATCH_RELAUNCH_EVERY + 10; ++j, ++k) {
+      prelaunch_send(&rb, k % S, k);
+      prelaunch_check(&rb, k % S, k);
+    }
+    g_prelaunch_all_other = false;
+    CK(cudaq_dispatch_graph_get_prelaunch_info(ctx, &hits, &c1, &waiting));
+    assert_true(c1 >= c0 + 1);
+  }
   /* Back to back, every slot in flight. */
   const uint32_t b2b = scaled(3000) < 50 ? 50 : scaled(3000);
   for (uint32_t j = 0; j < b2b + S; ++j, ++k) {
@@ -895,19 +928,11 @@ static void test_graph_prelaunch(void **) {
   cudaq_dispatcher_counters_t c;
   CK(cudaq_dispatch_kernel_get_counters(stats, &c));
   assert_int_equal(c.processed, k); /* every request once; cancelled launches are not requests */
-  g_graph = nullptr;
-  g_stats = nullptr;
-  CK(cudaq_destroy_dispatch_graph(ctx));
   CK(cudaGraphExecDestroy(ge1));
   CK(cudaGraphExecDestroy(ge2));
   CK(cudaGraphDestroy(g1));
   CK(cudaGraphDestroy(g2));
-  CK(cudaFree(io));
-  CK(cudaFree(dt));
-  CK(cudaFree(flag));
-  CK(cudaFreeHost(stats));
-  CK(cudaStreamDestroy(s));
-  assert_int_equal(cudaq_host_ringbuffer_free(&rb), CUDAQ_OK);
+  graph_test_free(ctx, io, dt, flag, stats, s, &rb);
 }
 
 /* ---- unified mode over the emulated NIC ---------------------------------- */

@@ -291,10 +291,11 @@ cudaq_status_t cudaq_dispatcher_stop(cudaq_dispatcher_t *dispatcher);
 cudaq_status_t cudaq_dispatch_set_shutdown_flag(volatile int *shutdown_flag, int value);
 
 /* Reads stats[0], the number of processed (answered) requests. Exact once
- * the dispatcher is stopped or has found no new request for one poll; while
- * requests arrive back to back the device-call kernels update it every 64
- * answers (the count is kept off the path between a response and the next
- * poll), so it may lag by up to 63. Returns CUDAQ_OK or
+ * the dispatcher is stopped or idle (one kernel block: its first poll that
+ * finds no request; several: 32 idle polls); while requests arrive back to
+ * back the device-call kernels update it every 64 answers per polling block
+ * (the count is kept off the path between a response and the next poll), so
+ * it may lag by up to 63 per block. Returns CUDAQ_OK or
  * CUDAQ_ERR_INVALID_ARG (NULL, or no stats buffer wired). */
 cudaq_status_t cudaq_dispatcher_get_processed(cudaq_dispatcher_t *dispatcher,
                                               uint64_t *out_packets);

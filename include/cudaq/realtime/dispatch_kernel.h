@@ -75,8 +75,11 @@ cudaError_t cudaq_dispatch_kernel_cooperative_query_occupancy(int *out_blocks,
  * continues them at a restart, whatever stats[0] holds (a first run that
  * only dropped requests keeps its drop counts). A launch helper called
  * directly starts them from 0 when stats[0] == 0 and continues them when it
- * holds the nonzero count of an earlier launch. With several blocks stats[0]
- * may lag by a request or two while requests flow and is exact once the
+ * holds the nonzero count of an earlier launch. The device-call kernels
+ * add answers to the count in batches (every 64 per polling block, at a
+ * block's first poll that finds no request, and on exit), so while requests
+ * flow stats[0] and `processed` may lag by up to 63 per polling block; both
+ * are exact once every block has idled (stats[0] after 32 idle polls) or the
  * kernel has exited. Returns cudaErrorInvalidValue for an unknown stats. */
 cudaError_t cudaq_dispatch_kernel_get_counters(const uint64_t *stats,
                                                cudaq_dispatcher_counters_t *out);
@@ -174,23 +177,29 @@ cudaError_t cudaq_dispatch_graph_get_prelaunch_info(cudaq_dispatch_graph_context
 #if defined(__CUDACC__)
 #include <cuda/atomic>
 
-/* A pre-launched handler graph's first kernel calls this from every thread
- * before it reads the context (cudaq_dispatch_graph_set_prelaunch): it waits
- * until the dispatcher opens the gate for this launch. Returns 1 for a
- * request, 0 for a launch cancelled at shutdown (arg_len 0, slot
- * CUDAQ_GRAPH_IO_CANCELLED, rx/tx pointing at scratch): skip the work, and
- * still end with cudaq_graph_io_complete() as for any request. A graph
- * launched on arrival passes at once (the gate is opened before its launch).
- * Every thread of the kernel must pass it before any thread of the graph
- * calls cudaq_graph_io_complete(). */
+/* The gate of a pre-launched handler graph (cudaq_dispatch_graph_set_prelaunch):
+ * every root kernel of that function's graph calls it, from every thread of
+ * every block (it contains __syncthreads), before it reads the context; it
+ * waits until the dispatcher opens the gate for this launch. Returns 1 for
+ * a request, 0 for a launch cancelled at shutdown or at the dispatcher's
+ * relaunch (arg_len 0, slot CUDAQ_GRAPH_IO_CANCELLED, rx/tx pointing at
+ * scratch): skip the work, and still end with cudaq_graph_io_complete() as
+ * for any request. A launch on arrival passes at once (its gate is opened
+ * before its launch). Only the pre-launched function's graph may call it:
+ * another graph, launched while a pre-launched one waits, would wait too. */
 static __device__ inline int cudaq_graph_io_wait(cudaq_graph_io_context *ctx) {
-  /* gate_ticket was written before this launch (a launch sees what its
-   * launching thread wrote). G4 pairs with G5 in the graph dispatch kernel:
-   * the gate's value makes the context's fields for this request visible. */
-  const uint32_t ticket = *(volatile uint32_t *)&ctx->gate_ticket;
-  cuda::atomic_ref<uint32_t, cuda::thread_scope_device> gate(ctx->gate);
-  while (gate.load(cuda::memory_order_acquire) != ticket) {
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+    /* gate_ticket was written before this launch (a launch sees what its
+     * launching thread wrote) and changes only at the next launch. G4 pairs
+     * with G5 in the graph dispatch kernel: the gate's value makes the
+     * context's fields for this request visible. One thread per block
+     * polls. */
+    const uint32_t ticket = *(volatile uint32_t *)&ctx->gate_ticket;
+    cuda::atomic_ref<uint32_t, cuda::thread_scope_device> gate(ctx->gate);
+    while (gate.load(cuda::memory_order_acquire) != ticket) {
+    }
   }
+  __syncthreads(); /* the polling thread's G4 happens before every thread's reads of the context */
   return *(volatile uint32_t *)&ctx->slot != CUDAQ_GRAPH_IO_CANCELLED;
 }
 
