@@ -145,7 +145,7 @@ __global__ void graph_dispatch_kernel(graph_params p) {
       gs->prelaunch_fid ? cudaq__find_entry(p.table, p.table_count, gs->prelaunch_fid) : nullptr;
   if (pre && (pre->dispatch_mode != CUDAQ_DISPATCH_GRAPH_LAUNCH || !pre->handler.graph_exec)) pre = nullptr;
   bool armed = false;
-  uint32_t armed_ticket = 0, arm_backoff = 0, arm_fails = 0;
+  uint32_t armed_ticket = 0;
   cuda::atomic_ref<uint32_t, cuda::thread_scope_device> gate(p.io->gate);
   uint32_t drain_left = 0;
   /* Where a later run resumes after a shutdown: the drain looks at every
@@ -169,14 +169,13 @@ __global__ void graph_dispatch_kernel(graph_params p) {
       if (draining) {
         if (--drain_left == 0) break;
         slot = slot + 1 == p.num_slots ? 0 : slot + 1;
-      } else if (l0 && pre && !armed && arm_backoff > 0) {
-        --arm_backoff;
       } else if (l0 && pre && !armed && launched + 1u < CUDAQ_GRAPH_DISPATCH_RELAUNCH_EVERY &&
                  busy.load(cuda::memory_order_acquire) == 0) { /* G3: the previous request's graph is done */
         /* Nothing to serve: launch the pre-launch entry's graph now, to wait
          * at its gate. One try per idle poll: a launch refused because the
-         * previous execution is still finishing is tried again at the next,
-         * one refused twice in a row after 16 more. */
+         * previous execution is still finishing is tried again at the next
+         * (no back-off: the retry that succeeds first is what lets a paced
+         * request find its graph waiting, as measured). */
         const uint32_t t = next_ticket(gs);
         p.io->gate_ticket = t;
         __threadfence(); /* the ticket before the child starts */
@@ -185,9 +184,6 @@ __global__ void graph_dispatch_kernel(graph_params p) {
           armed_ticket = t;
           ++launched;
           gs->waiting = 1;
-          arm_fails = 0;
-        } else {
-          arm_backoff = ++arm_fails > 1 ? 16u : 0u;
         }
       }
       launched = __shfl_sync(0xFFFFFFFFu, launched, 0); /* every lane's copy, as after a request */
