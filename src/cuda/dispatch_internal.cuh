@@ -79,14 +79,15 @@ static __device__ inline void cudaq__count_status(cudaq__device_state *c, int32_
   }
 }
 
-/* Counts one processed request and mirrors the total into stats[0] (the
+/* Counts n processed requests and mirrors the total into stats[0] (the
  * spec's processed count; it may be host memory: a posted relaxed store,
  * read by the host with a relaxed load). With several polling blocks two
- * mirror stores may land out of order, so stats[0] can lag by a request or
- * two while requests flow; the last block to exit writes the exact total. */
-static __device__ inline void cudaq__count_processed(cudaq__device_state *c, uint64_t *stats) {
-  const uint64_t n = atomicAdd(reinterpret_cast<unsigned long long *>(&c->processed), 1ull) + 1;
-  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*stats).store(n, cuda::memory_order_relaxed);
+ * mirror stores may land out of order, so stats[0] can lag while requests
+ * flow; the last block to exit writes the exact total. */
+static __device__ inline void cudaq__count_processed(cudaq__device_state *c, uint64_t *stats, uint64_t n) {
+  const uint64_t total =
+      atomicAdd(reinterpret_cast<unsigned long long *>(&c->processed), (unsigned long long)n) + n;
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*stats).store(total, cuda::memory_order_relaxed);
 }
 
 /* What a function-table entry's schema demands of arg_len
@@ -103,8 +104,9 @@ static __host__ __device__ inline cudaq__arg_rule cudaq__arg_rule_of(const cudaq
 }
 
 /* The one lookup rule of the device kernels (regular, cooperative, graph,
- * unified) and of the graph dispatcher's pre-launch check, the same as the host path's (host_slot.c): the first entry
- * with the request's function_id serves it. Duplicate ids can reach a
+ * unified) and of the graph dispatcher's pre-launch check, the same as the
+ * host path's (host_slot.c): the first entry with the request's
+ * function_id serves it. Duplicate ids can reach a
  * kernel only through a launch helper called directly:
  * cudaq_dispatcher_set_function_table refuses them on both paths. A
  * template so that the regular kernel's shared-memory cache (an array of

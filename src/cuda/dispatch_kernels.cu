@@ -124,9 +124,7 @@ __device__ void cache_table(const dispatch_params &p, cached_entry *cache, uint3
  * (CUDAQ_DISPATCH_COUNT_EVERY=1). */
 __device__ void flush_count(const dispatch_params &p, uint32_t *pending) {
   if (*pending == 0) return;
-  const uint64_t n =
-      atomicAdd(reinterpret_cast<unsigned long long *>(&p.state->processed), (unsigned long long)*pending) + *pending;
-  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p.stats).store(n, cuda::memory_order_relaxed);
+  cudaq__count_processed(p.state, p.stats, *pending);
   *pending = 0;
 }
 

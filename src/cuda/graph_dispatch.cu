@@ -63,12 +63,22 @@ struct graph_state {
   uint32_t waiting;       /* 1 while a pre-launched graph waits at its gate (mirror of `armed`) */
 };
 
-/* The next gate ticket (lane 0): never 0, the gate's initial value. */
-__device__ uint32_t next_ticket(graph_state *gs) {
+/* Lane 0, before a launch of the pre-launch entry's graph: the next gate
+ * ticket (never 0, the gate's initial value), stored as the one this launch
+ * waits for (cudaq_graph_io_wait reads it; a launch sees what its launching
+ * thread wrote). */
+__device__ uint32_t issue_ticket(cudaq_graph_io_context *io, graph_state *gs) {
   uint32_t t = gs->ticket + 1u;
   if (t == 0u) t = 1u;
   gs->ticket = t;
+  io->gate_ticket = t;
   return t;
+}
+
+/* The rule for the entry cudaq_dispatch_graph_set_prelaunch names (checked
+ * there on the host and again by the kernel): a graph launch with a graph. */
+__host__ __device__ inline bool prelaunchable(const cudaq_function_entry_t *e) {
+  return e && e->dispatch_mode == CUDAQ_DISPATCH_GRAPH_LAUNCH && e->handler.graph_exec;
 }
 
 
@@ -143,7 +153,7 @@ __global__ void graph_dispatch_kernel(graph_params p) {
    * of it waits at the gate now (armed) with which ticket. */
   const cudaq_function_entry_t *pre =
       gs->prelaunch_fid ? cudaq__find_entry(p.table, p.table_count, gs->prelaunch_fid) : nullptr;
-  if (pre && (pre->dispatch_mode != CUDAQ_DISPATCH_GRAPH_LAUNCH || !pre->handler.graph_exec)) pre = nullptr;
+  if (!prelaunchable(pre)) pre = nullptr;
   bool armed = false;
   uint32_t armed_ticket = 0;
   cuda::atomic_ref<uint32_t, cuda::thread_scope_device> gate(p.io->gate);
@@ -176,8 +186,7 @@ __global__ void graph_dispatch_kernel(graph_params p) {
          * previous execution is still finishing is tried again at the next
          * (no back-off: the retry that succeeds first is what lets a paced
          * request find its graph waiting, as measured). */
-        const uint32_t t = next_ticket(gs);
-        p.io->gate_ticket = t;
+        const uint32_t t = issue_ticket(p.io, gs);
         __threadfence(); /* the ticket before the child starts */
         if (cudaGraphLaunch(pre->handler.graph_exec, cudaStreamGraphFireAndForget) == cudaSuccess) {
           armed = true;
@@ -285,9 +294,7 @@ __global__ void graph_dispatch_kernel(graph_params p) {
             gs->waiting = 0;
           } else {
             if (pre_graph) { /* launched on arrival: its gate opens before its launch (G5 as above) */
-              const uint32_t t = next_ticket(gs);
-              io->gate_ticket = t;
-              gate.store(t, cuda::memory_order_release);
+              gate.store(issue_ticket(io, gs), cuda::memory_order_release);
             }
             /* The previous launch of this graph may still be finishing after
              * it freed the context (a graph runs one launch at a time): retry
@@ -311,7 +318,7 @@ __global__ void graph_dispatch_kernel(graph_params p) {
           answer(p, slot, status, rid, ptp); /* clears RX (again, harmless) then publishes TX */
           cudaq__count_status(c, status);
         }
-        cudaq__count_processed(c, p.stats);
+        cudaq__count_processed(c, p.stats, 1);
       }
       launched = __shfl_sync(0xFFFFFFFFu, launched, 0);
     }
@@ -459,14 +466,13 @@ extern "C" cudaError_t cudaq_dispatch_graph_set_prelaunch(cudaq_dispatch_graph_c
                                                           uint32_t function_id) {
   if (!context) return cudaErrorInvalidValue;
   if (function_id != 0) {
-    /* The entry the kernel will find (the first with the id) must be a
-     * graph launch with a graph. */
+    /* The entry the kernel will find (the first with the id) must be
+     * prelaunchable. */
     cudaq_function_entry_t *h =
         static_cast<cudaq_function_entry_t *>(malloc(sizeof(cudaq_function_entry_t) * context->table_count));
     if (!h) return cudaErrorMemoryAllocation;
     cudaError_t e = cudaq__copy_private_stream(h, context->table, sizeof(cudaq_function_entry_t) * context->table_count);
-    const cudaq_function_entry_t *f = e == cudaSuccess ? cudaq__find_entry(h, context->table_count, function_id) : nullptr;
-    const bool ok = f && f->dispatch_mode == CUDAQ_DISPATCH_GRAPH_LAUNCH && f->handler.graph_exec;
+    const bool ok = e == cudaSuccess && prelaunchable(cudaq__find_entry(h, context->table_count, function_id));
     free(h);
     if (e != cudaSuccess) return e;
     if (!ok) return cudaErrorInvalidValue;

@@ -98,7 +98,7 @@ __global__ void unified_emu_kernel(unified_params p) {
       h[4] = t0;
       h[5] = t1;
       cudaq__count_status(c, status);
-      cudaq__count_processed(c, p.stats);
+      cudaq__count_processed(c, p.stats, 1);
     }
     ++next;
     /* U2 publishes the response written in place; pairs with N2 in
