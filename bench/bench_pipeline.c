@@ -19,7 +19,10 @@
  * GPU-only completion: a GPU write of a completion word where the driver
  * offers it), gpu_only_hostfn (the spec's cudaLaunchHostFunc completion).
  * --stage mailbox: no pre-launch DMA; the kernel reads the payload from the
- * ring slot named by the worker's mailbox. Each GPU row also reports the
+ * ring slot named by the worker's mailbox. --stage prelaunch: the same
+ * kernel, pre-launched behind a gate (config gpu_prelaunch): no CUDA call
+ * on a request's path; CUDA_DEVICE_MAX_CONNECTIONS is raised to 32 (unless
+ * set) so that each waiting worker has a hardware queue. Each GPU row also reports the
  * dispatcher's launch calls (pre-launch + cudaGraphLaunch): mean, max and
  * how many took over 100 us / 1 ms. --hiccup CPU runs a thread on that CPU
  * that only reads the clock and reports the gaps it sees (over 20 us,
@@ -28,7 +31,7 @@
  *
  *   bench_pipeline [--modes cpu,gpu_cpu,gpu_only,gpu_only_hostfn] [--requests N]
  *                  [--payloads 2048,16384] [--intervals 0,1,10,30]
- *                  [--workers W] [--cpus D,C,W0] [--yield] [--stage dma|mailbox]
+ *                  [--workers W] [--cpus D,C,W0] [--yield] [--stage dma|mailbox|prelaunch]
  *                  [--hiccup CPU]
  */
 #ifndef _GNU_SOURCE
@@ -51,7 +54,7 @@
 #ifdef CUDAQ_BENCH_GPU
 int bench_gpu_available(void);
 int bench_gpu_factory(void *user, int worker_id, cudaq_gpu_worker_resources_t *r);
-void bench_gpu_set_payload(size_t bytes, int signal_ready, int mailbox_read);
+void bench_gpu_set_payload(size_t bytes, int signal_ready, int mailbox_read, int timed);
 void bench_gpu_launch_stats(uint64_t *n, uint64_t *sum_ns, uint64_t *max_ns, uint64_t *over_100us,
                             uint64_t *over_1ms);
 void bench_gpu_release(void);
@@ -88,7 +91,8 @@ static void on_done(void *user, const cudaq_completion_t *c) {
 
 typedef struct {
   int dispatcher, consumer, worker_base, workers, yield;
-  int mailbox; /* --stage mailbox */
+  int mailbox;   /* --stage mailbox or prelaunch */
+  int prelaunch; /* --stage prelaunch */
   int hiccup;  /* --hiccup CPU, or -1 */
 } opts_t;
 
@@ -140,6 +144,7 @@ static void run_one(const char *mode, size_t payload, double interval_us, size_t
   cfg.idle_yield = o->yield;
   cfg.drain_timeout_ms = 10000;
   if (!strcmp(mode, "gpu_only_hostfn")) cfg.gpu_only_completion = CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC;
+  cfg.gpu_prelaunch = gpu && o->prelaunch;
   cudaq_pipeline_t *p = NULL;
   if (cudaq_pipeline_create(&cfg, &p) != CUDAQ_OK) {
     fprintf(stderr, "create: %s\n", cudaq_last_error());
@@ -149,7 +154,7 @@ static void run_one(const char *mode, size_t payload, double interval_us, size_t
   if (cpu) cudaq_pipeline_set_cpu_stage(p, cpu_stage, &r);
 #ifdef CUDAQ_BENCH_GPU
   if (gpu) {
-    bench_gpu_set_payload(payload, cpu, o->mailbox);
+    bench_gpu_set_payload(payload, cpu, o->mailbox, !o->prelaunch);
     cudaq_pipeline_set_gpu_stage(p, bench_gpu_factory, NULL);
   }
 #endif
@@ -210,7 +215,7 @@ static void run_one(const char *mode, size_t payload, double interval_us, size_t
   if (step) snprintf(iv, sizeof iv, "%gus", interval_us);
   else snprintf(iv, sizeof iv, "flat-out");
   snprintf(name, sizeof name, "%s%s%s %zuB %s end-to-end", mode,
-           gpu && o->mailbox ? "[mailbox]" : "",
+           gpu && o->prelaunch ? "[prelaunch]" : gpu && o->mailbox ? "[mailbox]" : "",
            used == CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE ? "[stream-write]"
            : used == CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC  ? "[host-fn]"
                                                           : "",
@@ -236,6 +241,12 @@ static void run_one(const char *mode, size_t payload, double interval_us, size_t
   if (gpu) {
     uint64_t ln, lsum, lmax, l100, l1ms;
     bench_gpu_launch_stats(&ln, &lsum, &lmax, &l100, &l1ms);
+    if (o->prelaunch)
+      printf("  pre-launched %llu of %zu (the rest launched on arrival), failed re-arms %llu, "
+             "released at stop %llu\n",
+             (unsigned long long)st.prelaunched, n, (unsigned long long)st.prelaunch_failures,
+             (unsigned long long)st.prelaunch_cancelled);
+    else
     printf("  dispatcher launch calls (pre-launch + cudaGraphLaunch): mean %.2f us, max %.1f us, "
            "over 100 us %llu, over 1 ms %llu (of %llu)\n",
            ln ? (double)lsum / (double)ln / 1e3 : 0.0, (double)lmax / 1e3, (unsigned long long)l100,
@@ -276,7 +287,7 @@ int main(int argc, char **argv) {
   size_t n = 100000;
   double payloads[4] = {2048, 16384}, intervals[8] = {0, 1, 10, 30};
   int np = 2, ni = 4;
-  opts_t o = {-1, -1, -1, 8, 0, 0, -1};
+  opts_t o = {.dispatcher = -1, .consumer = -1, .worker_base = -1, .workers = 8, .hiccup = -1};
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--modes") && i + 1 < argc) modes = argv[++i];
     else if (!strcmp(argv[i], "--requests") && i + 1 < argc) n = strtoull(argv[++i], NULL, 10);
@@ -290,16 +301,18 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--yield")) o.yield = 1;
     else if (!strcmp(argv[i], "--stage") && i + 1 < argc) {
       const char *v = argv[++i];
-      if (strcmp(v, "dma") && strcmp(v, "mailbox")) {
-        fprintf(stderr, "bench_pipeline: --stage %s: expected dma or mailbox\n", v);
+      if (strcmp(v, "dma") && strcmp(v, "mailbox") && strcmp(v, "prelaunch")) {
+        fprintf(stderr, "bench_pipeline: --stage %s: expected dma, mailbox or prelaunch\n", v);
         return 2;
       }
-      o.mailbox = !strcmp(v, "mailbox");
+      o.mailbox = strcmp(v, "dma") != 0;
+      o.prelaunch = !strcmp(v, "prelaunch");
+      if (o.prelaunch) setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0); /* before the first CUDA call */
     } else if (!strcmp(argv[i], "--hiccup") && i + 1 < argc) o.hiccup = atoi(argv[++i]);
     else {
       fprintf(stderr, "usage: %s [--modes cpu,gpu_cpu,gpu_only,gpu_only_hostfn] [--requests N] "
                       "[--payloads 2048,16384] [--intervals 0,1,10,30] [--workers W] [--cpus D,C,W0] "
-                      "[--yield] [--stage dma|mailbox] [--hiccup CPU]\n", argv[0]);
+                      "[--yield] [--stage dma|mailbox|prelaunch] [--hiccup CPU]\n", argv[0]);
       return 2;
     }
   }

@@ -11,13 +11,14 @@
 # ctest). Knobs: BENCH_REQUESTS (default 200000 per row), BENCH_CPUS
 # (dispatcher,consumer,worker_base; default 2,3,4), BENCH_ARGS (more
 # bench_pipeline options, e.g. "--modes gpu_cpu,gpu_only --intervals 30,10,0"),
-# BENCH_MAILBOX=1 (the rows again with --stage mailbox), SOAK (requests of a
+# BENCH_MAILBOX=1 (the rows again with --stage mailbox), BENCH_PRELAUNCH=1 (again with
+# --stage prelaunch: graphs pre-launched behind a gate), SOAK (requests of a
 # flat-out GPU+CPU 2 KiB soak row, default 0 = none), SCALE_SAN (request scale
 # under compute-sanitizer), STEPS (default "test sanitize bench").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = --pack ]; then # here: the light pack (scripts/gpu-pack.sh with these binaries)
-  BINS="tests/test_pipeline_gpu bench/bench_pipeline" CARRY=${CARRY:-.gpucarry-pl} exec scripts/gpu-pack.sh
+  BINS="tests/test_pipeline_gpu bench/bench_pipeline tests/test_pipeline tests/test_host_workers" CARRY=${CARRY:-.gpucarry-pl} exec scripts/gpu-pack.sh
 fi
 source scripts/gpu-common.sh
 BIN=$B/tests BBIN=$B/bench
@@ -64,6 +65,13 @@ if has bench; then
       --requests "${BENCH_REQUESTS:-200000}" --cpus "${BENCH_CPUS:-2,3,4}" --workers "${BENCH_WORKERS:-8}" \
       ${BENCH_ARGS:-} --stage mailbox
     grep -v "^floor" "$OUT/bench_pipeline_mailbox.log"
+  fi
+  if [ "${BENCH_PRELAUNCH:-0}" = 1 ]; then
+    # shellcheck disable=SC2086
+    STEP_TIMEOUT=${BENCH_TIMEOUT:-480} run bench_pipeline_prelaunch "$BBIN/bench_pipeline" \
+      --requests "${BENCH_REQUESTS:-200000}" --cpus "${BENCH_CPUS:-2,3,4}" --workers "${BENCH_WORKERS:-8}" \
+      ${BENCH_ARGS:-} --stage prelaunch
+    grep -v "^floor" "$OUT/bench_pipeline_prelaunch.log"
   fi
   if [ "${SOAK:-0}" -gt 0 ]; then
     STEP_TIMEOUT=${SOAK_TIMEOUT:-400} run bench_pipeline_soak "$BBIN/bench_pipeline" \

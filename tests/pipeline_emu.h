@@ -11,6 +11,11 @@
  * in GPU-only mode runs what the pipeline enqueued after the launch: the
  * host function, or the completion word's store (as cuStreamWriteValue32
  * does; offered only with EMU_GPU_ONLY_WORD).
+ *
+ * Pre-launch (gpu_prelaunch): the gate op (cuStreamWaitValue32) marks the
+ * worker gated; a job posted behind it waits until the gate word reaches
+ * its value, and only then reads the mailbox (its delay starts there).
+ * emu_t.gate_fail_every = K makes every K-th gate op fail.
  */
 #ifndef CUDAQ_TEST_PIPELINE_EMU_H
 #define CUDAQ_TEST_PIPELINE_EMU_H
@@ -42,6 +47,9 @@ typedef struct {
   void *host_arg;
   _Atomic uint32_t *word; /* GPU-only completion (stream write of `value`) */
   uint32_t value;
+  _Atomic uint32_t *gate; /* pre-launch: the job waits until *gate reaches gate_value */
+  uint32_t gate_value;
+  int gated;
   uint8_t out[EMU_OUT]; /* the "GPU output" (gpu_output_host) */
   size_t out_len;
 } emu_worker_t;
@@ -58,6 +66,8 @@ struct emu {
   _Atomic int stop;
   _Atomic int release; /* 1: jobs still waiting for their delay complete now */
   _Atomic uint64_t launches;
+  _Atomic uint64_t gates, gates_opened; /* gate ops accepted; gated jobs released */
+  int gate_fail_every;
   pthread_t thread;
   uint32_t function_id;
 };
@@ -65,11 +75,13 @@ struct emu {
 static int emu_launch(void *user, cudaGraphExec_t g, cudaStream_t s) {
   (void)user, (void)s;
   emu_worker_t *w = (emu_worker_t *)(void *)g;
-  const uint8_t *slot = (const uint8_t *)*w->mailbox; /* written by the dispatcher */
-  int64_t d = w->emu->delay ? w->emu->delay(slot) : 0;
-  if (d < 0) return 700; /* cudaErrorIllegalAddress, say */
+  if (!w->gated) { /* on arrival (a pre-launched job reads its slot when its gate opens) */
+    const uint8_t *slot = (const uint8_t *)*w->mailbox; /* written by the dispatcher */
+    int64_t d = w->emu->delay ? w->emu->delay(slot) : 0;
+    if (d < 0) return 700; /* cudaErrorIllegalAddress, say */
+    w->due_ns = test_now_ns() + (uint64_t)d;
+  }
   atomic_fetch_add_explicit(&w->emu->launches, 1, memory_order_relaxed);
-  w->due_ns = test_now_ns() + (uint64_t)d;
   /* "pre-launch DMA": the payload is copied when the graph runs, below. */
   if (!w->emu->gpu_only) atomic_store_explicit(&w->pending, 1, memory_order_release);
   return 0;
@@ -94,6 +106,21 @@ static int emu_word_store(void *user, cudaStream_t s, void *word, uint32_t value
   return 0;
 }
 
+static int emu_gate(void *user, cudaStream_t s, void *word, uint32_t value) {
+  (void)user;
+  emu_worker_t *w = (emu_worker_t *)(void *)s;
+  emu_t *e = w->emu;
+  uint64_t n = atomic_fetch_add_explicit(&e->gates, 1, memory_order_relaxed) + 1;
+  if (e->gate_fail_every && n % (uint64_t)e->gate_fail_every == 0) {
+    atomic_fetch_sub_explicit(&e->gates, 1, memory_order_relaxed);
+    return 2; /* cudaErrorMemoryAllocation, say */
+  }
+  w->gate = (_Atomic uint32_t *)word;
+  w->gate_value = value;
+  w->gated = 1; /* published to the emulator by the pending store of the job behind it */
+  return 0;
+}
+
 static int emu_sync(void *user, cudaStream_t s) {
   (void)user;
   emu_worker_t *w = (emu_worker_t *)(void *)s;
@@ -109,6 +136,14 @@ static void *emu_main(void *arg) {
       emu_worker_t *w = &e->w[i];
       if (!atomic_load_explicit(&w->pending, memory_order_acquire)) continue;
       any = 1;
+      if (w->gated) {
+        /* The stream's wait: acquire pairs with the pipeline's R14. */
+        if ((int32_t)(atomic_load_explicit(w->gate, memory_order_acquire) - w->gate_value) < 0) continue;
+        w->gated = 0;
+        atomic_fetch_add_explicit(&e->gates_opened, 1, memory_order_relaxed);
+        int64_t d = e->delay ? e->delay((const uint8_t *)*w->mailbox) : 0;
+        w->due_ns = test_now_ns() + (uint64_t)(d < 0 ? 0 : d);
+      }
       if (test_now_ns() < w->due_ns && !atomic_load_explicit(&e->release, memory_order_relaxed)) continue;
       const uint8_t *slot = (const uint8_t *)*w->mailbox;
       cudaq_rpc_header_t h;
@@ -148,9 +183,9 @@ static int emu_factory(void *user, int worker_id, cudaq_gpu_worker_resources_t *
 
 /* Without the word store (GPU-only mode falls back to the host function),
  * and with it. */
-static const cudaq__launch_ops_t emu_ops = {emu_launch, emu_enqueue, emu_sync, NULL, NULL};
+static const cudaq__launch_ops_t emu_ops = {emu_launch, emu_enqueue, emu_sync, NULL, NULL, emu_gate};
 static const cudaq__launch_ops_t emu_ops_word = {emu_launch, emu_enqueue, emu_sync, NULL,
-                                                 emu_word_store};
+                                                 emu_word_store, emu_gate};
 
 /* Wires e as p's GPU stage; call emu_start after cudaq_pipeline_start. */
 static inline cudaq_status_t emu_attach(emu_t *e, cudaq_pipeline_t *p, uint32_t function_id,

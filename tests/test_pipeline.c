@@ -710,7 +710,7 @@ static void test_completion_before_launch_returns(void **state) {
   cudaq_pipeline_t *p = make(r, 2, 16, 512);
   g_sync_rb = r->rb;
   assert_int_equal(emu_attach(e, p, FN_PASS, 0, NULL), CUDAQ_OK);
-  static const cudaq__launch_ops_t sync_ops = {sync_launch, emu_enqueue, emu_sync, NULL, NULL};
+  static const cudaq__launch_ops_t sync_ops = {sync_launch, emu_enqueue, emu_sync, NULL, NULL, NULL};
   assert_int_equal(cudaq__pipeline_set_launch_ops(p, &sync_ops), CUDAQ_OK);
   assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_after_gpu, NULL), CUDAQ_OK);
   assert_int_equal(cudaq_pipeline_start(p), CUDAQ_OK);
@@ -797,6 +797,132 @@ static void test_stop_gives_up(void **state) {
   free(r);
 }
 
+/* ---- (extension) gpu_prelaunch: graphs waiting at a gate ----------------- */
+
+/* Runs `paced` requests one at a time (each waits for the previous answer),
+ * then `burst` back to back, through a pre-launched pipeline: GPU + CPU
+ * (emode 0) or GPU-only with the completion word. Checks every answer and
+ * the pre-launch counters; returns the stats. */
+static cudaq_pipeline_stats_t run_prelaunch(int emode, int gate_fail_every, uint32_t paced,
+                                            uint32_t burst) {
+  rec_t *r = calloc(1, sizeof *r);
+  emu_t *e = malloc(sizeof *e);
+  cudaq_pipeline_config_t cfg;
+  cudaq_pipeline_config_init(&cfg);
+  cfg.num_workers = 4;
+  cfg.num_slots = 8;
+  cfg.slot_size = emode ? EMU_OUT + 24 : 512;
+  cfg.idle_yield = 1;
+  cfg.gpu_prelaunch = 1;
+  cudaq_pipeline_t *p = NULL;
+  assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_OK);
+  cudaq_pipeline_ringbuffer(p, &r->rb);
+  atomic_store(&g_only_bad, 0);
+  assert_int_equal(cudaq_pipeline_set_completion_handler(p, emode ? on_done_plain : on_done, r),
+                   CUDAQ_OK);
+  assert_int_equal(emu_attach(e, p, FN_PASS, emode, delay_small), CUDAQ_OK);
+  e->gate_fail_every = gate_fail_every;
+  if (!emode) assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_after_gpu, NULL), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_start(p), CUDAQ_OK);
+  emu_start(e);
+  cudaq_pipeline_injector_t *inj;
+  assert_int_equal(cudaq_pipeline_injector_create(p, &inj), CUDAQ_OK);
+  for (uint32_t i = 0; i < paced; ++i) {
+    submit_range(inj, i, i + 1);
+    wait_count(r, i + 1);
+  }
+  cudaq_pipeline_stats_t st;
+  cudaq_pipeline_stats(p, &st);
+  /* Each finisher re-arms its worker before releasing it, so a request that
+   * finds every worker idle always finds an armed one. */
+  if (!gate_fail_every) assert_int_equal(st.prelaunched, paced);
+  submit_range(inj, paced, paced + burst);
+  wait_count(r, paced + burst);
+  assert_int_equal(cudaq_pipeline_stop(p), CUDAQ_OK);
+  const uint32_t n = paced + burst;
+  if (emode) {
+    assert_int_equal(atomic_load(&g_only_bad), 0);
+    for (uint32_t i = 0; i < n; ++i) assert_int_equal(r->seen[i], 1);
+  } else {
+    check_all(r, n);
+  }
+  cudaq_pipeline_stats(p, &st);
+  assert_int_equal(st.completed, n);
+  assert_int_equal(st.errors, 0);
+  assert_true(st.prelaunched <= n);
+  /* Every accepted gate was opened: by a request or at stop. */
+  assert_int_equal(atomic_load(&e->gates), atomic_load(&e->gates_opened));
+  assert_int_equal(atomic_load(&e->gates), st.prelaunched + st.prelaunch_cancelled);
+  /* Every graph ran: pre-launched ones and those launched on arrival. */
+  assert_int_equal(atomic_load(&e->launches), atomic_load(&e->gates) + (n - st.prelaunched));
+  emu_stop(e);
+  cudaq_pipeline_injector_destroy(inj);
+  cudaq_pipeline_destroy(p);
+  free(r);
+  free(e);
+  return st;
+}
+
+static void test_prelaunch(void **state) {
+  (void)state;
+  for (int emode = 0; emode <= EMU_GPU_ONLY_WORD; emode += EMU_GPU_ONLY_WORD) {
+    cudaq_pipeline_stats_t st = run_prelaunch(emode, 0, 40, 400);
+    assert_int_equal(st.prelaunch_failures, 0);
+    assert_int_equal(st.prelaunch_cancelled, 4); /* all four re-armed after their last job */
+    assert_true(st.prelaunched >= 40);
+  }
+}
+
+/* A failing re-arm is counted; that worker's next request is launched on
+ * arrival, and nothing is lost. */
+static void test_prelaunch_arm_failures(void **state) {
+  (void)state;
+  for (int emode = 0; emode <= EMU_GPU_ONLY_WORD; emode += EMU_GPU_ONLY_WORD) {
+    cudaq_pipeline_stats_t st = run_prelaunch(emode, 3, 30, 200);
+    assert_true(st.prelaunch_failures > 0);
+    assert_true(st.prelaunched < 230);
+  }
+}
+
+static int factory_with_dma(void *user, int worker_id, cudaq_gpu_worker_resources_t *r) {
+  int rc = emu_factory(user, worker_id, r);
+  r->pre_launch_fn = (cudaq_launch_callback_t)(void (*)(void))emu_sync; /* any non-NULL callback */
+  return rc;
+}
+
+/* gpu_prelaunch refused at start, naming why: no GPU stage; GPU-only with
+ * host-function completion; a pre-launch callback; no gate op (driver). */
+static void test_prelaunch_refused(void **state) {
+  (void)state;
+  static const cudaq__launch_ops_t no_gate = {emu_launch, emu_enqueue, emu_sync, NULL, NULL, NULL};
+  emu_t *e = malloc(sizeof *e);
+  for (int k = 0; k < 4; ++k) {
+    cudaq_pipeline_config_t cfg;
+    cudaq_pipeline_config_init(&cfg);
+    cfg.num_workers = 2;
+    cfg.num_slots = 4;
+    cfg.slot_size = 512;
+    cfg.gpu_prelaunch = 1;
+    if (k == 1) cfg.gpu_only_completion = CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC;
+    cudaq_pipeline_t *p = NULL;
+    assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_OK);
+    if (k == 0) {
+      assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_xor, NULL), CUDAQ_OK);
+    } else {
+      assert_int_equal(emu_attach(e, p, FN_PASS, k == 1 ? EMU_GPU_ONLY_WORD : 0, NULL), CUDAQ_OK);
+      if (k == 2) assert_int_equal(cudaq_pipeline_set_gpu_stage(p, factory_with_dma, e), CUDAQ_OK);
+      if (k == 3) assert_int_equal(cudaq__pipeline_set_launch_ops(p, &no_gate), CUDAQ_OK);
+      if (k != 1) assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_after_gpu, NULL), CUDAQ_OK);
+    }
+    static const char *why[] = {"needs a GPU stage", "STREAM_WRITE", "pre- or post-launch callback",
+                                "cuStreamWaitValue32"};
+    assert_int_equal(cudaq_pipeline_start(p), k == 3 ? CUDAQ_ERR_UNSUPPORTED : CUDAQ_ERR_INVALID_ARG);
+    assert_non_null(strstr(cudaq_last_error(), why[k]));
+    assert_int_equal(cudaq_pipeline_destroy(p), CUDAQ_OK);
+  }
+  free(e);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_api_bad_input),
@@ -813,6 +939,9 @@ int main(void) {
       cmocka_unit_test(test_completion_before_launch_returns),
       cmocka_unit_test(test_stop_drains),
       cmocka_unit_test(test_stop_gives_up),
+      cmocka_unit_test(test_prelaunch),
+      cmocka_unit_test(test_prelaunch_arm_failures),
+      cmocka_unit_test(test_prelaunch_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

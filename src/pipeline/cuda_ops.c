@@ -42,18 +42,40 @@ static int enqueue_word_store(void *user, cudaStream_t s, void *word_dev, uint32
                               CU_STREAM_WRITE_VALUE_DEFAULT);
 }
 
-static cudaq__launch_ops_t real_ops = {launch_graph, enqueue_host_fn, sync_stream, NULL, NULL};
+/* cuStreamWaitValue32 (v2), the same way: the gate of a pre-launched graph. */
+typedef CUresult (*wait_value32_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+static wait_value32_fn g_wait_value32;
 
-static void resolve(void) {
+static int enqueue_gate(void *user, cudaStream_t s, void *word_dev, uint32_t value) {
+  (void)user;
+  /* GEQ is the cyclic (int32_t)(*word - value) >= 0: tickets may wrap. */
+  return (int)g_wait_value32((CUstream)s, (CUdeviceptr)(uintptr_t)word_dev, value,
+                             CU_STREAM_WAIT_VALUE_GEQ);
+}
+
+static cudaq__launch_ops_t real_ops = {launch_graph, enqueue_host_fn, sync_stream, NULL, NULL, NULL};
+
+static void *driver_fn(const char *name) {
   void *fn = NULL;
   enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault, &q) ==
-          cudaSuccess &&
-      q == cudaDriverEntryPointSuccess && fn) {
+  if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+      q == cudaDriverEntryPointSuccess)
+    return fn;
+  return NULL;
+}
+
+static void resolve(void) {
+  void *fn = driver_fn("cuStreamWriteValue32");
+  if (fn) {
     g_write_value32 = (write_value32_fn)fn;
     real_ops.enqueue_word_store = enqueue_word_store;
   }
-  (void)cudaGetLastError(); /* no driver / no device: leave the op out, clear the error */
+  fn = driver_fn("cuStreamWaitValue32");
+  if (fn) {
+    g_wait_value32 = (wait_value32_fn)fn;
+    real_ops.enqueue_gate = enqueue_gate;
+  }
+  (void)cudaGetLastError(); /* no driver / no device: leave the ops out, clear the error */
 }
 
 const cudaq__launch_ops_t *cudaq__cuda_launch_ops(void) {

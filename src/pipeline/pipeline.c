@@ -75,7 +75,9 @@ struct cudaq_pipeline_t {
   worker_ctx_t wctx[CUDAQ_PIPELINE_MAX_WORKERS];
 
   /* Mapped block: ready flags [64], mailboxes [64], then the GPU-only
-   * completion words [64] (written by the GPU, polled by the consumer). */
+   * completion words [64] (written by the GPU, polled by the consumer),
+   * then the pre-launch gate words [64] (written by the dispatcher, waited
+   * on by the GPU). */
   void *mapped_host, *mapped_dev;
   int mapped;
   cudaq_gpu_only_completion_t completion; /* in use (GPU-only mode), or AUTO */
@@ -132,9 +134,17 @@ static void **mailbox_host_base(const cudaq_pipeline_t *p) {
   return (void **)((uint8_t *)p->mapped_host + CUDAQ_PIPELINE_MAX_WORKERS * sizeof(int));
 }
 #define DONE_OFFSET (CUDAQ_PIPELINE_MAX_WORKERS * (sizeof(int) + sizeof(void *)))
-#define MAPPED_BYTES (DONE_OFFSET + CUDAQ_PIPELINE_MAX_WORKERS * sizeof(uint32_t))
+#define GATE_OFFSET (DONE_OFFSET + CUDAQ_PIPELINE_MAX_WORKERS * sizeof(uint32_t))
+#define MAPPED_BYTES (GATE_OFFSET + CUDAQ_PIPELINE_MAX_WORKERS * sizeof(uint32_t))
 static _Atomic uint32_t *done_host_base(const cudaq_pipeline_t *p) {
   return (_Atomic uint32_t *)(void *)((uint8_t *)p->mapped_host + DONE_OFFSET);
+}
+static _Atomic uint32_t *gate_host_base(const cudaq_pipeline_t *p) {
+  return (_Atomic uint32_t *)(void *)((uint8_t *)p->mapped_host + GATE_OFFSET);
+}
+/* Device view of a word of the mapped block (the host view where the GPU is emulated). */
+static void *mapped_dev_at(const cudaq_pipeline_t *p, size_t offset) {
+  return (uint8_t *)(p->mapped ? p->mapped_dev : p->mapped_host) + offset;
 }
 
 /* ---- config / create / destroy ----------------------------------------- */
@@ -343,6 +353,7 @@ static void gpu_only_complete(void *arg) {
   if (r->gpu_output_host && n) memcpy(tx_slot(p, s) + CUDAQ_RPC_HEADER_SIZE, r->gpu_output_host, n);
   else n = 0;
   complete_slot(p, s, 0, (uint32_t)n);
+  if (p->pool.prelaunch) cudaq__pool_arm(&p->pool, w); /* STREAM_WRITE only: the consumer thread */
   cudaq__pool_release(&p->pool, w); /* R6 */
 }
 
@@ -506,6 +517,10 @@ static void *worker_main(void *arg) {
     /* R11 releases the ready flag (release_job, 2 -> 0) before the worker
      * bit: the dispatcher's next R8 / launch finds it 0. */
     atomic_store_explicit(ready, 0, memory_order_release);
+    /* Pre-launch: the next graph waits at w's gate before w is free. Its
+     * store of 1 into the ready flag cannot come before the gate opens,
+     * which needs the dispatcher to take w after R6. */
+    if (p->pool.prelaunch) cudaq__pool_arm(&p->pool, w);
     cudaq__pool_release(&p->pool, w); /* R6 */
   }
   return NULL;
@@ -568,6 +583,38 @@ static int spawn(pthread_t *t, void *(*main_fn)(void *), void *arg, int core, co
   return cudaq__spawn_pinned(t, main_fn, arg, core, name); /* shared with the host dispatcher */
 }
 
+/* gpu_prelaunch: the checks of pipeline.h, then the gates. Every mailbox
+ * starts at ring slot 0, so that a graph released at stop without a
+ * request reads valid memory. */
+static cudaq_status_t setup_prelaunch(cudaq_pipeline_t *p) {
+  static const char *fn = "cudaq_pipeline_start";
+  cudaq__pool_t *pool = &p->pool;
+  if (!p->ops.enqueue_gate)
+    return cudaq__fail(CUDAQ_ERR_UNSUPPORTED,
+                       "%s: gpu_prelaunch needs cuStreamWaitValue32 (stream memory operations) "
+                       "from the CUDA driver", fn);
+  if (pool->host_completion && p->completion != CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                       "%s: gpu_prelaunch in GPU-only mode needs STREAM_WRITE completion (a host "
+                       "function cannot launch the next graph); use AUTO or STREAM_WRITE", fn);
+  for (uint32_t w = 0; w < p->nworkers; ++w)
+    if (pool->workers[w].pre_launch_fn || pool->workers[w].post_launch_fn)
+      return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                         "%s: gpu_prelaunch: worker %u has a pre- or post-launch callback, but its "
+                         "graph is launched before the request is known; read the payload "
+                         "through mailbox_dev instead", fn, w);
+  pool->prelaunch = 1;
+  pool->gate_host = gate_host_base(p);
+  pool->gate_dev = (uint32_t *)mapped_dev_at(p, GATE_OFFSET);
+  for (uint32_t w = 0; w < p->nworkers; ++w) {
+    atomic_store_explicit(&pool->gate_host[w], 0, memory_order_relaxed);
+    pool->ticket[w] = 0;
+    pool->armed[w] = 0;
+    pool->mailbox[w] = p->ring.rx_data; /* slot 0, device view */
+  }
+  return CUDAQ_OK;
+}
+
 static cudaq_status_t build_workers(cudaq_pipeline_t *p) {
   static const char *fn = "cudaq_pipeline_start";
   cudaq__pool_t *pool = &p->pool;
@@ -585,6 +632,8 @@ static cudaq_status_t build_workers(cudaq_pipeline_t *p) {
     atomic_store_explicit(&done_host_base(p)[w], 0, memory_order_relaxed);
   }
   p->completion = CUDAQ_GPU_ONLY_COMPLETION_AUTO;
+  if (!p->factory && p->cfg.gpu_prelaunch)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: gpu_prelaunch needs a GPU stage", fn);
   if (!p->factory) {
     pool->cpu_only = 1;
     cudaq__pool_init(pool);
@@ -609,8 +658,7 @@ static cudaq_status_t build_workers(cudaq_pipeline_t *p) {
     if (can && want != CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC) {
       p->completion = CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE;
       /* Device view of the words; an emulated GPU (no mapping) uses the host view. */
-      pool->done_dev = p->mapped ? (uint32_t *)(void *)((uint8_t *)p->mapped_dev + DONE_OFFSET)
-                                 : (uint32_t *)(void *)done_host_base(p);
+      pool->done_dev = (uint32_t *)mapped_dev_at(p, DONE_OFFSET);
     } else {
       p->completion = CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC;
     }
@@ -641,8 +689,32 @@ static cudaq_status_t build_workers(cudaq_pipeline_t *p) {
     wk->post_launch_fn = r->post_launch_fn;
     wk->post_launch_data = r->post_launch_data;
   }
+  if (p->cfg.gpu_prelaunch) {
+    cudaq_status_t st = setup_prelaunch(p);
+    if (st != CUDAQ_OK) return st;
+  }
   cudaq__pool_init(pool);
   return CUDAQ_OK;
+}
+
+/* Pre-launch start: arms every worker (before the dispatcher thread runs:
+ * its creation publishes armed[] and ticket[]). A failed arm is counted and
+ * leaves that worker to launch on arrival. */
+static void arm_all(cudaq_pipeline_t *p) {
+  for (uint32_t w = 0; w < p->nworkers; ++w) cudaq__pool_arm(&p->pool, w);
+}
+
+/* Pre-launch stop or failed start (no pipeline thread running): releases
+ * every waiting graph, then waits for the streams. Returns the first CUDA
+ * error, or 0. */
+static int disarm_all(cudaq_pipeline_t *p) {
+  cudaq__pool_cancel_armed(&p->pool);
+  int first = 0;
+  for (uint32_t w = 0; w < p->nworkers; ++w) {
+    int e = p->ops.sync_stream(p->ops.user, p->pool.workers[w].stream);
+    if (e != 0 && first == 0) first = e;
+  }
+  return first;
 }
 
 static void join_all(cudaq_pipeline_t *p, int dispatcher, int consumer) {
@@ -682,9 +754,11 @@ cudaq_status_t cudaq_pipeline_start(cudaq_pipeline_t *p) {
       p->nworker_threads = w + 1;
     }
   }
+  if (p->pool.prelaunch) arm_all(p);
   rc = spawn(&p->dispatcher_thread, dispatcher_main, p, p->cfg.cores.dispatcher, "cudaq-pl-disp");
   if (rc != 0) {
     join_all(p, 0, 1);
+    if (p->pool.prelaunch) disarm_all(p);
     return cudaq__fail(CUDAQ_ERR_INTERNAL, "%s: dispatcher thread: %s", fn, strerror(rc));
   }
   p->state = ST_RUNNING;
@@ -757,6 +831,17 @@ cudaq_status_t cudaq_pipeline_stop(cudaq_pipeline_t *p) {
   }
   join_all(p, 1, 1);
   cudaq_status_t st = cudaq__ok();
+  if (p->pool.prelaunch && ok) {
+    /* No thread runs any more (joined): the waiting graphs are released
+     * and the streams drained. */
+    int e = disarm_all(p);
+    if (e != 0)
+      st = cudaq__fail(CUDAQ_ERR_CUDA, "cudaq_pipeline_stop: pre-launched graphs: error %d", e);
+  } else if (p->pool.prelaunch) {
+    /* After a timeout: release them (a waiting graph would hold its stream
+     * for ever), but do not wait on streams that may be stuck. */
+    cudaq__pool_cancel_armed(&p->pool);
+  }
   if (ok && p->factory) {
     /* Everything completed, so this returns at once; it makes sure no
      * work of ours is left on the streams before the caller frees them. */
@@ -786,6 +871,9 @@ cudaq_status_t cudaq_pipeline_stats(const cudaq_pipeline_t *p, cudaq_pipeline_st
   out->worker_stalls = atomic_load_explicit(&p->worker_stalls, memory_order_relaxed);
   out->errors = atomic_load_explicit(&p->errors, memory_order_relaxed);
   out->dropped = atomic_load_explicit(&p->dropped, memory_order_relaxed);
+  out->prelaunched = atomic_load_explicit(&p->pool.prelaunched, memory_order_relaxed);
+  out->prelaunch_failures = atomic_load_explicit(&p->pool.prelaunch_failures, memory_order_relaxed);
+  out->prelaunch_cancelled = atomic_load_explicit(&p->pool.prelaunch_cancelled, memory_order_relaxed);
   return cudaq__ok();
 }
 

@@ -30,6 +30,66 @@ static uint64_t mask_for(const cudaq__pool_t *p, uint32_t function_id) {
   return 0;
 }
 
+/* Enqueues worker w's graph and, in GPU-only mode, what completes it.
+ * slot_dev: the request's slot (NULL when pre-launching: no post-launch
+ * callback is allowed then). Returns 0 or the CUDA error. */
+static int enqueue_job(cudaq__pool_t *p, uint32_t w, void *slot_dev) {
+  const cudaq_host_dispatch_worker_t *wk = &p->workers[w];
+  int err = p->ops.launch_graph(p->ops.user, wk->graph_exec, wk->stream);
+  if (err != 0) return err;
+  if (wk->post_launch_fn) wk->post_launch_fn(wk->post_launch_data, slot_dev, wk->stream);
+  if (p->host_completion && p->done_dev)
+    /* G13: the GPU, once the graph has finished, fences (system scope)
+     * and stores 1 into w's completion word; pairs with A13 in the
+     * pipeline's consumer (poll_gpu_done), which then completes the
+     * slot. No host function on the hot path. */
+    return p->ops.enqueue_word_store(p->ops.user, wk->stream, &p->done_dev[w], 1);
+  if (p->host_completion)
+    return p->ops.enqueue_host_fn(p->ops.user, wk->stream, p->completion_fn, p->completion_arg[w]);
+  return 0;
+}
+
+/* Opens worker w's gate: its stream's wait (cudaq__pool_arm) is satisfied
+ * once the word reaches ticket[w]. R14, release: the mailbox, the slot's
+ * request bytes (visible to this thread through A1) and everything else
+ * stored before are in host memory before the word changes; the GPU reads
+ * the word over PCIe, and the graph's reads of the mailbox and slot, which
+ * the stream orders after the wait (A14: the wait's completion), reach host
+ * memory later and see those stores (x86 stores become visible in program
+ * order; device reads of pinned memory are coherent). */
+static void open_gate(cudaq__pool_t *p, uint32_t w) {
+  atomic_store_explicit(&p->gate_host[w], p->ticket[w], memory_order_release);
+}
+
+int cudaq__pool_arm(cudaq__pool_t *p, uint32_t w) {
+  const cudaq_host_dispatch_worker_t *wk = &p->workers[w];
+  const uint32_t t = p->ticket[w] + 1;
+  int err = p->ops.enqueue_gate(p->ops.user, wk->stream, &p->gate_dev[w], t);
+  if (err == 0) {
+    p->ticket[w] = t;
+    err = enqueue_job(p, w, NULL);
+    /* Part of the job may be enqueued behind the gate: open it so that the
+     * stream drains (the graph runs once on the mailbox's last slot, its
+     * results unused), and leave w to launch on arrival. */
+    if (err != 0) open_gate(p, w);
+  }
+  if (err != 0) {
+    atomic_fetch_add_explicit(&p->prelaunch_failures, 1, memory_order_relaxed);
+    return err;
+  }
+  p->armed[w] = 1;
+  return 0;
+}
+
+void cudaq__pool_cancel_armed(cudaq__pool_t *p) {
+  for (uint32_t w = 0; w < p->count; ++w) {
+    if (!p->armed[w]) continue;
+    p->armed[w] = 0;
+    open_gate(p, w);
+    atomic_fetch_add_explicit(&p->prelaunch_cancelled, 1, memory_order_relaxed);
+  }
+}
+
 cudaq__pool_result_t cudaq__pool_dispatch(cudaq__pool_t *p, uint32_t function_id, uint32_t slot,
                                           void *slot_dev, volatile uint64_t *tx_flag,
                                           int *out_error, int *out_worker) {
@@ -37,7 +97,8 @@ cudaq__pool_result_t cudaq__pool_dispatch(cudaq__pool_t *p, uint32_t function_id
   if (!mask) return CUDAQ__POOL_NO_WORKER;
   /* A6 pairs with R6 in cudaq__pool_release: once w's bit is seen set, the
    * previous job's finisher is done with tags[w], mailbox[w] and w's
-   * buffers, so this thread may reuse them. */
+   * buffers, so this thread may reuse them; armed[w] and ticket[w], set by
+   * a finisher's re-arm, are visible too. */
   const uint64_t avail = atomic_load_explicit(&p->idle_mask, memory_order_acquire) & mask;
   if (!avail) return CUDAQ__POOL_BUSY; /* spec 13 "no data loss": caller spins on this slot */
   const uint32_t w = (uint32_t)__builtin_ctzll(avail); /* bit-scan allocation (spec 2) */
@@ -46,7 +107,9 @@ cudaq__pool_result_t cudaq__pool_dispatch(cudaq__pool_t *p, uint32_t function_id
    * acquire above already ordered the reuse, and nothing is published. */
   atomic_fetch_and_explicit(&p->idle_mask, ~bit, memory_order_relaxed);
   p->tags[w] = slot; /* origin-slot tag, owned by this job until R6 */
-  if (p->mailbox) p->mailbox[w] = slot_dev; /* published to the GPU by the launch below */
+  /* Published to the GPU by the launch below, or by R14 when w's graph was
+   * pre-launched. */
+  if (p->mailbox) p->mailbox[w] = slot_dev;
 
   /* R7 marks the slot in flight before anything can complete it; pairs
    * with A2 in the consumer (which ignores the marker) and A3 in the
@@ -55,27 +118,24 @@ cudaq__pool_result_t cudaq__pool_dispatch(cudaq__pool_t *p, uint32_t function_id
    * flag) before the launch call returns. */
   cudaq__store_release_u64(tx_flag, CUDAQ_TX_FLAG_IN_FLIGHT);
 
-  const cudaq_host_dispatch_worker_t *wk = &p->workers[w];
   int err = 0;
   if (p->cpu_only) {
     /* R8 hands the slot to CPU worker w (tags[w] above); pairs with A8,
      * the worker's CAS 1 -> 2. */
     atomic_store_explicit(&p->ready[w], 1, memory_order_release);
+  } else if (p->prelaunch && p->armed[w]) {
+    /* w's graph waits at its gate: opening it (R14, after the mailbox and
+     * R7 above) is the whole launch. No CUDA call on this path. */
+    p->armed[w] = 0;
+    /* Counted before R14, so that whoever sees the answer sees the count. */
+    atomic_store_explicit(&p->prelaunched,
+                          atomic_load_explicit(&p->prelaunched, memory_order_relaxed) + 1,
+                          memory_order_relaxed); /* dispatcher-only writer */
+    open_gate(p, w);
   } else {
+    const cudaq_host_dispatch_worker_t *wk = &p->workers[w];
     if (wk->pre_launch_fn) wk->pre_launch_fn(wk->pre_launch_data, slot_dev, wk->stream);
-    err = p->ops.launch_graph(p->ops.user, wk->graph_exec, wk->stream);
-    if (err == 0) {
-      if (wk->post_launch_fn) wk->post_launch_fn(wk->post_launch_data, slot_dev, wk->stream);
-      if (p->host_completion && p->done_dev)
-        /* G13: the GPU, once the graph has finished, fences (system scope)
-         * and stores 1 into w's completion word; pairs with A13 in the
-         * pipeline's consumer (poll_gpu_done), which then completes the
-         * slot. No host function on the hot path. */
-        err = p->ops.enqueue_word_store(p->ops.user, wk->stream, &p->done_dev[w], 1);
-      else if (p->host_completion)
-        err = p->ops.enqueue_host_fn(p->ops.user, wk->stream, p->completion_fn,
-                                     p->completion_arg[w]);
-    }
+    err = enqueue_job(p, w, slot_dev);
   }
   if (err != 0) {
     /* R9 publishes the error marker (spec 9); pairs with A2 in the

@@ -38,6 +38,11 @@ typedef struct {
    * (cuStreamWriteValue32, default flags): the GPU-only completion without
    * a host function. Returns 0 or the CUDA error code. */
   int (*enqueue_word_store)(void *user, cudaStream_t s, void *word_dev, uint32_t value);
+  /* Optional (NULL: not available). Enqueues on stream s a wait until the
+   * 32-bit word at device address word_dev reaches `value` (cyclic >=:
+   * (int32_t)(*word - value) >= 0; cuStreamWaitValue32, GEQ): the gate of a
+   * pre-launched graph. Returns 0 or the CUDA error code. */
+  int (*enqueue_gate)(void *user, cudaStream_t s, void *word_dev, uint32_t value);
 } cudaq__launch_ops_t;
 
 /* The real ops (CUDA builds); NULL without CUDA. */
@@ -78,6 +83,16 @@ typedef struct cudaq__pool {
   uint32_t fn_id[CUDAQ_PIPELINE_MAX_WORKERS];
   uint64_t fn_mask[CUDAQ_PIPELINE_MAX_WORKERS];
   cudaq__launch_ops_t ops;
+  /* Pre-launch (pipeline gpu_prelaunch): gate words in mapped memory, host
+   * and device views; ticket[w], the value that opens w's waiting graph;
+   * armed[w], a graph waits at w's gate. ticket and armed belong to w's
+   * owner (as tags); the counters are read by stats. */
+  int prelaunch;
+  _Atomic uint32_t *gate_host;
+  uint32_t *gate_dev;
+  uint32_t ticket[CUDAQ_PIPELINE_MAX_WORKERS];
+  uint8_t armed[CUDAQ_PIPELINE_MAX_WORKERS];
+  _Atomic uint64_t prelaunched, prelaunch_failures, prelaunch_cancelled;
 } cudaq__pool_t;
 
 /* Builds the function masks and marks every worker idle. */
@@ -95,6 +110,19 @@ void cudaq__pool_init(cudaq__pool_t *p);
 cudaq__pool_result_t cudaq__pool_dispatch(cudaq__pool_t *p, uint32_t function_id, uint32_t slot,
                                           void *slot_dev, volatile uint64_t *tx_flag,
                                           int *out_error, int *out_worker);
+
+/* Pre-launch: enqueues on worker w's stream the wait at w's gate, the
+ * graph and (GPU-only) the completion, so that the next request given to w
+ * only opens the gate. Called by w's owner: the thread that finishes w's
+ * job, before it releases w, or the starter before any thread runs.
+ * Returns 0, or the CUDA error (counted in prelaunch_failures; w is left
+ * unarmed and launches its next request on arrival). */
+int cudaq__pool_arm(cudaq__pool_t *p, uint32_t w);
+
+/* Pre-launch, at stop (every pipeline thread joined): opens the gate of
+ * every armed worker, whose mailbox must name a valid slot; each such graph
+ * runs once more and its results are not used. */
+void cudaq__pool_cancel_armed(cudaq__pool_t *p);
 
 /* Returns worker w to the pool; any thread. Returns 0, or -1 if it was
  * idle already. */

@@ -435,6 +435,7 @@ static int run(const opts_t *o) {
   cfg.slot_size = slot_size;
   cfg.external_ringbuffer = &a.ring;
   cfg.idle_yield = a.idle_yield;
+  cfg.gpu_prelaunch = o->prelaunch;
   int fpga_cpu = -1;
   if (o->pin >= 0) {
     fpga_cpu = o->pin + 2 + o->workers;
@@ -581,6 +582,10 @@ int main(int argc, char **argv) {
   int r = qrt_check_mode_and_preset(&o);
   if (r)
     return r;
+  /* --prelaunch: each waiting worker holds one of the GPU's hardware queues
+   * (pipeline.h, gpu_prelaunch); before the first CUDA call, unless set. */
+  if (o.prelaunch)
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   return run(&o);
 }
 

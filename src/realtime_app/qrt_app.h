@@ -30,7 +30,7 @@ typedef struct opts {
   const char *in_format, *obs_in_format, *out_format;
   qrt_mode_t mode;
   qrt_payload_t payload;
-  int appended, workers, slots, idle_yield, pin, fp16, compare_mwpm;
+  int appended, workers, slots, idle_yield, pin, fp16, compare_mwpm, prelaunch;
   uint64_t requests, corrupt_every, timeout_ms;
   uint64_t fail_launch_every; /* testing: every K-th GPU graph launch fails (0: none) */
   double duration_s, interval_us, progress_s;

@@ -46,6 +46,9 @@ void qrt_usage(FILE *f) {
       "  --pin C                    pin the dispatcher to CPU C, the consumer to C+1, the\n"
       "                             workers to C+2.. and the FPGA thread after them\n"
       "                             (default: no pinning)\n"
+      "  --prelaunch 0|1            GPU modes: each worker's graph waits on the GPU behind a\n"
+      "                             gate that a request opens (no CUDA call on its path;\n"
+      "                             default 0: launched on arrival)\n"
       "  --payload int32|bits       request payload: one INT32 per detector (the spec's layout,\n"
       "                             default) or bit-packed (the wire format's BIT_PACKED)\n"
       "load:\n"
@@ -120,7 +123,8 @@ int qrt_parse_args(int argc, char **argv, opts_t *o) {
         "--dem", "--in", "--in_format", "--obs_in", "--obs_in_format", "--out", "--out_format",
         "--json", "--model", "--mode", "--preset", "--workers", "--slots", "--requests",
         "--duration_s", "--interval_us", "--timeout_ms", "--idle_yield", "--corrupt_every",
-        "--fail_launch_every", "--progress_s", "--pin", "--payload", "--precision", "--plan_dir", "--compare_mwpm", NULL};
+        "--fail_launch_every", "--progress_s", "--pin", "--payload", "--precision", "--plan_dir", "--compare_mwpm",
+        "--prelaunch", NULL};
     int known = 0;
     for (int k = 0; valued[k]; k++)
       known |= !strcmp(a, valued[k]);
@@ -186,13 +190,15 @@ int qrt_parse_args(int argc, char **argv, opts_t *o) {
           return 1;
         }
         o->pin = (int)u;
-      } else { /* --idle_yield, --compare_mwpm */
+      } else { /* --idle_yield, --compare_mwpm, --prelaunch */
         if (u > 1) {
           fprintf(stderr, "qec-realtime: %s is 0 or 1\n", a);
           return 1;
         }
         if (!strcmp(a, "--idle_yield"))
           o->idle_yield = (int)u;
+        else if (!strcmp(a, "--prelaunch"))
+          o->prelaunch = (int)u;
         else
           o->compare_mwpm = (int)u;
       }
@@ -268,6 +274,16 @@ int qrt_check_mode_and_preset(opts_t *o) {
   if (o->fail_launch_every && o->mode == QRT_MODE_CPU) {
     fprintf(stderr, "qec-realtime: --fail_launch_every fails GPU graph launches: it needs --mode "
                     "hybrid or passthrough\n");
+    return 2;
+  }
+  if (o->prelaunch && o->mode == QRT_MODE_CPU) {
+    fprintf(stderr, "qec-realtime: --prelaunch pre-launches GPU graphs: it needs --mode hybrid or "
+                    "passthrough\n");
+    return 2;
+  }
+  if (o->prelaunch && o->fail_launch_every) {
+    fprintf(stderr, "qec-realtime: --prelaunch and --fail_launch_every do not combine (a failed "
+                    "pre-launch is retried on arrival, not answered with an error)\n");
     return 2;
   }
   if (!o->dem || !o->in) {

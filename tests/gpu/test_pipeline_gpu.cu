@@ -85,8 +85,11 @@ static size_t cpu_stage(void *user, const cudaq_cpu_stage_context_t *ctx) {
 
 /* mode: 0 GPU + CPU, 1 GPU only, 2 CPU only; completion: the config's
  * gpu_only_completion; mailbox: the stage's kernel reads the payload from
- * the slot named by the mailbox (no pre-launch DMA). */
-static void run_with(int mode, size_t payload, int workers, uint32_t n, int completion, int mailbox) {
+ * the slot named by the mailbox (no pre-launch DMA); prelaunch: the
+ * config's gpu_prelaunch (needs mailbox), with the first `paced` requests
+ * sent one at a time, each after the previous answer. */
+static void run_with(int mode, size_t payload, int workers, uint32_t n, int completion, int mailbox,
+                     int prelaunch = 0, uint32_t paced = 0) {
   rec_t r;
   memset(&r, 0, sizeof r);
   pgs_stage *st = (pgs_stage *)calloc(1, sizeof *st);
@@ -105,6 +108,7 @@ static void run_with(int mode, size_t payload, int workers, uint32_t n, int comp
   cfg.slot_size = payload + 64;
   cfg.drain_timeout_ms = 20000;
   cfg.gpu_only_completion = completion;
+  cfg.gpu_prelaunch = prelaunch;
   cudaq_pipeline_t *p = NULL;
   assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_OK);
   cudaq_pipeline_ringbuffer(p, &r.rb);
@@ -123,13 +127,20 @@ static void run_with(int mode, size_t payload, int workers, uint32_t n, int comp
   assert_int_equal(cudaq_pipeline_injector_create(p, &inj), CUDAQ_OK);
   uint8_t *buf = (uint8_t *)malloc(payload);
   uint64_t t0 = now_ns();
+  cudaq_pipeline_stats_t stt;
   for (uint64_t rid = 0; rid < n; ++rid) {
     for (size_t i = 0; i < payload; ++i) buf[i] = byte_of(rid, i);
     assert_int_equal(cudaq_pipeline_injector_submit(inj, FN_PASS, buf, payload, rid), CUDAQ_OK);
+    if (rid < paced) { /* one at a time: the request finds every worker idle, so armed */
+      const uint64_t t_wait = now_ns();
+      while (__atomic_load_n(&r.count, __ATOMIC_ACQUIRE) < rid + 1)
+        if (now_ns() - t_wait > 10000000000ull) fail_msg("request %llu not answered in 10 s", (unsigned long long)rid);
+      cudaq_pipeline_stats(p, &stt);
+      assert_int_equal(stt.prelaunched, rid + 1);
+    }
   }
   assert_int_equal(cudaq_pipeline_stop(p), CUDAQ_OK); /* drains */
   double secs = (double)(now_ns() - t0) / 1e9;
-  cudaq_pipeline_stats_t stt;
   cudaq_pipeline_stats(p, &stt);
   uint64_t missing = 0;
   for (uint64_t i = 0; i < n; ++i) missing += r.seen[i] == 0;
@@ -145,6 +156,16 @@ static void run_with(int mode, size_t payload, int workers, uint32_t n, int comp
   assert_int_equal(r.bad, 0);
   assert_int_equal(r.failed, 0);
   assert_int_equal(stt.completed, n);
+  if (prelaunch) {
+    printf("  pre-launched %llu of %u; failed re-arms %llu; released at stop %llu\n",
+           (unsigned long long)stt.prelaunched, n, (unsigned long long)stt.prelaunch_failures,
+           (unsigned long long)stt.prelaunch_cancelled);
+    assert_true(stt.prelaunched >= paced && stt.prelaunched <= n);
+    assert_int_equal(stt.prelaunch_failures, 0);
+    assert_int_equal(stt.prelaunch_cancelled, (uint64_t)workers); /* each re-armed after its last job */
+  } else {
+    assert_int_equal(stt.prelaunched + stt.prelaunch_cancelled, 0);
+  }
   cudaq_pipeline_injector_destroy(inj);
   assert_int_equal(cudaq_pipeline_destroy(p), CUDAQ_OK);
   pgs_release(st);
@@ -177,6 +198,14 @@ static void test_gpu_only_host_func(void **) {
 static void test_mailbox_read(void **) {
   run_with(0, 2048, 4, scaled(50000), CUDAQ_GPU_ONLY_COMPLETION_AUTO, 1);
   run_with(1, 16384, 8, scaled(20000), CUDAQ_GPU_ONLY_COMPLETION_AUTO, 1);
+}
+/* (extension) gpu_prelaunch: each worker's graph waits at a gate
+ * (cuStreamWaitValue32) and a request only opens it; GPU + CPU and GPU-only
+ * (stream-write completion), paced then flat out; the waiting graphs are
+ * released at stop. */
+static void test_prelaunch(void **) {
+  run_with(0, 2048, 4, scaled(20000), CUDAQ_GPU_ONLY_COMPLETION_AUTO, 1, 1, scaled(500));
+  run_with(1, 16384, 4, scaled(10000), CUDAQ_GPU_ONLY_COMPLETION_AUTO, 1, 1, scaled(500));
 }
 
 /* GRAPH_LAUNCH entries of a host-path cudaq_dispatcher_t go to real graph
@@ -336,6 +365,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_only_2k),      cmocka_unit_test(test_gpu_only_16k),
       cmocka_unit_test(test_cpu_only_mapped),   cmocka_unit_test(test_gpu_only_stream_write),
       cmocka_unit_test(test_gpu_only_host_func), cmocka_unit_test(test_mailbox_read),
+      cmocka_unit_test(test_prelaunch),
       cmocka_unit_test(test_host_dispatcher_graph_workers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

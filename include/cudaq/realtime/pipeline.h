@@ -74,6 +74,26 @@ typedef struct {
   /* (extension) How GPU-only mode (no CPU stage) learns that a worker's
    * graph has finished; one of cudaq_gpu_only_completion_t, default AUTO. */
   int gpu_only_completion;
+  /* (extension) 1: pre-launch each GPU worker's graph behind a gate, so
+   * that no CUDA call lies on a request's path. While a worker is idle its
+   * stream already holds a wait on a gate word (cuStreamWaitValue32, mapped
+   * memory), the graph and (GPU-only) the completion word's store; a
+   * request opens the gate with one host store, after the mailbox. Whoever
+   * finishes a job arms its worker again (the CPU worker thread, or in
+   * GPU-only mode the consumer). Requirements, checked at start:
+   *   - the graph reads its payload through mailbox_dev (no pre_launch_fn /
+   *     post_launch_fn: the request is not known when the graph is
+   *     launched);
+   *   - GPU-only mode uses STREAM_WRITE completion (a host function cannot
+   *     launch the next graph);
+   *   - the driver offers stream memory operations.
+   * Each armed worker holds one hardware queue of the GPU while it waits:
+   * keep num_workers plus the process's other busy streams within
+   * CUDA_DEVICE_MAX_CONNECTIONS (default 8; set it, up to 32, before the
+   * first CUDA call). At stop every waiting graph is released once with the
+   * mailbox naming ring slot 0, its results discarded (counted in
+   * prelaunch_cancelled). 0 (default): every graph is launched on arrival. */
+  int gpu_prelaunch;
 } cudaq_pipeline_config_t;
 
 /* GPU-only completion (extension). The spec's way is a host function
@@ -119,7 +139,8 @@ typedef struct {
    * system-scope release store (GPU + CPU mode). NULL without a GPU. */
   int *ready_flag_dev;
   /* in (extension): device pointer of this worker's mailbox, where the
-   * dispatcher writes the slot's device address before each launch. */
+   * dispatcher writes the slot's device address before each launch (with
+   * gpu_prelaunch: before it opens the gate). */
   void **mailbox_dev;
 } cudaq_gpu_worker_resources_t;
 
@@ -177,6 +198,12 @@ typedef struct {
   uint64_t errors;              /* (extension) completions with success == 0 */
   uint64_t dropped;             /* (extension) consumed without response: bad magic, or no
                                    worker serves the function (as the host path) */
+  /* (extension, gpu_prelaunch) requests whose graph was waiting at its gate
+   * (the rest were launched on arrival); failed re-arms (the worker then
+   * launches on arrival); waiting graphs released unused at stop. */
+  uint64_t prelaunched;
+  uint64_t prelaunch_failures;
+  uint64_t prelaunch_cancelled;
 } cudaq_pipeline_stats_t;
 
 typedef struct {
