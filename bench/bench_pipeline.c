@@ -20,8 +20,10 @@
  * offers it), gpu_only_hostfn (the spec's cudaLaunchHostFunc completion).
  * --stage mailbox: no pre-launch DMA; the kernel reads the payload from the
  * ring slot named by the worker's mailbox. --stage prelaunch: the same
- * kernel, pre-launched behind a gate (config gpu_prelaunch): no CUDA call
- * on a request's path; CUDA_DEVICE_MAX_CONNECTIONS is raised to 32 (unless
+ * graph, pre-launched behind a gate kernel (config gpu_prelaunch) that
+ * copies the request into device memory, where the kernel reads it through
+ * the mailbox: no CUDA call on a request's path; --waiting N (default 1)
+ * graphs wait at once; CUDA_DEVICE_MAX_CONNECTIONS is raised to 32 (unless
  * set) so that each waiting worker has a hardware queue. Each GPU row also reports the
  * dispatcher's launch calls (pre-launch + cudaGraphLaunch): mean, max and
  * how many took over 100 us / 1 ms. --hiccup CPU runs a thread on that CPU
@@ -32,7 +34,7 @@
  *   bench_pipeline [--modes cpu,gpu_cpu,gpu_only,gpu_only_hostfn] [--requests N]
  *                  [--payloads 2048,16384] [--intervals 0,1,10,30]
  *                  [--workers W] [--cpus D,C,W0] [--yield] [--stage dma|mailbox|prelaunch]
- *                  [--hiccup CPU]
+ *                  [--waiting N] [--hiccup CPU]
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -93,6 +95,7 @@ typedef struct {
   int dispatcher, consumer, worker_base, workers, yield;
   int mailbox;   /* --stage mailbox or prelaunch */
   int prelaunch; /* --stage prelaunch */
+  int waiting;   /* --waiting N: the config's gpu_prelaunch with --stage prelaunch */
   int hiccup;  /* --hiccup CPU, or -1 */
 } opts_t;
 
@@ -144,7 +147,7 @@ static void run_one(const char *mode, size_t payload, double interval_us, size_t
   cfg.idle_yield = o->yield;
   cfg.drain_timeout_ms = 10000;
   if (!strcmp(mode, "gpu_only_hostfn")) cfg.gpu_only_completion = CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC;
-  cfg.gpu_prelaunch = gpu && o->prelaunch;
+  cfg.gpu_prelaunch = gpu && o->prelaunch ? o->waiting : 0;
   cudaq_pipeline_t *p = NULL;
   if (cudaq_pipeline_create(&cfg, &p) != CUDAQ_OK) {
     fprintf(stderr, "create: %s\n", cudaq_last_error());
@@ -287,7 +290,7 @@ int main(int argc, char **argv) {
   size_t n = 100000;
   double payloads[4] = {2048, 16384}, intervals[8] = {0, 1, 10, 30};
   int np = 2, ni = 4;
-  opts_t o = {.dispatcher = -1, .consumer = -1, .worker_base = -1, .workers = 8, .hiccup = -1};
+  opts_t o = {.dispatcher = -1, .consumer = -1, .worker_base = -1, .workers = 8, .hiccup = -1, .waiting = 1};
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--modes") && i + 1 < argc) modes = argv[++i];
     else if (!strcmp(argv[i], "--requests") && i + 1 < argc) n = strtoull(argv[++i], NULL, 10);
@@ -307,12 +310,18 @@ int main(int argc, char **argv) {
       }
       o.mailbox = strcmp(v, "dma") != 0;
       o.prelaunch = !strcmp(v, "prelaunch");
-      if (o.prelaunch) setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0); /* before the first CUDA call */
     } else if (!strcmp(argv[i], "--hiccup") && i + 1 < argc) o.hiccup = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--waiting") && i + 1 < argc) {
+      o.waiting = atoi(argv[++i]);
+      if (o.waiting < 1) {
+        fprintf(stderr, "bench_pipeline: --waiting is 1 or more (with --stage prelaunch)\n");
+        return 2;
+      }
+    }
     else {
       fprintf(stderr, "usage: %s [--modes cpu,gpu_cpu,gpu_only,gpu_only_hostfn] [--requests N] "
                       "[--payloads 2048,16384] [--intervals 0,1,10,30] [--workers W] [--cpus D,C,W0] "
-                      "[--yield] [--stage dma|mailbox|prelaunch] [--hiccup CPU]\n", argv[0]);
+                      "[--yield] [--stage dma|mailbox|prelaunch] [--waiting N] [--hiccup CPU]\n", argv[0]);
       return 2;
     }
   }
@@ -322,6 +331,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (n < 100) n = 100;
+  if (o.prelaunch) setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0); /* before the first CUDA call */
   int have_gpu = 0;
 #ifdef CUDAQ_BENCH_GPU
   have_gpu = bench_gpu_available();

@@ -20,6 +20,8 @@
 #     .venv/bin/python tools/predecoder/reference_eval.py shots --manifest models/manifest.json \
 #       --model models/predecoder_d$2.onnx --p $3 --shots $4 --seed $5 --out .gpucarry/shots/$1; done
 # STEPS=sanitize_all: every GPU test binary under memcheck, racecheck and synccheck (SAN_TOOLS).
+# STEPS=prelaunch: d = 7 and 13 hybrid (and d = 7 passthrough), one request every 30 and 10 us,
+# launched on arrival against --prelaunch 1 (the pipeline's gpu_prelaunch), interleaved.
 # STEPS="test sanitize nsys bench lowload udp dispatch sanitize_all" (default: the first six); DURATION (s per bench run,
 # default 2); WORKERS (default 8). Logs and reports go to $OUT (default gpu-out/); the
 # device tool returns few files, so run it as
@@ -80,7 +82,7 @@ bench() { # bench PRESET MODE INTERVAL [args...]
     --json "$OUT/bench/$name.json" "$@"
   grep -E "Throughput|p50|p99|^requests:|^logical|^MWPM alone|^stage|^GPU" "$OUT/bench_$name.log"
 }
-if has bench || has lowload; then
+if has bench || has lowload || has prelaunch; then
   shots d7 models/predecoder_d7_z.onnx 0.005 20000 21
   shots d13 models/predecoder_d13_z.onnx 0.005 10000 31
   shots d21 models/predecoder_d21_x.onnx 0.003 2000 41
@@ -101,6 +103,17 @@ if has lowload; then # the hybrid mode's latency below its capacity (engine-boun
   SFX=-fp32 bench d7 hybrid 1000 --precision fp32
   SFX=-bits bench d7 hybrid 1000 --payload bits
   SFX=-bits bench d7 passthrough 10 --payload bits
+fi
+if has prelaunch; then # graphs pre-launched behind a gate vs launched on arrival, A/B in one visit
+  for round in 1 2; do
+    for iv in 30 10; do
+      for pl in 0 1; do
+        SFX=-pl$pl-r$round bench d7 hybrid $iv --prelaunch $pl
+        SFX=-pl$pl-r$round bench d7 passthrough $iv --prelaunch $pl
+        SFX=-pl$pl-r$round bench d13 hybrid $iv --prelaunch $pl
+      done
+    done
+  done
 fi
 if has dispatch; then
   STEP_TIMEOUT=120 run test_api /tmp/rtbin/test_api # its device-path branches need a GPU

@@ -12,10 +12,12 @@
  * host function, or the completion word's store (as cuStreamWriteValue32
  * does; offered only with EMU_GPU_ONLY_WORD).
  *
- * Pre-launch (gpu_prelaunch): the gate op (cuStreamWaitValue32) marks the
- * worker gated; a job posted behind it waits until the gate word reaches
- * its value, and only then reads the mailbox (its delay starts there).
- * emu_t.gate_fail_every = K makes every K-th gate op fail.
+ * Pre-launch (gpu_prelaunch): the gate ops give each worker a second
+ * "graph", its gate graph (gexec); a job launched through it waits until
+ * the gate word carries its ticket, then copies the request of the slot the
+ * word names into the worker's staging copy, which the mailbox names (as
+ * gate.cu does), and only then starts its delay. emu_t.gate_fail_every = K
+ * makes every K-th launch of a gate graph fail.
  */
 #ifndef CUDAQ_TEST_PIPELINE_EMU_H
 #define CUDAQ_TEST_PIPELINE_EMU_H
@@ -23,6 +25,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cudaq/realtime/pipeline.h"
@@ -36,7 +39,15 @@ typedef struct emu emu_t;
 
 enum { EMU_GPU_CPU = 0, EMU_GPU_ONLY_HOST_FN = 1, EMU_GPU_ONLY_WORD = 2 };
 
+typedef struct emu_worker emu_worker_t;
 typedef struct {
+  int tag; /* EMU_TAG_GATE (a worker starts with EMU_TAG_WORKER) */
+  emu_worker_t *w;
+} emu_gexec_t;
+enum { EMU_TAG_WORKER = 1, EMU_TAG_GATE = 2 };
+
+struct emu_worker {
+  int tag;
   emu_t *emu;
   int id;
   _Atomic int *ready;  /* the pipeline's ready flag (ready_flag_dev) */
@@ -47,12 +58,13 @@ typedef struct {
   void *host_arg;
   _Atomic uint32_t *word; /* GPU-only completion (stream write of `value`) */
   uint32_t value;
-  _Atomic uint32_t *gate; /* pre-launch: the job waits until *gate reaches gate_value */
-  uint32_t gate_value;
-  int gated;
+  emu_gexec_t gexec;      /* pre-launch: the gate graph */
+  cudaq__gate_args_t gate; /* its arguments (host memory stands in for device memory) */
+  uint32_t gticket;        /* the runs of the gate graph so far */
+  int gated;               /* the pending job waits at the gate */
   uint8_t out[EMU_OUT]; /* the "GPU output" (gpu_output_host) */
   size_t out_len;
-} emu_worker_t;
+};
 
 /* Returns the delay in ns of the job in `slot` (request header + payload),
  * or -1 to make the launch fail. */
@@ -66,7 +78,8 @@ struct emu {
   _Atomic int stop;
   _Atomic int release; /* 1: jobs still waiting for their delay complete now */
   _Atomic uint64_t launches;
-  _Atomic uint64_t gates, gates_opened; /* gate ops accepted; gated jobs released */
+  _Atomic uint64_t gates, gates_opened; /* gate graphs launched; released at their gate */
+  _Atomic uint64_t gate_calls, gate_fails;
   int gate_fail_every;
   pthread_t thread;
   uint32_t function_id;
@@ -74,8 +87,18 @@ struct emu {
 
 static int emu_launch(void *user, cudaGraphExec_t g, cudaStream_t s) {
   (void)user, (void)s;
-  emu_worker_t *w = (emu_worker_t *)(void *)g;
-  if (!w->gated) { /* on arrival (a pre-launched job reads its slot when its gate opens) */
+  const int tag = *(const int *)(void *)g;
+  emu_worker_t *w = tag == EMU_TAG_GATE ? ((emu_gexec_t *)(void *)g)->w : (emu_worker_t *)(void *)g;
+  if (tag == EMU_TAG_GATE) {
+    emu_t *e = w->emu;
+    uint64_t k = atomic_fetch_add_explicit(&e->gate_calls, 1, memory_order_relaxed) + 1;
+    if (e->gate_fail_every && k % (uint64_t)e->gate_fail_every == 0) {
+      atomic_fetch_add_explicit(&e->gate_fails, 1, memory_order_relaxed);
+      return 2; /* cudaErrorMemoryAllocation, say */
+    }
+    atomic_fetch_add_explicit(&e->gates, 1, memory_order_relaxed);
+    w->gated = 1; /* published to the emulator by the pending store below (or the completion's) */
+  } else { /* a job that reads its slot through the mailbox now */
     const uint8_t *slot = (const uint8_t *)*w->mailbox; /* written by the dispatcher */
     int64_t d = w->emu->delay ? w->emu->delay(slot) : 0;
     if (d < 0) return 700; /* cudaErrorIllegalAddress, say */
@@ -106,19 +129,35 @@ static int emu_word_store(void *user, cudaStream_t s, void *word, uint32_t value
   return 0;
 }
 
-static int emu_gate(void *user, cudaStream_t s, void *word, uint32_t value) {
+/* The gate ops: host memory for the "device" block; the gate graph is the
+ * worker's gexec. */
+static int emu_gate_alloc(void *user, uint64_t staging_bytes, cudaq__gate_args_t *g) {
   (void)user;
-  emu_worker_t *w = (emu_worker_t *)(void *)s;
-  emu_t *e = w->emu;
-  uint64_t n = atomic_fetch_add_explicit(&e->gates, 1, memory_order_relaxed) + 1;
-  if (e->gate_fail_every && n % (uint64_t)e->gate_fail_every == 0) {
-    atomic_fetch_sub_explicit(&e->gates, 1, memory_order_relaxed);
-    return 2; /* cudaErrorMemoryAllocation, say */
-  }
-  w->gate = (_Atomic uint32_t *)word;
-  w->gate_value = value;
-  w->gated = 1; /* published to the emulator by the pending store of the job behind it */
+  uint8_t *base = (uint8_t *)calloc(1, 16 + (size_t)staging_bytes);
+  if (!base) return 2;
+  g->mailbox_dev = (void **)(void *)base;
+  g->ticket_dev = (uint32_t *)(void *)(base + 8);
+  g->staging_dev = base + 16;
+  g->staging_bytes = staging_bytes;
+  *g->mailbox_dev = g->staging_dev;
   return 0;
+}
+
+static int emu_gate_graph(void *user, cudaGraph_t graph, const cudaq__gate_args_t *a, cudaStream_t s,
+                          cudaGraphExec_t *out) {
+  (void)user, (void)s;
+  emu_worker_t *w = (emu_worker_t *)(void *)graph; /* the factory's graph is the worker */
+  w->gate = *a;
+  w->gexec.tag = EMU_TAG_GATE;
+  w->gexec.w = w;
+  *out = (cudaGraphExec_t)(void *)&w->gexec;
+  return 0;
+}
+
+static void emu_gate_free(void *user, cudaq__gate_args_t *g, cudaGraphExec_t exec) {
+  (void)user, (void)exec;
+  free(g->mailbox_dev);
+  g->mailbox_dev = NULL;
 }
 
 static int emu_sync(void *user, cudaStream_t s) {
@@ -136,12 +175,20 @@ static void *emu_main(void *arg) {
       emu_worker_t *w = &e->w[i];
       if (!atomic_load_explicit(&w->pending, memory_order_acquire)) continue;
       any = 1;
-      if (w->gated) {
-        /* The stream's wait: acquire pairs with the pipeline's R14. */
-        if ((int32_t)(atomic_load_explicit(w->gate, memory_order_acquire) - w->gate_value) < 0) continue;
+      if (w->gated) { /* the gate kernel: A14 pairs with the pipeline's R14 */
+        const uint64_t v = atomic_load_explicit((_Atomic uint64_t *)(void *)w->gate.gate_dev,
+                                                memory_order_acquire);
+        if ((int32_t)((uint32_t)(v >> 32) - (w->gticket + 1)) < 0) continue;
+        w->gticket++;
         w->gated = 0;
         atomic_fetch_add_explicit(&e->gates_opened, 1, memory_order_relaxed);
-        int64_t d = e->delay ? e->delay((const uint8_t *)*w->mailbox) : 0;
+        const uint32_t k = (uint32_t)v < w->gate.nslots ? (uint32_t)v : 0;
+        const uint8_t *src = w->gate.ring_dev + (size_t)k * w->gate.stride;
+        cudaq_rpc_header_t h;
+        memcpy(&h, src, sizeof h);
+        size_t n = 24 + (size_t)h.arg_len;
+        memcpy(w->gate.staging_dev, src, n < w->gate.staging_bytes ? n : w->gate.staging_bytes);
+        int64_t d = e->delay ? e->delay(w->gate.staging_dev) : 0;
         w->due_ns = test_now_ns() + (uint64_t)(d < 0 ? 0 : d);
       }
       if (test_now_ns() < w->due_ns && !atomic_load_explicit(&e->release, memory_order_relaxed)) continue;
@@ -167,12 +214,14 @@ static void *emu_main(void *arg) {
 static int emu_factory(void *user, int worker_id, cudaq_gpu_worker_resources_t *r) {
   emu_t *e = user;
   emu_worker_t *w = &e->w[worker_id];
+  w->tag = EMU_TAG_WORKER;
   w->emu = e;
   w->id = worker_id;
   w->ready = (_Atomic int *)(void *)r->ready_flag_dev;
   w->mailbox = r->mailbox_dev;
   r->graph_exec = (cudaGraphExec_t)(void *)w;
   r->stream = (cudaStream_t)(void *)w;
+  r->graph = (cudaGraph_t)(void *)w; /* gpu_prelaunch: the gate graph's child */
   r->function_id = e->function_id;
   r->gpu_output_host = w->out;
   r->gpu_output_size = EMU_OUT; /* the CPU stage uses the request length */
@@ -183,9 +232,11 @@ static int emu_factory(void *user, int worker_id, cudaq_gpu_worker_resources_t *
 
 /* Without the word store (GPU-only mode falls back to the host function),
  * and with it. */
-static const cudaq__launch_ops_t emu_ops = {emu_launch, emu_enqueue, emu_sync, NULL, NULL, emu_gate};
-static const cudaq__launch_ops_t emu_ops_word = {emu_launch, emu_enqueue, emu_sync, NULL,
-                                                 emu_word_store, emu_gate};
+static const cudaq__launch_ops_t emu_ops = {emu_launch,     emu_enqueue,    emu_sync,     NULL, NULL,
+                                            emu_gate_alloc, emu_gate_graph, emu_gate_free};
+static const cudaq__launch_ops_t emu_ops_word = {emu_launch,     emu_enqueue,    emu_sync,     NULL,
+                                                 emu_word_store, emu_gate_alloc, emu_gate_graph,
+                                                 emu_gate_free};
 
 /* Wires e as p's GPU stage; call emu_start after cudaq_pipeline_start. */
 static inline cudaq_status_t emu_attach(emu_t *e, cudaq_pipeline_t *p, uint32_t function_id,

@@ -54,7 +54,7 @@ static int fake_sync(void *u, cudaStream_t s) {
   (void)u, (void)s;
   return 0;
 }
-static const cudaq__launch_ops_t fake_ops = {fake_launch, fake_enqueue, fake_sync, NULL, NULL, NULL};
+static const cudaq__launch_ops_t fake_ops = {.launch_graph = fake_launch, .enqueue_host_fn = fake_enqueue, .sync_stream = fake_sync};
 
 /* The user's CPU poller: answers the origin slot (payload + 1 per byte),
  * publishes the TX flag, then returns the worker to the pool. */

@@ -710,7 +710,7 @@ static void test_completion_before_launch_returns(void **state) {
   cudaq_pipeline_t *p = make(r, 2, 16, 512);
   g_sync_rb = r->rb;
   assert_int_equal(emu_attach(e, p, FN_PASS, 0, NULL), CUDAQ_OK);
-  static const cudaq__launch_ops_t sync_ops = {sync_launch, emu_enqueue, emu_sync, NULL, NULL, NULL};
+  static const cudaq__launch_ops_t sync_ops = {.launch_graph = sync_launch, .enqueue_host_fn = emu_enqueue, .sync_stream = emu_sync};
   assert_int_equal(cudaq__pipeline_set_launch_ops(p, &sync_ops), CUDAQ_OK);
   assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_after_gpu, NULL), CUDAQ_OK);
   assert_int_equal(cudaq_pipeline_start(p), CUDAQ_OK);
@@ -800,10 +800,10 @@ static void test_stop_gives_up(void **state) {
 /* ---- (extension) gpu_prelaunch: graphs waiting at a gate ----------------- */
 
 /* Runs `paced` requests one at a time (each waits for the previous answer),
- * then `burst` back to back, through a pre-launched pipeline: GPU + CPU
- * (emode 0) or GPU-only with the completion word. Checks every answer and
- * the pre-launch counters; returns the stats. */
-static cudaq_pipeline_stats_t run_prelaunch(int emode, int gate_fail_every, uint32_t paced,
+ * then `burst` back to back, through a pipeline with gpu_prelaunch = limit:
+ * GPU + CPU (emode 0) or GPU-only with the completion word. Checks every
+ * answer and the pre-launch counters; returns the stats. */
+static cudaq_pipeline_stats_t run_prelaunch(int emode, int limit, int gate_fail_every, uint32_t paced,
                                             uint32_t burst) {
   rec_t *r = calloc(1, sizeof *r);
   emu_t *e = malloc(sizeof *e);
@@ -813,7 +813,7 @@ static cudaq_pipeline_stats_t run_prelaunch(int emode, int gate_fail_every, uint
   cfg.num_slots = 8;
   cfg.slot_size = emode ? EMU_OUT + 24 : 512;
   cfg.idle_yield = 1;
-  cfg.gpu_prelaunch = 1;
+  cfg.gpu_prelaunch = limit;
   cudaq_pipeline_t *p = NULL;
   assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_OK);
   cudaq_pipeline_ringbuffer(p, &r->rb);
@@ -848,13 +848,15 @@ static cudaq_pipeline_stats_t run_prelaunch(int emode, int gate_fail_every, uint
   }
   cudaq_pipeline_stats(p, &st);
   assert_int_equal(st.completed, n);
-  assert_int_equal(st.errors, 0);
   assert_true(st.prelaunched <= n);
-  /* Every accepted gate was opened: by a request or at stop. */
+  /* Every launch is of a gate graph (on arrival too), and every one that
+   * was accepted was released: by a request or at stop. A failed launch is
+   * a failed re-arm, or on arrival a request answered with an error. */
+  assert_int_equal(atomic_load(&e->launches), atomic_load(&e->gates));
   assert_int_equal(atomic_load(&e->gates), atomic_load(&e->gates_opened));
-  assert_int_equal(atomic_load(&e->gates), st.prelaunched + st.prelaunch_cancelled);
-  /* Every graph ran: pre-launched ones and those launched on arrival. */
-  assert_int_equal(atomic_load(&e->launches), atomic_load(&e->gates) + (n - st.prelaunched));
+  assert_int_equal(atomic_load(&e->gates), n - st.errors + st.prelaunch_cancelled);
+  assert_int_equal(atomic_load(&e->gate_fails), st.prelaunch_failures + st.errors);
+  if (!gate_fail_every) assert_int_equal(st.errors, 0);
   emu_stop(e);
   cudaq_pipeline_injector_destroy(inj);
   cudaq_pipeline_destroy(p);
@@ -865,38 +867,53 @@ static cudaq_pipeline_stats_t run_prelaunch(int emode, int gate_fail_every, uint
 
 static void test_prelaunch(void **state) {
   (void)state;
-  for (int emode = 0; emode <= EMU_GPU_ONLY_WORD; emode += EMU_GPU_ONLY_WORD) {
-    cudaq_pipeline_stats_t st = run_prelaunch(emode, 0, 40, 400);
-    assert_int_equal(st.prelaunch_failures, 0);
-    assert_int_equal(st.prelaunch_cancelled, 4); /* all four re-armed after their last job */
-    assert_true(st.prelaunched >= 40);
-  }
+  for (int emode = 0; emode <= EMU_GPU_ONLY_WORD; emode += EMU_GPU_ONLY_WORD)
+    for (int limit = 1; limit <= 9; limit += 3) { /* 1, 4 (all workers), 7 (more than there are) */
+      cudaq_pipeline_stats_t st = run_prelaunch(emode, limit, 0, 40, 400);
+      assert_int_equal(st.prelaunch_failures, 0);
+      /* Finishers keep min(limit, 4) graphs waiting: that many are released at stop. */
+      assert_int_equal(st.prelaunch_cancelled, limit < 4 ? limit : 4);
+      assert_true(st.prelaunched >= 40);
+    }
+  /* A negative limit is refused at create. */
+  cudaq_pipeline_config_t cfg;
+  cudaq_pipeline_config_init(&cfg);
+  cfg.gpu_prelaunch = -1;
+  cudaq_pipeline_t *p = NULL;
+  assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_ERR_INVALID_ARG);
+  assert_non_null(strstr(cudaq_last_error(), "gpu_prelaunch -1"));
 }
 
-/* A failing re-arm is counted; that worker's next request is launched on
- * arrival, and nothing is lost. */
+/* A failing re-arm is counted and that worker's next request is launched
+ * on arrival; a failing launch on arrival answers its request with the CUDA
+ * error (spec 9); nothing is lost. */
 static void test_prelaunch_arm_failures(void **state) {
   (void)state;
-  for (int emode = 0; emode <= EMU_GPU_ONLY_WORD; emode += EMU_GPU_ONLY_WORD) {
-    cudaq_pipeline_stats_t st = run_prelaunch(emode, 3, 30, 200);
-    assert_true(st.prelaunch_failures > 0);
-    assert_true(st.prelaunched < 230);
-  }
+  cudaq_pipeline_stats_t st = run_prelaunch(0, 2, 3, 30, 200);
+  assert_true(st.prelaunch_failures > 0);
+  assert_true(st.prelaunched < 230);
 }
 
+static void no_op_callback(void *user, void *slot_dev, cudaStream_t s) { (void)user, (void)slot_dev, (void)s; }
 static int factory_with_dma(void *user, int worker_id, cudaq_gpu_worker_resources_t *r) {
   int rc = emu_factory(user, worker_id, r);
-  r->pre_launch_fn = (cudaq_launch_callback_t)(void (*)(void))emu_sync; /* any non-NULL callback */
+  r->pre_launch_fn = no_op_callback;
+  return rc;
+}
+static int factory_without_graph(void *user, int worker_id, cudaq_gpu_worker_resources_t *r) {
+  int rc = emu_factory(user, worker_id, r);
+  r->graph = NULL;
   return rc;
 }
 
 /* gpu_prelaunch refused at start, naming why: no GPU stage; GPU-only with
- * host-function completion; a pre-launch callback; no gate op (driver). */
+ * host-function completion; a pre-launch callback; no gate ops (a build
+ * without CUDA); no graph from the factory. */
 static void test_prelaunch_refused(void **state) {
   (void)state;
-  static const cudaq__launch_ops_t no_gate = {emu_launch, emu_enqueue, emu_sync, NULL, NULL, NULL};
+  static const cudaq__launch_ops_t no_gate = {.launch_graph = emu_launch, .enqueue_host_fn = emu_enqueue, .sync_stream = emu_sync};
   emu_t *e = malloc(sizeof *e);
-  for (int k = 0; k < 4; ++k) {
+  for (int k = 0; k < 5; ++k) {
     cudaq_pipeline_config_t cfg;
     cudaq_pipeline_config_init(&cfg);
     cfg.num_workers = 2;
@@ -912,10 +929,11 @@ static void test_prelaunch_refused(void **state) {
       assert_int_equal(emu_attach(e, p, FN_PASS, k == 1 ? EMU_GPU_ONLY_WORD : 0, NULL), CUDAQ_OK);
       if (k == 2) assert_int_equal(cudaq_pipeline_set_gpu_stage(p, factory_with_dma, e), CUDAQ_OK);
       if (k == 3) assert_int_equal(cudaq__pipeline_set_launch_ops(p, &no_gate), CUDAQ_OK);
+      if (k == 4) assert_int_equal(cudaq_pipeline_set_gpu_stage(p, factory_without_graph, e), CUDAQ_OK);
       if (k != 1) assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_after_gpu, NULL), CUDAQ_OK);
     }
     static const char *why[] = {"needs a GPU stage", "STREAM_WRITE", "pre- or post-launch callback",
-                                "cuStreamWaitValue32"};
+                                "needs the gate ops", "no graph"};
     assert_int_equal(cudaq_pipeline_start(p), k == 3 ? CUDAQ_ERR_UNSUPPORTED : CUDAQ_ERR_INVALID_ARG);
     assert_non_null(strstr(cudaq_last_error(), why[k]));
     assert_int_equal(cudaq_pipeline_destroy(p), CUDAQ_OK);

@@ -42,18 +42,14 @@ static int enqueue_word_store(void *user, cudaStream_t s, void *word_dev, uint32
                               CU_STREAM_WRITE_VALUE_DEFAULT);
 }
 
-/* cuStreamWaitValue32 (v2), the same way: the gate of a pre-launched graph. */
-typedef CUresult (*wait_value32_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
-static wait_value32_fn g_wait_value32;
+/* The gate graph of a pre-launched worker (gate.cu). */
+int cudaq__gate_alloc(void *user, uint64_t staging_bytes, cudaq__gate_args_t *g);
+int cudaq__gate_graph(void *user, cudaGraph_t user_graph, const cudaq__gate_args_t *a, cudaStream_t s,
+                      cudaGraphExec_t *out);
+void cudaq__gate_free(void *user, cudaq__gate_args_t *g, cudaGraphExec_t exec);
 
-static int enqueue_gate(void *user, cudaStream_t s, void *word_dev, uint32_t value) {
-  (void)user;
-  /* GEQ is the cyclic (int32_t)(*word - value) >= 0: tickets may wrap. */
-  return (int)g_wait_value32((CUstream)s, (CUdeviceptr)(uintptr_t)word_dev, value,
-                             CU_STREAM_WAIT_VALUE_GEQ);
-}
-
-static cudaq__launch_ops_t real_ops = {launch_graph, enqueue_host_fn, sync_stream, NULL, NULL, NULL};
+static cudaq__launch_ops_t real_ops = {launch_graph,      enqueue_host_fn,   sync_stream,     NULL, NULL,
+                                       cudaq__gate_alloc, cudaq__gate_graph, cudaq__gate_free};
 
 static void *driver_fn(const char *name) {
   void *fn = NULL;
@@ -69,11 +65,6 @@ static void resolve(void) {
   if (fn) {
     g_write_value32 = (write_value32_fn)fn;
     real_ops.enqueue_word_store = enqueue_word_store;
-  }
-  fn = driver_fn("cuStreamWaitValue32");
-  if (fn) {
-    g_wait_value32 = (wait_value32_fn)fn;
-    real_ops.enqueue_gate = enqueue_gate;
   }
   (void)cudaGetLastError(); /* no driver / no device: leave the ops out, clear the error */
 }

@@ -81,6 +81,9 @@ struct cudaq_pipeline_t {
   void *mapped_host, *mapped_dev;
   int mapped;
   cudaq_gpu_only_completion_t completion; /* in use (GPU-only mode), or AUTO */
+  /* gpu_prelaunch: each worker's gate (device memory), and how many exist. */
+  cudaq__gate_args_t gate[CUDAQ_PIPELINE_MAX_WORKERS];
+  uint32_t ngates;
 
   _Atomic uint64_t *slot_request; /* [nslots] injector's request id, SLOT_NONE */
   _Atomic int *dstate;            /* [nslots] */
@@ -135,12 +138,12 @@ static void **mailbox_host_base(const cudaq_pipeline_t *p) {
 }
 #define DONE_OFFSET (CUDAQ_PIPELINE_MAX_WORKERS * (sizeof(int) + sizeof(void *)))
 #define GATE_OFFSET (DONE_OFFSET + CUDAQ_PIPELINE_MAX_WORKERS * sizeof(uint32_t))
-#define MAPPED_BYTES (GATE_OFFSET + CUDAQ_PIPELINE_MAX_WORKERS * sizeof(uint32_t))
+#define MAPPED_BYTES (GATE_OFFSET + CUDAQ_PIPELINE_MAX_WORKERS * sizeof(uint64_t))
 static _Atomic uint32_t *done_host_base(const cudaq_pipeline_t *p) {
   return (_Atomic uint32_t *)(void *)((uint8_t *)p->mapped_host + DONE_OFFSET);
 }
-static _Atomic uint32_t *gate_host_base(const cudaq_pipeline_t *p) {
-  return (_Atomic uint32_t *)(void *)((uint8_t *)p->mapped_host + GATE_OFFSET);
+static _Atomic uint64_t *gate_host_base(const cudaq_pipeline_t *p) { /* 8-aligned: GATE_OFFSET = 1024 */
+  return (_Atomic uint64_t *)(void *)((uint8_t *)p->mapped_host + GATE_OFFSET);
 }
 /* Device view of a word of the mapped block (the host view where the GPU is emulated). */
 static void *mapped_dev_at(const cudaq_pipeline_t *p, size_t offset) {
@@ -186,7 +189,17 @@ static cudaq_status_t bind_external(cudaq_pipeline_t *p, const cudaq_ringbuffer_
   return CUDAQ_OK;
 }
 
+/* Frees the gates of gpu_prelaunch and their graphs (no graph running). */
+static void free_gates(cudaq_pipeline_t *p) {
+  for (uint32_t w = 0; w < p->ngates; ++w) {
+    p->ops.gate_free(p->ops.user, &p->gate[w], p->pool.gate_exec[w]);
+    p->pool.gate_exec[w] = NULL;
+  }
+  p->ngates = 0;
+}
+
 static void free_parts(cudaq_pipeline_t *p) {
+  free_gates(p);
   if (p->own_ring) cudaq_host_ringbuffer_free(&p->ring);
   if (p->mapped_host) cudaq__mapped_free(p->mapped_host, p->mapped);
   free(p->slot_request);
@@ -206,6 +219,8 @@ cudaq_status_t cudaq_pipeline_create(const cudaq_pipeline_config_t *config, cuda
   if (c->slot_size < CUDAQ_RPC_HEADER_SIZE || c->slot_size > UINT32_MAX)
     return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: slot_size %zu outside 24 .. 4 GiB - 1", fn,
                        c->slot_size);
+  if (c->gpu_prelaunch < 0)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: gpu_prelaunch %d < 0", fn, c->gpu_prelaunch);
   if (c->drain_timeout_ms < 0)
     return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: drain_timeout_ms %d < 0", fn, c->drain_timeout_ms);
   if (c->gpu_only_completion < CUDAQ_GPU_ONLY_COMPLETION_AUTO ||
@@ -583,34 +598,61 @@ static int spawn(pthread_t *t, void *(*main_fn)(void *), void *arg, int core, co
   return cudaq__spawn_pinned(t, main_fn, arg, core, name); /* shared with the host dispatcher */
 }
 
-/* gpu_prelaunch: the checks of pipeline.h, then the gates. Every mailbox
- * starts at ring slot 0, so that a graph released at stop without a
- * request reads valid memory. */
-static cudaq_status_t setup_prelaunch(cudaq_pipeline_t *p) {
+/* gpu_prelaunch, before the factories: the checks that need no factory,
+ * then each worker's gate (its mailbox_dev and the request's device copy). */
+static cudaq_status_t prelaunch_alloc(cudaq_pipeline_t *p) {
   static const char *fn = "cudaq_pipeline_start";
-  cudaq__pool_t *pool = &p->pool;
-  if (!p->ops.enqueue_gate)
-    return cudaq__fail(CUDAQ_ERR_UNSUPPORTED,
-                       "%s: gpu_prelaunch needs cuStreamWaitValue32 (stream memory operations) "
-                       "from the CUDA driver", fn);
-  if (pool->host_completion && p->completion != CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE)
+  if (!p->ops.gate_alloc || !p->ops.gate_graph || !p->ops.gate_free)
+    return cudaq__fail(CUDAQ_ERR_UNSUPPORTED, "%s: gpu_prelaunch needs the gate ops (a build with CUDA)",
+                       fn);
+  if (p->pool.host_completion && p->completion != CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE)
     return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
                        "%s: gpu_prelaunch in GPU-only mode needs STREAM_WRITE completion (a host "
                        "function cannot launch the next graph); use AUTO or STREAM_WRITE", fn);
-  for (uint32_t w = 0; w < p->nworkers; ++w)
-    if (pool->workers[w].pre_launch_fn || pool->workers[w].post_launch_fn)
+  for (uint32_t w = 0; w < p->nworkers; ++w) {
+    cudaq__gate_args_t *g = &p->gate[w];
+    memset(g, 0, sizeof *g);
+    int e = p->ops.gate_alloc(p->ops.user, p->ring.rx_stride_sz, g);
+    if (e != 0)
+      return cudaq__fail(CUDAQ_ERR_CUDA, "%s: gpu_prelaunch: device memory for worker %u's gate: error %d",
+                         fn, w, e);
+    p->ngates = w + 1;
+    g->gate_dev = (const uint64_t *)mapped_dev_at(p, GATE_OFFSET) + w;
+    g->ring_dev = p->ring.rx_data;
+    g->stride = p->ring.rx_stride_sz;
+    g->nslots = p->nslots;
+  }
+  return CUDAQ_OK;
+}
+
+/* gpu_prelaunch, after the factories: the checks of their results, then
+ * the gate graphs. */
+static cudaq_status_t prelaunch_graphs(cudaq_pipeline_t *p) {
+  static const char *fn = "cudaq_pipeline_start";
+  cudaq__pool_t *pool = &p->pool;
+  for (uint32_t w = 0; w < p->nworkers; ++w) {
+    const cudaq_gpu_worker_resources_t *r = &p->res[w];
+    if (r->pre_launch_fn || r->post_launch_fn)
       return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
                          "%s: gpu_prelaunch: worker %u has a pre- or post-launch callback, but its "
-                         "graph is launched before the request is known; read the payload "
+                         "graph is launched before the request is known; read the request "
                          "through mailbox_dev instead", fn, w);
-  pool->prelaunch = 1;
+    if (!r->graph)
+      return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                         "%s: gpu_prelaunch: the factory gave worker %u no graph (the cudaGraph_t "
+                         "its graph_exec was instantiated from)", fn, w);
+    int e = p->ops.gate_graph(p->ops.user, r->graph, &p->gate[w], r->stream, &pool->gate_exec[w]);
+    if (e != 0)
+      return cudaq__fail(CUDAQ_ERR_CUDA, "%s: gpu_prelaunch: worker %u's gate graph: error %d", fn, w, e);
+  }
+  pool->prelaunch = (uint32_t)p->cfg.gpu_prelaunch < p->nworkers ? (uint32_t)p->cfg.gpu_prelaunch
+                                                                   : p->nworkers;
   pool->gate_host = gate_host_base(p);
-  pool->gate_dev = (uint32_t *)mapped_dev_at(p, GATE_OFFSET);
+  atomic_store_explicit(&pool->armed_mask, 0, memory_order_relaxed);
+  atomic_store_explicit(&pool->narmed, 0, memory_order_relaxed);
   for (uint32_t w = 0; w < p->nworkers; ++w) {
     atomic_store_explicit(&pool->gate_host[w], 0, memory_order_relaxed);
     pool->ticket[w] = 0;
-    pool->armed[w] = 0;
-    pool->mailbox[w] = p->ring.rx_data; /* slot 0, device view */
   }
   return CUDAQ_OK;
 }
@@ -618,6 +660,7 @@ static cudaq_status_t setup_prelaunch(cudaq_pipeline_t *p) {
 static cudaq_status_t build_workers(cudaq_pipeline_t *p) {
   static const char *fn = "cudaq_pipeline_start";
   cudaq__pool_t *pool = &p->pool;
+  free_gates(p); /* from an earlier start that failed */
   memset(pool, 0, sizeof *pool);
   pool->count = p->nworkers;
   pool->mailbox = mailbox_host_base(p);
@@ -663,6 +706,10 @@ static cudaq_status_t build_workers(cudaq_pipeline_t *p) {
       p->completion = CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC;
     }
   }
+  if (p->cfg.gpu_prelaunch) {
+    cudaq_status_t st = prelaunch_alloc(p);
+    if (st != CUDAQ_OK) return st;
+  }
   for (uint32_t w = 0; w < p->nworkers; ++w) {
     cudaq_gpu_worker_resources_t *r = &p->res[w];
     memset(r, 0, sizeof *r);
@@ -672,6 +719,7 @@ static cudaq_status_t build_workers(cudaq_pipeline_t *p) {
       r->ready_flag_dev = &ready_host_base(p)[w];
       r->mailbox_dev = &mailbox_host_base(p)[w];
     }
+    if (p->cfg.gpu_prelaunch) r->mailbox_dev = p->gate[w].mailbox_dev;
     int rc = p->factory(p->factory_user, (int)w, r);
     if (rc != 0)
       return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: the GPU stage factory failed for worker %u (%d)",
@@ -690,7 +738,7 @@ static cudaq_status_t build_workers(cudaq_pipeline_t *p) {
     wk->post_launch_data = r->post_launch_data;
   }
   if (p->cfg.gpu_prelaunch) {
-    cudaq_status_t st = setup_prelaunch(p);
+    cudaq_status_t st = prelaunch_graphs(p);
     if (st != CUDAQ_OK) return st;
   }
   cudaq__pool_init(pool);
@@ -698,7 +746,7 @@ static cudaq_status_t build_workers(cudaq_pipeline_t *p) {
 }
 
 /* Pre-launch start: arms every worker (before the dispatcher thread runs:
- * its creation publishes armed[] and ticket[]). A failed arm is counted and
+ * its creation publishes armed_mask and ticket[]). A failed arm is counted and
  * leaves that worker to launch on arrival. */
 static void arm_all(cudaq_pipeline_t *p) {
   for (uint32_t w = 0; w < p->nworkers; ++w) cudaq__pool_arm(&p->pool, w);

@@ -30,12 +30,15 @@ static uint64_t mask_for(const cudaq__pool_t *p, uint32_t function_id) {
   return 0;
 }
 
-/* Enqueues worker w's graph and, in GPU-only mode, what completes it.
- * slot_dev: the request's slot (NULL when pre-launching: no post-launch
- * callback is allowed then). Returns 0 or the CUDA error. */
-static int enqueue_job(cudaq__pool_t *p, uint32_t w, void *slot_dev) {
+/* Enqueues worker w's graph (its gate graph when pre-launching) and, in
+ * GPU-only mode, what completes it. slot_dev: the request's slot (NULL
+ * when arming: no post-launch callback is allowed then). Returns 0 or the
+ * CUDA error; *launched tells whether the graph itself was enqueued. */
+static int enqueue_job(cudaq__pool_t *p, uint32_t w, void *slot_dev, int *launched) {
   const cudaq_host_dispatch_worker_t *wk = &p->workers[w];
-  int err = p->ops.launch_graph(p->ops.user, wk->graph_exec, wk->stream);
+  cudaGraphExec_t g = p->prelaunch ? p->gate_exec[w] : wk->graph_exec;
+  int err = p->ops.launch_graph(p->ops.user, g, wk->stream);
+  *launched = err == 0;
   if (err != 0) return err;
   if (wk->post_launch_fn) wk->post_launch_fn(wk->post_launch_data, slot_dev, wk->stream);
   if (p->host_completion && p->done_dev)
@@ -49,43 +52,49 @@ static int enqueue_job(cudaq__pool_t *p, uint32_t w, void *slot_dev) {
   return 0;
 }
 
-/* Opens worker w's gate: its stream's wait (cudaq__pool_arm) is satisfied
- * once the word reaches ticket[w]. R14, release: the mailbox, the slot's
- * request bytes (visible to this thread through A1) and everything else
- * stored before are in host memory before the word changes; the GPU reads
- * the word over PCIe, and the graph's reads of the mailbox and slot, which
- * the stream orders after the wait (A14: the wait's completion), reach host
- * memory later and see those stores (x86 stores become visible in program
- * order; device reads of pinned memory are coherent). */
-static void open_gate(cudaq__pool_t *p, uint32_t w) {
-  atomic_store_explicit(&p->gate_host[w], p->ticket[w], memory_order_release);
+/* Opens worker w's gate for ring slot `slot`: its gate kernel waits for
+ * ticket[w] in the word's high half. R14, release: the slot's request bytes
+ * (visible to this thread through A1) and everything stored before are in
+ * host memory before the word changes; the gate kernel reads the word over
+ * PCIe with an acquire (A14, gate.cu) and only then the slot, so it sees
+ * them (x86 stores become visible in program order; device reads of pinned
+ * memory are coherent). */
+static void open_gate(cudaq__pool_t *p, uint32_t w, uint32_t slot) {
+  atomic_store_explicit(&p->gate_host[w], (uint64_t)p->ticket[w] << 32 | slot, memory_order_release);
 }
 
 int cudaq__pool_arm(cudaq__pool_t *p, uint32_t w) {
-  const cudaq_host_dispatch_worker_t *wk = &p->workers[w];
-  const uint32_t t = p->ticket[w] + 1;
-  int err = p->ops.enqueue_gate(p->ops.user, wk->stream, &p->gate_dev[w], t);
-  if (err == 0) {
-    p->ticket[w] = t;
-    err = enqueue_job(p, w, NULL);
-    /* Part of the job may be enqueued behind the gate: open it so that the
-     * stream drains (the graph runs once on the mailbox's last slot, its
-     * results unused), and leave w to launch on arrival. */
-    if (err != 0) open_gate(p, w);
-  }
+  /* Reserve one of the `prelaunch` waiting places (finishers race for them). */
+  uint32_t n = atomic_load_explicit(&p->narmed, memory_order_relaxed);
+  do {
+    if (n >= p->prelaunch) return 0;
+  } while (!atomic_compare_exchange_weak_explicit(&p->narmed, &n, n + 1, memory_order_relaxed,
+                                                  memory_order_relaxed));
+  int launched = 0;
+  int err = enqueue_job(p, w, NULL, &launched);
+  if (launched) p->ticket[w]++; /* the gate graph's run to come */
   if (err != 0) {
+    /* A graph enqueued without its completion: open its gate so that the
+     * stream drains (it runs once on slot 0, its results unused); w will
+     * launch on arrival. */
+    if (launched) open_gate(p, w, 0);
+    atomic_fetch_sub_explicit(&p->narmed, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&p->prelaunch_failures, 1, memory_order_relaxed);
     return err;
   }
-  p->armed[w] = 1;
+  /* Relaxed: published to the dispatcher by the owner's R6 that follows
+   * (or the dispatcher thread's creation). */
+  atomic_fetch_or_explicit(&p->armed_mask, 1ull << w, memory_order_relaxed);
   return 0;
 }
 
 void cudaq__pool_cancel_armed(cudaq__pool_t *p) {
-  for (uint32_t w = 0; w < p->count; ++w) {
-    if (!p->armed[w]) continue;
-    p->armed[w] = 0;
-    open_gate(p, w);
+  uint64_t m = atomic_exchange_explicit(&p->armed_mask, 0, memory_order_relaxed);
+  while (m) {
+    const uint32_t w = (uint32_t)__builtin_ctzll(m);
+    m &= m - 1;
+    open_gate(p, w, 0);
+    atomic_fetch_sub_explicit(&p->narmed, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&p->prelaunch_cancelled, 1, memory_order_relaxed);
   }
 }
@@ -97,19 +106,22 @@ cudaq__pool_result_t cudaq__pool_dispatch(cudaq__pool_t *p, uint32_t function_id
   if (!mask) return CUDAQ__POOL_NO_WORKER;
   /* A6 pairs with R6 in cudaq__pool_release: once w's bit is seen set, the
    * previous job's finisher is done with tags[w], mailbox[w] and w's
-   * buffers, so this thread may reuse them; armed[w] and ticket[w], set by
-   * a finisher's re-arm, are visible too. */
+   * buffers, so this thread may reuse them; w's bit in armed_mask and
+   * ticket[w], set by a finisher's re-arm, are visible too. */
   const uint64_t avail = atomic_load_explicit(&p->idle_mask, memory_order_acquire) & mask;
   if (!avail) return CUDAQ__POOL_BUSY; /* spec 13 "no data loss": caller spins on this slot */
-  const uint32_t w = (uint32_t)__builtin_ctzll(avail); /* bit-scan allocation (spec 2) */
+  /* Bit-scan allocation (spec 2), a worker whose graph waits at its gate
+   * first (armed_mask: set before the R6 that A6 saw). */
+  const uint64_t ready = p->prelaunch ? atomic_load_explicit(&p->armed_mask, memory_order_relaxed) & avail : 0;
+  const uint32_t w = (uint32_t)__builtin_ctzll(ready ? ready : avail);
   const uint64_t bit = 1ull << w;
   /* Only this thread clears bits, so w's bit is still set; relaxed: the
    * acquire above already ordered the reuse, and nothing is published. */
   atomic_fetch_and_explicit(&p->idle_mask, ~bit, memory_order_relaxed);
   p->tags[w] = slot; /* origin-slot tag, owned by this job until R6 */
-  /* Published to the GPU by the launch below, or by R14 when w's graph was
-   * pre-launched. */
-  if (p->mailbox) p->mailbox[w] = slot_dev;
+  /* Published to the GPU by the launch below. (Pre-launch: the gate word
+   * names the slot and the mailbox the graph reads is in device memory.) */
+  if (p->mailbox && !p->prelaunch) p->mailbox[w] = slot_dev;
 
   /* R7 marks the slot in flight before anything can complete it; pairs
    * with A2 in the consumer (which ignores the marker) and A3 in the
@@ -123,19 +135,33 @@ cudaq__pool_result_t cudaq__pool_dispatch(cudaq__pool_t *p, uint32_t function_id
     /* R8 hands the slot to CPU worker w (tags[w] above); pairs with A8,
      * the worker's CAS 1 -> 2. */
     atomic_store_explicit(&p->ready[w], 1, memory_order_release);
-  } else if (p->prelaunch && p->armed[w]) {
-    /* w's graph waits at its gate: opening it (R14, after the mailbox and
-     * R7 above) is the whole launch. No CUDA call on this path. */
-    p->armed[w] = 0;
+  } else if (ready & bit) {
+    /* w's gate graph waits: opening its gate (R14, after R7 above) is the
+     * whole launch. No CUDA call on this path. */
+    atomic_fetch_and_explicit(&p->armed_mask, ~bit, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&p->narmed, 1, memory_order_relaxed);
     /* Counted before R14, so that whoever sees the answer sees the count. */
     atomic_store_explicit(&p->prelaunched,
                           atomic_load_explicit(&p->prelaunched, memory_order_relaxed) + 1,
                           memory_order_relaxed); /* dispatcher-only writer */
-    open_gate(p, w);
+    open_gate(p, w, slot);
+  } else if (p->prelaunch) {
+    /* Not armed (a failed re-arm): the gate graph is launched now, its
+     * gate opened first (R14) for the run it is about to make. */
+    const uint64_t before = atomic_load_explicit(&p->gate_host[w], memory_order_relaxed);
+    p->ticket[w]++;
+    open_gate(p, w, slot);
+    int launched = 0;
+    err = enqueue_job(p, w, slot_dev, &launched);
+    if (!launched) { /* no run will consume the ticket: take it back */
+      p->ticket[w]--;
+      atomic_store_explicit(&p->gate_host[w], before, memory_order_relaxed);
+    }
   } else {
     const cudaq_host_dispatch_worker_t *wk = &p->workers[w];
     if (wk->pre_launch_fn) wk->pre_launch_fn(wk->pre_launch_data, slot_dev, wk->stream);
-    err = enqueue_job(p, w, slot_dev);
+    int launched = 0;
+    err = enqueue_job(p, w, slot_dev, &launched);
   }
   if (err != 0) {
     /* R9 publishes the error marker (spec 9); pairs with A2 in the

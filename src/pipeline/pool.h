@@ -23,6 +23,8 @@
 
 typedef void (*cudaq__host_fn_t)(void *arg);
 
+#include "gate.h"
+
 typedef struct {
   /* Launches graph g on stream s. Returns 0 or the CUDA error code. */
   int (*launch_graph)(void *user, cudaGraphExec_t g, cudaStream_t s);
@@ -38,11 +40,16 @@ typedef struct {
    * (cuStreamWriteValue32, default flags): the GPU-only completion without
    * a host function. Returns 0 or the CUDA error code. */
   int (*enqueue_word_store)(void *user, cudaStream_t s, void *word_dev, uint32_t value);
-  /* Optional (NULL: not available). Enqueues on stream s a wait until the
-   * 32-bit word at device address word_dev reaches `value` (cyclic >=:
-   * (int32_t)(*word - value) >= 0; cuStreamWaitValue32, GEQ): the gate of a
-   * pre-launched graph. Returns 0 or the CUDA error code. */
-  int (*enqueue_gate)(void *user, cudaStream_t s, void *word_dev, uint32_t value);
+  /* Pre-launch (pipeline gpu_prelaunch); optional, all three or none.
+   * gate_alloc: device memory for one worker's gate (*g filled: the device
+   * mailbox word, already naming the staging copy, the staging copy of
+   * staging_bytes, the ticket). gate_graph: instantiates, on stream s, the
+   * graph "gate kernel -> user_graph" (cudaq__gate_args_t in *a) into *out.
+   * gate_free: frees both (exec may be NULL). Return 0 or the CUDA error. */
+  int (*gate_alloc)(void *user, uint64_t staging_bytes, cudaq__gate_args_t *g);
+  int (*gate_graph)(void *user, cudaGraph_t user_graph, const cudaq__gate_args_t *a, cudaStream_t s,
+                    cudaGraphExec_t *out);
+  void (*gate_free)(void *user, cudaq__gate_args_t *g, cudaGraphExec_t exec);
 } cudaq__launch_ops_t;
 
 /* The real ops (CUDA builds); NULL without CUDA. */
@@ -83,15 +90,19 @@ typedef struct cudaq__pool {
   uint32_t fn_id[CUDAQ_PIPELINE_MAX_WORKERS];
   uint64_t fn_mask[CUDAQ_PIPELINE_MAX_WORKERS];
   cudaq__launch_ops_t ops;
-  /* Pre-launch (pipeline gpu_prelaunch): gate words in mapped memory, host
-   * and device views; ticket[w], the value that opens w's waiting graph;
-   * armed[w], a graph waits at w's gate. ticket and armed belong to w's
-   * owner (as tags); the counters are read by stats. */
-  int prelaunch;
-  _Atomic uint32_t *gate_host;
-  uint32_t *gate_dev;
+  /* Pre-launch (pipeline gpu_prelaunch): gate words in mapped memory (host
+   * view); gate_exec[w], the graph "gate kernel -> w's graph", launched
+   * instead of w's graph; ticket[w], the runs of it enqueued so far (w's
+   * owner's, as tags). armed_mask: bit w = a run waits at w's gate (set by
+   * w's owner before R6, cleared by the dispatcher); narmed, how many, at
+   * most prelaunch (the limit: every waiting gate kernel polls its word
+   * over PCIe, and each poller slows all requests). */
+  uint32_t prelaunch;
+  _Atomic uint64_t *gate_host;
+  cudaGraphExec_t gate_exec[CUDAQ_PIPELINE_MAX_WORKERS];
   uint32_t ticket[CUDAQ_PIPELINE_MAX_WORKERS];
-  uint8_t armed[CUDAQ_PIPELINE_MAX_WORKERS];
+  _Atomic uint64_t armed_mask;
+  _Atomic uint32_t narmed;
   _Atomic uint64_t prelaunched, prelaunch_failures, prelaunch_cancelled;
 } cudaq__pool_t;
 
@@ -111,17 +122,17 @@ cudaq__pool_result_t cudaq__pool_dispatch(cudaq__pool_t *p, uint32_t function_id
                                           void *slot_dev, volatile uint64_t *tx_flag,
                                           int *out_error, int *out_worker);
 
-/* Pre-launch: enqueues on worker w's stream the wait at w's gate, the
- * graph and (GPU-only) the completion, so that the next request given to w
- * only opens the gate. Called by w's owner: the thread that finishes w's
- * job, before it releases w, or the starter before any thread runs.
- * Returns 0, or the CUDA error (counted in prelaunch_failures; w is left
- * unarmed and launches its next request on arrival). */
+/* Pre-launch: unless `prelaunch` runs wait already, enqueues on worker
+ * w's stream its gate graph and (GPU-only) the completion, so that the
+ * next request given to w only opens the gate. Called by w's owner: the
+ * thread that finishes w's job, before it releases w, or the starter
+ * before any thread runs. Returns 0, or the CUDA error (counted in
+ * prelaunch_failures; w is left unarmed and launches on arrival). */
 int cudaq__pool_arm(cudaq__pool_t *p, uint32_t w);
 
 /* Pre-launch, at stop (every pipeline thread joined): opens the gate of
- * every armed worker, whose mailbox must name a valid slot; each such graph
- * runs once more and its results are not used. */
+ * every armed worker with slot 0; each such graph runs once more on slot
+ * 0's bytes and its results are not used. */
 void cudaq__pool_cancel_armed(cudaq__pool_t *p);
 
 /* Returns worker w to the pool; any thread. Returns 0, or -1 if it was

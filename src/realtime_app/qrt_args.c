@@ -46,9 +46,9 @@ void qrt_usage(FILE *f) {
       "  --pin C                    pin the dispatcher to CPU C, the consumer to C+1, the\n"
       "                             workers to C+2.. and the FPGA thread after them\n"
       "                             (default: no pinning)\n"
-      "  --prelaunch 0|1            GPU modes: each worker's graph waits on the GPU behind a\n"
-      "                             gate that a request opens (no CUDA call on its path;\n"
-      "                             default 0: launched on arrival)\n"
+      "  --prelaunch N              GPU modes: up to N workers' graphs wait on the GPU behind\n"
+      "                             a gate that a request opens (no CUDA call on its path;\n"
+      "                             1 is the latency choice; default 0: launched on arrival)\n"
       "  --payload int32|bits       request payload: one INT32 per detector (the spec's layout,\n"
       "                             default) or bit-packed (the wire format's BIT_PACKED)\n"
       "load:\n"
@@ -190,15 +190,19 @@ int qrt_parse_args(int argc, char **argv, opts_t *o) {
           return 1;
         }
         o->pin = (int)u;
-      } else { /* --idle_yield, --compare_mwpm, --prelaunch */
+      } else if (!strcmp(a, "--prelaunch")) {
+        if (u > CUDAQ_PIPELINE_MAX_WORKERS) {
+          fprintf(stderr, "qec-realtime: --prelaunch is 0..%d\n", CUDAQ_PIPELINE_MAX_WORKERS);
+          return 1;
+        }
+        o->prelaunch = (int)u;
+      } else { /* --idle_yield, --compare_mwpm */
         if (u > 1) {
           fprintf(stderr, "qec-realtime: %s is 0 or 1\n", a);
           return 1;
         }
         if (!strcmp(a, "--idle_yield"))
           o->idle_yield = (int)u;
-        else if (!strcmp(a, "--prelaunch"))
-          o->prelaunch = (int)u;
         else
           o->compare_mwpm = (int)u;
       }

@@ -20,6 +20,7 @@ constexpr unsigned kPublishThreads = 1024;
 struct qrt_gpu_worker {
   cudaStream_t stream;
   cudaGraphExec_t exec;
+  cudaGraph_t graph; /* kept: the pipeline's gpu_prelaunch wraps it */
   cudaq_nn_gpu_t *engine; /* hybrid */
   int32_t *d_events;      /* passthrough: the ingested events (hybrid: the engine's input) */
   qrt_gpu_result_t *h_out, *h_out_dev; /* mapped: header + num_detectors indices */
@@ -252,10 +253,11 @@ extern "C" int qrt_gpu_factory(void *user, int id, cudaq_gpu_worker_resources_t 
   QRT_CK(cudaGraphInstantiate(&w->exec, g, 0));
   cudaGraphDestroy(g_in); /* child nodes hold copies */
   cudaGraphDestroy(g_pub);
-  cudaGraphDestroy(g);
+  w->graph = g;
   QRT_CK(cudaGraphUpload(w->exec, w->stream));
   QRT_CK(cudaStreamSynchronize(w->stream));
   r->graph_exec = w->exec;
+  r->graph = w->graph;
   r->stream = w->stream;
   r->function_id = c->function_id;
   r->user_context = c->cpu_workers[id];
@@ -289,6 +291,8 @@ extern "C" void qrt_gpu_stage_destroy(qrt_gpu_stage_t *st) {
       cudaStreamSynchronize(w->stream);
     if (w->exec)
       cudaGraphExecDestroy(w->exec);
+    if (w->graph)
+      cudaGraphDestroy(w->graph);
     if (w->engine)
       cudaq_nn_gpu_destroy(w->engine);
     else

@@ -140,6 +140,7 @@ static int pgs_factory(void *user, int id, cudaq_gpu_worker_resources_t *r) {
   PGS_CK(cudaGraphUpload(w->exec, w->stream));
   PGS_CK(cudaStreamSynchronize(w->stream));
   r->graph_exec = w->exec;
+  r->graph = w->graph; /* kept until pgs_release (gpu_prelaunch wraps it) */
   r->stream = w->stream;
   if (!st->mailbox_read || st->now) {
     r->pre_launch_fn = pgs_pre_launch;

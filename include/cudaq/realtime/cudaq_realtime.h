@@ -32,8 +32,10 @@
  * not need the CUDA toolkit. */
 struct CUstream_st;
 struct CUgraphExec_st;
+struct CUgraph_st;
 typedef struct CUstream_st *cudaStream_t;
 typedef struct CUgraphExec_st *cudaGraphExec_t;
+typedef struct CUgraph_st *cudaGraph_t;
 
 #ifdef __cplusplus
 extern "C" {

@@ -74,25 +74,36 @@ typedef struct {
   /* (extension) How GPU-only mode (no CPU stage) learns that a worker's
    * graph has finished; one of cudaq_gpu_only_completion_t, default AUTO. */
   int gpu_only_completion;
-  /* (extension) 1: pre-launch each GPU worker's graph behind a gate, so
-   * that no CUDA call lies on a request's path. While a worker is idle its
-   * stream already holds a wait on a gate word (cuStreamWaitValue32, mapped
-   * memory), the graph and (GPU-only) the completion word's store; a
-   * request opens the gate with one host store, after the mailbox. Whoever
-   * finishes a job arms its worker again (the CPU worker thread, or in
-   * GPU-only mode the consumer). Requirements, checked at start:
-   *   - the graph reads its payload through mailbox_dev (no pre_launch_fn /
-   *     post_launch_fn: the request is not known when the graph is
-   *     launched);
+  /* (extension) N >= 1: no CUDA call on the path of a request that finds a
+   * graph waiting; at most N graphs wait at once (N above num_workers means
+   * num_workers). Each GPU worker's graph is wrapped at start into a gate
+   * graph, "gate kernel -> the worker's graph" (a child node), launched
+   * ahead while the worker is idle. Its gate kernel (one block) waits for a
+   * gate word in mapped memory; a request opens it with one host store
+   * naming its slot; the kernel then copies the request (header + payload)
+   * into device memory, and the worker's graph reads it there through
+   * mailbox_dev, which then names a device word holding that copy's
+   * address. Whoever finishes a job launches that worker's next gate graph
+   * if fewer than N wait (the CPU worker thread, or in GPU-only mode the
+   * consumer); a request that finds none waiting launches one on arrival.
+   * Every waiting gate kernel polls its word across PCIe, and the pollers
+   * slow each other and the requests' reads: on the H100 machine measured
+   * (bench_pipeline --stage prelaunch, GPU + CPU, 2 KiB, one request every
+   * 30 us) p50 8.5 us with 1 waiting, 9.2 with 2, 15.4 with 4, 19.4 with
+   * 8, against 11.8 launched on arrival: 1 is the latency choice.
+   * Requirements, checked at start:
+   *   - the factory sets `graph` (the cudaGraph_t of graph_exec) and no
+   *     pre_launch_fn / post_launch_fn (the request is not known when the
+   *     graph is launched): the graph reads its request through
+   *     mailbox_dev;
    *   - GPU-only mode uses STREAM_WRITE completion (a host function cannot
-   *     launch the next graph);
-   *   - the driver offers stream memory operations.
-   * Each armed worker holds one hardware queue of the GPU while it waits:
-   * keep num_workers plus the process's other busy streams within
-   * CUDA_DEVICE_MAX_CONNECTIONS (default 8; set it, up to 32, before the
-   * first CUDA call). At stop every waiting graph is released once with the
-   * mailbox naming ring slot 0, its results discarded (counted in
-   * prelaunch_cancelled). 0 (default): every graph is launched on arrival. */
+   *     launch the next graph).
+   * A waiting gate kernel occupies one SM and one of the GPU's hardware
+   * queues: keep N plus the process's other busy streams within
+   * CUDA_DEVICE_MAX_CONNECTIONS (default 8; up to 32, set before the first
+   * CUDA call). At stop every waiting graph is released once on ring slot
+   * 0's bytes, its results discarded (counted in prelaunch_cancelled).
+   * 0 (default): every graph is launched on arrival. */
   int gpu_prelaunch;
 } cudaq_pipeline_config_t;
 
@@ -139,9 +150,15 @@ typedef struct {
    * system-scope release store (GPU + CPU mode). NULL without a GPU. */
   int *ready_flag_dev;
   /* in (extension): device pointer of this worker's mailbox, where the
-   * dispatcher writes the slot's device address before each launch (with
-   * gpu_prelaunch: before it opens the gate). */
+   * dispatcher writes the slot's device address before each launch. With
+   * gpu_prelaunch: a device word holding the address of the request's copy
+   * in device memory (header + payload, the slot's layout), written by the
+   * gate kernel before the graph runs. */
   void **mailbox_dev;
+  /* (extension) The graph graph_exec was instantiated from; required with
+   * gpu_prelaunch (the pipeline adds it to its gate graph as a child node),
+   * and kept by the factory until the pipeline is destroyed. */
+  cudaGraph_t graph;
 } cudaq_gpu_worker_resources_t;
 
 /* Called once per worker during start. Returns 0 on success; any other
