@@ -827,11 +827,17 @@ static cudaq_pipeline_stats_t run_prelaunch(int emode, int limit, int gate_fail_
   emu_start(e);
   cudaq_pipeline_injector_t *inj;
   assert_int_equal(cudaq_pipeline_injector_create(p, &inj), CUDAQ_OK);
+  cudaq_pipeline_stats_t st;
   for (uint32_t i = 0; i < paced; ++i) {
+    /* Sent once a graph waits again (the answer comes before the re-arm). */
+    for (uint64_t t0 = test_now_ns(); cudaq_pipeline_stats(p, &st), st.prelaunch_waiting == 0;) {
+      if (!gate_fail_every && test_now_ns() - t0 > 10000000000ull) fail_msg("no graph waits after 10 s");
+      if (gate_fail_every && test_now_ns() - t0 > 1000000) break; /* a failed re-arm: on arrival */
+      test_spin();
+    }
     submit_range(inj, i, i + 1);
     wait_count(r, i + 1);
   }
-  cudaq_pipeline_stats_t st;
   cudaq_pipeline_stats(p, &st);
   /* Each finisher re-arms its worker before releasing it, so a request that
    * finds every worker idle always finds an armed one. */

@@ -922,6 +922,11 @@ cudaq_status_t cudaq_pipeline_stats(const cudaq_pipeline_t *p, cudaq_pipeline_st
   out->prelaunched = atomic_load_explicit(&p->pool.prelaunched, memory_order_relaxed);
   out->prelaunch_failures = atomic_load_explicit(&p->pool.prelaunch_failures, memory_order_relaxed);
   out->prelaunch_cancelled = atomic_load_explicit(&p->pool.prelaunch_cancelled, memory_order_relaxed);
+  /* An idle bit seen (acquire, pairs with R6) makes that worker's armed bit,
+   * set before its R6, visible. */
+  const uint64_t idle = atomic_load_explicit(&p->pool.idle_mask, memory_order_acquire);
+  out->prelaunch_waiting = (uint64_t)__builtin_popcountll(
+      idle & atomic_load_explicit(&p->pool.armed_mask, memory_order_relaxed));
   return cudaq__ok();
 }
 

@@ -130,8 +130,13 @@ static void run_with(int mode, size_t payload, int workers, uint32_t n, int comp
   cudaq_pipeline_stats_t stt;
   for (uint64_t rid = 0; rid < n; ++rid) {
     for (size_t i = 0; i < payload; ++i) buf[i] = byte_of(rid, i);
+    if (rid < paced) { /* sent once a graph waits again: the answer comes before the re-arm */
+      const uint64_t t_arm = now_ns();
+      for (cudaq_pipeline_stats(p, &stt); stt.prelaunch_waiting == 0; cudaq_pipeline_stats(p, &stt))
+        if (now_ns() - t_arm > 10000000000ull) fail_msg("no graph waiting 10 s after request %llu", (unsigned long long)rid);
+    }
     assert_int_equal(cudaq_pipeline_injector_submit(inj, FN_PASS, buf, payload, rid), CUDAQ_OK);
-    if (rid < paced) { /* one at a time: the request finds every worker idle, so armed */
+    if (rid < paced) { /* one at a time, each finding a graph waiting */
       const uint64_t t_wait = now_ns();
       while (__atomic_load_n(&r.count, __ATOMIC_ACQUIRE) < rid + 1)
         if (now_ns() - t_wait > 10000000000ull) fail_msg("request %llu not answered in 10 s", (unsigned long long)rid);

@@ -217,10 +217,14 @@ typedef struct {
                                    worker serves the function (as the host path) */
   /* (extension, gpu_prelaunch) requests whose graph was waiting at its gate
    * (the rest were launched on arrival); failed re-arms (the worker then
-   * launches on arrival); waiting graphs released unused at stop. */
+   * launches on arrival); waiting graphs released unused at stop; idle
+   * workers whose graph waits now (a request arriving now finds one if
+   * this is above 0: a job's answer is published before its worker's
+   * re-arm, so a request sent right after an answer may not). */
   uint64_t prelaunched;
   uint64_t prelaunch_failures;
   uint64_t prelaunch_cancelled;
+  uint64_t prelaunch_waiting;
 } cudaq_pipeline_stats_t;
 
 typedef struct {
