@@ -20,8 +20,9 @@
 #     .venv/bin/python tools/predecoder/reference_eval.py shots --manifest models/manifest.json \
 #       --model models/predecoder_d$2.onnx --p $3 --shots $4 --seed $5 --out .gpucarry/shots/$1; done
 # STEPS=sanitize_all: every GPU test binary under memcheck, racecheck and synccheck (SAN_TOOLS).
-# STEPS=prelaunch: d = 7 and 13 hybrid (and d = 7 passthrough), one request every 30 and 10 us,
-# launched on arrival against --prelaunch 1 (the pipeline's gpu_prelaunch), interleaved.
+# STEPS=prelaunch: d = 7 hybrid and passthrough at one request every 30 and 10 us, d = 13 hybrid
+# at 30 us, launched on arrival against --prelaunch 1 (the pipeline's gpu_prelaunch), interleaved
+# (PL_ROUNDS rounds, default 1).
 # STEPS="test sanitize nsys bench lowload udp dispatch sanitize_all" (default: the first six); DURATION (s per bench run,
 # default 2); WORKERS (default 8). Logs and reports go to $OUT (default gpu-out/); the
 # device tool returns few files, so run it as
@@ -105,12 +106,12 @@ if has lowload; then # the hybrid mode's latency below its capacity (engine-boun
   SFX=-bits bench d7 passthrough 10 --payload bits
 fi
 if has prelaunch; then # graphs pre-launched behind a gate vs launched on arrival, A/B in one visit
-  for round in 1 2; do
+  for round in $(seq 1 "${PL_ROUNDS:-1}"); do
     for iv in 30 10; do
       for pl in 0 1; do
         SFX=-pl$pl-r$round bench d7 hybrid $iv --prelaunch $pl
         SFX=-pl$pl-r$round bench d7 passthrough $iv --prelaunch $pl
-        SFX=-pl$pl-r$round bench d13 hybrid $iv --prelaunch $pl
+        [ $iv = 30 ] && SFX=-pl$pl-r$round bench d13 hybrid $iv --prelaunch $pl
       done
     done
   done
