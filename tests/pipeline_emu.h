@@ -16,7 +16,8 @@
  * "graph", its gate graph (gexec); a job launched through it waits until
  * the gate word carries its ticket, then copies the request of the slot the
  * word names into the worker's staging copy, which the mailbox names (as
- * gate.cu does), and only then starts its delay. emu_t.gate_fail_every = K
+ * gate.cu does), and only then starts its delay; in GPU-only mode it then
+ * stores the completion word itself (the gate graph's last node). emu_t.gate_fail_every = K
  * makes every K-th launch of a gate graph fail.
  */
 #ifndef CUDAQ_TEST_PIPELINE_EMU_H
@@ -80,6 +81,7 @@ struct emu {
   _Atomic uint64_t launches;
   _Atomic uint64_t gates, gates_opened; /* gate graphs launched; released at their gate */
   _Atomic uint64_t gate_calls, gate_fails;
+  _Atomic uint64_t word_stores; /* enqueue_word_store calls */
   int gate_fail_every;
   pthread_t thread;
   uint32_t function_id;
@@ -97,7 +99,11 @@ static int emu_launch(void *user, cudaGraphExec_t g, cudaStream_t s) {
       return 2; /* cudaErrorMemoryAllocation, say */
     }
     atomic_fetch_add_explicit(&e->gates, 1, memory_order_relaxed);
-    w->gated = 1; /* published to the emulator by the pending store below (or the completion's) */
+    w->gated = 1; /* published to the emulator by the pending store below */
+    if (w->gate.done_dev) { /* GPU-only: the gate graph's last node stores the word */
+      w->word = (_Atomic uint32_t *)(void *)w->gate.done_dev;
+      w->value = 1;
+    }
   } else { /* a job that reads its slot through the mailbox now */
     const uint8_t *slot = (const uint8_t *)*w->mailbox; /* written by the dispatcher */
     int64_t d = w->emu->delay ? w->emu->delay(slot) : 0;
@@ -106,7 +112,7 @@ static int emu_launch(void *user, cudaGraphExec_t g, cudaStream_t s) {
   }
   atomic_fetch_add_explicit(&w->emu->launches, 1, memory_order_relaxed);
   /* "pre-launch DMA": the payload is copied when the graph runs, below. */
-  if (!w->emu->gpu_only) atomic_store_explicit(&w->pending, 1, memory_order_release);
+  if (!w->emu->gpu_only || tag == EMU_TAG_GATE) atomic_store_explicit(&w->pending, 1, memory_order_release);
   return 0;
 }
 
@@ -123,6 +129,7 @@ static int emu_enqueue(void *user, cudaStream_t s, cudaq__host_fn_t fn, void *ar
 static int emu_word_store(void *user, cudaStream_t s, void *word, uint32_t value) {
   (void)user;
   emu_worker_t *w = (emu_worker_t *)(void *)s;
+  atomic_fetch_add_explicit(&w->emu->word_stores, 1, memory_order_relaxed);
   w->word = (_Atomic uint32_t *)word;
   w->value = value;
   atomic_store_explicit(&w->pending, 1, memory_order_release); /* pairs with the emulator's acquire */

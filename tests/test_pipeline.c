@@ -863,6 +863,8 @@ static cudaq_pipeline_stats_t run_prelaunch(int emode, int limit, int gate_fail_
   assert_int_equal(atomic_load(&e->gates), n - st.errors + st.prelaunch_cancelled);
   assert_int_equal(atomic_load(&e->gate_fails), st.prelaunch_failures + st.errors);
   if (!gate_fail_every) assert_int_equal(st.errors, 0);
+  /* GPU-only: the gate graph stores the completion word, no stream write. */
+  assert_int_equal(atomic_load(&e->word_stores), 0);
   emu_stop(e);
   cudaq_pipeline_injector_destroy(inj);
   cudaq_pipeline_destroy(p);

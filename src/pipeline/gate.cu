@@ -86,6 +86,15 @@ __global__ void __launch_bounds__(kThreads) gate_kernel(cudaq__gate_args_t a) {
     copy_request<uint2>(src, a.staging_dev, a.staging_bytes);
 }
 
+/* GPU-only completion, the gate graph's last node. G13 (as the stream
+ * write it replaces; pairs with A13 in the pipeline's consumer): the fence
+ * makes the graph's output, written by the kernels before this node, visible
+ * system-wide before the word. */
+__global__ void done_kernel(uint32_t *done) {
+  __threadfence_system();
+  cuda::atomic_ref<uint32_t, cuda::thread_scope_system>(*done).store(1u, cuda::memory_order_release);
+}
+
 }  // namespace
 
 /* One device block per worker: [mailbox word][ticket][pad to 16][staging]. */
@@ -114,7 +123,7 @@ extern "C" int cudaq__gate_graph(void *user, cudaGraph_t user_graph, const cudaq
                                  cudaStream_t s, cudaGraphExec_t *out) {
   (void)user;
   cudaGraph_t g = nullptr;
-  cudaGraphNode_t gate, child;
+  cudaGraphNode_t gate, child, done;
   cudaq__gate_args_t args = *a;
   void *params[] = {&args};
   cudaKernelNodeParams kp = {};
@@ -125,6 +134,16 @@ extern "C" int cudaq__gate_graph(void *user, cudaGraph_t user_graph, const cudaq
   cudaError_t e = cudaGraphCreate(&g, 0);
   if (e == cudaSuccess) e = cudaGraphAddKernelNode(&gate, g, nullptr, 0, &kp);
   if (e == cudaSuccess) e = cudaGraphAddChildGraphNode(&child, g, &gate, 1, user_graph);
+  if (e == cudaSuccess && a->done_dev) {
+    uint32_t *word = a->done_dev;
+    void *dparams[] = {&word};
+    cudaKernelNodeParams dp = {};
+    dp.func = reinterpret_cast<void *>(done_kernel);
+    dp.gridDim = dim3(1);
+    dp.blockDim = dim3(1);
+    dp.kernelParams = dparams;
+    e = cudaGraphAddKernelNode(&done, g, &child, 1, &dp);
+  }
   if (e == cudaSuccess) e = cudaGraphInstantiate(out, g, 0);
   if (e == cudaSuccess) e = cudaGraphUpload(*out, s);
   if (e == cudaSuccess) e = cudaStreamSynchronize(s);

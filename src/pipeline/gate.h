@@ -15,7 +15,9 @@
  * graph's runs), then copies the request of ring slot `slot` (header +
  * arg_len bytes, at most staging_bytes) into the device staging copy, which
  * the device mailbox names: the worker's graph reads its request from
- * device memory. */
+ * device memory. In GPU-only mode a last node stores the completion word
+ * (instead of a cuStreamWriteValue32 after the graph, which would wake as
+ * late as a copy behind a gate). */
 typedef struct {
   const uint64_t *gate_dev;   /* the gate word, device view */
   const uint8_t *ring_dev;    /* RX slot 0, device view */
@@ -25,6 +27,8 @@ typedef struct {
   uint8_t *staging_dev;       /* device: the request's copy */
   uint64_t staging_bytes;
   void **mailbox_dev;         /* device word holding staging_dev, given to the factory */
+  uint32_t *done_dev;         /* GPU-only: the completion word (device view) that the gate
+                                 graph's last node sets to 1, or NULL */
 } cudaq__gate_args_t;
 
 

@@ -621,6 +621,7 @@ static cudaq_status_t prelaunch_alloc(cudaq_pipeline_t *p) {
     g->ring_dev = p->ring.rx_data;
     g->stride = p->ring.rx_stride_sz;
     g->nslots = p->nslots;
+    g->done_dev = p->pool.host_completion ? &p->pool.done_dev[w] : NULL; /* STREAM_WRITE (checked above) */
   }
   return CUDAQ_OK;
 }

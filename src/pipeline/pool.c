@@ -41,6 +41,7 @@ static int enqueue_job(cudaq__pool_t *p, uint32_t w, void *slot_dev, int *launch
   *launched = err == 0;
   if (err != 0) return err;
   if (wk->post_launch_fn) wk->post_launch_fn(wk->post_launch_data, slot_dev, wk->stream);
+  if (p->prelaunch) return 0; /* GPU-only: the gate graph's last node stores the word (gate.cu) */
   if (p->host_completion && p->done_dev)
     /* G13: the GPU, once the graph has finished, fences (system scope)
      * and stores 1 into w's completion word; pairs with A13 in the

@@ -97,7 +97,8 @@ typedef struct {
    *     graph is launched): the graph reads its request through
    *     mailbox_dev;
    *   - GPU-only mode uses STREAM_WRITE completion (a host function cannot
-   *     launch the next graph).
+   *     launch the next graph); the gate graph's last node then stores the
+   *     completion word (a stream write after a gate wakes late).
    * A waiting gate kernel occupies one SM and one of the GPU's hardware
    * queues: keep N plus the process's other busy streams within
    * CUDA_DEVICE_MAX_CONNECTIONS (default 8; up to 32, set before the first
