@@ -90,7 +90,8 @@ typedef struct {
    * slow each other and the requests' reads: on the H100 machine measured
    * (bench_pipeline --stage prelaunch, GPU + CPU, 2 KiB, one request every
    * 30 us) p50 8.5 us with 1 waiting, 9.2 with 2, 15.4 with 4, 19.4 with
-   * 8, against 11.8 launched on arrival: 1 is the latency choice.
+   * 8, against 11.8 launched on arrival: 1 is the latency choice. GPU-only
+   * mode measured no faster than launching on arrival (10.1 vs 11.5 us).
    * Requirements, checked at start:
    *   - the factory sets `graph` (the cudaGraph_t of graph_exec) and no
    *     pre_launch_fn / post_launch_fn (the request is not known when the
