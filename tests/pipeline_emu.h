@@ -82,6 +82,7 @@ struct emu {
   _Atomic uint64_t gates, gates_opened; /* gate graphs launched; released at their gate */
   _Atomic uint64_t gate_calls, gate_fails;
   _Atomic uint64_t word_stores; /* enqueue_word_store calls */
+  _Atomic uint64_t gates_empty;  /* gate graphs released without a request */
   int gate_fail_every;
   pthread_t thread;
   uint32_t function_id;
@@ -189,12 +190,17 @@ static void *emu_main(void *arg) {
         w->gticket++;
         w->gated = 0;
         atomic_fetch_add_explicit(&e->gates_opened, 1, memory_order_relaxed);
-        const uint32_t k = (uint32_t)v < w->gate.nslots ? (uint32_t)v : 0;
-        const uint8_t *src = w->gate.ring_dev + (size_t)k * w->gate.stride;
-        cudaq_rpc_header_t h;
-        memcpy(&h, src, sizeof h);
-        size_t n = 24 + (size_t)h.arg_len;
-        memcpy(w->gate.staging_dev, src, n < w->gate.staging_bytes ? n : w->gate.staging_bytes);
+        const uint32_t k = (uint32_t)v;
+        if (k < w->gate.nslots) {
+          const uint8_t *src = w->gate.ring_dev + (size_t)k * w->gate.stride;
+          cudaq_rpc_header_t h;
+          memcpy(&h, src, sizeof h);
+          size_t n = 24 + (size_t)h.arg_len;
+          memcpy(w->gate.staging_dev, src, n < w->gate.staging_bytes ? n : w->gate.staging_bytes);
+        } else { /* released without a request: an empty one */
+          memset(w->gate.staging_dev, 0, 24);
+          atomic_fetch_add_explicit(&e->gates_empty, 1, memory_order_relaxed);
+        }
         int64_t d = e->delay ? e->delay(w->gate.staging_dev) : 0;
         w->due_ns = test_now_ns() + (uint64_t)(d < 0 ? 0 : d);
       }

@@ -863,6 +863,8 @@ static cudaq_pipeline_stats_t run_prelaunch(int emode, int limit, int gate_fail_
   assert_int_equal(atomic_load(&e->gates), n - st.errors + st.prelaunch_cancelled);
   assert_int_equal(atomic_load(&e->gate_fails), st.prelaunch_failures + st.errors);
   if (!gate_fail_every) assert_int_equal(st.errors, 0);
+  /* Those released at stop saw an empty request. */
+  assert_int_equal(atomic_load(&e->gates_empty), st.prelaunch_cancelled);
   /* GPU-only: the gate graph stores the completion word, no stream write. */
   assert_int_equal(atomic_load(&e->word_stores), 0);
   emu_stop(e);
@@ -916,12 +918,18 @@ static int factory_without_graph(void *user, int worker_id, cudaq_gpu_worker_res
 
 /* gpu_prelaunch refused at start, naming why: no GPU stage; GPU-only with
  * host-function completion; a pre-launch callback; no gate ops (a build
- * without CUDA); no graph from the factory. */
+ * without CUDA); no graph from the factory; an external ring whose stride
+ * is not a multiple of 8. */
 static void test_prelaunch_refused(void **state) {
   (void)state;
   static const cudaq__launch_ops_t no_gate = {.launch_graph = emu_launch, .enqueue_host_fn = emu_enqueue, .sync_stream = emu_sync};
   emu_t *e = malloc(sizeof *e);
-  for (int k = 0; k < 5; ++k) {
+  /* An external ring of 4 slots with a 516-byte stride. */
+  static _Alignas(8) uint8_t ext_data[2][4 * 516];
+  static volatile uint64_t ext_flags[2][4];
+  cudaq_ringbuffer_t ext = {ext_flags[0], ext_flags[1], ext_data[0], ext_data[1], 516, 516,
+                            NULL, NULL, NULL, NULL};
+  for (int k = 0; k < 6; ++k) {
     cudaq_pipeline_config_t cfg;
     cudaq_pipeline_config_init(&cfg);
     cfg.num_workers = 2;
@@ -929,6 +937,10 @@ static void test_prelaunch_refused(void **state) {
     cfg.slot_size = 512;
     cfg.gpu_prelaunch = 1;
     if (k == 1) cfg.gpu_only_completion = CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC;
+    if (k == 5) {
+      cfg.slot_size = 516;
+      cfg.external_ringbuffer = &ext;
+    }
     cudaq_pipeline_t *p = NULL;
     assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_OK);
     if (k == 0) {
@@ -941,7 +953,7 @@ static void test_prelaunch_refused(void **state) {
       if (k != 1) assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_after_gpu, NULL), CUDAQ_OK);
     }
     static const char *why[] = {"needs a GPU stage", "STREAM_WRITE", "pre- or post-launch callback",
-                                "needs the gate ops", "no graph"};
+                                "needs the gate ops", "no graph", "multiples of 8"};
     assert_int_equal(cudaq_pipeline_start(p), k == 3 ? CUDAQ_ERR_UNSUPPORTED : CUDAQ_ERR_INVALID_ARG);
     assert_non_null(strstr(cudaq_last_error(), why[k]));
     assert_int_equal(cudaq_pipeline_destroy(p), CUDAQ_OK);

@@ -63,7 +63,7 @@ __device__ void copy_request(const uint8_t *slot, uint8_t *staging, uint64_t sta
 }
 
 __global__ void __launch_bounds__(kThreads) gate_kernel(cudaq__gate_args_t a) {
-  __shared__ uint32_t slot;
+  __shared__ uint32_t slot; /* nslots: no request (CUDAQ__GATE_CANCEL) */
   if (threadIdx.x == 0) {
     const uint32_t want = *a.ticket_dev + 1;
     cuda::atomic_ref<uint64_t, cuda::thread_scope_system> g(*const_cast<uint64_t *>(a.gate_dev));
@@ -76,9 +76,13 @@ __global__ void __launch_bounds__(kThreads) gate_kernel(cudaq__gate_args_t a) {
     } while ((int32_t)((uint32_t)(v >> 32) - want) < 0);
     *a.ticket_dev = want; /* read again by the next run, stream-ordered after this one */
     const uint32_t s = (uint32_t)v;
-    slot = s < a.nslots ? s : 0;
+    slot = s < a.nslots ? s : a.nslots;
   }
   __syncthreads();
+  if (slot == a.nslots) { /* released without a request: an empty one (24 zero bytes) */
+    if (threadIdx.x < 6) reinterpret_cast<uint32_t *>(a.staging_dev)[threadIdx.x] = 0;
+    return;
+  }
   const uint8_t *src = a.ring_dev + (uint64_t)slot * a.stride;
   if (((uintptr_t)a.ring_dev | a.stride | (uintptr_t)a.staging_dev) % 16 == 0)
     copy_request<uint4>(src, a.staging_dev, a.staging_bytes);
@@ -111,6 +115,8 @@ extern "C" int cudaq__gate_alloc(void *user, uint64_t staging_bytes, cudaq__gate
   void *staging = g->staging_dev;
   e = cudaMemset(base, 0, bytes);
   if (e == cudaSuccess) e = cudaMemcpy(g->mailbox_dev, &staging, sizeof staging, cudaMemcpyHostToDevice);
+  /* Both on the legacy stream: done before any worker stream launches a gate graph. */
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
   if (e != cudaSuccess) {
     cudaFree(base);
     g->mailbox_dev = nullptr;

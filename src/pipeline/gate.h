@@ -18,11 +18,16 @@
  * device memory. In GPU-only mode a last node stores the completion word
  * (instead of a cuStreamWriteValue32 after the graph, which would wake as
  * late as a copy behind a gate). */
+/* The slot number of a release without a request (stop): the gate kernel
+ * then writes an empty request into the staging copy (a zeroed header:
+ * magic 0, arg_len 0), so the worker's graph sees no payload. */
+#define CUDAQ__GATE_CANCEL 0xffffffffu
+
 typedef struct {
   const uint64_t *gate_dev;   /* the gate word, device view */
   const uint8_t *ring_dev;    /* RX slot 0, device view */
   uint64_t stride;            /* RX slot stride (a multiple of 8) */
-  uint32_t nslots;            /* a slot index outside 0..nslots-1 copies slot 0 */
+  uint32_t nslots;            /* a slot index outside 0..nslots-1: an empty request */
   uint32_t *ticket_dev;       /* device: the ticket of the graph's last run */
   uint8_t *staging_dev;       /* device: the request's copy */
   uint64_t staging_bytes;

@@ -609,6 +609,11 @@ static cudaq_status_t prelaunch_alloc(cudaq_pipeline_t *p) {
     return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
                        "%s: gpu_prelaunch in GPU-only mode needs STREAM_WRITE completion (a host "
                        "function cannot launch the next graph); use AUTO or STREAM_WRITE", fn);
+  if (((uintptr_t)p->ring.rx_data | p->ring.rx_stride_sz) % 8 != 0)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                       "%s: gpu_prelaunch copies requests in 8-byte words: the RX ring's data (%p) "
+                       "and stride (%zu) must be multiples of 8", fn, (void *)p->ring.rx_data,
+                       p->ring.rx_stride_sz);
   for (uint32_t w = 0; w < p->nworkers; ++w) {
     cudaq__gate_args_t *g = &p->gate[w];
     memset(g, 0, sizeof *g);
@@ -888,8 +893,12 @@ cudaq_status_t cudaq_pipeline_stop(cudaq_pipeline_t *p) {
       st = cudaq__fail(CUDAQ_ERR_CUDA, "cudaq_pipeline_stop: pre-launched graphs: error %d", e);
   } else if (p->pool.prelaunch) {
     /* After a timeout: release them (a waiting graph would hold its stream
-     * for ever), but do not wait on streams that may be stuck. */
+     * for ever), and wait for the idle workers' streams only (their one
+     * run left is that release; a busy worker's stream may be stuck). */
     cudaq__pool_cancel_armed(&p->pool);
+    const uint64_t idle = atomic_load_explicit(&p->pool.idle_mask, memory_order_acquire);
+    for (uint32_t w = 0; w < p->nworkers; ++w)
+      if ((idle >> w) & 1) (void)p->ops.sync_stream(p->ops.user, p->pool.workers[w].stream);
   }
   if (ok && p->factory) {
     /* Everything completed, so this returns at once; it makes sure no

@@ -72,13 +72,11 @@ int cudaq__pool_arm(cudaq__pool_t *p, uint32_t w) {
   } while (!atomic_compare_exchange_weak_explicit(&p->narmed, &n, n + 1, memory_order_relaxed,
                                                   memory_order_relaxed));
   int launched = 0;
+  /* Pre-launching, enqueue_job fails only in the launch itself (the gate
+   * graph stores a GPU-only completion word in its own last node). */
   int err = enqueue_job(p, w, NULL, &launched);
   if (launched) p->ticket[w]++; /* the gate graph's run to come */
   if (err != 0) {
-    /* A graph enqueued without its completion: open its gate so that the
-     * stream drains (it runs once on slot 0, its results unused); w will
-     * launch on arrival. */
-    if (launched) open_gate(p, w, 0);
     atomic_fetch_sub_explicit(&p->narmed, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&p->prelaunch_failures, 1, memory_order_relaxed);
     return err;
@@ -94,7 +92,7 @@ void cudaq__pool_cancel_armed(cudaq__pool_t *p) {
   while (m) {
     const uint32_t w = (uint32_t)__builtin_ctzll(m);
     m &= m - 1;
-    open_gate(p, w, 0);
+    open_gate(p, w, CUDAQ__GATE_CANCEL);
     atomic_fetch_sub_explicit(&p->narmed, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&p->prelaunch_cancelled, 1, memory_order_relaxed);
   }

@@ -123,16 +123,15 @@ cudaq__pool_result_t cudaq__pool_dispatch(cudaq__pool_t *p, uint32_t function_id
                                           int *out_error, int *out_worker);
 
 /* Pre-launch: unless `prelaunch` runs wait already, enqueues on worker
- * w's stream its gate graph and (GPU-only) the completion, so that the
- * next request given to w only opens the gate. Called by w's owner: the
- * thread that finishes w's job, before it releases w, or the starter
- * before any thread runs. Returns 0, or the CUDA error (counted in
+ * w's stream its gate graph, so that the next request given to w only
+ * opens the gate. Called by w's owner: the thread that finishes w's job,
+ * before it releases w, or the starter before the dispatcher thread runs. Returns 0, or the CUDA error (counted in
  * prelaunch_failures; w is left unarmed and launches on arrival). */
 int cudaq__pool_arm(cudaq__pool_t *p, uint32_t w);
 
 /* Pre-launch, at stop (every pipeline thread joined): opens the gate of
- * every armed worker with slot 0; each such graph runs once more on slot
- * 0's bytes and its results are not used. */
+ * every armed worker without a request (CUDAQ__GATE_CANCEL): each such
+ * graph runs once more on an empty request and its results are not used. */
 void cudaq__pool_cancel_armed(cudaq__pool_t *p);
 
 /* Returns worker w to the pool; any thread. Returns 0, or -1 if it was
