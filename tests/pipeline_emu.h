@@ -210,7 +210,8 @@ static void *emu_main(void *arg) {
       memcpy(&h, slot, sizeof h);
       w->out_len = h.arg_len < EMU_OUT ? h.arg_len : EMU_OUT;
       memcpy(w->out, slot + 24, w->out_len); /* passthrough "kernel" */
-      atomic_store_explicit(&w->pending, 0, memory_order_relaxed);
+      /* Release: emu_sync's acquire then sees the job done. */
+      atomic_store_explicit(&w->pending, 0, memory_order_release);
       if (e->gpu_only && w->word) /* the stream write: fence, then the word */
         atomic_store_explicit(w->word, w->value, memory_order_release);
       else if (e->gpu_only)

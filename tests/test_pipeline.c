@@ -578,6 +578,15 @@ static int64_t delay_small(const uint8_t *slot) {
   return (h.request_id * 7919) % 50000; /* 0..50 us */
 }
 
+/* A pipeline config for the emulated-GPU runs (idle threads yield). */
+static void emu_config(cudaq_pipeline_config_t *cfg, int workers, int slots, size_t slot_size) {
+  assert_int_equal(cudaq_pipeline_config_init(cfg), CUDAQ_OK);
+  cfg->num_workers = workers;
+  cfg->num_slots = slots;
+  cfg->slot_size = slot_size;
+  cfg->idle_yield = 1;
+}
+
 /* Runs 500 requests plus one for an unserved function through GPU-only mode
  * with emulator mode `emode` and config gpu_only_completion `want`; checks
  * every answer, the counters and the completion the pipeline chose. */
@@ -585,11 +594,7 @@ static void run_gpu_only(int emode, int want, cudaq_gpu_only_completion_t expect
   rec_t *r = calloc(1, sizeof *r);
   emu_t *e = malloc(sizeof *e);
   cudaq_pipeline_config_t cfg;
-  cudaq_pipeline_config_init(&cfg);
-  cfg.num_workers = 4;
-  cfg.num_slots = 8;
-  cfg.slot_size = EMU_OUT + 24;
-  cfg.idle_yield = 1;
+  emu_config(&cfg, 4, 8, EMU_OUT + 24);
   cfg.gpu_only_completion = want;
   cudaq_pipeline_t *p = NULL;
   atomic_store(&g_only_bad, 0);
@@ -808,11 +813,7 @@ static cudaq_pipeline_stats_t run_prelaunch(int emode, int limit, int gate_fail_
   rec_t *r = calloc(1, sizeof *r);
   emu_t *e = malloc(sizeof *e);
   cudaq_pipeline_config_t cfg;
-  cudaq_pipeline_config_init(&cfg);
-  cfg.num_workers = 4;
-  cfg.num_slots = 8;
-  cfg.slot_size = emode ? EMU_OUT + 24 : 512;
-  cfg.idle_yield = 1;
+  emu_config(&cfg, 4, 8, emode ? EMU_OUT + 24 : 512);
   cfg.gpu_prelaunch = limit;
   cudaq_pipeline_t *p = NULL;
   assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_OK);
@@ -931,10 +932,7 @@ static void test_prelaunch_refused(void **state) {
                             NULL, NULL, NULL, NULL};
   for (int k = 0; k < 6; ++k) {
     cudaq_pipeline_config_t cfg;
-    cudaq_pipeline_config_init(&cfg);
-    cfg.num_workers = 2;
-    cfg.num_slots = 4;
-    cfg.slot_size = 512;
+    emu_config(&cfg, 2, 4, 512);
     cfg.gpu_prelaunch = 1;
     if (k == 1) cfg.gpu_only_completion = CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC;
     if (k == 5) {
