@@ -17,6 +17,8 @@
  *                        ahead
  *   graph gate, loads    the same, the gate kernel itself copying the bytes
  *                        (16-byte loads of pinned memory; 1..8 blocks of 256)
+ *   gate in the work kernel  one graph of one kernel that waits, copies and
+ *                        answers (the gate inside the worker's first kernel)
  *
  *   bench_stream_gate [--requests N] [--gap US] [--bytes B]
  */
@@ -52,8 +54,14 @@ __global__ void gate_kernel(const uint32_t *gate, uint32_t value) {
  * ticket changes per launch, the graph does not). Thread 0 of each block
  * waits; then, with src, every thread copies its 16-byte pieces of the
  * request from pinned host memory into dst (all loads issued at once). */
+__device__ __forceinline__ void gate_kernel_dev_body(const uint32_t *gate, uint32_t *ticket, const uint4 *src,
+                                                     uint4 *dst, size_t n16);
 __global__ void gate_kernel_dev(const uint32_t *gate, uint32_t *ticket, const uint4 *src, uint4 *dst,
                                 size_t n16) {
+  gate_kernel_dev_body(gate, ticket, src, dst, n16);
+}
+__device__ __forceinline__ void gate_kernel_dev_body(const uint32_t *gate, uint32_t *ticket, const uint4 *src,
+                                                     uint4 *dst, size_t n16) {
   if (threadIdx.x == 0) {
     const uint32_t value = ticket[blockIdx.x] + 1;
     cuda::atomic_ref<const uint32_t, cuda::thread_scope_system> g(*gate);
@@ -74,9 +82,22 @@ __global__ void gate_kernel_dev(const uint32_t *gate, uint32_t *ticket, const ui
     if (first + k * stride < n16) dst[first + k * stride] = v[k];
 }
 
-enum { LAUNCH = 0, WAIT_VALUE = 1, KERNEL_GATE = 2, GRAPH_GATE = 3, GRAPH_GATE_LOADS = 4 };
+enum { LAUNCH = 0, WAIT_VALUE = 1, KERNEL_GATE = 2, GRAPH_GATE = 3, GRAPH_GATE_LOADS = 4, IN_KERNEL = 5 };
 static const char *kName[] = {"launch on arrival", "wait-value gate", "kernel gate", "graph gate",
-                              "graph gate, loads"};
+                              "graph gate, loads", "gate in the work kernel"};
+
+/* IN_KERNEL: the work kernel itself waits at the gate and copies the bytes
+ * (one graph of one kernel). */
+__global__ void gated_work_kernel(const uint32_t *gate, uint32_t *ticket, const uint4 *src, uint4 *dst,
+                                  size_t n16, uint64_t *flag, uint64_t *seq) {
+  gate_kernel_dev_body(gate, ticket, src, dst, n16);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint64_t s = *seq + 1;
+    *seq = s;
+    cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*flag).store(s, cuda::memory_order_release);
+  }
+}
 
 /* blocks: GRAPH_GATE_LOADS, the gate kernel's blocks (they copy the bytes). */
 static void run_row(int how, size_t bytes, size_t n, double gap_us, unsigned blocks = 1) {
@@ -104,12 +125,15 @@ static void run_row(int how, size_t bytes, size_t n, double gap_us, unsigned blo
   cudaGraph_t g;
   cudaGraphExec_t ge;
   BENCH_CUDA_CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  if (how == IN_KERNEL)
+    gated_work_kernel<<<1, 256, 0, s>>>(gate_dev, ticket, bytes ? (const uint4 *)src_dev : nullptr, (uint4 *)dst,
+                                        bytes / 16, flag_dev, seq);
   if (how == GRAPH_GATE) gate_kernel_dev<<<1, 1, 0, s>>>(gate_dev, ticket, nullptr, nullptr, 0);
   if (how == GRAPH_GATE_LOADS)
     gate_kernel_dev<<<blocks, 256, 0, s>>>(gate_dev, ticket, (const uint4 *)src_dev, (uint4 *)dst, bytes / 16);
-  if (bytes && how != LAUNCH && how != GRAPH_GATE_LOADS)
+  if (bytes && how != LAUNCH && how != GRAPH_GATE_LOADS && how != IN_KERNEL)
     BENCH_CUDA_CK(cudaMemcpyAsync(dst, src_dev, bytes, cudaMemcpyDefault, s));
-  work_kernel<<<1, 1, 0, s>>>(flag_dev, seq, dst);
+  if (how != IN_KERNEL) work_kernel<<<1, 1, 0, s>>>(flag_dev, seq, dst);
   BENCH_CUDA_CK(cudaStreamEndCapture(s, &g));
   BENCH_CUDA_CK(cudaGraphInstantiate(&ge, g, 0));
   BENCH_CUDA_CK(cudaGraphUpload(ge, s));
@@ -153,7 +177,9 @@ static void run_row(int how, size_t bytes, size_t n, double gap_us, unsigned blo
   if (how != LAUNCH) gw.store(t, cuda::memory_order_release); /* release the last one */
   BENCH_CUDA_CK(cudaStreamSynchronize(s));
   char name[96];
-  if (how == GRAPH_GATE_LOADS)
+  if (how == IN_KERNEL)
+    snprintf(name, sizeof name, "%s, %zu B", kName[how], bytes);
+  else if (how == GRAPH_GATE_LOADS)
     snprintf(name, sizeof name, "%s (%u x 256), %zu B", kName[how], blocks, bytes);
   else
     snprintf(name, sizeof name, "%s, %zu B copy", kName[how], bytes);
@@ -206,5 +232,7 @@ int main(int argc, char **argv) {
   if (bytes > 8 * 16 * 256 * 8) bytes = 8 * 16 * 256 * 8;
   for (unsigned b = 1; bytes && b <= 8; b *= 2)
     if (bytes / 16 <= (size_t)b * 256 * 8) run_row(GRAPH_GATE_LOADS, bytes, n, gap, b);
+  run_row(IN_KERNEL, 0, n, gap);
+  if (bytes) run_row(IN_KERNEL, bytes, n, gap);
   return 0;
 }
