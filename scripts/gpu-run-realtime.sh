@@ -179,6 +179,9 @@ if has sanitize_all; then
       san "qec_realtime_$mode" -- "$RT" $D5 --mode $mode $m --requests "${SAN_REQUESTS:-20}" \
         --workers 1 --timeout_ms 50000 --progress_s 0
     done
+    # The pipeline's gate graphs (gpu_prelaunch), paced so that requests find them waiting.
+    san qec_realtime_prelaunch -- "$RT" $D5 --mode passthrough --prelaunch 1 --interval_us 2000 \
+      --requests "${SAN_REQUESTS:-20}" --workers 2 --timeout_ms 50000 --progress_s 0
     [ "$tool" != racecheck ] &&
       san qec_decode_gpu -- "$QD" count_mistakes --dem /tmp/rt-d5s/circuit.dem --in /tmp/rt-d5s/shots.b8 \
         --in_format b8 --obs_in /tmp/rt-d5s/obs.01 --predecoder models/predecoder_d5_z.onnx --device gpu
