@@ -49,6 +49,13 @@ static inline void cudaq__store_release_int(volatile int *p, int v) {
   atomic_store_explicit(CUDAQ__AINT(p), v, memory_order_release);
 }
 
+/* Single-writer counter bump: one thread writes the counter (others only
+ * read it, relaxed), so a relaxed load + store is enough and avoids a
+ * locked read-modify-write. */
+static inline void cudaq__bump_single_writer(_Atomic uint64_t *c) {
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
+}
+
 /* Spin-wait hint: lets the sibling hyperthread run and saves power without
  * giving up the core (no syscall). */
 static inline void cudaq__cpu_relax(void) {

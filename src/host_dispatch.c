@@ -15,12 +15,8 @@
 #include "atomics.h"
 #include "internal.h"
 
-/* Single-writer counter bump: the dispatcher thread is the only writer, so a
- * relaxed load + store is enough and avoids a locked instruction. */
-static inline void bump(_Atomic uint64_t *c) {
-  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
-                        memory_order_relaxed);
-}
+/* The dispatcher thread is the counters' only writer. */
+static inline void bump(_Atomic uint64_t *c) { cudaq__bump_single_writer(c); }
 
 int cudaq__host_handle_slot(cudaq_dispatcher_t *d, uint32_t slot) {
   const cudaq_ringbuffer_t *rb = &d->ring;

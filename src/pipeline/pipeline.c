@@ -110,10 +110,7 @@ struct cudaq_pipeline_injector_t {
     if (!(cond)) return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: %s", fn, what);   \
   } while (0)
 
-/* Single-writer counter bump (relaxed load + store, no locked RMW). */
-static inline void bump(_Atomic uint64_t *c) {
-  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
-}
+static inline void bump(_Atomic uint64_t *c) { cudaq__bump_single_writer(c); }
 
 static inline void idle_wait(const cudaq_pipeline_t *p) {
   if (p->cfg.idle_yield)
@@ -758,17 +755,12 @@ static void arm_all(cudaq_pipeline_t *p) {
   for (uint32_t w = 0; w < p->nworkers; ++w) cudaq__pool_arm(&p->pool, w);
 }
 
-/* Pre-launch stop or failed start (no pipeline thread running): releases
- * every waiting graph, then waits for the streams. Returns the first CUDA
- * error, or 0. */
-static int disarm_all(cudaq_pipeline_t *p) {
+/* Pre-launch, a start that failed after arm_all (no pipeline thread
+ * running): releases every waiting graph and waits for the streams (the
+ * start's error is what the caller reports). */
+static void disarm_all(cudaq_pipeline_t *p) {
   cudaq__pool_cancel_armed(&p->pool);
-  int first = 0;
-  for (uint32_t w = 0; w < p->nworkers; ++w) {
-    int e = p->ops.sync_stream(p->ops.user, p->pool.workers[w].stream);
-    if (e != 0 && first == 0) first = e;
-  }
-  return first;
+  for (uint32_t w = 0; w < p->nworkers; ++w) (void)p->ops.sync_stream(p->ops.user, p->pool.workers[w].stream);
 }
 
 static void join_all(cudaq_pipeline_t *p, int dispatcher, int consumer) {
@@ -885,24 +877,20 @@ cudaq_status_t cudaq_pipeline_stop(cudaq_pipeline_t *p) {
   }
   join_all(p, 1, 1);
   cudaq_status_t st = cudaq__ok();
-  if (p->pool.prelaunch && ok) {
-    /* No thread runs any more (joined): the waiting graphs are released
-     * and the streams drained. */
-    int e = disarm_all(p);
-    if (e != 0)
-      st = cudaq__fail(CUDAQ_ERR_CUDA, "cudaq_pipeline_stop: pre-launched graphs: error %d", e);
-  } else if (p->pool.prelaunch) {
-    /* After a timeout: release them (a waiting graph would hold its stream
-     * for ever), and wait for the idle workers' streams only (their one
+  /* No thread runs any more (joined): release the waiting graphs (one
+   * would hold its stream for ever); the stream waits below drain them. */
+  if (p->pool.prelaunch) cudaq__pool_cancel_armed(&p->pool);
+  if (!ok && p->pool.prelaunch) {
+    /* After a timeout wait for the idle workers' streams only (their one
      * run left is that release; a busy worker's stream may be stuck). */
-    cudaq__pool_cancel_armed(&p->pool);
     const uint64_t idle = atomic_load_explicit(&p->pool.idle_mask, memory_order_acquire);
     for (uint32_t w = 0; w < p->nworkers; ++w)
       if ((idle >> w) & 1) (void)p->ops.sync_stream(p->ops.user, p->pool.workers[w].stream);
   }
   if (ok && p->factory) {
-    /* Everything completed, so this returns at once; it makes sure no
-     * work of ours is left on the streams before the caller frees them. */
+    /* Everything completed, so this returns once the graphs released
+     * above (pre-launch) have run; it makes sure no work of ours is left
+     * on the streams before the caller frees them. */
     for (uint32_t w = 0; w < p->nworkers; ++w) {
       int e = p->ops.sync_stream(p->ops.user, p->pool.workers[w].stream);
       if (e != 0 && st == CUDAQ_OK)

@@ -33,12 +33,13 @@ static uint64_t mask_for(const cudaq__pool_t *p, uint32_t function_id) {
 /* Enqueues worker w's graph (its gate graph when pre-launching) and, in
  * GPU-only mode, what completes it. slot_dev: the request's slot (NULL
  * when arming: no post-launch callback is allowed then). Returns 0 or the
- * CUDA error; *launched tells whether the graph itself was enqueued. */
-static int enqueue_job(cudaq__pool_t *p, uint32_t w, void *slot_dev, int *launched) {
+ * CUDA error. Pre-launching, only the launch itself can fail (the gate
+ * graph stores a GPU-only completion word in its own last node), so an
+ * error there means nothing was enqueued. */
+static int enqueue_job(cudaq__pool_t *p, uint32_t w, void *slot_dev) {
   const cudaq_host_dispatch_worker_t *wk = &p->workers[w];
   cudaGraphExec_t g = p->prelaunch ? p->gate_exec[w] : wk->graph_exec;
   int err = p->ops.launch_graph(p->ops.user, g, wk->stream);
-  *launched = err == 0;
   if (err != 0) return err;
   if (wk->post_launch_fn) wk->post_launch_fn(wk->post_launch_data, slot_dev, wk->stream);
   if (p->prelaunch) return 0; /* GPU-only: the gate graph's last node stores the word (gate.cu) */
@@ -71,16 +72,13 @@ int cudaq__pool_arm(cudaq__pool_t *p, uint32_t w) {
     if (n >= p->prelaunch) return 0;
   } while (!atomic_compare_exchange_weak_explicit(&p->narmed, &n, n + 1, memory_order_relaxed,
                                                   memory_order_relaxed));
-  int launched = 0;
-  /* Pre-launching, enqueue_job fails only in the launch itself (the gate
-   * graph stores a GPU-only completion word in its own last node). */
-  int err = enqueue_job(p, w, NULL, &launched);
-  if (launched) p->ticket[w]++; /* the gate graph's run to come */
+  int err = enqueue_job(p, w, NULL); /* nothing enqueued if it fails */
   if (err != 0) {
     atomic_fetch_sub_explicit(&p->narmed, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&p->prelaunch_failures, 1, memory_order_relaxed);
     return err;
   }
+  p->ticket[w]++; /* the gate graph's run to come */
   /* Relaxed: published to the dispatcher by the owner's R6 that follows
    * (or the dispatcher thread's creation). */
   atomic_fetch_or_explicit(&p->armed_mask, 1ull << w, memory_order_relaxed);
@@ -140,9 +138,7 @@ cudaq__pool_result_t cudaq__pool_dispatch(cudaq__pool_t *p, uint32_t function_id
     atomic_fetch_and_explicit(&p->armed_mask, ~bit, memory_order_relaxed);
     atomic_fetch_sub_explicit(&p->narmed, 1, memory_order_relaxed);
     /* Counted before R14, so that whoever sees the answer sees the count. */
-    atomic_store_explicit(&p->prelaunched,
-                          atomic_load_explicit(&p->prelaunched, memory_order_relaxed) + 1,
-                          memory_order_relaxed); /* dispatcher-only writer */
+    cudaq__bump_single_writer(&p->prelaunched); /* the dispatcher is its only writer */
     open_gate(p, w, slot);
   } else if (p->prelaunch) {
     /* Not armed (a failed re-arm): the gate graph is launched now, its
@@ -150,17 +146,15 @@ cudaq__pool_result_t cudaq__pool_dispatch(cudaq__pool_t *p, uint32_t function_id
     const uint64_t before = atomic_load_explicit(&p->gate_host[w], memory_order_relaxed);
     p->ticket[w]++;
     open_gate(p, w, slot);
-    int launched = 0;
-    err = enqueue_job(p, w, slot_dev, &launched);
-    if (!launched) { /* no run will consume the ticket: take it back */
+    err = enqueue_job(p, w, slot_dev);
+    if (err != 0) { /* nothing enqueued, no run will consume the ticket: take it back */
       p->ticket[w]--;
       atomic_store_explicit(&p->gate_host[w], before, memory_order_relaxed);
     }
   } else {
     const cudaq_host_dispatch_worker_t *wk = &p->workers[w];
     if (wk->pre_launch_fn) wk->pre_launch_fn(wk->pre_launch_data, slot_dev, wk->stream);
-    int launched = 0;
-    err = enqueue_job(p, w, slot_dev, &launched);
+    err = enqueue_job(p, w, slot_dev);
   }
   if (err != 0) {
     /* R9 publishes the error marker (spec 9); pairs with A2 in the
