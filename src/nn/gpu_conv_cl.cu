@@ -351,6 +351,238 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_cl(cl_args a) {
 #endif
 }
 
+/* The brick kernel (algos NNK_CL_ALGOS and up): NDHWC input, stride 1 and
+ * dilation 1 only. The CTA owns a brick of BD x BH x BW output cells (the
+ * BM rows of its tile) and BN output channels. Unlike k_conv_cl, which copies
+ * an A tile per (tap, channel block) step, it stages the brick's input window
+ * (brick + halo, per block of 32 channels) once: every tap's A fragments are
+ * ldmatrix reads of that window at a per-tap offset. The weights come in
+ * groups of CL_BGROUP k-steps (double-buffered, one barrier per group).
+ * Split K runs over the channel blocks (a cluster of S CTAs, each a
+ * contiguous share of blocks and every tap), reduced through distributed
+ * shared memory as in k_conv_cl. Shared memory: two B buffers of
+ * CL_BGROUP x BN rows, the windows of the CTA's channel blocks
+ * ([block][window cell][CL_LDS]), then a table of the steps' offsets.
+ * Measured (H100, nn-brick-h100-2026-11-25.md): faster than the tiles at
+ * d = 5..9 (32-1000 cells of 128 channels), not at d = 13, where both are
+ * latency-bound (tensor pipe 13-25% busy at 1-2 warps per scheduler). */
+constexpr int CL_BGROUP = 9; /* k-steps per copy group (two buffers: one computed, one in flight) */
+
+struct brick_cfg {
+  int bd, bh, bw, bn, warps_m, warps;
+};
+constexpr brick_cfg kBrickCfg[NNK_CL_BRICK_CONFIGS] = {{2, 4, 8, 64, 2, 4}, {2, 4, 8, 64, 2, 8},
+                                                       {2, 4, 8, 32, 2, 4}, {2, 2, 8, 64, 2, 4},
+                                                       {4, 4, 8, 64, 4, 8}, {2, 4, 8, 128, 2, 8},
+                                                       {4, 4, 8, 128, 4, 8}};
+constexpr int kBrickSplit[NNK_CL_BRICK_SPLITS] = {1, 2, 4};
+
+/* The window of a BD x BH x BW brick: (BD + kd - 1) x (BH + kh - 1) x (BW + kw - 1) cells. */
+__host__ __device__ inline int brick_window(const cl_args &a, int bd, int bh, int bw, int *hh, int *hw) {
+  const int kd = a.taps / (a.kh * a.kw);
+  *hh = bh + a.kh - 1;
+  *hw = bw + a.kw - 1;
+  return (bd + kd - 1) * *hh * *hw;
+}
+
+/* The most channel blocks a CTA of the split takes (shares differ by at most one). */
+__host__ __device__ inline int ncbl_max(const cl_args &a) { return (a.ncb + a.split - 1) / a.split; }
+
+template <int BD, int BH, int BW, int BN, int WARPS_M, int WARPS, bool OUT_CL>
+__global__ void __launch_bounds__(WARPS * 32) k_conv_brick(cl_args a) {
+  constexpr int BM = BD * BH * BW, THREADS = WARPS * 32, WARPS_N = WARPS / WARPS_M;
+  constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N, MI = WM / 16, NI = WN / 8;
+  constexpr int B_ST = BN * CL_LDS;
+  static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0 && WM % 16 == 0 && WARPS % WARPS_M == 0, "tile");
+  extern __shared__ __align__(16) unsigned char cl_smem[];
+  __half *Bs = reinterpret_cast<__half *>(cl_smem);
+  __half *Win = Bs + 2 * CL_BGROUP * B_ST;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+  int HH, HW;
+  const int wcells = brick_window(a, BD, BH, BW, &HH, &HW);
+  const int OD = a.P / (a.OH * a.OW);
+  const int nbx = (a.OW + BW - 1) / BW, nby = (a.OH + BH - 1) / BH;
+  const int bx0 = (int)(blockIdx.x % (unsigned)nbx) * BW, by0 = (int)(blockIdx.x / (unsigned)nbx % (unsigned)nby) * BH;
+  const int bz0 = (int)(blockIdx.x / (unsigned)(nbx * nby)) * BD;
+  const int n0 = blockIdx.y * BN;
+  const int rank = (int)(blockIdx.z % (unsigned)a.split), nb = (int)(blockIdx.z / (unsigned)a.split);
+  const int cb_begin = a.ncb * rank / a.split, ncbl = a.ncb * (rank + 1) / a.split - cb_begin;
+  const int nst = ncbl * a.taps, ngroups = (nst + CL_BGROUP - 1) / CL_BGROUP;
+  /* Per step s (channel block cb_begin + s / taps, tap s % taps): x = its
+   * window's offset in bytes from Win (tap applied), y = its weights' k
+   * offset (k = tap * cpad + block * 32). Built once: no divisions in the loop. */
+  int2 *tab = reinterpret_cast<int2 *>(Win + (size_t)ncbl_max(a) * wcells * CL_LDS);
+  for (int st = tid; st < nst; st += THREADS) {
+    const int cbl = st / a.taps, t = st - cbl * a.taps;
+    const int tkd = t / (a.kh * a.kw), tkh = (t / a.kw) % a.kh, tkw = t % a.kw;
+    tab[st] = make_int2((cbl * wcells + (tkd * HH + tkh) * HW + tkw) * CL_LDS * 2,
+                        t * a.ncb * CL_BK + (cb_begin + cbl) * CL_BK);
+  }
+
+  /* This thread's B chunks of a step: 16-byte chunk c = tid + k THREADS of
+   * BN rows x 4 (row c / 4, quarter c % 4 = tid % 4). */
+  constexpr int KCH = (BN * 4 + THREADS - 1) / THREADS;
+  const __half *bsrc[KCH];
+  int bdst[KCH];
+#pragma unroll
+  for (int k = 0; k < KCH; k++) {
+    const int c = tid + k * THREADS, r = c >> 2, q = c & 3;
+    bsrc[k] = c < BN * 4 ? a.w + (size_t)(n0 + r) * a.kpad + q * 8 : NULL;
+    bdst[k] = (r * CL_LDS + q * 8) * 2;
+  }
+  const uint32_t bs_u = nnk_smem_u32(Bs), win_u = nnk_smem_u32(Win);
+  /* Group g: steps g CL_BGROUP .. into buffer buf (step j of the group in slot j). */
+  auto issue_group = [&](int g, int buf) {
+    const int s0 = g * CL_BGROUP, ns = min(CL_BGROUP, nst - s0);
+    for (int j = 0; j < ns; j++) {
+      const int boff = tab[s0 + j].y;
+      const uint32_t slot = bs_u + (uint32_t)((buf * CL_BGROUP + j) * B_ST * 2);
+#pragma unroll
+      for (int k = 0; k < KCH; k++)
+        if (BN * 4 % THREADS == 0 || bsrc[k]) nnk_cp_async16(slot + bdst[k], bsrc[k] + boff, 16);
+    }
+  };
+
+  /* This lane's ldmatrix addresses: A (window cell of tap (0,0,0) for row
+   * (lane & 7) + 8 ((lane >> 3) & 1) of each m16 tile, column half lane >> 4)
+   * and B (as k_conv_cl), both before the step's offsets. */
+  uint32_t aaddr[MI], baddr[NI / 2];
+#pragma unroll
+  for (int mi = 0; mi < MI; mi++) {
+    const int r = wm * WM + mi * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+    const int cell = ((r / (BH * BW)) * HH + (r / BW) % BH) * HW + r % BW;
+    aaddr[mi] = win_u + (uint32_t)((cell * CL_LDS + (lane >> 4) * 8) * 2);
+  }
+#pragma unroll
+  for (int n2 = 0; n2 < NI / 2; n2++)
+    baddr[n2] = (uint32_t)(((wn * WN + n2 * 16 + (lane & 7) + ((lane >> 4) << 3)) * CL_LDS + ((lane >> 3) & 1) * 8) * 2);
+
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+    for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[mi][ni][e] = 0.0f;
+
+  /* One k-step: window offset wo (bytes), B slot address bslot. */
+  auto step = [&](int wo, uint32_t bslot) {
+#pragma unroll
+    for (int ks = 0; ks < CL_BK / 16; ks++) {
+      uint32_t af[MI][4], bf[NI][2];
+#pragma unroll
+      for (int mi = 0; mi < MI; mi++) nnk_ldmatrix_x4(af[mi], aaddr[mi] + (uint32_t)wo + ks * 32);
+#pragma unroll
+      for (int n2 = 0; n2 < NI / 2; n2++) {
+        uint32_t r[4];
+        nnk_ldmatrix_x4(r, bslot + baddr[n2] + ks * 32);
+        bf[2 * n2][0] = r[0];
+        bf[2 * n2][1] = r[1];
+        bf[2 * n2 + 1][0] = r[2];
+        bf[2 * n2 + 1][1] = r[3];
+      }
+#pragma unroll
+      for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int ni = 0; ni < NI; ni++) nnk_mma16816(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+    }
+  };
+
+  nnk_pdl_launch_dependents();
+  __syncthreads(); /* the step table is complete */
+  /* Group 0: the weights (constants) of the first steps before the PDL
+   * wait, the windows (the previous kernel's output) after it. */
+  issue_group(0, 0);
+  nnk_pdl_wait();
+  for (int i = tid; i < ncbl * wcells * 4; i += THREADS) {
+    const int q = i & 3, cell = (i >> 2) % wcells, cbl = (i >> 2) / wcells;
+    const int hz = cell / (HH * HW), hy = (cell / HW) % HH, hx = cell % HW;
+    const int id = bz0 - a.pad0[0] + hz, ih = by0 - a.pad0[1] + hy, iw = bx0 - a.pad0[2] + hx;
+    const int c = (cb_begin + cbl) * CL_BK + q * 8;
+    const bool ok = c < a.C && (unsigned)id < (unsigned)a.D && (unsigned)ih < (unsigned)a.H && (unsigned)iw < (unsigned)a.W;
+    const __half *src = ok ? a.x + (((size_t)nb * a.Pin + ((size_t)id * a.H + ih) * a.W + iw) * a.C + c) : a.x;
+    nnk_cp_async16(Win + (cbl * wcells + cell) * CL_LDS + q * 8, src, ok ? 16 : 0);
+  }
+  nnk_cp_async_commit();
+
+  for (int g = 0; g < ngroups; g++) {
+    /* Buffer (g + 1) & 1 was group g - 1's: every warp left it at the barrier
+     * that ended the previous iteration. */
+    if (g + 1 < ngroups) issue_group(g + 1, (g + 1) & 1);
+    nnk_cp_async_commit();
+    nnk_cp_async_wait<1>(); /* this thread's copies of group g (and the windows) have landed */
+    __syncthreads();        /* everyone's have */
+    const int s0 = g * CL_BGROUP, ns = min(CL_BGROUP, nst - s0);
+    const uint32_t gslot = bs_u + (uint32_t)((g & 1) * CL_BGROUP * B_ST * 2);
+    if (ns == CL_BGROUP) { /* unrolled: the table reads and copies of a full group go ahead of its MMAs */
+#pragma unroll
+      for (int j = 0; j < CL_BGROUP; j++) step(tab[s0 + j].x, gslot + j * B_ST * 2);
+    } else {
+      for (int j = 0; j < ns; j++) step(tab[s0 + j].x, gslot + j * B_ST * 2);
+    }
+    __syncthreads(); /* every warp is done with buffer g & 1 before group g + 2 is copied into it */
+  }
+
+  /* Row r of the tile -> output cell, -1 outside the output (partial brick). */
+  auto out_cell = [&](int r) {
+    const int z = bz0 + r / (BH * BW), y = by0 + (r / BW) % BH, x = bx0 + r % BW;
+    return z < OD && y < a.OH && x < a.OW ? (z * a.OH + y) * a.OW + x : -1;
+  };
+  const int fr = wm * WM + (lane >> 2), fc = wn * WN + 2 * (lane & 3);
+  if (a.split == 1) {
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+      for (int e2 = 0; e2 < 2; e2++) {
+        const int row = out_cell(fr + mi * 16 + e2 * 8);
+        if (row < 0) continue;
+#pragma unroll
+        for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+          for (int e = 0; e < 2; e++) {
+            const int col = n0 + fc + ni * 8 + e;
+            if (col < a.M) cl_store<OUT_CL>(a, nb, row, col, acc[mi][ni][e2 * 2 + e]);
+          }
+      }
+    return;
+  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  /* Split K: as in k_conv_cl (partial tile -> own shared memory, once every
+   * copy has landed and every warp is past its last ldmatrix; each CTA sums
+   * rows [rank * BM / S, (rank + 1) * BM / S) over the cluster). */
+  constexpr int RLD = BN + 4;
+  float *red = reinterpret_cast<float *>(cl_smem);
+  nnk_cp_async_wait<0>();
+  __syncthreads();
+#pragma unroll
+  for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+    for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) red[(fr + mi * 16 + (e >> 1) * 8) * RLD + fc + ni * 8 + (e & 1)] = acc[mi][ni][e];
+  cg::cluster_group cluster = cg::this_cluster();
+  /* Release (arrive) of this CTA's partial tile, acquire (wait) of the
+   * partners': cluster.sync() is barrier.cluster.arrive.release +
+   * barrier.cluster.wait.acquire. Pairs with the same call in the partners. */
+  cluster.sync();
+  const int rows = BM / a.split, r0 = rank * rows;
+  for (int i = tid; i < rows * BN; i += THREADS) {
+    const int r = r0 + (OUT_CL ? i / BN : i % rows), c = OUT_CL ? i % BN : i / rows;
+    const int row = out_cell(r), col = n0 + c;
+    if (row < 0 || col >= a.M) continue;
+    float v = 0.0f;
+    for (int q = 0; q < a.split; q++) v += cluster.map_shared_rank(red, q)[r * RLD + c];
+    cl_store<OUT_CL>(a, nb, row, col, v);
+  }
+  /* No CTA leaves while a partner may still read its shared memory. */
+  cluster.sync();
+#else
+  __trap(); /* the host offers split K only on sm_90 and later */
+#endif
+}
+
 /* Kernel arguments for p (layout in_cl) with packed weights w, bias b. */
 void cl_fill(const nnk_conv &p, int in_cl, const __half *w, const float *b, int split, cl_args *a,
              const nnk_conv_fuse *f = NULL) {
@@ -429,6 +661,51 @@ cudaError_t cl_launch_l(const cl_args &a, size_t smem, int cfg, int stages, int 
                      : cl_launch_c<IN_CL, OUT_CL, 4>(a, smem, cfg, batch, s);
 }
 
+size_t brick_smem_bytes(int cfg, int split, const cl_args &a) {
+  const brick_cfg &c = kBrickCfg[cfg];
+  int hh, hw;
+  const size_t wc = (size_t)brick_window(a, c.bd, c.bh, c.bw, &hh, &hw), ncbl = (size_t)(a.ncb + split - 1) / split;
+  /* B buffers, windows, step table */
+  const size_t pipe = (size_t)2 * CL_BGROUP * c.bn * CL_LDS * 2 + ncbl * wc * CL_LDS * 2 + ncbl * a.taps * 8;
+  const size_t red = split > 1 ? (size_t)c.bd * c.bh * c.bw * (c.bn + 4) * 4 : 0;
+  return pipe > red ? pipe : red;
+}
+
+template <int BD, int BH, int BW, int BN, int WARPS_M, int WARPS, bool OUT_CL>
+cudaError_t brick_launch_t(const cl_args &a, size_t smem, int batch, cudaStream_t s) {
+  auto kern = k_conv_brick<BD, BH, BW, BN, WARPS_M, WARPS, OUT_CL>;
+  static bool attr_set = false; /* as in cl_launch_t */
+  if (!attr_set) {
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)CL_MAX_SMEM);
+    if (e != cudaSuccess) return e;
+    attr_set = true;
+  }
+  const unsigned bricks = (unsigned)(((a.P / (a.OH * a.OW) + BD - 1) / BD) * ((a.OH + BH - 1) / BH) *
+                                     ((a.OW + BW - 1) / BW));
+  const dim3 grid(bricks, (unsigned)((a.M + BN - 1) / BN), (unsigned)(batch * a.split));
+  return nnk_launch_ex(kern, grid, dim3(WARPS * 32), smem, s, (unsigned)a.split, a);
+}
+
+template <bool OUT_CL>
+cudaError_t brick_launch(const cl_args &a, size_t smem, int cfg, int batch, cudaStream_t s) {
+  switch (cfg) { /* kBrickCfg */
+    case 0: return brick_launch_t<2, 4, 8, 64, 2, 4, OUT_CL>(a, smem, batch, s);
+    case 1: return brick_launch_t<2, 4, 8, 64, 2, 8, OUT_CL>(a, smem, batch, s);
+    case 2: return brick_launch_t<2, 4, 8, 32, 2, 4, OUT_CL>(a, smem, batch, s);
+    case 3: return brick_launch_t<2, 2, 8, 64, 2, 4, OUT_CL>(a, smem, batch, s);
+    case 4: return brick_launch_t<4, 4, 8, 64, 4, 8, OUT_CL>(a, smem, batch, s);
+    case 5: return brick_launch_t<2, 4, 8, 128, 2, 8, OUT_CL>(a, smem, batch, s);
+    default: return brick_launch_t<4, 4, 8, 128, 4, 8, OUT_CL>(a, smem, batch, s);
+  }
+}
+
+/* Brick algo (>= NNK_CL_ALGOS) -> brick configuration and split. */
+void brick_decode(int algo, int *cfg, int *split) {
+  const int j = algo - NNK_CL_ALGOS;
+  *cfg = j % NNK_CL_BRICK_CONFIGS;
+  *split = kBrickSplit[j / NNK_CL_BRICK_CONFIGS];
+}
+
 /* algo -> tile configuration, split and ring depth. */
 void cl_decode(int algo, int *cfg, int *split, int *stages) {
   *cfg = algo % NNK_CL_CONFIGS;
@@ -453,13 +730,30 @@ int nnk_cl_supported(const nnk_conv &p, int in_cl) {
 }
 
 int nnk_cl_algo_ok(const nnk_conv &p, int in_cl, int algo) {
-  if (algo < 0 || algo >= NNK_CL_ALGOS || !nnk_cl_supported(p, in_cl)) return 0;
-  int cfg, split, stages;
-  cl_decode(algo, &cfg, &split, &stages);
+  if (algo < 0 || algo >= NNK_CL_ALL_ALGOS || !nnk_cl_supported(p, in_cl)) return 0;
   /* Tiles wider than the channels (rounded up to 16, or a power of two up
    * to 128) only add padding work. */
   int mw = 16;
   while (mw < p.M && mw < 128) mw *= 2;
+  if (algo >= NNK_CL_ALGOS) { /* the brick kernel: NDHWC input, stride 1, dilation 1 */
+    /* CUDAQ_NN_CL_NO_BRICK=1: not offered (A/B against the tiles alone). */
+    static const int no_brick = [] {
+      const char *e = getenv("CUDAQ_NN_CL_NO_BRICK");
+      return e && e[0] == '1';
+    }();
+    if (no_brick) return 0;
+    int cfg, split;
+    brick_decode(algo, &cfg, &split);
+    if (!in_cl || kBrickCfg[cfg].bn > mw) return 0;
+    for (int i = 0; i < 3; i++)
+      if (p.stride[i] != 1 || p.dil[i] != 1) return 0;
+    cl_args a;
+    cl_fill(p, in_cl, NULL, NULL, split, &a);
+    if (split > 1 && (!device_has_clusters() || split > a.ncb)) return 0;
+    return brick_smem_bytes(cfg, split, a) <= CL_MAX_SMEM;
+  }
+  int cfg, split, stages;
+  cl_decode(algo, &cfg, &split, &stages);
   if (kClCfg[cfg].bn > mw) return 0;
   /* Split K over clusters of at most 8 CTAs, the portable size. With 16
    * (non-portable clusters) compute-sanitizer synccheck reports the
@@ -504,6 +798,13 @@ cudaError_t nnk_launch_cl(const nnk_conv &p, int in_cl, int out_cl, const __half
   if (!in_cl && reinterpret_cast<uintptr_t>(p.x) % 2 != 0) return cudaErrorInvalidConfiguration;
   if (in_cl && reinterpret_cast<uintptr_t>(p.x) % 16 != 0) return cudaErrorInvalidConfiguration;
   int cfg, split, stages;
+  if (algo >= NNK_CL_ALGOS) {
+    brick_decode(algo, &cfg, &split);
+    cl_args a;
+    cl_fill(p, in_cl, w, b, split, &a, f);
+    const size_t smem = brick_smem_bytes(cfg, split, a);
+    return out_cl ? brick_launch<true>(a, smem, cfg, p.N, s) : brick_launch<false>(a, smem, cfg, p.N, s);
+  }
   cl_decode(algo, &cfg, &split, &stages);
   cl_args a;
   cl_fill(p, in_cl, w, b, split, &a, f);

@@ -213,6 +213,13 @@ cudaError_t nnk_launch_tc(const nnk_conv &p, const __half *w, const float *b, in
 #define NNK_CL_SPLITS 5
 #define NNK_CL_DEPTHS 2
 #define NNK_CL_ALGOS (NNK_CL_CONFIGS * NNK_CL_SPLITS * NNK_CL_DEPTHS)
+/* Algos NNK_CL_ALGOS .. NNK_CL_ALL_ALGOS-1: the brick kernel (NDHWC input,
+ * stride 1, dilation 1; the input window of a brick of output cells staged
+ * once for every tap): brick configuration + NNK_CL_BRICK_CONFIGS x split
+ * index (K split over channel blocks in a cluster of 1, 2 or 4 CTAs). */
+#define NNK_CL_BRICK_CONFIGS 7
+#define NNK_CL_BRICK_SPLITS 3
+#define NNK_CL_ALL_ALGOS (NNK_CL_ALGOS + NNK_CL_BRICK_CONFIGS * NNK_CL_BRICK_SPLITS)
 int nnk_cl_supported(const nnk_conv &p, int in_cl);
 int nnk_cl_algo_ok(const nnk_conv &p, int in_cl, int algo);
 size_t nnk_cl_weight_elems(const nnk_conv &p, int in_cl);

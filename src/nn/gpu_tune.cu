@@ -6,9 +6,10 @@
 
 #include "gpu_engine_internal.h"
 
-#define ENGINE_PLAN_VERSION 6 /* 3: tensor-core candidates, t_tc per conv; 4: fused cuDNN;
+#define ENGINE_PLAN_VERSION 7 /* 3: tensor-core candidates, t_tc per conv; 4: fused cuDNN;
                                  5: channels-last kernel, t_cl and layouts per conv;
-                                 6: stacks (one line each, members IMPL_STACK) */
+                                 6: stacks (one line each, members IMPL_STACK);
+                                 7: the channels-last brick algorithms */
 
 /* The cuDNN workspace shared by all convolutions, reallocated to bytes. */
 static cudaq_nn_status_t set_workspace(cudaq_nn_gpu *g, size_t bytes, cudaq_nn_error_t *err) {
@@ -90,7 +91,7 @@ static void time_cl(cudaq_nn_gpu *g, const conv_state *c, int in_cl, int out_cl,
    * test_nn_gpu checks every tile and split against the CPU. */
   const char *only_s = getenv("CUDAQ_NN_CL_ALGO");
   const int only = only_s && *only_s ? atoi(only_s) : -1;
-  for (int k = 0; k < NNK_CL_ALGOS; k++) {
+  for (int k = 0; k < NNK_CL_ALL_ALGOS; k++) {
     if ((only >= 0 && k != only) || !nnk_cl_algo_ok(c->p, in_cl, k)) continue;
     cudaq_nn_error_t e2;
     float t = -1.0f;

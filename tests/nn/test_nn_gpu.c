@@ -245,7 +245,7 @@ static cudaq_nn_model_t *load_case(const char *name, io_t *io) {
  * blocks, partial tiles and split K, against the CPU executor. */
 static void check_cl_algos(void) {
   static const char *models[] = {"conv3d_cl_chain", "conv3d_cl_branch", "conv3d_tc_odd", "conv3d_tc_d13_c64_m128",
-                                 "conv3d_cl_batch2"};
+                                 "conv3d_cl_batch2", "conv3d_cl_wide"};
   for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
     if (!selected(models[mi])) continue;
     io_t io;
@@ -256,7 +256,7 @@ static void check_cl_algos(void) {
      * engine of the run) to that one algorithm. */
     const char *pinned = getenv("CUDAQ_NN_CL_ALGO");
     const int only = pinned && *pinned ? atoi(pinned) : -1;
-    for (int k = 0; k < 90; k++) { /* NNK_CL_ALGOS (src/nn/gpu_kernels.cuh) */
+    for (int k = 0; k < 111; k++) { /* NNK_CL_ALL_ALGOS (src/nn/gpu_kernels.cuh): 90 + 21 brick algos */
       if (only >= 0 && k != only) continue;
       char ks[16], what[300], tag[32];
       snprintf(ks, sizeof ks, "%d", k);
