@@ -420,9 +420,9 @@ def cl_cases(g):
                                                                                        dict(pads=[1] * 4))])
     chain("conv3d_cl_batch2", [2, 8, 4, 5, 6], [(16, [3, 3, 3], True, p1), (4, [1, 1, 1], False, {})])
     # several channel blocks of 32 (3, 2 with a partial one, 3), partial bricks in every
-    # dimension, a [3, 1, 3] kernel with asymmetric padding: the brick algorithms' split K.
+    # dimension, asymmetric padding: the brick algorithms' split K and window edges.
     chain("conv3d_cl_wide", [1, 8, 5, 9, 11], [(96, [3, 3, 3], True, p1), (40, [3, 3, 3], True, p1),
-                                               (72, [3, 1, 3], True, dict(pads=[1, 0, 2, 1, 0, 0])),
+                                               (72, [3, 3, 3], True, dict(pads=[1, 0, 2, 1, 2, 0])),
                                                (5, [3, 3, 3], False, p1)])
     # h feeds two convolutions (NDHWC edge with two consumers); their sum is NCDHW.
     inits = weights("a", 8, 16, [3, 3, 3]) + weights("b", 16, 8, [3, 3, 3]) + weights("c", 16, 8, [3, 3, 3])

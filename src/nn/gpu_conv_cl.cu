@@ -351,8 +351,8 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_cl(cl_args a) {
 #endif
 }
 
-/* The brick kernel (algos NNK_CL_ALGOS and up): NDHWC input, stride 1 and
- * dilation 1 only. The CTA owns a brick of BD x BH x BW output cells (the
+/* The brick kernel (algos NNK_CL_ALGOS and up): NDHWC input, a 3 x 3 x 3
+ * kernel, stride 1 and dilation 1 only (any padding). The CTA owns a brick of BD x BH x BW output cells (the
  * BM rows of its tile) and BN output channels. Unlike k_conv_cl, which copies
  * an A tile per (tap, channel block) step, it stages the brick's input window
  * (brick + halo, per block of 32 channels) once: every tap's A fragments are
@@ -377,13 +377,8 @@ constexpr brick_cfg kBrickCfg[NNK_CL_BRICK_CONFIGS] = {{2, 4, 8, 64, 2, 4}, {2, 
                                                        {4, 4, 8, 128, 4, 8}};
 constexpr int kBrickSplit[NNK_CL_BRICK_SPLITS] = {1, 2, 4};
 
-/* The window of a BD x BH x BW brick: (BD + kd - 1) x (BH + kh - 1) x (BW + kw - 1) cells. */
-__host__ __device__ inline int brick_window(const cl_args &a, int bd, int bh, int bw, int *hh, int *hw) {
-  const int kd = a.taps / (a.kh * a.kw);
-  *hh = bh + a.kh - 1;
-  *hw = bw + a.kw - 1;
-  return (bd + kd - 1) * *hh * *hw;
-}
+/* The window of a BD x BH x BW brick under the 3 x 3 x 3 kernel: (BD + 2) x (BH + 2) x (BW + 2) cells. */
+__host__ __device__ constexpr int brick_window(int bd, int bh, int bw) { return (bd + 2) * (bh + 2) * (bw + 2); }
 
 /* The most channel blocks a CTA of the split takes (shares differ by at most one). */
 __host__ __device__ inline int ncbl_max(const cl_args &a) { return (a.ncb + a.split - 1) / a.split; }
@@ -400,8 +395,9 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_brick(cl_args a) {
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp % WARPS_M, wn = warp / WARPS_M;
-  int HH, HW;
-  const int wcells = brick_window(a, BD, BH, BW, &HH, &HW);
+  /* The kernel is 3 x 3 x 3 (nnk_cl_algo_ok): window shape and tap decoding
+   * are constants, so the index math has no runtime divisions. */
+  constexpr int HH = BH + 2, HW = BW + 2, wcells = brick_window(BD, BH, BW), TAPS = 27;
   const int OD = a.P / (a.OH * a.OW);
   const int nbx = (a.OW + BW - 1) / BW, nby = (a.OH + BH - 1) / BH;
   const int bx0 = (int)(blockIdx.x % (unsigned)nbx) * BW, by0 = (int)(blockIdx.x / (unsigned)nbx % (unsigned)nby) * BH;
@@ -409,14 +405,14 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_brick(cl_args a) {
   const int n0 = blockIdx.y * BN;
   const int rank = (int)(blockIdx.z % (unsigned)a.split), nb = (int)(blockIdx.z / (unsigned)a.split);
   const int cb_begin = a.ncb * rank / a.split, ncbl = a.ncb * (rank + 1) / a.split - cb_begin;
-  const int nst = ncbl * a.taps, ngroups = (nst + CL_BGROUP - 1) / CL_BGROUP;
-  /* Per step s (channel block cb_begin + s / taps, tap s % taps): x = its
+  const int nst = ncbl * TAPS, ngroups = (nst + CL_BGROUP - 1) / CL_BGROUP;
+  /* Per step s (channel block cb_begin + s / 27, tap s % 27): x = its
    * window's offset in bytes from Win (tap applied), y = its weights' k
    * offset (k = tap * cpad + block * 32). Built once: no divisions in the loop. */
   int2 *tab = reinterpret_cast<int2 *>(Win + (size_t)ncbl_max(a) * wcells * CL_LDS);
   for (int st = tid; st < nst; st += THREADS) {
-    const int cbl = st / a.taps, t = st - cbl * a.taps;
-    const int tkd = t / (a.kh * a.kw), tkh = (t / a.kw) % a.kh, tkw = t % a.kw;
+    const int cbl = st / TAPS, t = st - cbl * TAPS;
+    const int tkd = t / 9, tkh = (t / 3) % 3, tkw = t % 3;
     tab[st] = make_int2((cbl * wcells + (tkd * HH + tkh) * HW + tkw) * CL_LDS * 2,
                         t * a.ncb * CL_BK + (cb_begin + cbl) * CL_BK);
   }
@@ -568,12 +564,15 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_brick(cl_args a) {
    * barrier.cluster.wait.acquire. Pairs with the same call in the partners. */
   cluster.sync();
   const int rows = BM / a.split, r0 = rank * rows;
+  const float *part[4]; /* the partners' tiles (split <= 4), mapped once */
+#pragma unroll
+  for (int q = 0; q < 4; q++) part[q] = q < a.split ? cluster.map_shared_rank(red, q) : red;
   for (int i = tid; i < rows * BN; i += THREADS) {
     const int r = r0 + (OUT_CL ? i / BN : i % rows), c = OUT_CL ? i % BN : i / rows;
     const int row = out_cell(r), col = n0 + c;
     if (row < 0 || col >= a.M) continue;
-    float v = 0.0f;
-    for (int q = 0; q < a.split; q++) v += cluster.map_shared_rank(red, q)[r * RLD + c];
+    float v = part[0][r * RLD + c] + part[1][r * RLD + c];
+    if (a.split == 4) v += part[2][r * RLD + c] + part[3][r * RLD + c];
     cl_store<OUT_CL>(a, nb, row, col, v);
   }
   /* No CTA leaves while a partner may still read its shared memory. */
@@ -663,8 +662,7 @@ cudaError_t cl_launch_l(const cl_args &a, size_t smem, int cfg, int stages, int 
 
 size_t brick_smem_bytes(int cfg, int split, const cl_args &a) {
   const brick_cfg &c = kBrickCfg[cfg];
-  int hh, hw;
-  const size_t wc = (size_t)brick_window(a, c.bd, c.bh, c.bw, &hh, &hw), ncbl = (size_t)(a.ncb + split - 1) / split;
+  const size_t wc = (size_t)brick_window(c.bd, c.bh, c.bw), ncbl = (size_t)(a.ncb + split - 1) / split;
   /* B buffers, windows, step table */
   const size_t pipe = (size_t)2 * CL_BGROUP * c.bn * CL_LDS * 2 + ncbl * wc * CL_LDS * 2 + ncbl * a.taps * 8;
   const size_t red = split > 1 ? (size_t)c.bd * c.bh * c.bw * (c.bn + 4) * 4 : 0;
@@ -735,7 +733,7 @@ int nnk_cl_algo_ok(const nnk_conv &p, int in_cl, int algo) {
    * to 128) only add padding work. */
   int mw = 16;
   while (mw < p.M && mw < 128) mw *= 2;
-  if (algo >= NNK_CL_ALGOS) { /* the brick kernel: NDHWC input, stride 1, dilation 1 */
+  if (algo >= NNK_CL_ALGOS) { /* the brick kernel: NDHWC input, 3 x 3 x 3, stride 1, dilation 1 */
     /* CUDAQ_NN_CL_NO_BRICK=1: not offered (A/B against the tiles alone). */
     static const int no_brick = [] {
       const char *e = getenv("CUDAQ_NN_CL_NO_BRICK");
@@ -746,7 +744,7 @@ int nnk_cl_algo_ok(const nnk_conv &p, int in_cl, int algo) {
     brick_decode(algo, &cfg, &split);
     if (!in_cl || kBrickCfg[cfg].bn > mw) return 0;
     for (int i = 0; i < 3; i++)
-      if (p.stride[i] != 1 || p.dil[i] != 1) return 0;
+      if (p.k[i] != 3 || p.stride[i] != 1 || p.dil[i] != 1) return 0;
     cl_args a;
     cl_fill(p, in_cl, NULL, NULL, split, &a);
     if (split > 1 && (!device_has_clusters() || split > a.ncb)) return 0;

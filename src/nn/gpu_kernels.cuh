@@ -214,7 +214,7 @@ cudaError_t nnk_launch_tc(const nnk_conv &p, const __half *w, const float *b, in
 #define NNK_CL_DEPTHS 2
 #define NNK_CL_ALGOS (NNK_CL_CONFIGS * NNK_CL_SPLITS * NNK_CL_DEPTHS)
 /* Algos NNK_CL_ALGOS .. NNK_CL_ALL_ALGOS-1: the brick kernel (NDHWC input,
- * stride 1, dilation 1; the input window of a brick of output cells staged
+ * 3 x 3 x 3 kernel, stride 1, dilation 1; the input window of a brick of output cells staged
  * once for every tap): brick configuration + NNK_CL_BRICK_CONFIGS x split
  * index (K split over channel blocks in a cluster of 1, 2 or 4 CTAs). */
 #define NNK_CL_BRICK_CONFIGS 7
