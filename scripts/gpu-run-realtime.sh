@@ -20,6 +20,7 @@
 #     .venv/bin/python tools/predecoder/reference_eval.py shots --manifest models/manifest.json \
 #       --model models/predecoder_d$2.onnx --p $3 --shots $4 --seed $5 --out .gpucarry/shots/$1; done
 # STEPS=sanitize_all: every GPU test binary under memcheck, racecheck and synccheck (SAN_TOOLS).
+# STEPS=hybrid: d = 7 and 13 hybrid at one request every 30 us, 10 us and flat out.
 # STEPS=prelaunch: d = 7 hybrid and passthrough at one request every 30 and 10 us, d = 13 hybrid
 # at 30 us, launched on arrival against --prelaunch 1 (the pipeline's gpu_prelaunch), interleaved
 # (PL_ROUNDS rounds, default 1).
@@ -83,7 +84,7 @@ bench() { # bench PRESET MODE INTERVAL [args...]
     --json "$OUT/bench/$name.json" "$@"
   grep -E "Throughput|p50|p99|^requests:|^logical|^MWPM alone|^stage|^GPU" "$OUT/bench_$name.log"
 }
-if has bench || has lowload || has prelaunch; then
+if has bench || has lowload || has prelaunch || has hybrid; then
   shots d7 models/predecoder_d7_z.onnx 0.005 20000 21
   shots d13 models/predecoder_d13_z.onnx 0.005 10000 31
   shots d21 models/predecoder_d21_x.onnx 0.003 2000 41
@@ -96,6 +97,9 @@ if has bench; then
   done
   for iv in 10 30 0; do bench d21 passthrough $iv; done
   bench d7 cpu 10 --model none
+fi
+if has hybrid; then # the hybrid mode alone at d = 7 and 13 (re-measuring after an engine change)
+  for pr in d7 d13; do for iv in 30 10 0; do bench $pr hybrid $iv; done; done
 fi
 if has lowload; then # the hybrid mode's latency below its capacity (engine-bound, issue 12)
   bench d5 hybrid 1000
