@@ -118,6 +118,78 @@ __device__ __forceinline__ unsigned short cl_load_x(const cl_args &a, size_t e) 
   return cast_to_half_bits(a.f.x_bufs[k], a.f.x_dts[k], idx);
 }
 
+/* The end of a channels-last kernel (tile or brick): the warp's accumulators
+ * (fragment element e of (mi, ni): row fr + 16 mi (+8 for e >= 2), column
+ * fc + 8 ni (+1 for odd e) of the BM x BN tile at output channel n0) + bias,
+ * ReLU, stored; row_of(r) is tile row r's output cell, -1 outside the output.
+ * With split K the CTAs of the cluster first sum their partial tiles: each
+ * writes its tile to its own shared memory (once every copy has landed and
+ * every warp is past its last ldmatrix), then sums rows [rank * BM / S,
+ * (rank + 1) * BM / S) over the cluster through distributed shared memory
+ * (the partners' tiles mapped once for splits up to MAXS). */
+template <int BM, int BN, int THREADS, bool OUT_CL, int MAXS, int MI, int NI, typename RowOf>
+__device__ __forceinline__ void cl_finish(const cl_args &a, const float (&acc)[MI][NI][4], int fr, int fc, int rank,
+                                          int nb, int n0, RowOf row_of) {
+  if (a.split == 1) {
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+      for (int e2 = 0; e2 < 2; e2++) {
+        const int row = row_of(fr + mi * 16 + e2 * 8);
+        if (row < 0) continue;
+#pragma unroll
+        for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+          for (int e = 0; e < 2; e++) {
+            const int col = n0 + fc + ni * 8 + e;
+            if (col < a.M) cl_store<OUT_CL>(a, nb, row, col, acc[mi][ni][e2 * 2 + e]);
+          }
+      }
+    return;
+  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(16) unsigned char cl_smem[];
+  constexpr int RLD = BN + 4;
+  float *red = reinterpret_cast<float *>(cl_smem);
+  nnk_cp_async_wait<0>();
+  __syncthreads();
+#pragma unroll
+  for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+    for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) red[(fr + mi * 16 + (e >> 1) * 8) * RLD + fc + ni * 8 + (e & 1)] = acc[mi][ni][e];
+  cg::cluster_group cluster = cg::this_cluster();
+  /* Release (arrive) of this CTA's partial tile, acquire (wait) of the
+   * partners': cluster.sync() is barrier.cluster.arrive.release +
+   * barrier.cluster.wait.acquire. Pairs with the same call in the partners. */
+  cluster.sync();
+  const int rows = BM / a.split, r0 = rank * rows;
+  const float *part[MAXS]; /* the partners' tiles, mapped once (splits up to MAXS; beyond, per element) */
+#pragma unroll
+  for (int q = 0; q < MAXS; q++) part[q] = q < a.split ? cluster.map_shared_rank(red, q) : red;
+  for (int i = threadIdx.x; i < rows * BN; i += THREADS) {
+    /* Output-contiguous order: channels fastest for NDHWC, cells for NCDHW. */
+    const int r = r0 + (OUT_CL ? i / BN : i % rows), c = OUT_CL ? i % BN : i / rows;
+    const int row = row_of(r), col = n0 + c;
+    if (row < 0 || col >= a.M) continue;
+    float v = 0.0f;
+    if (a.split <= MAXS) {
+#pragma unroll
+      for (int q = 0; q < MAXS; q++)
+        if (q < a.split) v += part[q][r * RLD + c];
+    } else {
+      for (int q = 0; q < a.split; q++) v += cluster.map_shared_rank(red, q)[r * RLD + c];
+    }
+    cl_store<OUT_CL>(a, nb, row, col, v);
+  }
+  /* No CTA leaves while a partner may still read its shared memory. */
+  cluster.sync();
+#else
+  __trap(); /* the host offers split K only on sm_90 and later */
+#endif
+}
+
 template <int BM, int BN, int WARPS_M, int WARPS, bool IN_CL, bool OUT_CL, int STAGES>
 __global__ void __launch_bounds__(WARPS * 32) k_conv_cl(cl_args a) {
   constexpr int THREADS = WARPS * 32, WARPS_N = WARPS / WARPS_M;
@@ -237,12 +309,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_cl(cl_args a) {
   };
 
   float acc[MI][NI][4];
-#pragma unroll
-  for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-    for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) acc[mi][ni][e] = 0.0f;
+  nnk_acc_zero(acc);
 
   /* Prologue: steps 0 .. STAGES-2 in flight, one commit group each. The
    * weights are constants: their copies go out before the PDL wait (so they
@@ -303,52 +370,8 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_cl(cl_args a) {
 
   /* Fragment element e of (mi, ni): row lane/4 (+8 for e >= 2), column 2 (lane % 4) (+1 for odd e). */
   const int fr = wm * WM + (lane >> 2), fc = wn * WN + 2 * (lane & 3);
-  if (a.split == 1) {
-#pragma unroll
-    for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-      for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int row = cell0 + fr + mi * 16 + (e >> 1) * 8, col = n0 + fc + ni * 8 + (e & 1);
-          if (row < a.P && col < a.M) cl_store<OUT_CL>(a, nb, row, col, acc[mi][ni][e]);
-        }
-    return;
-  }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  /* Split K: partial tile -> own shared memory (the pipeline's, once every
-   * copy has landed and every warp is past its last ldmatrix), then each
-   * CTA sums rows [rank * BM / S, (rank + 1) * BM / S) over the cluster. */
-  constexpr int RLD = BN + 4;
-  float *red = reinterpret_cast<float *>(cl_smem);
-  nnk_cp_async_wait<0>();
-  __syncthreads();
-#pragma unroll
-  for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-    for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) red[(fr + mi * 16 + (e >> 1) * 8) * RLD + fc + ni * 8 + (e & 1)] = acc[mi][ni][e];
-  cg::cluster_group cluster = cg::this_cluster();
-  /* Release (arrive) of this CTA's partial tile, acquire (wait) of the
-   * partners': cluster.sync() is barrier.cluster.arrive.release +
-   * barrier.cluster.wait.acquire. Pairs with the same call in the partners. */
-  cluster.sync();
-  const int rows = BM / a.split, r0 = rank * rows;
-  for (int i = tid; i < rows * BN; i += THREADS) {
-    /* Output-contiguous order: channels fastest for NDHWC, cells for NCDHW. */
-    const int r = r0 + (OUT_CL ? i / BN : i % rows), c = OUT_CL ? i % BN : i / rows;
-    const int row = cell0 + r, col = n0 + c;
-    if (row >= a.P || col >= a.M) continue;
-    float v = 0.0f;
-    for (int q = 0; q < a.split; q++) v += cluster.map_shared_rank(red, q)[r * RLD + c];
-    cl_store<OUT_CL>(a, nb, row, col, v);
-  }
-  /* No CTA leaves while a partner may still read its shared memory. */
-  cluster.sync();
-#else
-  __trap(); /* the host offers split K only on sm_90 and later */
-#endif
+  cl_finish<BM, BN, THREADS, OUT_CL, 8>(a, acc, fr, fc, rank, nb, n0,
+                                     [&](int r) { return cell0 + r < a.P ? cell0 + r : -1; });
 }
 
 /* The brick kernel (algos NNK_CL_ALGOS and up): NDHWC input, a 3 x 3 x 3
@@ -456,12 +479,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_brick(cl_args a) {
     baddr[n2] = (uint32_t)(((wn * WN + n2 * 16 + (lane & 7) + ((lane >> 4) << 3)) * CL_LDS + ((lane >> 3) & 1) * 8) * 2);
 
   float acc[MI][NI][4];
-#pragma unroll
-  for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-    for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) acc[mi][ni][e] = 0.0f;
+  nnk_acc_zero(acc);
 
   /* One k-step: window offset wo (bytes), B slot address bslot. */
   auto step = [&](int wo, uint32_t bslot) {
@@ -527,59 +545,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_brick(cl_args a) {
     return z < OD && y < a.OH && x < a.OW ? (z * a.OH + y) * a.OW + x : -1;
   };
   const int fr = wm * WM + (lane >> 2), fc = wn * WN + 2 * (lane & 3);
-  if (a.split == 1) {
-#pragma unroll
-    for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-      for (int e2 = 0; e2 < 2; e2++) {
-        const int row = out_cell(fr + mi * 16 + e2 * 8);
-        if (row < 0) continue;
-#pragma unroll
-        for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-          for (int e = 0; e < 2; e++) {
-            const int col = n0 + fc + ni * 8 + e;
-            if (col < a.M) cl_store<OUT_CL>(a, nb, row, col, acc[mi][ni][e2 * 2 + e]);
-          }
-      }
-    return;
-  }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  /* Split K: as in k_conv_cl (partial tile -> own shared memory, once every
-   * copy has landed and every warp is past its last ldmatrix; each CTA sums
-   * rows [rank * BM / S, (rank + 1) * BM / S) over the cluster). */
-  constexpr int RLD = BN + 4;
-  float *red = reinterpret_cast<float *>(cl_smem);
-  nnk_cp_async_wait<0>();
-  __syncthreads();
-#pragma unroll
-  for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-    for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) red[(fr + mi * 16 + (e >> 1) * 8) * RLD + fc + ni * 8 + (e & 1)] = acc[mi][ni][e];
-  cg::cluster_group cluster = cg::this_cluster();
-  /* Release (arrive) of this CTA's partial tile, acquire (wait) of the
-   * partners': cluster.sync() is barrier.cluster.arrive.release +
-   * barrier.cluster.wait.acquire. Pairs with the same call in the partners. */
-  cluster.sync();
-  const int rows = BM / a.split, r0 = rank * rows;
-  const float *part[4]; /* the partners' tiles (split <= 4), mapped once */
-#pragma unroll
-  for (int q = 0; q < 4; q++) part[q] = q < a.split ? cluster.map_shared_rank(red, q) : red;
-  for (int i = tid; i < rows * BN; i += THREADS) {
-    const int r = r0 + (OUT_CL ? i / BN : i % rows), c = OUT_CL ? i % BN : i / rows;
-    const int row = out_cell(r), col = n0 + c;
-    if (row < 0 || col >= a.M) continue;
-    float v = part[0][r * RLD + c] + part[1][r * RLD + c];
-    if (a.split == 4) v += part[2][r * RLD + c] + part[3][r * RLD + c];
-    cl_store<OUT_CL>(a, nb, row, col, v);
-  }
-  /* No CTA leaves while a partner may still read its shared memory. */
-  cluster.sync();
-#else
-  __trap(); /* the host offers split K only on sm_90 and later */
-#endif
+  cl_finish<BM, BN, THREADS, OUT_CL, 4>(a, acc, fr, fc, rank, nb, n0, out_cell);
 }
 
 /* Kernel arguments for p (layout in_cl) with packed weights w, bias b. */

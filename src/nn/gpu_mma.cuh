@@ -40,4 +40,15 @@ __device__ __forceinline__ void nnk_mma16816(float c[4], const uint32_t a[4], ui
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/* The MMA accumulators of a warp's MI x NI m16n8 tiles, zeroed. */
+template <int MI, int NI>
+__device__ __forceinline__ void nnk_acc_zero(float (&acc)[MI][NI][4]) {
+#pragma unroll
+  for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+    for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[mi][ni][e] = 0.0f;
+}
+
 #endif

@@ -218,12 +218,7 @@ __global__ void __launch_bounds__(TC_THREADS) k_conv_tc(tc_args a) {
   const int akof = (lane >> 4) * 8;
 
   float acc[MI][NI][4];
-#pragma unroll
-  for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-    for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) acc[mi][ni][e] = 0.0f;
+  nnk_acc_zero(acc);
 
   int c = 0, t = 0; /* chunk and tap of stage s */
   for (int s0 = 0; s0 < S; s0 += TC_BDIST) {
