@@ -351,19 +351,10 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_cl(cl_args a) {
         nnk_ldmatrix_x4(af[mi], Asl + (wm * WM + mi * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * CL_LDS + ks * 16 +
                                 (lane >> 4) * 8);
 #pragma unroll
-      for (int n2 = 0; n2 < NI / 2; n2++) {
-        uint32_t r[4];
-        nnk_ldmatrix_x4(r, Bsl + (wn * WN + n2 * 16 + (lane & 7) + ((lane >> 4) << 3)) * CL_LDS + ks * 16 +
-                           ((lane >> 3) & 1) * 8);
-        bf[2 * n2][0] = r[0];
-        bf[2 * n2][1] = r[1];
-        bf[2 * n2 + 1][0] = r[2];
-        bf[2 * n2 + 1][1] = r[3];
-      }
-#pragma unroll
-      for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-        for (int ni = 0; ni < NI; ni++) nnk_mma16816(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+      for (int n2 = 0; n2 < NI / 2; n2++)
+        nnk_ldmatrix_b2(bf, n2, nnk_smem_u32(Bsl + (wn * WN + n2 * 16 + (lane & 7) + ((lane >> 4) << 3)) * CL_LDS +
+                                             ks * 16 + ((lane >> 3) & 1) * 8));
+      nnk_mma_tiles(acc, af, bf);
     }
     if (!IN_CL && nxt < nst) store_a(nslot); /* slot nslot was released by this step's barrier */
   }
@@ -489,18 +480,8 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_brick(cl_args a) {
 #pragma unroll
       for (int mi = 0; mi < MI; mi++) nnk_ldmatrix_x4(af[mi], aaddr[mi] + (uint32_t)wo + ks * 32);
 #pragma unroll
-      for (int n2 = 0; n2 < NI / 2; n2++) {
-        uint32_t r[4];
-        nnk_ldmatrix_x4(r, bslot + baddr[n2] + ks * 32);
-        bf[2 * n2][0] = r[0];
-        bf[2 * n2][1] = r[1];
-        bf[2 * n2 + 1][0] = r[2];
-        bf[2 * n2 + 1][1] = r[3];
-      }
-#pragma unroll
-      for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-        for (int ni = 0; ni < NI; ni++) nnk_mma16816(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+      for (int n2 = 0; n2 < NI / 2; n2++) nnk_ldmatrix_b2(bf, n2, bslot + baddr[n2] + ks * 32);
+      nnk_mma_tiles(acc, af, bf);
     }
   };
 

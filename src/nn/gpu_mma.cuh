@@ -40,6 +40,28 @@ __device__ __forceinline__ void nnk_mma16816(float c[4], const uint32_t a[4], ui
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/* The B fragments of n8 tiles 2 n2 and 2 n2 + 1 (one k16 slice) from one
+ * ldmatrix x4 at the lane's address addr (shared memory). */
+template <int NI>
+__device__ __forceinline__ void nnk_ldmatrix_b2(uint32_t (&bf)[NI][2], int n2, uint32_t addr) {
+  uint32_t r[4];
+  nnk_ldmatrix_x4(r, addr);
+  bf[2 * n2][0] = r[0];
+  bf[2 * n2][1] = r[1];
+  bf[2 * n2 + 1][0] = r[2];
+  bf[2 * n2 + 1][1] = r[3];
+}
+
+/* acc[mi][ni] += A fragment mi x B fragment ni for the warp's MI x NI m16n8 tiles (one k16 slice). */
+template <int MI, int NI>
+__device__ __forceinline__ void nnk_mma_tiles(float (&acc)[MI][NI][4], const uint32_t (&af)[MI][4],
+                                              const uint32_t (&bf)[NI][2]) {
+#pragma unroll
+  for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+    for (int ni = 0; ni < NI; ni++) nnk_mma16816(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+}
+
 /* The MMA accumulators of a warp's MI x NI m16n8 tiles, zeroed. */
 template <int MI, int NI>
 __device__ __forceinline__ void nnk_acc_zero(float (&acc)[MI][NI][4]) {
