@@ -424,6 +424,9 @@ def cl_cases(g):
     chain("conv3d_cl_wide", [1, 8, 5, 9, 11], [(96, [3, 3, 3], True, p1), (40, [3, 3, 3], True, p1),
                                                (72, [3, 3, 3], True, dict(pads=[1, 0, 2, 1, 2, 0])),
                                                (5, [3, 3, 3], False, p1)])
+    # batch 2 through the brick algorithms (NDHWC 40 -> 24 channels, partial bricks)
+    chain("conv3d_cl_batch2_wide", [2, 8, 3, 5, 9], [(40, [3, 3, 3], True, p1), (24, [3, 3, 3], True, p1),
+                                                     (3, [3, 3, 3], False, p1)])
     # h feeds two convolutions (NDHWC edge with two consumers); their sum is NCDHW.
     inits = weights("a", 8, 16, [3, 3, 3]) + weights("b", 16, 8, [3, 3, 3]) + weights("c", 16, 8, [3, 3, 3])
     g.case("conv3d_cl_branch", [node("Conv", ["x", "aw", "ab"], ["ha"], kernel_shape=[3, 3, 3], pads=[1] * 6),

@@ -245,7 +245,7 @@ static cudaq_nn_model_t *load_case(const char *name, io_t *io) {
  * blocks, partial tiles and split K, against the CPU executor. */
 static void check_cl_algos(void) {
   static const char *models[] = {"conv3d_cl_chain", "conv3d_cl_branch", "conv3d_tc_odd", "conv3d_tc_d13_c64_m128",
-                                 "conv3d_cl_batch2", "conv3d_cl_wide"};
+                                 "conv3d_cl_batch2", "conv3d_cl_wide", "conv3d_cl_batch2_wide"};
   for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
     if (!selected(models[mi])) continue;
     io_t io;
