@@ -366,20 +366,21 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_cl(cl_args a) {
 }
 
 /* The brick kernel (algos NNK_CL_ALGOS and up): NDHWC input, a 3 x 3 x 3
- * kernel, stride 1 and dilation 1 only (any padding). The CTA owns a brick of BD x BH x BW output cells (the
- * BM rows of its tile) and BN output channels. Unlike k_conv_cl, which copies
- * an A tile per (tap, channel block) step, it stages the brick's input window
- * (brick + halo, per block of 32 channels) once: every tap's A fragments are
- * ldmatrix reads of that window at a per-tap offset. The weights come in
- * groups of CL_BGROUP k-steps (double-buffered, one barrier per group).
- * Split K runs over the channel blocks (a cluster of S CTAs, each a
- * contiguous share of blocks and every tap), reduced through distributed
- * shared memory as in k_conv_cl. Shared memory: two B buffers of
- * CL_BGROUP x BN rows, the windows of the CTA's channel blocks
+ * kernel, stride 1 and dilation 1 only (any padding). The CTA owns a brick
+ * of BD x BH x BW output cells (the BM rows of its tile) and BN output
+ * channels. Unlike k_conv_cl, which copies an A tile per (tap, channel
+ * block) step, it stages the brick's input window (brick + halo, per block
+ * of 32 channels) once: every tap's A fragments are ldmatrix reads of that
+ * window at a per-tap offset. The weights come in groups of CL_BGROUP
+ * k-steps (double-buffered, one barrier per group). Split K runs over the
+ * channel blocks (a cluster of S CTAs, each a contiguous share of blocks and
+ * every tap), summed by cl_finish as the tiles' are. Shared memory: two B
+ * buffers of CL_BGROUP x BN rows, the windows of the CTA's channel blocks
  * ([block][window cell][CL_LDS]), then a table of the steps' offsets.
  * Measured (H100, nn-brick-h100-2026-11-25.md): faster than the tiles at
- * d = 5..9 (32-1000 cells of 128 channels), not at d = 13, where both are
- * latency-bound (tensor pipe 13-25% busy at 1-2 warps per scheduler). */
+ * d = 5..9 (32-1000 cells of 128 channels); at d = 13 level with them, so
+ * the tuner keeps the tile (both latency-bound: tensor pipe 13-25% busy at
+ * 1-2 warps per scheduler). */
 constexpr int CL_BGROUP = 9; /* k-steps per copy group (two buffers: one computed, one in flight) */
 
 struct brick_cfg {
