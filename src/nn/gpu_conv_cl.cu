@@ -31,21 +31,13 @@
  * layer thereby fills the GPU without a workspace, atomics or a second
  * kernel.
  */
-#include <cooperative_groups.h>
-#include <cuda_runtime.h>
-
-#include "gpu_ew.cuh"
-#include "gpu_kernels.cuh"
-#include "gpu_mma.cuh"
-
-namespace cg = cooperative_groups;
+#include "gpu_conv_cl.cuh"
 
 namespace {
 
-constexpr int CL_BK = 32;           /* k per step */
-constexpr int CL_LDS = CL_BK + 8;   /* row stride in halves: 80 bytes, ldmatrix conflict-free */
+using namespace nncl;
+
 constexpr int CL_MAX_GATHER_K = 2048; /* NCDHW input: the k table lives in shared memory */
-constexpr size_t CL_MAX_SMEM = 227 * 1024;
 
 struct cl_cfg {
   int bm, bn, warps_m, warps;
@@ -56,34 +48,6 @@ constexpr cl_cfg kClCfg[NNK_CL_CONFIGS] = {{64, 64, 2, 4},  {32, 64, 2, 4}, {64,
 constexpr int kClSplit[NNK_CL_SPLITS] = {1, 2, 4, 8, 16};
 constexpr int kClStages[NNK_CL_DEPTHS] = {4, 8}; /* shared-memory ring depths */
 
-struct cl_args {
-  const __half *x, *w;
-  const float *b;
-  __half *y;
-  int C, M, P, Pin;       /* in channels, out channels, out cells, in cells */
-  int OH, OW, D, H, W;    /* output plane dims, input dims */
-  int stride[3], dil[3], pad0[3];
-  int kh, kw, taps;       /* kernel height / width, taps */
-  int kpad, ncb, ksteps;  /* packed K, channel blocks per tap (in_cl), k-steps */
-  int split, relu;
-  nnk_conv_fuse f;       /* NCDHW input through a copy map, epilogue chain */
-};
-
-int round_up(int v, int m) { return (v + m - 1) / m * m; }
-
-int device_has_clusters() {
-  static int has = -1;
-  if (has < 0) {
-    int dev = 0, major = 0;
-    has = cudaGetDevice(&dev) == cudaSuccess &&
-          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
-  }
-  return has;
-}
-
-
-
-
 /* Input coordinates of tap (0,0,0) for output cell o (stride and padding applied). */
 __device__ inline void cl_base(const cl_args &a, int o, int &bd, int &bh, int &bw) {
   const int od = o / (a.OH * a.OW), oh = (o / a.OW) % a.OH, ow = o % a.OW;
@@ -92,20 +56,6 @@ __device__ inline void cl_base(const cl_args &a, int o, int &bd, int &bh, int &b
   bw = ow * a.stride[2] - a.pad0[2];
 }
 
-/* One output element: + bias, ReLU, FP16, stored in the output layout, or
- * (NCDHW with an epilogue chain) handed to the chain as its seed. */
-template <bool OUT_CL>
-__device__ __forceinline__ void cl_store(const cl_args &a, int nb, int row, int col, float v) {
-  v += a.b ? a.b[col] : 0.0f;
-  if (a.relu) v = nnk_relu_nan(v);
-  const size_t i = OUT_CL ? ((size_t)nb * a.P + row) * a.M + col : ((size_t)nb * a.M + col) * a.P + row;
-  if (!OUT_CL && a.f.epi) {
-    const __half seed = __float2half(v);
-    fused_at_dev(a.f.epi, (int64_t)i, &seed);
-    return;
-  }
-  a.y[i] = __float2half(v);
-}
 
 /* Input element e (NCDHW linear index) as FP16: from X, or through the
  * copy map of an absorbed copy (converted as Cast does where its buffer
@@ -118,77 +68,6 @@ __device__ __forceinline__ unsigned short cl_load_x(const cl_args &a, size_t e) 
   return cast_to_half_bits(a.f.x_bufs[k], a.f.x_dts[k], idx);
 }
 
-/* The end of a channels-last kernel (tile or brick): the warp's accumulators
- * (fragment element e of (mi, ni): row fr + 16 mi (+8 for e >= 2), column
- * fc + 8 ni (+1 for odd e) of the BM x BN tile at output channel n0) + bias,
- * ReLU, stored; row_of(r) is tile row r's output cell, -1 outside the output.
- * With split K the CTAs of the cluster first sum their partial tiles: each
- * writes its tile to its own shared memory (once every copy has landed and
- * every warp is past its last ldmatrix), then sums rows [rank * BM / S,
- * (rank + 1) * BM / S) over the cluster through distributed shared memory
- * (the partners' tiles mapped once for splits up to MAXS). */
-template <int BM, int BN, int THREADS, bool OUT_CL, int MAXS, int MI, int NI, typename RowOf>
-__device__ __forceinline__ void cl_finish(const cl_args &a, const float (&acc)[MI][NI][4], int fr, int fc, int rank,
-                                          int nb, int n0, RowOf row_of) {
-  if (a.split == 1) {
-#pragma unroll
-    for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-      for (int e2 = 0; e2 < 2; e2++) {
-        const int row = row_of(fr + mi * 16 + e2 * 8);
-        if (row < 0) continue;
-#pragma unroll
-        for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-          for (int e = 0; e < 2; e++) {
-            const int col = n0 + fc + ni * 8 + e;
-            if (col < a.M) cl_store<OUT_CL>(a, nb, row, col, acc[mi][ni][e2 * 2 + e]);
-          }
-      }
-    return;
-  }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  extern __shared__ __align__(16) unsigned char cl_smem[];
-  constexpr int RLD = BN + 4;
-  float *red = reinterpret_cast<float *>(cl_smem);
-  nnk_cp_async_wait<0>();
-  __syncthreads();
-#pragma unroll
-  for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-    for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) red[(fr + mi * 16 + (e >> 1) * 8) * RLD + fc + ni * 8 + (e & 1)] = acc[mi][ni][e];
-  cg::cluster_group cluster = cg::this_cluster();
-  /* Release (arrive) of this CTA's partial tile, acquire (wait) of the
-   * partners': cluster.sync() is barrier.cluster.arrive.release +
-   * barrier.cluster.wait.acquire. Pairs with the same call in the partners. */
-  cluster.sync();
-  const int rows = BM / a.split, r0 = rank * rows;
-  const float *part[MAXS]; /* the partners' tiles, mapped once (splits up to MAXS; beyond, per element) */
-#pragma unroll
-  for (int q = 0; q < MAXS; q++) part[q] = q < a.split ? cluster.map_shared_rank(red, q) : red;
-  for (int i = threadIdx.x; i < rows * BN; i += THREADS) {
-    /* Output-contiguous order: channels fastest for NDHWC, cells for NCDHW. */
-    const int r = r0 + (OUT_CL ? i / BN : i % rows), c = OUT_CL ? i % BN : i / rows;
-    const int row = row_of(r), col = n0 + c;
-    if (row < 0 || col >= a.M) continue;
-    float v = 0.0f;
-    if (a.split <= MAXS) {
-#pragma unroll
-      for (int q = 0; q < MAXS; q++)
-        if (q < a.split) v += part[q][r * RLD + c];
-    } else {
-      for (int q = 0; q < a.split; q++) v += cluster.map_shared_rank(red, q)[r * RLD + c];
-    }
-    cl_store<OUT_CL>(a, nb, row, col, v);
-  }
-  /* No CTA leaves while a partner may still read its shared memory. */
-  cluster.sync();
-#else
-  __trap(); /* the host offers split K only on sm_90 and later */
-#endif
-}
 
 template <int BM, int BN, int WARPS_M, int WARPS, bool IN_CL, bool OUT_CL, int STAGES>
 __global__ void __launch_bounds__(WARPS * 32) k_conv_cl(cl_args a) {
@@ -392,11 +271,6 @@ constexpr brick_cfg kBrickCfg[NNK_CL_BRICK_CONFIGS] = {{2, 4, 8, 64, 2, 4}, {2, 
                                                        {4, 4, 8, 128, 4, 8}};
 constexpr int kBrickSplit[NNK_CL_BRICK_SPLITS] = {1, 2, 4};
 
-/* The window of a BD x BH x BW brick under the 3 x 3 x 3 kernel: (BD + 2) x (BH + 2) x (BW + 2) cells. */
-__host__ __device__ constexpr int brick_window(int bd, int bh, int bw) { return (bd + 2) * (bh + 2) * (bw + 2); }
-
-/* The most channel blocks a CTA of the split takes (shares differ by at most one). */
-__host__ __device__ inline int ncbl_max(const cl_args &a) { return (a.ncb + a.split - 1) / a.split; }
 
 template <int BD, int BH, int BW, int BN, int WARPS_M, int WARPS, bool OUT_CL>
 __global__ void __launch_bounds__(WARPS * 32) k_conv_brick(cl_args a) {
@@ -530,38 +404,6 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_brick(cl_args a) {
   cl_finish<BM, BN, THREADS, OUT_CL, 4>(a, acc, fr, fc, rank, nb, n0, out_cell);
 }
 
-/* Kernel arguments for p (layout in_cl) with packed weights w, bias b. */
-void cl_fill(const nnk_conv &p, int in_cl, const __half *w, const float *b, int split, cl_args *a,
-             const nnk_conv_fuse *f = NULL) {
-  *a = cl_args{};
-  if (f) a->f = *f;
-  a->x = static_cast<const __half *>(p.x);
-  a->w = w;
-  a->b = b;
-  a->y = static_cast<__half *>(p.y);
-  a->C = p.C;
-  a->M = p.M;
-  a->P = p.out3[0] * p.out3[1] * p.out3[2];
-  a->Pin = p.in3[0] * p.in3[1] * p.in3[2];
-  a->OH = p.out3[1];
-  a->OW = p.out3[2];
-  a->D = p.in3[0];
-  a->H = p.in3[1];
-  a->W = p.in3[2];
-  for (int i = 0; i < 3; i++) {
-    a->stride[i] = p.stride[i];
-    a->dil[i] = p.dil[i];
-    a->pad0[i] = p.pad0[i];
-  }
-  a->kh = p.k[1];
-  a->kw = p.k[2];
-  a->taps = p.k[0] * p.k[1] * p.k[2];
-  a->ncb = (p.C + CL_BK - 1) / CL_BK;
-  a->kpad = in_cl ? a->taps * a->ncb * CL_BK : round_up(a->taps * p.C, CL_BK);
-  a->ksteps = a->kpad / CL_BK;
-  a->split = split;
-  a->relu = p.relu;
-}
 
 size_t cl_smem_bytes(int cfg, int split, int stages, const cl_args &a, int in_cl) {
   const cl_cfg &c = kClCfg[cfg];
@@ -681,6 +523,7 @@ int nnk_cl_algo_ok(const nnk_conv &p, int in_cl, int algo) {
    * to 128) only add padding work. */
   int mw = 16;
   while (mw < p.M && mw < 128) mw *= 2;
+  if (algo >= NNK_CL_WG_BASE) return wg_algo_ok(p, in_cl, algo - NNK_CL_WG_BASE);
   if (algo >= NNK_CL_ALGOS) { /* the brick kernel: NDHWC input, 3 x 3 x 3, stride 1, dilation 1 */
     /* CUDAQ_NN_CL_NO_BRICK=1: not offered (A/B against the tiles alone). */
     static const int no_brick = [] {
@@ -744,6 +587,11 @@ cudaError_t nnk_launch_cl(const nnk_conv &p, int in_cl, int out_cl, const __half
   if (!in_cl && reinterpret_cast<uintptr_t>(p.x) % 2 != 0) return cudaErrorInvalidConfiguration;
   if (in_cl && reinterpret_cast<uintptr_t>(p.x) % 16 != 0) return cudaErrorInvalidConfiguration;
   int cfg, split, stages;
+  if (algo >= NNK_CL_WG_BASE) {
+    cl_args a;
+    cl_fill(p, in_cl, w, b, wg_split(algo - NNK_CL_WG_BASE), &a, f);
+    return wg_launch(a, algo - NNK_CL_WG_BASE, out_cl, p.N, s);
+  }
   if (algo >= NNK_CL_ALGOS) {
     brick_decode(algo, &cfg, &split);
     cl_args a;

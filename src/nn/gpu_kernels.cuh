@@ -219,7 +219,14 @@ cudaError_t nnk_launch_tc(const nnk_conv &p, const __half *w, const float *b, in
  * index (K split over channel blocks in a cluster of 1, 2 or 4 CTAs). */
 #define NNK_CL_BRICK_CONFIGS 7
 #define NNK_CL_BRICK_SPLITS 3
-#define NNK_CL_ALL_ALGOS (NNK_CL_ALGOS + NNK_CL_BRICK_CONFIGS * NNK_CL_BRICK_SPLITS)
+/* Algos NNK_CL_WG_BASE .. NNK_CL_ALL_ALGOS-1: the wgmma brick kernel
+ * (src/nn/gpu_conv_wg.cu; sm_90a): the brick kernel's contract, bricks of
+ * planes of 8 x 8 output cells, warpgroup MMAs reading both operands from
+ * shared memory. Configuration (planes x output channels per CTA) + NNK_CL_WG_CONFIGS x split index. */
+#define NNK_CL_WG_CONFIGS 8
+#define NNK_CL_WG_SPLITS 3
+#define NNK_CL_WG_BASE (NNK_CL_ALGOS + NNK_CL_BRICK_CONFIGS * NNK_CL_BRICK_SPLITS)
+#define NNK_CL_ALL_ALGOS (NNK_CL_WG_BASE + NNK_CL_WG_CONFIGS * NNK_CL_WG_SPLITS)
 int nnk_cl_supported(const nnk_conv &p, int in_cl);
 int nnk_cl_algo_ok(const nnk_conv &p, int in_cl, int algo);
 size_t nnk_cl_weight_elems(const nnk_conv &p, int in_cl);

@@ -6,10 +6,11 @@
 
 #include "gpu_engine_internal.h"
 
-#define ENGINE_PLAN_VERSION 7 /* 3: tensor-core candidates, t_tc per conv; 4: fused cuDNN;
+#define ENGINE_PLAN_VERSION 8 /* 3: tensor-core candidates, t_tc per conv; 4: fused cuDNN;
                                  5: channels-last kernel, t_cl and layouts per conv;
                                  6: stacks (one line each, members IMPL_STACK);
-                                 7: the channels-last brick algorithms */
+                                 7: the channels-last brick algorithms;
+                                 8: the wgmma brick algorithms */
 
 /* The cuDNN workspace shared by all convolutions, reallocated to bytes. */
 static cudaq_nn_status_t set_workspace(cudaq_nn_gpu *g, size_t bytes, cudaq_nn_error_t *err) {
@@ -87,10 +88,13 @@ static void tune_log(const cudaq_nn_gpu *g, const conv_state *c, const char *imp
 static void time_cl(cudaq_nn_gpu *g, const conv_state *c, int in_cl, int out_cl, float *us, int *algo) {
   *us = -1.0f;
   *algo = 0;
-  /* Test hook: CUDAQ_NN_CL_ALGO=k makes algo k the only candidate, so that
-   * test_nn_gpu checks every tile and split against the CPU. */
+  /* Test hook: CUDAQ_NN_CL_ALGO=k makes algo k the only candidate wherever
+   * it applies (elsewhere the usual ones compete), so that test_nn_gpu
+   * checks every tile, brick and split against the CPU: the bricks take
+   * NDHWC input only, which needs a channels-last first layer in front. */
   const char *only_s = getenv("CUDAQ_NN_CL_ALGO");
-  const int only = only_s && *only_s ? atoi(only_s) : -1;
+  const int pinned = only_s && *only_s ? atoi(only_s) : -1;
+  const int only = pinned >= 0 && nnk_cl_algo_ok(c->p, in_cl, pinned) ? pinned : -1;
   for (int k = 0; k < NNK_CL_ALL_ALGOS; k++) {
     if ((only >= 0 && k != only) || !nnk_cl_algo_ok(c->p, in_cl, k)) continue;
     cudaq_nn_error_t e2;

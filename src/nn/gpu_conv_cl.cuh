@@ -1,0 +1,218 @@
+/* What the channels-last convolution kernels share (gpu_conv_cl.cu: the
+ * tile and brick kernels; gpu_conv_wg.cu: the wgmma brick kernel): the
+ * kernel arguments, the epilogue with its split-K sum, the brick window.
+ * Internal to the engine (namespace nncl). */
+#ifndef CUDAQ_NN_GPU_CONV_CL_CUH
+#define CUDAQ_NN_GPU_CONV_CL_CUH
+
+#include <cooperative_groups.h>
+#include <cuda_runtime.h>
+
+#include "gpu_ew.cuh"
+#include "gpu_kernels.cuh"
+#include "gpu_mma.cuh"
+
+namespace nncl {
+
+namespace cg = cooperative_groups;
+
+constexpr int CL_BK = 32;           /* k per step */
+constexpr int CL_LDS = CL_BK + 8;   /* row stride in halves: 80 bytes, ldmatrix conflict-free */
+constexpr size_t CL_MAX_SMEM = 227 * 1024;
+
+struct cl_args {
+  const __half *x, *w;
+  const float *b;
+  __half *y;
+  int C, M, P, Pin;       /* in channels, out channels, out cells, in cells */
+  int OH, OW, D, H, W;    /* output plane dims, input dims */
+  int stride[3], dil[3], pad0[3];
+  int kh, kw, taps;       /* kernel height / width, taps */
+  int kpad, ncb, ksteps;  /* packed K, channel blocks per tap (in_cl), k-steps */
+  int split, relu;
+  nnk_conv_fuse f;       /* NCDHW input through a copy map, epilogue chain */
+};
+
+inline int round_up(int v, int m) { return (v + m - 1) / m * m; }
+
+inline int device_has_clusters() {
+  static int has = -1;
+  if (has < 0) {
+    int dev = 0, major = 0;
+    has = cudaGetDevice(&dev) == cudaSuccess &&
+          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+  }
+  return has;
+}
+
+/* One output element: + bias, ReLU, FP16, stored in the output layout, or
+ * (NCDHW with an epilogue chain) handed to the chain as its seed. */
+template <bool OUT_CL>
+__device__ __forceinline__ void cl_store(const cl_args &a, int nb, int row, int col, float v) {
+  v += a.b ? a.b[col] : 0.0f;
+  if (a.relu) v = nnk_relu_nan(v);
+  const size_t i = OUT_CL ? ((size_t)nb * a.P + row) * a.M + col : ((size_t)nb * a.M + col) * a.P + row;
+  if (!OUT_CL && a.f.epi) {
+    const __half seed = __float2half(v);
+    fused_at_dev(a.f.epi, (int64_t)i, &seed);
+    return;
+  }
+  a.y[i] = __float2half(v);
+}
+
+/* Four consecutive output channels col .. col + 3 of an NDHWC row (no
+ * epilogue chain; M % 4 == 0, col % 4 == 0): + bias, ReLU, FP16, one 8-byte store. */
+__device__ __forceinline__ void cl_store4_cl(const cl_args &a, int nb, int row, int col, float4 v) {
+  if (a.b) {
+    const float4 b = *reinterpret_cast<const float4 *>(a.b + col);
+    v.x += b.x, v.y += b.y, v.z += b.z, v.w += b.w;
+  }
+  if (a.relu) v.x = nnk_relu_nan(v.x), v.y = nnk_relu_nan(v.y), v.z = nnk_relu_nan(v.z), v.w = nnk_relu_nan(v.w);
+  const __half2 lo = __floats2half2_rn(v.x, v.y), hi = __floats2half2_rn(v.z, v.w);
+  uint2 u;
+  u.x = *reinterpret_cast<const uint32_t *>(&lo);
+  u.y = *reinterpret_cast<const uint32_t *>(&hi);
+  *reinterpret_cast<uint2 *>(a.y + ((size_t)nb * a.P + row) * a.M + col) = u;
+}
+
+/* The end of a channels-last kernel (tile or brick): the warp's accumulators
+ * (fragment element e of (mi, ni): row fr + 16 mi (+8 for e >= 2), column
+ * fc + 8 ni (+1 for odd e) of the BM x BN tile at output channel n0) + bias,
+ * ReLU, stored; row_of(r) is tile row r's output cell, -1 outside the output.
+ * With split K the CTAs of the cluster first sum their partial tiles: each
+ * writes its tile to its own shared memory (once every copy has landed and
+ * every warp is past its last ldmatrix), then sums rows [rank * BM / S,
+ * (rank + 1) * BM / S) over the cluster through distributed shared memory
+ * (the partners' tiles mapped once for splits up to MAXS). */
+template <int BM, int BN, int THREADS, bool OUT_CL, int MAXS, int MI, int NI, typename RowOf>
+__device__ __forceinline__ void cl_finish(const cl_args &a, const float (&acc)[MI][NI][4], int fr, int fc, int rank,
+                                          int nb, int n0, RowOf row_of) {
+  if (a.split == 1) {
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+      for (int e2 = 0; e2 < 2; e2++) {
+        const int row = row_of(fr + mi * 16 + e2 * 8);
+        if (row < 0) continue;
+#pragma unroll
+        for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+          for (int e = 0; e < 2; e++) {
+            const int col = n0 + fc + ni * 8 + e;
+            if (col < a.M) cl_store<OUT_CL>(a, nb, row, col, acc[mi][ni][e2 * 2 + e]);
+          }
+      }
+    return;
+  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(16) unsigned char cl_smem[];
+  constexpr int RLD = BN + 4;
+  float *red = reinterpret_cast<float *>(cl_smem);
+  nnk_cp_async_wait<0>();
+  __syncthreads();
+#pragma unroll
+  for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+    for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) red[(fr + mi * 16 + (e >> 1) * 8) * RLD + fc + ni * 8 + (e & 1)] = acc[mi][ni][e];
+  cg::cluster_group cluster = cg::this_cluster();
+  /* Release (arrive) of this CTA's partial tile, acquire (wait) of the
+   * partners': cluster.sync() is barrier.cluster.arrive.release +
+   * barrier.cluster.wait.acquire. Pairs with the same call in the partners. */
+  cluster.sync();
+  const int rows = BM / a.split, r0 = rank * rows;
+  const float *part[MAXS]; /* the partners' tiles, mapped once (splits up to MAXS; beyond, per element) */
+#pragma unroll
+  for (int q = 0; q < MAXS; q++) part[q] = q < a.split ? cluster.map_shared_rank(red, q) : red;
+  if (OUT_CL && a.M % 4 == 0 && a.split <= MAXS && reinterpret_cast<uintptr_t>(a.y) % 8 == 0 &&
+      reinterpret_cast<uintptr_t>(a.b) % 16 == 0) {
+    /* NDHWC: four channels per thread (float4 reads of the partial tiles,
+     * one 8-byte store). */
+    for (int i = threadIdx.x; i < rows * (BN / 4); i += THREADS) {
+      const int r = r0 + i / (BN / 4), c = (i % (BN / 4)) * 4;
+      const int row = row_of(r), col = n0 + c;
+      if (row < 0 || col >= a.M) continue;
+      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int q = 0; q < MAXS; q++)
+        if (q < a.split) {
+          const float4 t = *reinterpret_cast<const float4 *>(part[q] + r * RLD + c);
+          v.x += t.x, v.y += t.y, v.z += t.z, v.w += t.w;
+        }
+      cl_store4_cl(a, nb, row, col, v);
+    }
+    cluster.sync(); /* as below */
+    return;
+  }
+  for (int i = threadIdx.x; i < rows * BN; i += THREADS) {
+    /* Output-contiguous order: channels fastest for NDHWC, cells for NCDHW. */
+    const int r = r0 + (OUT_CL ? i / BN : i % rows), c = OUT_CL ? i % BN : i / rows;
+    const int row = row_of(r), col = n0 + c;
+    if (row < 0 || col >= a.M) continue;
+    float v = 0.0f;
+    if (a.split <= MAXS) {
+#pragma unroll
+      for (int q = 0; q < MAXS; q++)
+        if (q < a.split) v += part[q][r * RLD + c];
+    } else {
+      for (int q = 0; q < a.split; q++) v += cluster.map_shared_rank(red, q)[r * RLD + c];
+    }
+    cl_store<OUT_CL>(a, nb, row, col, v);
+  }
+  /* No CTA leaves while a partner may still read its shared memory. */
+  cluster.sync();
+#else
+  __trap(); /* the host offers split K only on sm_90 and later */
+#endif
+}
+
+/* The window of a BD x BH x BW brick under the 3 x 3 x 3 kernel: (BD + 2) x (BH + 2) x (BW + 2) cells. */
+__host__ __device__ constexpr int brick_window(int bd, int bh, int bw) { return (bd + 2) * (bh + 2) * (bw + 2); }
+
+/* The most channel blocks a CTA of the split takes (shares differ by at most one). */
+__host__ __device__ inline int ncbl_max(const cl_args &a) { return (a.ncb + a.split - 1) / a.split; }
+
+/* Kernel arguments for p (layout in_cl) with packed weights w, bias b. */
+inline void cl_fill(const nnk_conv &p, int in_cl, const __half *w, const float *b, int split, cl_args *a,
+             const nnk_conv_fuse *f = NULL) {
+  *a = cl_args{};
+  if (f) a->f = *f;
+  a->x = static_cast<const __half *>(p.x);
+  a->w = w;
+  a->b = b;
+  a->y = static_cast<__half *>(p.y);
+  a->C = p.C;
+  a->M = p.M;
+  a->P = p.out3[0] * p.out3[1] * p.out3[2];
+  a->Pin = p.in3[0] * p.in3[1] * p.in3[2];
+  a->OH = p.out3[1];
+  a->OW = p.out3[2];
+  a->D = p.in3[0];
+  a->H = p.in3[1];
+  a->W = p.in3[2];
+  for (int i = 0; i < 3; i++) {
+    a->stride[i] = p.stride[i];
+    a->dil[i] = p.dil[i];
+    a->pad0[i] = p.pad0[i];
+  }
+  a->kh = p.k[1];
+  a->kw = p.k[2];
+  a->taps = p.k[0] * p.k[1] * p.k[2];
+  a->ncb = (p.C + CL_BK - 1) / CL_BK;
+  a->kpad = in_cl ? a->taps * a->ncb * CL_BK : round_up(a->taps * p.C, CL_BK);
+  a->ksteps = a->kpad / CL_BK;
+  a->split = split;
+  a->relu = p.relu;
+}
+
+/* The wgmma brick kernel (gpu_conv_wg.cu), algos NNK_CL_WG_BASE and up;
+ * j = algo - NNK_CL_WG_BASE. */
+int wg_algo_ok(const nnk_conv &p, int in_cl, int j);
+cudaError_t wg_launch(const cl_args &a, int j, int out_cl, int batch, cudaStream_t s);
+/* The split of wgmma algo j (cluster size). */
+int wg_split(int j);
+
+}  // namespace nncl
+
+#endif

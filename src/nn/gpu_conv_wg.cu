@@ -1,0 +1,276 @@
+/* The channels-last brick convolution on warpgroup MMAs (wgmma, sm_90a;
+ * issue 12; the contract is the brick kernel's, gpu_kernels.cuh).
+ *
+ * Why. The mma.sync brick (gpu_conv_cl.cu) is latency-bound: each warp
+ * loads every A and B fragment with ldmatrix before its MMAs, and at one or
+ * two warps per scheduler the tensor pipe is busy 13-25% of the time (H100,
+ * nn-brick-h100-2026-11-25.md). A wgmma reads both operands from shared
+ * memory itself and runs asynchronously: the warpgroup issues a whole group
+ * of k-steps back to back and waits once.
+ *
+ * Shape. A CTA owns PD planes of 8 x 8 output cells (one warpgroup, M = 64
+ * rows, per plane) and BN output channels (wgmma N = BN). Per block of 32
+ * input channels it stages the input window (PD + 2) x 10 x 10 cells once, as
+ * four 8-channel planes: chunk q of cell c at ((block x 4 + q) x cells + c) x
+ * 16 bytes. A wgmma's A is then a descriptor into that window: its 8 core
+ * matrices (8 cells x 8 channels, rows 16 bytes apart) are the 8 rows of
+ * the plane, 10 cells (160 bytes) apart, and a tap only moves the start
+ * address; the next 8 channels are one chunk plane further. B (the
+ * weights, packed as for the other channels-last kernels) is copied per
+ * group of k-steps into core-matrix order: [k16 slice][n8 group][k half][8
+ * rows][16 bytes]. Split K over channel blocks and the epilogue are the
+ * brick kernel's (cl_finish). */
+#include "gpu_conv_cl.cuh"
+
+namespace nncl {
+namespace {
+
+/* pd planes (warpgroups), bn output channels, a ring of r buffers of
+ * WG_G k-steps of weights (all r issued before the PDL wait). */
+struct wg_cfg {
+  int pd, bn, r;
+};
+constexpr wg_cfg kWgCfg[NNK_CL_WG_CONFIGS] = {{1, 16, 3}, {1, 64, 3}, {1, 128, 2}, {2, 16, 3},
+                                              {2, 64, 3}, {2, 128, 2}, {4, 64, 3},  {4, 128, 2}};
+constexpr int kWgSplit[NNK_CL_WG_SPLITS] = {1, 2, 4};
+constexpr int WG_PLANE = 8;     /* output cells per brick row and column */
+constexpr int WG_HW = WG_PLANE + 2; /* window rows and columns */
+constexpr int WG_G = 9;         /* k-steps per group: a third of a channel block's 27 taps */
+
+/* Window cells of a brick of pd planes: (pd + 2) x 10 x 10. */
+__host__ __device__ constexpr int wg_cells(int pd) { return (pd + 2) * WG_HW * WG_HW; }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+constexpr int WG_TAPS = 27;
+/* Window cells between tap t's first cell and tap (0,0,0)'s. */
+__device__ constexpr int wg_tap_cells(int t) { return ((t / 9) * WG_HW + (t / 3) % 3) * WG_HW + t % 3; }
+#endif
+
+/* The wgmmas of one group: taps TG 9 .. TG 9 + 8 of a channel block, A
+ * from the window at descriptor da0 (the block's tap (0,0,0)), B from the
+ * group's buffer at descriptor db0. Offsets are compile-time: a
+ * descriptor's low 14 bits are the address / 16, and no sum leaves them. */
+template <int TG, int BN, int WCELLS>
+__device__ __forceinline__ void wg_group_mmas(float (&d)[BN / 2], uint64_t da0, uint64_t db0) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#pragma unroll
+  for (int j = 0; j < WG_G; j++)
+#pragma unroll
+    for (int s = 0; s < CL_BK / 16; s++) {
+      const uint64_t da = da0 + (uint64_t)(wg_tap_cells(TG * WG_G + j) + s * 2 * WCELLS);
+      const uint64_t db = db0 + (uint64_t)((j * BN * CL_BK * 2 + s * BN * 32) >> 4);
+      if constexpr (BN == 16) nnk_wgmma_n16(d, da, db);
+      else if constexpr (BN == 64) nnk_wgmma_n64(d, da, db);
+      else nnk_wgmma_n128(d, da, db);
+    }
+#endif
+}
+
+template <int PD, int BN, int R, bool OUT_CL>
+__global__ void __launch_bounds__(PD * 128) k_conv_wg(cl_args a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int BM = PD * 64, THREADS = PD * 128, G = WG_G, HW = WG_HW;
+  constexpr int WCELLS = wg_cells(PD), STEP_B = BN * CL_BK * 2; /* bytes of B per k-step */
+  extern __shared__ __align__(16) unsigned char cl_smem[];
+  const uint32_t bs_u = nnk_smem_u32(cl_smem), win_u = bs_u + R * G * STEP_B;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+  const int OD = a.P / (a.OH * a.OW);
+  const int nbx = (a.OW + WG_PLANE - 1) / WG_PLANE, nby = (a.OH + WG_PLANE - 1) / WG_PLANE;
+  const int bx0 = (int)(blockIdx.x % (unsigned)nbx) * WG_PLANE;
+  const int by0 = (int)(blockIdx.x / (unsigned)nbx % (unsigned)nby) * WG_PLANE;
+  const int bz0 = (int)(blockIdx.x / (unsigned)(nbx * nby)) * PD;
+  const int n0 = blockIdx.y * BN;
+  const int rank = (int)(blockIdx.z % (unsigned)a.split), nb = (int)(blockIdx.z / (unsigned)a.split);
+  const int cb_begin = a.ncb * rank / a.split, ncbl = a.ncb * (rank + 1) / a.split - cb_begin;
+  const int ngroups = ncbl * (WG_TAPS / G); /* group g: channel block g / 3, taps (g % 3) 9 .. + 8 */
+
+  /* This thread's B chunks of a step: 16-byte chunk c = tid + k THREADS of
+   * BN rows x 4 quarters (row n = c / 4, quarter q = c % 4: k16 slice q / 2,
+   * k half q % 2), stored in core-matrix order [slice][n / 8][half][n % 8]. */
+  constexpr int KCH = (BN * 4 + THREADS - 1) / THREADS;
+  const __half *bsrc[KCH];
+  uint32_t bdst[KCH];
+#pragma unroll
+  for (int k = 0; k < KCH; k++) {
+    const int c = tid + k * THREADS, n = c >> 2, q = c & 3;
+    bsrc[k] = c < BN * 4 ? a.w + (size_t)(n0 + n) * a.kpad + cb_begin * CL_BK + q * 8 : NULL;
+    bdst[k] = (uint32_t)((q >> 1) * BN * 32 + (n >> 3) * 256 + (q & 1) * 128 + (n & 7) * 16);
+  }
+  const int ktap = a.ncb * CL_BK; /* k between taps in the packed weights */
+  auto issue_group = [&](int g, int buf) {
+    const int cbl = g / 3, t0 = (g - cbl * 3) * G;
+    const int koff = t0 * ktap + cbl * CL_BK;
+#pragma unroll
+    for (int j = 0; j < G; j++) {
+      const uint32_t slot = bs_u + (uint32_t)((buf * G + j) * STEP_B);
+#pragma unroll
+      for (int k = 0; k < KCH; k++)
+        if (BN * 4 % THREADS == 0 || bsrc[k]) nnk_cp_async16(slot + bdst[k], bsrc[k] + koff + j * ktap, 16);
+    }
+  };
+
+  float acc[1][BN / 8][4];
+  nnk_acc_zero(acc);
+  float(&d)[BN / 2] = reinterpret_cast<float(&)[BN / 2]>(acc);
+  /* Descriptors: A (K-major, no swizzle) in the window of this warpgroup's
+   * plane: core matrices of 8 cells (a row of the plane) x 8 channels, the
+   * next 8 channels a chunk plane (WCELLS x 16 bytes) further, the next row
+   * HW cells further. B: [n / 8][k half] core matrices, 128 bytes apart in
+   * K, 256 in N. */
+  const uint64_t da_plane = nnk_wg_desc(win_u + (uint32_t)(wg * HW * HW * 16), WCELLS * 16, HW * 16);
+  const uint64_t db_base = nnk_wg_desc(bs_u, 128, 256);
+
+  nnk_pdl_launch_dependents();
+  /* The first R groups of weights (constants: one commit group each, empty
+   * past the last) before the PDL wait, the window after it. */
+#pragma unroll
+  for (int g = 0; g < R; g++) {
+    if (g < ngroups) issue_group(g, g);
+    nnk_cp_async_commit();
+  }
+  nnk_pdl_wait();
+  /* The window: thread tid copies quarter q = tid % 4 of its cells (tid / 4
+   * + k THREADS / 4) in every channel block. */
+  {
+    const int q = tid & 3;
+    for (int cell = tid >> 2; cell < WCELLS; cell += THREADS / 4) {
+      const int hz = cell / (HW * HW), hy = (cell / HW) % HW, hx = cell % HW;
+      const int id = bz0 - a.pad0[0] + hz, ih = by0 - a.pad0[1] + hy, iw = bx0 - a.pad0[2] + hx;
+      const bool in = (unsigned)id < (unsigned)a.D && (unsigned)ih < (unsigned)a.H && (unsigned)iw < (unsigned)a.W;
+      const __half *src =
+          a.x + (in ? ((size_t)nb * a.Pin + ((size_t)id * a.H + ih) * a.W + iw) * a.C + cb_begin * CL_BK + q * 8 : 0);
+      const uint32_t dst = win_u + (uint32_t)((q * WCELLS + cell) * 16);
+      for (int cbl = 0; cbl < ncbl; cbl++) {
+        const bool ok = in && (cb_begin + cbl) * CL_BK + q * 8 < a.C;
+        nnk_cp_async16(dst + (uint32_t)(cbl * 4 * WCELLS * 16), ok ? src + cbl * CL_BK : a.x, ok ? 16 : 0);
+      }
+    }
+  }
+  nnk_cp_async_commit();
+
+  for (int g = 0; g < ngroups; g++) {
+    /* Group g + R - 1 goes into the buffer of group g - 1, whose wgmmas
+     * every warpgroup waited for before the barrier that ended the
+     * previous iteration (one commit group per iteration, empty if none). */
+    if (g > 0 && g + R - 1 < ngroups) issue_group(g + R - 1, (g + R - 1) % R);
+    nnk_cp_async_commit();
+    /* This thread's copies of group g and the window have landed: at g = 0
+     * only this iteration's group is younger than the window; later, group
+     * g (if it came after the window) has R - 1 younger groups. */
+    if (g == 0) nnk_cp_async_wait<1>();
+    else nnk_cp_async_wait<R - 1>();
+    nnk_fence_proxy_async(); /* ... and are visible to the async proxy the wgmmas read through */
+    __syncthreads();         /* everyone's are */
+    const int cbl = g / 3, tg = g - cbl * 3;
+    const uint64_t da0 = da_plane + (uint64_t)(cbl * 4 * WCELLS);
+    const uint64_t db0 = db_base + (uint64_t)(((g % R) * G * STEP_B) >> 4);
+    nnk_wg_fence();
+    if (tg == 0) wg_group_mmas<0, BN, WCELLS>(d, da0, db0);
+    else if (tg == 1) wg_group_mmas<1, BN, WCELLS>(d, da0, db0);
+    else wg_group_mmas<2, BN, WCELLS>(d, da0, db0);
+    nnk_wg_commit();
+    nnk_wg_wait<0>();
+    nnk_wg_pin(d);
+    __syncthreads(); /* every warpgroup is done with buffer g % R before group g + R is copied into it */
+  }
+
+  /* Row r of the tile: plane r / 64, row (r / 8) % 8, column r % 8 of the brick. */
+  auto out_cell = [&](int r) {
+    const int z = bz0 + (r >> 6), y = by0 + ((r >> 3) & 7), x = bx0 + (r & 7);
+    return z < OD && y < a.OH && x < a.OW ? (z * a.OH + y) * a.OW + x : -1;
+  };
+  /* wgmma's accumulators: warp w % 4 of the warpgroup holds its rows
+   * 16 (w % 4) .. + 15 in the m16n8 fragment layout. */
+  const int fr = wg * 64 + (warp & 3) * 16 + (lane >> 2), fc = 2 * (lane & 3);
+  cl_finish<BM, BN, THREADS, OUT_CL, 4>(a, acc, fr, fc, rank, nb, n0, out_cell);
+#else
+  __trap(); /* offered only where the sm_90a code exists (wg_algo_ok) */
+#endif
+}
+
+size_t wg_smem_bytes(int cfg, int split, const cl_args &a) {
+  const wg_cfg &c = kWgCfg[cfg];
+  const size_t ncbl = (size_t)(a.ncb + split - 1) / split;
+  /* B buffers, windows */
+  const size_t pipe = (size_t)c.r * WG_G * c.bn * CL_BK * 2 + ncbl * 4 * wg_cells(c.pd) * 16;
+  const size_t red = split > 1 ? (size_t)c.pd * 64 * (c.bn + 4) * 4 : 0;
+  return pipe > red ? pipe : red;
+}
+
+template <int PD, int BN, int R, bool OUT_CL>
+cudaError_t wg_launch_t(const cl_args &a, size_t smem, int batch, cudaStream_t s) {
+  auto kern = k_conv_wg<PD, BN, R, OUT_CL>;
+  static bool attr_set = false; /* as in cl_launch_t */
+  if (!attr_set) {
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)CL_MAX_SMEM);
+    if (e != cudaSuccess) return e;
+    attr_set = true;
+  }
+  const unsigned bricks = (unsigned)(((a.P / (a.OH * a.OW) + PD - 1) / PD) * ((a.OH + WG_PLANE - 1) / WG_PLANE) *
+                                     ((a.OW + WG_PLANE - 1) / WG_PLANE));
+  const dim3 grid(bricks, (unsigned)((a.M + BN - 1) / BN), (unsigned)(batch * a.split));
+  return nnk_launch_ex(kern, grid, dim3(PD * 128), smem, s, (unsigned)a.split, a);
+}
+
+template <bool OUT_CL>
+cudaError_t wg_launch_o(const cl_args &a, size_t smem, int cfg, int batch, cudaStream_t s) {
+  switch (cfg) { /* kWgCfg */
+    case 0: return wg_launch_t<1, 16, 3, OUT_CL>(a, smem, batch, s);
+    case 1: return wg_launch_t<1, 64, 3, OUT_CL>(a, smem, batch, s);
+    case 2: return wg_launch_t<1, 128, 2, OUT_CL>(a, smem, batch, s);
+    case 3: return wg_launch_t<2, 16, 3, OUT_CL>(a, smem, batch, s);
+    case 4: return wg_launch_t<2, 64, 3, OUT_CL>(a, smem, batch, s);
+    case 5: return wg_launch_t<2, 128, 2, OUT_CL>(a, smem, batch, s);
+    case 6: return wg_launch_t<4, 64, 3, OUT_CL>(a, smem, batch, s);
+    default: return wg_launch_t<4, 128, 2, OUT_CL>(a, smem, batch, s);
+  }
+}
+
+/* Whether this build has the sm_90a code (CMake: CUDAQ_NN_HAVE_SM90A) and
+ * the device runs it (compute capability 9.0 exactly). */
+int wg_device_ok() {
+#if defined(CUDAQ_NN_HAVE_SM90A)
+  static int ok = -1;
+  if (ok < 0) {
+    int dev = 0, major = 0, minor = 0;
+    ok = cudaGetDevice(&dev) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess && major == 9 &&
+         minor == 0;
+  }
+  return ok;
+#else
+  return 0;
+#endif
+}
+
+}  // namespace
+
+int wg_split(int j) { return kWgSplit[j / NNK_CL_WG_CONFIGS % NNK_CL_WG_SPLITS]; }
+
+int wg_algo_ok(const nnk_conv &p, int in_cl, int j) {
+  /* CUDAQ_NN_CL_NO_WG=1: not offered (A/B against the other kernels). */
+  static const int no_wg = [] {
+    const char *e = getenv("CUDAQ_NN_CL_NO_WG");
+    return e && e[0] == '1';
+  }();
+  if (no_wg || j < 0 || j >= NNK_CL_WG_CONFIGS * NNK_CL_WG_SPLITS || !in_cl || !wg_device_ok()) return 0;
+  const int cfg = j % NNK_CL_WG_CONFIGS, split = wg_split(j);
+  int mw = 16; /* as nnk_cl_algo_ok: no tile wider than the channels need */
+  while (mw < p.M && mw < 128) mw *= 2;
+  if (kWgCfg[cfg].bn > mw) return 0;
+  for (int i = 0; i < 3; i++)
+    if (p.k[i] != 3 || p.stride[i] != 1 || p.dil[i] != 1) return 0;
+  cl_args a;
+  cl_fill(p, in_cl, NULL, NULL, split, &a);
+  if (split > 1 && (!device_has_clusters() || split > a.ncb)) return 0;
+  return wg_smem_bytes(cfg, split, a) <= CL_MAX_SMEM;
+}
+
+cudaError_t wg_launch(const cl_args &a, int j, int out_cl, int batch, cudaStream_t s) {
+  const int cfg = j % NNK_CL_WG_CONFIGS;
+  const size_t smem = wg_smem_bytes(cfg, a.split, a);
+  return out_cl ? wg_launch_o<true>(a, smem, cfg, batch, s) : wg_launch_o<false>(a, smem, cfg, batch, s);
+}
+
+}  // namespace nncl
