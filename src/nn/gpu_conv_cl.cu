@@ -563,7 +563,8 @@ int nnk_cl_algo_ok(const nnk_conv &p, int in_cl, int algo) {
 size_t nnk_cl_weight_elems(const nnk_conv &p, int in_cl) {
   cl_args a;
   cl_fill(p, in_cl, NULL, NULL, 1, &a);
-  return (size_t)round_up(p.M, 128) * a.kpad;
+  /* The wgmma kernel's order follows (wg_pack: as many elements) where it applies. */
+  return (size_t)round_up(p.M, 128) * a.kpad * (wg_packs(p, in_cl) ? 2 : 1);
 }
 
 void nnk_cl_pack_weights(const nnk_conv &p, int in_cl, const float *w, __half *out) {
@@ -577,6 +578,7 @@ void nnk_cl_pack_weights(const nnk_conv &p, int in_cl, const float *w, __half *o
         const int k = in_cl ? t * cpad + c : t * p.C + c;
         out[(size_t)m * a.kpad + k] = __float2half(w[((size_t)m * p.C + c) * a.taps + t]);
       }
+  if (wg_packs(p, in_cl)) wg_pack(p, w, out + (size_t)npad * a.kpad);
 }
 
 cudaError_t nnk_launch_cl(const nnk_conv &p, int in_cl, int out_cl, const __half *w, const float *b, int algo,

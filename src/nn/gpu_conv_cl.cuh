@@ -33,7 +33,7 @@ struct cl_args {
   nnk_conv_fuse f;       /* NCDHW input through a copy map, epilogue chain */
 };
 
-inline int round_up(int v, int m) { return (v + m - 1) / m * m; }
+__host__ __device__ inline int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
 inline int device_has_clusters() {
   static int has = -1;
@@ -212,6 +212,10 @@ int wg_algo_ok(const nnk_conv &p, int in_cl, int j);
 cudaError_t wg_launch(const cl_args &a, int j, int out_cl, int batch, cudaStream_t s);
 /* The split of wgmma algo j (cluster size). */
 int wg_split(int j);
+/* Whether the wgmma kernel's weight order follows the channels-last
+ * packing (input layout in_cl; same size), and that order. */
+int wg_packs(const nnk_conv &p, int in_cl);
+void wg_pack(const nnk_conv &p, const float *w, __half *out);
 
 }  // namespace nncl
 

@@ -72,6 +72,7 @@ __global__ void __launch_bounds__(PD * 128) k_conv_wg(cl_args a) {
   constexpr int WCELLS = wg_cells(PD), STEP_B = BN * CL_BK * 2; /* bytes of B per k-step */
   extern __shared__ __align__(16) unsigned char cl_smem[];
   const uint32_t bs_u = nnk_smem_u32(cl_smem), win_u = bs_u + R * G * STEP_B;
+  const uint32_t bar_u = win_u + (uint32_t)(ncbl_max(a) * 4 * WCELLS * 16); /* R mbarriers, one per B buffer */
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
   const int OD = a.P / (a.OH * a.OW);
@@ -84,29 +85,22 @@ __global__ void __launch_bounds__(PD * 128) k_conv_wg(cl_args a) {
   const int cb_begin = a.ncb * rank / a.split, ncbl = a.ncb * (rank + 1) / a.split - cb_begin;
   const int ngroups = ncbl * (WG_TAPS / G); /* group g: channel block g / 3, taps (g % 3) 9 .. + 8 */
 
-  /* This thread's B chunks of a step: 16-byte chunk c = tid + k THREADS of
-   * BN rows x 4 quarters (row n = c / 4, quarter q = c % 4: k16 slice q / 2,
-   * k half q % 2), stored in core-matrix order [slice][n / 8][half][n % 8]. */
-  constexpr int KCH = (BN * 4 + THREADS - 1) / THREADS;
-  const __half *bsrc[KCH];
-  uint32_t bdst[KCH];
-#pragma unroll
-  for (int k = 0; k < KCH; k++) {
-    const int c = tid + k * THREADS, n = c >> 2, q = c & 3;
-    bsrc[k] = c < BN * 4 ? a.w + (size_t)(n0 + n) * a.kpad + cb_begin * CL_BK + q * 8 : NULL;
-    bdst[k] = (uint32_t)((q >> 1) * BN * 32 + (n >> 3) * 256 + (q & 1) * 128 + (n & 7) * 16);
-  }
-  const int ktap = a.ncb * CL_BK; /* k between taps in the packed weights */
+  /* The weights come in the core-matrix order of wg_pack (a.w): a step's
+   * k16 slice for output channels n0 .. n0 + BN is one contiguous run of
+   * BN x 32 bytes, moved by one bulk copy. Thread 0 issues a group's 18
+   * copies on buffer buf's mbarrier (one arrival with the group's bytes). */
+  const size_t slice = (size_t)round_up(a.M, 128) * 16; /* halves per (tap, block, k16 slice) */
+  const __half *wsrc = a.w + (size_t)n0 * 16;
   auto issue_group = [&](int g, int buf) {
     const int cbl = g / 3, t0 = (g - cbl * 3) * G;
-    const int koff = t0 * ktap + cbl * CL_BK;
+    const uint32_t bar = bar_u + (uint32_t)(buf * 8);
+    nnk_mbar_arrive_expect_tx(bar, G * STEP_B);
 #pragma unroll
-    for (int j = 0; j < G; j++) {
-      const uint32_t slot = bs_u + (uint32_t)((buf * G + j) * STEP_B);
+    for (int j = 0; j < G; j++)
 #pragma unroll
-      for (int k = 0; k < KCH; k++)
-        if (BN * 4 % THREADS == 0 || bsrc[k]) nnk_cp_async16(slot + bdst[k], bsrc[k] + koff + j * ktap, 16);
-    }
+      for (int s = 0; s < CL_BK / 16; s++)
+        nnk_bulk_g2s(bs_u + (uint32_t)((buf * G + j) * STEP_B + s * BN * 32),
+                     wsrc + (((size_t)(t0 + j) * a.ncb + cb_begin + cbl) * 2 + s) * slice, BN * 32, bar);
   };
 
   float acc[1][BN / 8][4];
@@ -121,13 +115,14 @@ __global__ void __launch_bounds__(PD * 128) k_conv_wg(cl_args a) {
   const uint64_t db_base = nnk_wg_desc(bs_u, 128, 256);
 
   nnk_pdl_launch_dependents();
-  /* The first R groups of weights (constants: one commit group each, empty
-   * past the last) before the PDL wait, the window after it. */
+  if (tid == 0) {
 #pragma unroll
-  for (int g = 0; g < R; g++) {
-    if (g < ngroups) issue_group(g, g);
-    nnk_cp_async_commit();
+    for (int b = 0; b < R; b++) nnk_mbar_init(bar_u + (uint32_t)(b * 8), 1);
+    nnk_mbar_init_fence();
+    /* The first R groups of weights (constants) before the PDL wait. */
+    for (int g = 0; g < R && g < ngroups; g++) issue_group(g, g);
   }
+  __syncthreads(); /* the mbarriers are initialised before anyone waits on them */
   nnk_pdl_wait();
   /* The window: thread tid copies quarter q = tid % 4 of its cells (tid / 4
    * + k THREADS / 4) in every channel block. */
@@ -148,19 +143,20 @@ __global__ void __launch_bounds__(PD * 128) k_conv_wg(cl_args a) {
   }
   nnk_cp_async_commit();
 
+  /* The window: this thread's copies landed and are visible to the async
+   * proxy the wgmmas read through; the barrier publishes everyone's. */
+  nnk_cp_async_wait<0>();
+  nnk_fence_proxy_async();
+  __syncthreads();
+
   for (int g = 0; g < ngroups; g++) {
     /* Group g + R - 1 goes into the buffer of group g - 1, whose wgmmas
      * every warpgroup waited for before the barrier that ended the
-     * previous iteration (one commit group per iteration, empty if none). */
-    if (g > 0 && g + R - 1 < ngroups) issue_group(g + R - 1, (g + R - 1) % R);
-    nnk_cp_async_commit();
-    /* This thread's copies of group g and the window have landed: at g = 0
-     * only this iteration's group is younger than the window; later, group
-     * g (if it came after the window) has R - 1 younger groups. */
-    if (g == 0) nnk_cp_async_wait<1>();
-    else nnk_cp_async_wait<R - 1>();
-    nnk_fence_proxy_async(); /* ... and are visible to the async proxy the wgmmas read through */
-    __syncthreads();         /* everyone's are */
+     * previous iteration. */
+    if (tid == 0 && g > 0 && g + R - 1 < ngroups) issue_group(g + R - 1, (g + R - 1) % R);
+    /* Acquire: group g's bulk copies (the (g / R)-th phase of its buffer's
+     * mbarrier) have completed; pairs with their complete_tx. */
+    nnk_mbar_wait(bar_u + (uint32_t)((g % R) * 8), (uint32_t)((g / R) & 1));
     const int cbl = g / 3, tg = g - cbl * 3;
     const uint64_t da0 = da_plane + (uint64_t)(cbl * 4 * WCELLS);
     const uint64_t db0 = db_base + (uint64_t)(((g % R) * G * STEP_B) >> 4);
@@ -174,6 +170,12 @@ __global__ void __launch_bounds__(PD * 128) k_conv_wg(cl_args a) {
     __syncthreads(); /* every warpgroup is done with buffer g % R before group g + R is copied into it */
   }
 
+  /* Every phase has completed (each group was waited for): the split-K
+   * sum may reuse the barriers' bytes once they are invalidated (cl_finish
+   * has a barrier before it writes shared memory). */
+  if (tid == 0)
+#pragma unroll
+    for (int b = 0; b < R; b++) nnk_mbar_inval(bar_u + (uint32_t)(b * 8));
   /* Row r of the tile: plane r / 64, row (r / 8) % 8, column r % 8 of the brick. */
   auto out_cell = [&](int r) {
     const int z = bz0 + (r >> 6), y = by0 + ((r >> 3) & 7), x = bx0 + (r & 7);
@@ -191,8 +193,8 @@ __global__ void __launch_bounds__(PD * 128) k_conv_wg(cl_args a) {
 size_t wg_smem_bytes(int cfg, int split, const cl_args &a) {
   const wg_cfg &c = kWgCfg[cfg];
   const size_t ncbl = (size_t)(a.ncb + split - 1) / split;
-  /* B buffers, windows */
-  const size_t pipe = (size_t)c.r * WG_G * c.bn * CL_BK * 2 + ncbl * 4 * wg_cells(c.pd) * 16;
+  /* B buffers, windows, mbarriers */
+  const size_t pipe = (size_t)c.r * WG_G * c.bn * CL_BK * 2 + ncbl * 4 * wg_cells(c.pd) * 16 + (size_t)c.r * 8;
   const size_t red = split > 1 ? (size_t)c.pd * 64 * (c.bn + 4) * 4 : 0;
   return pipe > red ? pipe : red;
 }
@@ -270,7 +272,32 @@ int wg_algo_ok(const nnk_conv &p, int in_cl, int j) {
 cudaError_t wg_launch(const cl_args &a, int j, int out_cl, int batch, cudaStream_t s) {
   const int cfg = j % NNK_CL_WG_CONFIGS;
   const size_t smem = wg_smem_bytes(cfg, a.split, a);
-  return out_cl ? wg_launch_o<true>(a, smem, cfg, batch, s) : wg_launch_o<false>(a, smem, cfg, batch, s);
+  cl_args b = a; /* the weights in wg_pack's order, after the channels-last packing (nnk_cl_pack_weights) */
+  b.w = a.w + (size_t)round_up(a.M, 128) * a.kpad;
+  return out_cl ? wg_launch_o<true>(b, smem, cfg, batch, s) : wg_launch_o<false>(b, smem, cfg, batch, s);
+}
+
+int wg_packs(const nnk_conv &p, int in_cl) {
+  if (!in_cl) return 0;
+  for (int i = 0; i < 3; i++)
+    if (p.k[i] != 3 || p.stride[i] != 1 || p.dil[i] != 1) return 0;
+  return 1;
+}
+
+void wg_pack(const nnk_conv &p, const float *w, __half *out) {
+  /* [tap][channel block][k16 slice][n / 8][k half][n % 8][8 channels]: the
+   * wgmma's core matrices (8 output channels x 8 input channels, 128
+   * bytes), contiguous over output channels within a slice. */
+  const int npad = round_up(p.M, 128), ncb = (p.C + CL_BK - 1) / CL_BK;
+  const size_t n = (size_t)27 * ncb * 2 * npad * 16;
+  for (size_t i = 0; i < n; i++) out[i] = __float2half(0.0f);
+  for (int m = 0; m < p.M; m++)
+    for (int c = 0; c < p.C; c++)
+      for (int t = 0; t < 27; t++) {
+        const int cb = c / CL_BK, kk = c % CL_BK, sl = kk / 16, h = (kk % 16) / 8, e = kk % 8;
+        const size_t i = ((((size_t)(t * ncb + cb) * 2 + sl) * (npad / 8) + m / 8) * 2 + h) * 64 + (m % 8) * 8 + e;
+        out[i] = __float2half(w[((size_t)m * p.C + c) * 27 + t]);
+      }
 }
 
 }  // namespace nncl

@@ -96,6 +96,38 @@ __device__ __forceinline__ void nnk_wg_wait() { asm volatile("wgmma.wait_group.s
  * cp.async) visible to the async proxy that wgmma reads through; a barrier
  * after it publishes them to the warpgroup. */
 __device__ __forceinline__ void nnk_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+/* mbarrier (shared memory, 8 bytes) and bulk copies (cp.async.bulk, the
+ * TMA engine: one instruction moves a contiguous range; its bytes count
+ * against the barrier's expected transaction count). */
+__device__ __forceinline__ void nnk_mbar_init(uint32_t bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+/* Makes initialised mbarriers visible to the async proxy (and, after a barrier, to the other threads). */
+__device__ __forceinline__ void nnk_mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+/* This thread's arrival, announcing bytes of bulk copies that complete the phase. */
+__device__ __forceinline__ void nnk_mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+/* Global -> this CTA's shared memory, bytes % 16 == 0, both 16-byte aligned; completes on bar. */
+__device__ __forceinline__ void nnk_bulk_g2s(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+/* Ends bar's life as an mbarrier, before its bytes are used for anything else. */
+__device__ __forceinline__ void nnk_mbar_inval(uint32_t bar) {
+  asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+/* Waits until the phase of parity `parity` of bar has completed (acquire:
+ * the bulk copies that completed it are visible to this thread). */
+__device__ __forceinline__ void nnk_mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred p;\nNNK_MBAR_WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra NNK_MBAR_WAIT_%=;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
 /* Keeps the compiler from moving accumulator registers while a wgmma may still write them. */
 template <int R>
 __device__ __forceinline__ void nnk_wg_pin(float (&d)[R]) {
