@@ -88,13 +88,20 @@ static void tune_log(const cudaq_nn_gpu *g, const conv_state *c, const char *imp
 static void time_cl(cudaq_nn_gpu *g, const conv_state *c, int in_cl, int out_cl, float *us, int *algo) {
   *us = -1.0f;
   *algo = 0;
-  /* Test hook: CUDAQ_NN_CL_ALGO=k makes algo k the only candidate wherever
-   * it applies (elsewhere the usual ones compete), so that test_nn_gpu
-   * checks every tile, brick and split against the CPU: the bricks take
-   * NDHWC input only, which needs a channels-last first layer in front. */
-  const char *only_s = getenv("CUDAQ_NN_CL_ALGO");
-  const int pinned = only_s && *only_s ? atoi(only_s) : -1;
-  const int only = pinned >= 0 && nnk_cl_algo_ok(c->p, in_cl, pinned) ? pinned : -1;
+  /* Test hook: CUDAQ_NN_CL_ALGO=k[,k2,...] makes the first listed algo
+   * that applies the only candidate (where none does, the usual ones
+   * compete), so that test_nn_gpu checks every tile, brick and split
+   * against the CPU (the bricks take NDHWC input only, which needs a
+   * channels-last first layer in front), and a sanitizer run can keep
+   * every layer to one algo. */
+  int only = -1;
+  for (const char *q = getenv("CUDAQ_NN_CL_ALGO"); q && *q && only < 0;) {
+    char *end;
+    const long k = strtol(q, &end, 10);
+    if (end == q) break;
+    if (k >= 0 && k < NNK_CL_ALL_ALGOS && nnk_cl_algo_ok(c->p, in_cl, (int)k)) only = (int)k;
+    q = *end == ',' ? end + 1 : end;
+  }
   for (int k = 0; k < NNK_CL_ALL_ALGOS; k++) {
     if ((only >= 0 && k != only) || !nnk_cl_algo_ok(c->p, in_cl, k)) continue;
     cudaq_nn_error_t e2;
