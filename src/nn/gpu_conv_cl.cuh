@@ -178,32 +178,12 @@ inline void cl_fill(const nnk_conv &p, int in_cl, const __half *w, const float *
              const nnk_conv_fuse *f = NULL) {
   *a = cl_args{};
   if (f) a->f = *f;
-  a->x = static_cast<const __half *>(p.x);
-  a->w = w;
-  a->b = b;
-  a->y = static_cast<__half *>(p.y);
-  a->C = p.C;
-  a->M = p.M;
-  a->P = p.out3[0] * p.out3[1] * p.out3[2];
-  a->Pin = p.in3[0] * p.in3[1] * p.in3[2];
-  a->OH = p.out3[1];
-  a->OW = p.out3[2];
-  a->D = p.in3[0];
-  a->H = p.in3[1];
-  a->W = p.in3[2];
-  for (int i = 0; i < 3; i++) {
-    a->stride[i] = p.stride[i];
-    a->dil[i] = p.dil[i];
-    a->pad0[i] = p.pad0[i];
-  }
-  a->kh = p.k[1];
-  a->kw = p.k[2];
-  a->taps = p.k[0] * p.k[1] * p.k[2];
+  nnk_conv_args_common(p, w, b, a);
+  for (int i = 0; i < 3; i++) a->stride[i] = p.stride[i];
   a->ncb = (p.C + CL_BK - 1) / CL_BK;
   a->kpad = in_cl ? a->taps * a->ncb * CL_BK : round_up(a->taps * p.C, CL_BK);
   a->ksteps = a->kpad / CL_BK;
   a->split = split;
-  a->relu = p.relu;
 }
 
 /* The wgmma brick kernel (gpu_conv_wg.cu), algos NNK_CL_WG_BASE and up;

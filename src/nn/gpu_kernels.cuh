@@ -189,6 +189,34 @@ cudaError_t nnk_launch_convert(const void *in, int in_dt, void *out, int out_dt,
 /* Whether the own convolution kernel handles this kernel size. */
 int nnk_conv_supported(const nnk_conv &p);
 
+/* The fields the tensor-core kernels' argument structs share, by name
+ * (tc_args in gpu_tc.cu, cl_args in gpu_conv_cl.cuh): operands, channels,
+ * cell counts, plane and input dims, the kernel's taps, padding, dilation, ReLU. */
+template <typename Args>
+inline void nnk_conv_args_common(const nnk_conv &p, const __half *w, const float *b, Args *a) {
+  a->x = static_cast<const __half *>(p.x);
+  a->w = w;
+  a->b = b;
+  a->y = static_cast<__half *>(p.y);
+  a->C = p.C;
+  a->M = p.M;
+  a->P = p.out3[0] * p.out3[1] * p.out3[2];
+  a->Pin = p.in3[0] * p.in3[1] * p.in3[2];
+  a->OH = p.out3[1];
+  a->OW = p.out3[2];
+  a->D = p.in3[0];
+  a->H = p.in3[1];
+  a->W = p.in3[2];
+  a->kh = p.k[1];
+  a->kw = p.k[2];
+  a->taps = p.k[0] * p.k[1] * p.k[2];
+  for (int i = 0; i < 3; i++) {
+    a->dil[i] = p.dil[i];
+    a->pad0[i] = p.pad0[i];
+  }
+  a->relu = p.relu;
+}
+
 /* Tensor-core implicit-GEMM convolution, FP16 only (src/nn/gpu_tc.cu):
  * stride 1, up to 32 taps, output dims <= input dims. Weights are packed
  * once (host) by nnk_tc_pack_weights into nnk_tc_weight_elems halves

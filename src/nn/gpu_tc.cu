@@ -290,30 +290,10 @@ size_t tc_setup(const nnk_conv &p, const __half *w, const float *b, int cfg, tc_
   const int bm = kTcCfg[cfg].bm, unit = tc_cpad_unit(p.C);
   *a = tc_args{};
   if (reinterpret_cast<uintptr_t>(p.x) % 16 != 0) return 0;
-  a->x = static_cast<const __half *>(p.x);
-  a->w = w;
-  a->b = b;
-  a->y = static_cast<__half *>(p.y);
-  a->C = p.C;
-  a->M = p.M;
+  nnk_conv_args_common(p, w, b, a);
   a->batch = p.N;
-  a->P = p.out3[0] * p.out3[1] * p.out3[2];
-  a->Pin = p.in3[0] * p.in3[1] * p.in3[2];
-  a->OH = p.out3[1];
-  a->OW = p.out3[2];
-  a->D = p.in3[0];
-  a->H = p.in3[1];
-  a->W = p.in3[2];
-  a->kh = p.k[1];
-  a->kw = p.k[2];
-  a->taps = p.k[0] * p.k[1] * p.k[2];
-  for (int i = 0; i < 3; i++) {
-    a->dil[i] = p.dil[i];
-    a->pad0[i] = p.pad0[i];
-  }
   a->cpad = round_up(p.C, unit);
   a->npad = round_up(p.M, 64);
-  a->relu = p.relu;
   /* The widest staged range over the tiles (ibase is non-decreasing). */
   const int span = tc_toff(*a, a->taps - 1) + 1;
   int R = 0;
