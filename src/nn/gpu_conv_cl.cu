@@ -256,10 +256,10 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_cl(cl_args a) {
  * every tap), summed by cl_finish as the tiles' are. Shared memory: two B
  * buffers of CL_BGROUP x BN rows, the windows of the CTA's channel blocks
  * ([block][window cell][CL_LDS]), then a table of the steps' offsets.
- * Measured (H100, nn-brick-h100-2026-11-25.md): faster than the tiles at
- * d = 5..9 (32-1000 cells of 128 channels); at d = 13 level with them, so
- * the tuner keeps the tile (both latency-bound: tensor pipe 13-25% busy at
- * 1-2 warps per scheduler). */
+ * Measured (H100, nn-brick-h100-2026-11-25.md, nn-wgmma-h100-2026-11-25.md):
+ * faster than the tiles at d = 5..13 (216-2744 cells of 128 channels; at
+ * d = 13 since the four-channel split-K sum of cl_finish), slower than the
+ * wgmma bricks (gpu_conv_wg.cu) on the shipped models' layers. */
 constexpr int CL_BGROUP = 9; /* k-steps per copy group (two buffers: one computed, one in flight) */
 
 struct brick_cfg {

@@ -1,6 +1,7 @@
 /* PTX helpers of the engine's tensor-core kernels (gpu_tc.cu, gpu_conv_cl.cu,
- * gpu_stack.cu): shared-memory addresses, cp.async, ldmatrix and the
- * m16n8k16 FP16 MMA with FP32 accumulation. One home for the asm. */
+ * gpu_conv_wg.cu, gpu_stack.cu): shared-memory addresses, cp.async, ldmatrix,
+ * the m16n8k16 FP16 MMA with FP32 accumulation, and (sm_90a) warpgroup
+ * MMAs, mbarriers and bulk copies. One home for the asm. */
 #ifndef CUDAQ_NN_GPU_MMA_CUH
 #define CUDAQ_NN_GPU_MMA_CUH
 

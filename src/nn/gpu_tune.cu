@@ -111,10 +111,10 @@ static void time_cl(cudaq_nn_gpu *g, const conv_state *c, int in_cl, int out_cl,
       continue;
     }
     tune_log(g, c, in_cl || out_cl ? "cl (chain layouts) algo" : "cl algo", k, t);
-    /* A brick algorithm (timed after every tile) replaces a tile only when
-     * 5% faster: on a tie within the timing noise the tile ran faster inside
-     * the whole model's graph (H100, d = 13: 82.8 vs 85.5 us,
-     * bench/results/nn-brick-h100-2026-11-25.md). */
+    /* A brick algorithm (mma.sync or wgmma, timed after every tile)
+     * replaces a tile only when 5% faster: on a tie within the timing noise
+     * the tile ran faster inside the whole model's graph (H100, d = 13:
+     * 82.8 vs 85.5 us, bench/results/nn-brick-h100-2026-11-25.md). */
     const float bar = k >= NNK_CL_ALGOS && *algo < NNK_CL_ALGOS && *us >= 0.0f ? 0.95f * *us : *us;
     if (*us < 0.0f || t < bar) {
       *us = t;
