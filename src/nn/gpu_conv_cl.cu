@@ -519,23 +519,15 @@ int nnk_cl_supported(const nnk_conv &p, int in_cl) {
 
 int nnk_cl_algo_ok(const nnk_conv &p, int in_cl, int algo) {
   if (algo < 0 || algo >= NNK_CL_ALL_ALGOS || !nnk_cl_supported(p, in_cl)) return 0;
-  /* Tiles wider than the channels (rounded up to 16, or a power of two up
-   * to 128) only add padding work. */
-  int mw = 16;
-  while (mw < p.M && mw < 128) mw *= 2;
+  const int mw = cl_width_max(p);
   if (algo >= NNK_CL_WG_BASE) return wg_algo_ok(p, in_cl, algo - NNK_CL_WG_BASE);
   if (algo >= NNK_CL_ALGOS) { /* the brick kernel: NDHWC input, 3 x 3 x 3, stride 1, dilation 1 */
     /* CUDAQ_NN_CL_NO_BRICK=1: not offered (A/B against the tiles alone). */
-    static const int no_brick = [] {
-      const char *e = getenv("CUDAQ_NN_CL_NO_BRICK");
-      return e && e[0] == '1';
-    }();
-    if (no_brick) return 0;
+    static const int no_brick = cl_env_on("CUDAQ_NN_CL_NO_BRICK");
+    if (no_brick || !cl_brick_shape(p, in_cl)) return 0;
     int cfg, split;
     brick_decode(algo, &cfg, &split);
-    if (!in_cl || kBrickCfg[cfg].bn > mw) return 0;
-    for (int i = 0; i < 3; i++)
-      if (p.k[i] != 3 || p.stride[i] != 1 || p.dil[i] != 1) return 0;
+    if (kBrickCfg[cfg].bn > mw) return 0;
     cl_args a;
     cl_fill(p, in_cl, NULL, NULL, split, &a);
     if (split > 1 && (!device_has_clusters() || split > a.ncb)) return 0;
@@ -549,10 +541,7 @@ int nnk_cl_algo_ok(const nnk_conv &p, int in_cl, int algo) {
    * k-loop's __syncthreads as reached by divergent warps (H100, CUDA 13,
    * 2026-11-25; every split <= 8 is clean): not offered until explained.
    * CUDAQ_NN_CL_SPLIT16=1 offers it again (A/B, and to look into it). */
-  static const int split16 = [] {
-    const char *e = getenv("CUDAQ_NN_CL_SPLIT16");
-    return e && e[0] == '1';
-  }();
+  static const int split16 = cl_env_on("CUDAQ_NN_CL_SPLIT16");
   if (split > 8 && !split16) return 0;
   cl_args a;
   cl_fill(p, in_cl, NULL, NULL, split, &a);
@@ -564,7 +553,7 @@ size_t nnk_cl_weight_elems(const nnk_conv &p, int in_cl) {
   cl_args a;
   cl_fill(p, in_cl, NULL, NULL, 1, &a);
   /* The wgmma kernel's order follows (wg_pack: as many elements) where it applies. */
-  return (size_t)round_up(p.M, 128) * a.kpad * (wg_packs(p, in_cl) ? 2 : 1);
+  return (size_t)round_up(p.M, 128) * a.kpad * (cl_brick_shape(p, in_cl) ? 2 : 1);
 }
 
 void nnk_cl_pack_weights(const nnk_conv &p, int in_cl, const float *w, __half *out) {
@@ -578,7 +567,7 @@ void nnk_cl_pack_weights(const nnk_conv &p, int in_cl, const float *w, __half *o
         const int k = in_cl ? t * cpad + c : t * p.C + c;
         out[(size_t)m * a.kpad + k] = __float2half(w[((size_t)m * p.C + c) * a.taps + t]);
       }
-  if (wg_packs(p, in_cl)) wg_pack(p, w, out + (size_t)npad * a.kpad);
+  if (cl_brick_shape(p, in_cl)) wg_pack(p, w, out + (size_t)npad * a.kpad);
 }
 
 cudaError_t nnk_launch_cl(const nnk_conv &p, int in_cl, int out_cl, const __half *w, const float *b, int algo,

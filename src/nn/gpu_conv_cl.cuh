@@ -35,14 +35,43 @@ struct cl_args {
 
 __host__ __device__ inline int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
-inline int device_has_clusters() {
-  static int has = -1;
-  if (has < 0) {
-    int dev = 0, major = 0;
-    has = cudaGetDevice(&dev) == cudaSuccess &&
-          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+/* The current device's compute capability as 10 major + minor (0 if it
+ * cannot be read), asked once per process. */
+inline int device_cc() {
+  static int cc = -1;
+  if (cc < 0) {
+    int dev = 0, major = 0, minor = 0;
+    cc = cudaGetDevice(&dev) == cudaSuccess &&
+                 cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                 cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess
+             ? major * 10 + minor
+             : 0;
   }
-  return has;
+  return cc;
+}
+inline int device_has_clusters() { return device_cc() >= 90; }
+
+/* An A/B switch: environment variable name set to "1". */
+inline int cl_env_on(const char *name) {
+  const char *e = getenv(name);
+  return e && e[0] == '1';
+}
+
+/* No tile or brick wider than the output channels need: M rounded up to
+ * 16, or a power of two up to 128 (wider only adds padding work). */
+inline int cl_width_max(const nnk_conv &p) {
+  int mw = 16;
+  while (mw < p.M && mw < 128) mw *= 2;
+  return mw;
+}
+
+/* The shape every brick kernel (mma.sync and wgmma) takes: NDHWC input, a
+ * 3 x 3 x 3 kernel, stride 1, dilation 1 (any padding). */
+inline int cl_brick_shape(const nnk_conv &p, int in_cl) {
+  if (!in_cl) return 0;
+  for (int i = 0; i < 3; i++)
+    if (p.k[i] != 3 || p.stride[i] != 1 || p.dil[i] != 1) return 0;
+  return 1;
 }
 
 /* One output element: + bias, ReLU, FP16, stored in the output layout, or
@@ -142,23 +171,22 @@ __device__ __forceinline__ void cl_finish(const cl_args &a, const float (&acc)[M
         }
       cl_store4_cl(a, nb, row, col, v);
     }
-    cluster.sync(); /* as below */
-    return;
-  }
-  for (int i = threadIdx.x; i < rows * BN; i += THREADS) {
-    /* Output-contiguous order: channels fastest for NDHWC, cells for NCDHW. */
-    const int r = r0 + (OUT_CL ? i / BN : i % rows), c = OUT_CL ? i % BN : i / rows;
-    const int row = row_of(r), col = n0 + c;
-    if (row < 0 || col >= a.M) continue;
-    float v = 0.0f;
-    if (a.split <= MAXS) {
+  } else {
+    for (int i = threadIdx.x; i < rows * BN; i += THREADS) {
+      /* Output-contiguous order: channels fastest for NDHWC, cells for NCDHW. */
+      const int r = r0 + (OUT_CL ? i / BN : i % rows), c = OUT_CL ? i % BN : i / rows;
+      const int row = row_of(r), col = n0 + c;
+      if (row < 0 || col >= a.M) continue;
+      float v = 0.0f;
+      if (a.split <= MAXS) {
 #pragma unroll
-      for (int q = 0; q < MAXS; q++)
-        if (q < a.split) v += part[q][r * RLD + c];
-    } else {
-      for (int q = 0; q < a.split; q++) v += cluster.map_shared_rank(red, q)[r * RLD + c];
+        for (int q = 0; q < MAXS; q++)
+          if (q < a.split) v += part[q][r * RLD + c];
+      } else {
+        for (int q = 0; q < a.split; q++) v += cluster.map_shared_rank(red, q)[r * RLD + c];
+      }
+      cl_store<OUT_CL>(a, nb, row, col, v);
     }
-    cl_store<OUT_CL>(a, nb, row, col, v);
   }
   /* No CTA leaves while a partner may still read its shared memory. */
   cluster.sync();
@@ -192,9 +220,8 @@ int wg_algo_ok(const nnk_conv &p, int in_cl, int j);
 cudaError_t wg_launch(const cl_args &a, int j, int out_cl, int batch, cudaStream_t s);
 /* The split of wgmma algo j (cluster size). */
 int wg_split(int j);
-/* Whether the wgmma kernel's weight order follows the channels-last
- * packing (input layout in_cl; same size), and that order. */
-int wg_packs(const nnk_conv &p, int in_cl);
+/* The wgmma kernel's weight order (where cl_brick_shape holds it follows
+ * the channels-last packing in the same buffer, as many elements). */
 void wg_pack(const nnk_conv &p, const float *w, __half *out);
 
 }  // namespace nncl

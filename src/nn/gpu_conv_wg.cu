@@ -240,15 +240,7 @@ cudaError_t wg_launch_o(const cl_args &a, size_t smem, int cfg, int batch, cudaS
  * the device runs it (compute capability 9.0 exactly). */
 int wg_device_ok() {
 #if defined(CUDAQ_NN_HAVE_SM90A)
-  static int ok = -1;
-  if (ok < 0) {
-    int dev = 0, major = 0, minor = 0;
-    ok = cudaGetDevice(&dev) == cudaSuccess &&
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess && major == 9 &&
-         minor == 0;
-  }
-  return ok;
+  return device_cc() == 90;
 #else
   return 0;
 #endif
@@ -260,17 +252,11 @@ int wg_split(int j) { return kWgSplit[j / NNK_CL_WG_CONFIGS % NNK_CL_WG_SPLITS];
 
 int wg_algo_ok(const nnk_conv &p, int in_cl, int j) {
   /* CUDAQ_NN_CL_NO_WG=1: not offered (A/B against the other kernels). */
-  static const int no_wg = [] {
-    const char *e = getenv("CUDAQ_NN_CL_NO_WG");
-    return e && e[0] == '1';
-  }();
-  if (no_wg || j < 0 || j >= NNK_CL_WG_CONFIGS * NNK_CL_WG_SPLITS || !in_cl || !wg_device_ok()) return 0;
+  static const int no_wg = cl_env_on("CUDAQ_NN_CL_NO_WG");
+  if (no_wg || j < 0 || j >= NNK_CL_WG_CONFIGS * NNK_CL_WG_SPLITS || !cl_brick_shape(p, in_cl) || !wg_device_ok())
+    return 0;
   const int cfg = j % NNK_CL_WG_CONFIGS, split = wg_split(j);
-  int mw = 16; /* as nnk_cl_algo_ok: no tile wider than the channels need */
-  while (mw < p.M && mw < 128) mw *= 2;
-  if (kWgCfg[cfg].bn > mw) return 0;
-  for (int i = 0; i < 3; i++)
-    if (p.k[i] != 3 || p.stride[i] != 1 || p.dil[i] != 1) return 0;
+  if (kWgCfg[cfg].bn > cl_width_max(p)) return 0;
   cl_args a;
   cl_fill(p, in_cl, NULL, NULL, split, &a);
   if (split > 1 && (!device_has_clusters() || split > a.ncb)) return 0;
@@ -283,13 +269,6 @@ cudaError_t wg_launch(const cl_args &a, int j, int out_cl, int batch, cudaStream
   cl_args b = a; /* the weights in wg_pack's order, after the channels-last packing (nnk_cl_pack_weights) */
   b.w = a.w + (size_t)round_up(a.M, 128) * a.kpad;
   return out_cl ? wg_launch_o<true>(b, smem, cfg, batch, s) : wg_launch_o<false>(b, smem, cfg, batch, s);
-}
-
-int wg_packs(const nnk_conv &p, int in_cl) {
-  if (!in_cl) return 0;
-  for (int i = 0; i < 3; i++)
-    if (p.k[i] != 3 || p.stride[i] != 1 || p.dil[i] != 1) return 0;
-  return 1;
 }
 
 void wg_pack(const nnk_conv &p, const float *w, __half *out) {

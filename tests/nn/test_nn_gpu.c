@@ -252,8 +252,9 @@ static void check_cl_algos(void) {
     cudaq_nn_model_t *m = load_case(models[mi], &io);
     if (!m) continue;
     int ran = 0;
-    /* A CUDAQ_NN_CL_ALGO set by the caller pins this check (and every
-     * engine of the run) to that one algorithm. */
+    /* A CUDAQ_NN_CL_ALGO set by the caller pins this check to that one
+     * algorithm (and each layer of every engine of the run to the first
+     * listed algorithm that applies to it: gpu_tune.cu). */
     const char *pinned = getenv("CUDAQ_NN_CL_ALGO");
     const int only = pinned && *pinned ? atoi(pinned) : -1;
     for (int k = 0; k < 135; k++) { /* NNK_CL_ALL_ALGOS (src/nn/gpu_kernels.cuh): 90 + 21 brick + 24 wgmma algos */
