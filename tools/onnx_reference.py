@@ -599,6 +599,72 @@ def stack_cases(g):
     chain("conv3d_stack_deep", [1, 32, 5, 6, 4], [(32, True), (32, True), (32, True), (32, False)])
 
 
+def tail_cases(g):
+    """The predecoder tail kernel (gpu_fuse.cu's nng_plan_tails, gpu_tail.cu):
+    a threshold chain read through two MatMuls' Gather maps, each with a
+    constant integer B, becomes one kernel. tail_parity: the parity epilogue
+    with divisor 3 and negative addends (truncating division), and a
+    second product with divisor -2; tail_long_k: one product of
+    K = 600 (a whole block per output) stored as float; tail_not_taken: a
+    mask of 0.5 (not an integer), which keeps the generic steps. x holds
+    quarters (exact in FP16) and no threshold equals one. Generated last, so
+    that every earlier case keeps its data."""
+    F, I32 = TP.FLOAT, TP.INT32
+    r = g.rng
+
+    def tail(name, mask, c1, c2, k2):
+        n = len(mask)
+        g.case(name, [node("Greater", ["x", "thr"], ["gt"]),
+                      node("Cast", ["gt"], ["gf"], to=F),
+                      node("Mul", ["gf", "mask"], ["e"]),
+                      node("Concat", ["e", "zero"], ["cat"], axis=1),
+                      node("Gather", ["cat", "gi"], ["ga"], axis=1),
+                      node("Reshape", ["ga", "s3"], ["ra"]),
+                      node("MatMul", ["ra", "bw"], ["mm"]),
+                      node("Reshape", ["mm", "s2"], ["mr"]),
+                      node("Cast", ["mr"], ["ci"], to=I32),
+                      node("Add", ["d", "ci"], ["ad"]),
+                      node("Div", ["ad", "c1"], ["h"]),
+                      node("Mul", ["h", "c1"], ["h2"]),
+                      node("Sub", ["ad", "h2"], ["y"]),
+                      node("Gather", ["cat", "gj"], ["gb"], axis=1),
+                      node("MatMul", ["gb", "w"], ["y2f"]),
+                      node("Cast", ["y2f"], ["y2i"], to=I32),
+                      node("Div", ["y2i", "c2"], ["q2"]),
+                      node("Mul", ["c2", "q2"], ["q2m"]),
+                      node("Sub", ["y2i", "q2m"], ["y2"])],
+               [("x", F, [1, n]), ("d", I32, [1, 7])], [("y", I32), ("y2", I32)],
+               [init("thr", np.array([0.3], dtype=np.float32)),
+                init("mask", np.array([mask], dtype=np.float32)),
+                init("zero", np.zeros([1, 1], dtype=np.float32)),
+                init("gi", r.integers(0, n + 1, [1, 7 * 5]).astype(np.int64)),
+                init("s3", np.array([1, 7, 5], dtype=np.int64)), init("s2", np.array([1, 7], dtype=np.int64)),
+                init("bw", np.array([[1], [-1], [2], [1], [1]], dtype=np.float32)),
+                init("c1", np.array([c1], dtype=np.int32)), init("c2", np.array([c2], dtype=np.int32)),
+                init("gj", r.integers(0, n + 1, [1, k2]).astype(np.int64)),
+                init("w", r.integers(-3, 4, [k2, 2]).astype(np.float32))],
+               feeds={"x": (r.integers(-8, 9, [1, n]) / 4.0).astype(np.float32),
+                      "d": r.integers(-9, 10, [1, 7]).astype(np.int32)},
+               tol=0)
+
+    tail("tail_parity", [1, -2, 0, 1, 3, 1, 1, 2, 0, 1, 1, -1], 3, -2, 40)
+    tail("tail_not_taken", [1, 0.5, 0, 1, 1, 1, 1, 2, 0, 1, 1, 1], 2, 2, 9)
+    n = 700
+    g.case("tail_long_k", [node("Greater", ["x", "thr"], ["gt"]),
+                           node("Cast", ["gt"], ["gf"], to=F),
+                           node("Mul", ["gf", "mask"], ["e"]),
+                           node("Concat", ["e", "zero"], ["cat"], axis=1),
+                           node("Gather", ["cat", "gk"], ["gk_a"], axis=1),
+                           node("MatMul", ["gk_a", "ones"], ["y"])],
+           [("x", F, [1, n])], [("y", F)],
+           [init("thr", np.array([0.3], dtype=np.float32)),
+            init("mask", r.integers(0, 2, [1, n]).astype(np.float32)),
+            init("zero", np.zeros([1, 1], dtype=np.float32)),
+            init("gk", r.integers(0, n + 1, [1, 600]).astype(np.int64)),
+            init("ones", np.ones([600, 1], dtype=np.float32))],
+           feeds={"x": (r.integers(-8, 9, [1, n]) / 4.0).astype(np.float32)}, tol=0)
+
+
 def gen(args):
     os.makedirs(args.out, exist_ok=True)
     g = Gen(args.out)
@@ -611,6 +677,7 @@ def gen(args):
     fuse_conv_cases(g)
     stack_cases(g)
     fuse_gemm_cases(g)
+    tail_cases(g)
     with open(os.path.join(args.out, "cases.txt"), "w") as f:
         f.write("\n".join(g.manifest) + "\n")
     print(f"onnx_reference: {len(g.manifest)} cases in {args.out}")

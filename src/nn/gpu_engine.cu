@@ -435,6 +435,7 @@ static cudaq_nn_status_t build_steps(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
     }
   }
   if (!st) nng_fuse_elementwise(g);
+  if (!st) nng_plan_tails(g, absorbed);
   if (!st) nng_fuse_gemm_chains(g, absorbed);
   free(consumers); free(relu_of_conv); free(fused); free(producer); free(absorbed);
   return st;
@@ -622,6 +623,7 @@ static cudaq_nn_status_t enqueue_all(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
         CK(nnk_launch_gemm(q, g->half, g->stream));
         break;
       }
+      case ST_TAIL: CK(nnk_launch_tail(s->tl, g->half, g->stream)); break;
       case ST_CONVERT: CK(nnk_launch_convert(s->cin, s->cin_dt, s->cout, s->cout_dt, s->n, g->stream)); break;
       case ST_CONV: {
         const conv_state *c = &g->convs[s->conv];
@@ -846,6 +848,17 @@ cudaq_nn_status_t cudaq_nn_gpu_describe(const cudaq_nn_gpu_t *g, char *buf, size
                      : c->impl == IMPL_STACK       ? "stack"
                                                    : "own",
                      c->algo, c->in_cl ? ", in NDHWC" : "", c->out_cl ? ", out NDHWC" : "");
+    if (w < 0) break;
+    used += (size_t)w;
+  }
+  for (int i = 0; i < g->n_steps && used < len; i++) {
+    const step *s = &g->steps[i];
+    if (s->kind != ST_TAIL) continue;
+    const nnk_tail_prod *p = s->tl.p;
+    int w = snprintf(buf + used, len - used,
+                     "tail (threshold chain + %d product%s, one kernel): %lldx%lld K %lld%s%s\n", s->tl.n,
+                     s->tl.n > 1 ? "s" : "", (long long)p[0].M, (long long)p[0].N, (long long)p[0].K,
+                     p[0].epi ? " parity" : "", s->tl.n > 1 ? (p[1].epi ? "; second parity" : "; second stored") : "");
     if (w < 0) break;
     used += (size_t)w;
   }

@@ -24,7 +24,8 @@ static inline int is_cudnn(int impl) { return impl == IMPL_CUDNN || impl == IMPL
 static inline int forced_cl(cudaq_nn_conv_impl_t want) {
   return want == CUDAQ_NN_CONV_CL || want == CUDAQ_NN_CONV_STACK;
 }
-enum { ST_ELEMENTWISE, ST_MOVE, ST_CONV, ST_GEMM, ST_CONVERT, ST_FUSED };
+/* ST_TAIL: a threshold chain and the products reading it (nng_plan_tails). */
+enum { ST_ELEMENTWISE, ST_MOVE, ST_CONV, ST_GEMM, ST_CONVERT, ST_FUSED, ST_TAIL };
 #define NNG_MAP_HOST_BUFS 16
 
 struct conv_state {
@@ -84,6 +85,7 @@ struct step {
   nnk_gemm gm;
   nnk_gemm gm2; /* ST_GEMM, paired: a second product, independent of gm, in the same launch */
   int paired;
+  nnk_tail tl; /* ST_TAIL */
   int epi_node; /* ST_GEMM: the last model node of gm's epilogue chain, or -1 */
   /* ST_GEMM with a map: the map's buffers (host copy; a_nbufs_h = -1 when
    * there are more than fit) */
@@ -185,6 +187,13 @@ cudaq_nn_status_t nng_copy_map(const cudaq_nn_gpu *g, const int *producer, const
 /* Merges chains of elementwise steps into ST_FUSED steps, and a chain that
  * reads a matrix product's result only into that product's epilogue. */
 void nng_fuse_elementwise(cudaq_nn_gpu *g);
+/* A predecoder's tail: a threshold chain step (Greater -> Cast -> Mul by a
+ * constant) read only through the index maps of the one or two matrix
+ * products right after it, with constant B and no epilogue or the parity
+ * epilogue (Cast to INT32, optional Add, r - (r / c) * c), all operands
+ * small integers: the chain and the products become one ST_TAIL step
+ * (nnk_tail, gpu_tail.cu). Off with CUDAQ_NN_NO_TAIL=1 (A/B). */
+void nng_plan_tails(cudaq_nn_gpu *g, const unsigned char *absorbed);
 /* Opt-in (CUDAQ_NN_GEMM_CHAINS=1; measured slower): a flat elementwise
  * chain whose output is read only through matrix products' A maps (copies
  * absorbed into them) is evaluated inside those products' loads; its step

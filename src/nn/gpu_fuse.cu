@@ -23,7 +23,19 @@
  * products' A maps is evaluated inside their loads (nng_fuse_gemm_chains;
  * its value is never stored, the rounding is the store's): one kernel, but
  * measured 3-4 us slower than the chain's own kernel plus the pair
- * (bench/results/nn-tail-h100-2026-11-24.md). */
+ * (bench/results/nn-tail-h100-2026-11-24.md).
+ *
+ * The predecoder tail (nng_plan_tails, first of the product passes): where
+ * the threshold chain, the products reading it and their epilogues have the
+ * exported predecoders' shape (Greater -> Cast -> Mul by a constant; Gather
+ * maps; constant B; Cast to INT32 [+ addend] and r - (r / c) * c) and every
+ * operand is a small integer, all of it runs as one compiled kernel
+ * (gpu_tail.cu): the shipped models 7-8 us faster on the H100
+ * (bench/results/nn-tail-kernel-h100-2026-11-25.md). CUDAQ_NN_NO_TAIL=1
+ * turns it off; CUDAQ_NN_TAIL_DEBUG=1 says which check turned a candidate
+ * down. */
+#include <math.h>
+
 #include "gpu_engine_internal.h"
 
 namespace {
@@ -264,15 +276,19 @@ int build_fused(const cudaq_nn_gpu *g, int a, int b, nnk_fused *f) {
   return 1;
 }
 
-/* The buffer a step writes. */
-const void *step_out(const cudaq_nn_gpu *g, const step *s) {
+/* Whether step s writes buffer b. */
+int step_writes(const cudaq_nn_gpu *g, const step *s, const void *b) {
   switch (s->kind) {
-    case ST_ELEMENTWISE: return s->ew.out;
-    case ST_MOVE: return s->mv.out;
-    case ST_GEMM: return s->gm.y;
-    case ST_CONVERT: return s->cout;
-    case ST_FUSED: return s->fz.out;
-    default: return g->convs[s->conv].p.y;
+    case ST_ELEMENTWISE: return s->ew.out == b;
+    case ST_MOVE: return s->mv.out == b;
+    case ST_GEMM: return s->gm.y == b || (s->paired && s->gm2.y == b);
+    case ST_CONVERT: return s->cout == b;
+    case ST_FUSED: return s->fz.out == b;
+    case ST_TAIL:
+      for (int k = 0; k < s->tl.n; k++)
+        if ((s->tl.p[k].epi ? (const void *)s->tl.p[k].out : s->tl.p[k].y) == b) return 1;
+      return 0;
+    default: return g->convs[s->conv].p.y == b;
   }
 }
 
@@ -347,7 +363,7 @@ void attach_epilogues(cudaq_nn_gpu *g, int convs) {
       if (j == f.n_in || !read_by_chain(m, gv, chain, n_chain, 1)) continue;
       int early = 1; /* every other input written before G (or never: inputs, constants) */
       for (int k = 0; k < f.n_in && early; k++)
-        for (int t = gi; t < w && early; t++) early = k == j || step_out(g, &g->steps[t]) != f.in[k];
+        for (int t = gi; t < w && early; t++) early = k == j || !step_writes(g, &g->steps[t], f.in[k]);
       if (!early) break;
       for (int o = 0; o < f.n_ops; o++)
         for (int k = 0; k < f.ops[o].n_in; k++)
@@ -448,6 +464,238 @@ void nng_fuse_gemm_chains(cudaq_nn_gpu *g, const unsigned char *absorbed) {
       continue; /* X's step goes */
     }
     g->steps[w++] = *X;
+  }
+  g->n_steps = w;
+}
+
+namespace {
+
+int float_dt(int dt) { return dt == CUDAQ_NN_FLOAT || dt == CUDAQ_NN_FLOAT16; }
+
+/* The model constant whose device buffer is b, or -1. */
+int const_at(const cudaq_nn_gpu *g, const void *b) {
+  for (size_t v = 0; v < g->m->n_values; v++)
+    if (g->dev[v] == b && g->m->values[v].data) return (int)v;
+  return -1;
+}
+
+/* Whether constant v (FLOAT or INT32) holds integers of magnitude <= 2048
+ * only (exact in FP16); *max: the largest magnitude. */
+int small_ints(const cudaq_nn_model_t *m, int v, double *max) {
+  const nn_value_t *val = &m->values[v];
+  *max = 0.0;
+  for (size_t i = 0; i < val->n; i++) {
+    double x;
+    if (val->dtype == CUDAQ_NN_FLOAT) x = ((const float *)val->data)[i];
+    else if (val->dtype == CUDAQ_NN_INT32) x = ((const int32_t *)val->data)[i];
+    else return 0;
+    if (x != x || x != (double)(long long)x || x > 2048.0 || x < -2048.0) return 0;
+    if (fabs(x) > *max) *max = fabs(x);
+  }
+  return 1;
+}
+
+/* The INT32 scalar constant at b, or 0 when it is none. */
+int int_scalar(const cudaq_nn_gpu *g, const void *b, int32_t *c) {
+  const int v = const_at(g, b);
+  if (v < 0 || g->m->values[v].dtype != CUDAQ_NN_INT32 || g->m->values[v].n != 1) return 0;
+  *c = *(const int32_t *)g->m->values[v].data;
+  return 1;
+}
+
+/* Step F as E = (X > thr) * V with V a small-integer constant: its operands
+ * into q (*vmax: V's largest magnitude); 0 when F is not such a chain. */
+/* CUDAQ_NN_TAIL_DEBUG=1: which check turned a candidate tail down (a
+ * number per check, in source order), on stderr. */
+int tail_no(int check) {
+  static int debug = -1;
+  if (debug < 0) debug = getenv("CUDAQ_NN_TAIL_DEBUG") != NULL;
+  if (debug) fprintf(stderr, "cudaq_nn: tail check %d not met\n", check);
+  return 0;
+}
+
+int tail_chain(const cudaq_nn_gpu *g, const step *F, int tdt, nnk_tail *q, double *vmax) {
+  if (F->kind != ST_FUSED) return 0;
+  if (F->fz.n_ops != 3) return tail_no(1);
+  const nnk_fused &f = F->fz;
+  const nnk_fused_op &gt = f.ops[0], &ca = f.ops[1], &mu = f.ops[2];
+  if (gt.op != NN_OP_GREATER || gt.n_in != 2 || gt.arg[0] < 0 || gt.arg[1] < 0) return tail_no(2);
+  const int xa = gt.arg[0], ta = gt.arg[1];
+  if (((f.in_scalar >> xa) & 1) || !((f.in_scalar >> ta) & 1) || !float_dt(f.in_dt[xa]) || !float_dt(f.in_dt[ta]))
+    return tail_no(3);
+  if (ca.op != NN_OP_CAST || ca.n_in != 1 || ca.arg[0] != -1 || !float_dt(ca.out_dt)) return tail_no(4);
+  if (mu.op != NN_OP_MUL || mu.n_in != 2 || mu.out_dt != tdt) return tail_no(5);
+  const int va = mu.arg[0] == -2 ? mu.arg[1] : mu.arg[1] == -2 ? mu.arg[0] : -1;
+  if (va < 0 || !float_dt(f.in_dt[va])) return tail_no(6);
+  const int vc = const_at(g, f.in[va]);
+  if (vc < 0 || !small_ints(g->m, vc, vmax) || const_at(g, f.in[ta]) < 0) return tail_no(7); /* thr: read before the wait */
+  q->x = f.in[xa];
+  q->x_dt = f.in_dt[xa];
+  q->thr = f.in[ta];
+  q->thr_dt = f.in_dt[ta];
+  q->v = f.in[va];
+  q->v_dt = f.in_dt[va];
+  q->v_scalar = (f.in_scalar >> va) & 1;
+  return 1;
+}
+
+/* Epilogue f as Cast<int32>(seed) [+ addend] -> r - (r / c) * c into p. */
+int tail_parity(const cudaq_nn_gpu *g, const nnk_fused &f, nnk_tail_prod *p) {
+  const nnk_fused_op *o = f.ops;
+  if (f.n_ops < 4 || f.n_ops > 5) return tail_no(8);
+  for (int k = 0; k < f.n_ops; k++)
+    if (o[k].out_dt != CUDAQ_NN_INT32 || o[k].n_in != (k == 0 ? 1 : 2)) return tail_no(9);
+  if (o[0].op != NN_OP_CAST || o[0].arg[0] != NNK_FUSE_SEED) return tail_no(10);
+  int r = 0, k = 1; /* r: the register holding the value taken mod c */
+  p->addend = NULL;
+  if (f.n_ops == 5) {
+    const int a = o[1].arg[0] == -1 ? o[1].arg[1] : o[1].arg[1] == -1 ? o[1].arg[0] : -1;
+    if (o[1].op != NN_OP_ADD || a < 0 || ((f.in_scalar >> a) & 1) || f.in_dt[a] != CUDAQ_NN_INT32) return tail_no(11);
+    p->addend = (const int32_t *)f.in[a];
+    r = 1;
+    k = 2;
+  }
+  const nnk_fused_op &dv = o[k], &mu = o[k + 1], &sb = o[k + 2];
+  int32_t c = 0, c2 = 0;
+  const int ma = mu.arg[0] == -(k + 1) ? mu.arg[1] : mu.arg[1] == -(k + 1) ? mu.arg[0] : -1;
+  /* The divisor: a one-element constant (a scalar input of the chain, or
+   * one read at offset i when the chain has one element). */
+  if (dv.op != NN_OP_DIV || dv.arg[0] != -(r + 1) || dv.arg[1] < 0 || !int_scalar(g, f.in[dv.arg[1]], &c) ||
+      (!((f.in_scalar >> dv.arg[1]) & 1) && f.n != 1))
+    return tail_no(12);
+  if (mu.op != NN_OP_MUL || ma < 0 || !int_scalar(g, f.in[ma], &c2) || c2 != c ||
+      (!((f.in_scalar >> ma) & 1) && f.n != 1))
+    return tail_no(13);
+  if (sb.op != NN_OP_SUB || sb.arg[0] != -(r + 1) || sb.arg[1] != -(k + 2)) return tail_no(14);
+  p->epi = 1;
+  p->c = c;
+  p->out = (int32_t *)f.out;
+  return 1;
+}
+
+/* Product step S reading E (buffer e) through its map, as a tail product
+ * into p; 0 when it does not qualify. */
+int tail_prod(const cudaq_nn_gpu *g, const step *S, const void *e, int tdt, double vmax, nnk_tail_prod *p) {
+  const nnk_gemm &gm = S->gm;
+  memset(p, 0, sizeof *p);
+  if (S->kind != ST_GEMM || S->paired || !gm.a_idx || gm.a_chain || S->a_nbufs_h < 0 || gm.nb != 1 || gm.c ||
+      gm.alpha != 1.0f || !gm.b_const || gm.K < 1)
+    return tail_no(15);
+  double amax = vmax, bmax = 0.0, m;
+  /* The buffers the map reads (its list also names inputs no element comes
+   * from, such as a Gather's indices). */
+  const size_t na = (size_t)(gm.M * gm.K);
+  unsigned char used[NNG_MAP_HOST_BUFS] = {0};
+  uint8_t *src = (uint8_t *)malloc(na ? na : 1);
+  if (!src || cudaMemcpy(src, gm.a_src, na, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    (void)cudaGetLastError();
+    free(src);
+    return tail_no(16);
+  }
+  int in_range = 1;
+  for (size_t i = 0; i < na; i++) {
+    in_range &= src[i] < S->a_nbufs_h;
+    if (src[i] < NNG_MAP_HOST_BUFS) used[src[i]] = 1;
+  }
+  free(src);
+  if (!in_range) return tail_no(17);
+  p->e_src = -1;
+  for (int j = 0; j < S->a_nbufs_h; j++) {
+    if (S->a_bufs_h[j] == e) {
+      p->e_src = j;
+      continue;
+    }
+    if (!used[j]) continue;
+    const int c = const_at(g, S->a_bufs_h[j]);
+    if (c < 0 || g->sdt[c] != tdt || !small_ints(g->m, c, &m)) return tail_no(18);
+    if (m > amax) amax = m;
+  }
+  const int bc = const_at(g, gm.b);
+  if (p->e_src < 0 || bc < 0 || g->sdt[bc] != tdt || !small_ints(g->m, bc, &bmax)) return tail_no(19);
+  if ((double)gm.K * amax * bmax >= 16777216.0) return tail_no(20); /* every partial sum an exact float */
+  if (gm.epi) {
+    nnk_fused f;
+    if (cudaMemcpy(&f, gm.epi, sizeof f, cudaMemcpyDeviceToHost) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return tail_no(21);
+    }
+    if (!tail_parity(g, f, p)) return tail_no(22);
+  } else {
+    p->y = gm.y;
+  }
+  p->M = gm.M;
+  p->N = gm.N;
+  p->K = gm.K;
+  p->sai = gm.sai;
+  p->sak = gm.sak;
+  p->sbk = gm.sbk;
+  p->sbj = gm.sbj;
+  p->bufs = gm.a_bufs;
+  p->src = gm.a_src;
+  p->idx = gm.a_idx;
+  p->b = gm.b;
+  /* About four products per lane; past a warp, the whole block per output. */
+  p->lg = 0;
+  while (p->lg < 5 && (4LL << p->lg) < gm.K) p->lg++;
+  if ((4LL << p->lg) < gm.K) p->lg = 8; /* NNK_TAIL_BLOCK = 256 lanes */
+  const int64_t per_blk = NNK_TAIL_BLOCK >> p->lg, blocks = (p->M * p->N + per_blk - 1) / per_blk;
+  p->blocks = (unsigned)(blocks < 1 ? 1 : blocks > 1024 ? 1024 : blocks);
+  return 1;
+}
+
+/* Whether any step but [a, b] reads buffer e through a product's map. */
+int map_read_elsewhere(const cudaq_nn_gpu *g, const void *e, int a, int b) {
+  for (int t = 0; t < g->n_steps; t++) {
+    const step *S = &g->steps[t];
+    if ((t >= a && t <= b) || S->kind != ST_GEMM || !S->gm.a_idx) continue;
+    if (S->a_nbufs_h < 0) return 1;
+    for (int j = 0; j < S->a_nbufs_h; j++)
+      if (S->a_bufs_h[j] == e) return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void nng_plan_tails(cudaq_nn_gpu *g, const unsigned char *absorbed) {
+  if (nng_fuse_off() || getenv("CUDAQ_NN_NO_TAIL")) return;
+  const cudaq_nn_model_t *m = g->m;
+  const int tdt = g->half ? CUDAQ_NN_FLOAT16 : CUDAQ_NN_FLOAT;
+  static_assert(NNK_TAIL_BLOCK == 256, "tail_prod's whole-block group is 2^8 lanes");
+  int w = 0;
+  for (int x = 0; x < g->n_steps; x++) {
+    step *F = &g->steps[x];
+    nnk_tail q;
+    double vmax = 0.0;
+    memset(&q, 0, sizeof q);
+    int n = 0;
+    if (x + 1 < g->n_steps && tail_chain(g, F, tdt, &q, &vmax) &&
+        (only_gemm_maps(m, absorbed, m->nodes[F->node].out[0]) || tail_no(23))) {
+      const void *e = F->fz.out;
+      n = tail_prod(g, &g->steps[x + 1], e, tdt, vmax, &q.p[0]);
+      if (n && x + 2 < g->n_steps) {
+        const step *S2 = &g->steps[x + 2];
+        int reads_e = 0;
+        for (int j = 0; S2->kind == ST_GEMM && S2->gm.a_idx && j < S2->a_nbufs_h; j++) reads_e |= S2->a_bufs_h[j] == e;
+        if (reads_e) {
+          /* The second product may not read the first's result (they run side by side). */
+          const void *first_out = q.p[0].epi ? (const void *)q.p[0].out : q.p[0].y;
+          n = tail_prod(g, S2, e, tdt, vmax, &q.p[1]) && q.p[1].addend != first_out ? 2 : 0;
+        }
+      }
+      if (n && map_read_elsewhere(g, e, x + 1, x + n)) n = tail_no(24);
+    }
+    if (!n) {
+      g->steps[w++] = *F;
+      continue;
+    }
+    q.n = n;
+    step merged = g->steps[x + n]; /* the last product's node and chain bookkeeping */
+    merged.kind = ST_TAIL;
+    merged.tl = q;
+    merged.paired = 0;
+    g->steps[w++] = merged;
+    x += n;
   }
   g->n_steps = w;
 }

@@ -176,6 +176,37 @@ struct nnk_gemm_pair {
   unsigned split;
 };
 
+/* A predecoder's tail as one small kernel (gpu_tail.cu; gpu_fuse.cu's
+ * nng_plan_tails finds it): a threshold chain E = (X > thr) * V, never
+ * stored, read through the index maps of one or two matrix products with a
+ * constant B, each product's result stored (epi 0) or run through the
+ * parity epilogue out = r - (r / c) * c, r = Cast<int32>(result) [+ addend]
+ * (epi 1). Every operand is integer-valued and small (checked when it is
+ * planned), so the float sums are exact in any order and the results are
+ * bit-identical to the generic steps it replaces. */
+#define NNK_TAIL_BLOCK 256
+struct nnk_tail_prod {
+  int64_t M, N, K, sai, sak, sbk, sbj;
+  const void *const *bufs; /* A's map: element e is bufs[src[e]][idx[e]], or E's element idx when src[e] == e_src */
+  const uint8_t *src;
+  const int32_t *idx;
+  int e_src;
+  const void *b; /* B, a constant of the products' element type */
+  void *y;       /* epi 0: the result, in the products' element type */
+  int epi;
+  const int32_t *addend; /* epi 1: an INT32 tensor of M * N elements, or NULL */
+  int32_t c;
+  int32_t *out; /* epi 1: the INT32 result */
+  int lg;       /* log2 of the lanes per output (<= log2 NNK_TAIL_BLOCK) */
+  unsigned blocks;
+};
+struct nnk_tail {
+  const void *x, *thr, *v; /* E's chain: X and V tensors (V scalar when v_scalar), thr a scalar */
+  int x_dt, thr_dt, v_dt, v_scalar;
+  nnk_tail_prod p[2];
+  int n;
+};
+
 /* Launchers (src/nn/gpu_kernels.cu); all asynchronous on stream. */
 cudaError_t nnk_launch_elementwise(const nnk_elementwise &p, int half, cudaStream_t s);
 cudaError_t nnk_launch_move(const nnk_move &p, cudaStream_t s);
@@ -184,6 +215,7 @@ cudaError_t nnk_launch_conv(const nnk_conv &p, int half, cudaStream_t s);
 cudaError_t nnk_launch_bias_act(void *y, const void *b, int N, int M, int64_t plane, int relu, int half,
                                 cudaStream_t s);
 cudaError_t nnk_launch_gemm(const nnk_gemm_pair &p, int half, cudaStream_t s);
+cudaError_t nnk_launch_tail(const nnk_tail &p, int half, cudaStream_t s); /* gpu_tail.cu */
 cudaError_t nnk_launch_convert(const void *in, int in_dt, void *out, int out_dt, int64_t n,
                                cudaStream_t s);
 /* Whether the own convolution kernel handles this kernel size. */

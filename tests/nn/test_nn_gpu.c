@@ -19,6 +19,7 @@
 
 #include "cudaq/nn/gpu_engine.h"
 #include "cudaq/nn/nn.h"
+#include "nn_gpu_tail_check.h"
 #include "nn_pb_build.h"
 #include "nn_test_util.h"
 
@@ -344,9 +345,13 @@ static void check_model(const char *name) {
   /* The convolution fusions after tuning are opt-in: on for the model that checks them. */
   const int conv_fuse = !strcmp(name, "fuse_conv_io") && !getenv("CUDAQ_NN_CONV_FUSE");
   if (conv_fuse) setenv("CUDAQ_NN_CONV_FUSE", "1", 1);
-  /* The opt-in chain pass (gpu_fuse.cu) stays tested on the model made for it. */
+  /* The opt-in chain pass (gpu_fuse.cu) stays tested on the model made for
+   * it, with the tail pass (which would take the model first) off. */
   const int gemm_chains = !strcmp(name, "fuse_chain_gathers") && !getenv("CUDAQ_NN_GEMM_CHAINS");
-  if (gemm_chains) setenv("CUDAQ_NN_GEMM_CHAINS", "1", 1);
+  if (gemm_chains) {
+    setenv("CUDAQ_NN_GEMM_CHAINS", "1", 1);
+    setenv("CUDAQ_NN_NO_TAIL", "1", 1);
+  }
   for (int half = 0; half <= 1; half++)
     for (int impl = CUDAQ_NN_CONV_AUTO; impl <= CUDAQ_NN_CONV_STACK; impl++) {
       if (impl != CUDAQ_NN_CONV_AUTO && !strstr(name, "conv") && !strstr(name, "predecoder")) continue;
@@ -415,10 +420,39 @@ static void check_model(const char *name) {
               "%s: %zu graph nodes, %zu expected", what, nodes, want);
         printf("graph   %s: %zu graph nodes\n", what, nodes);
       }
+      if (impl == CUDAQ_NN_CONV_AUTO && !strncmp(name, "tail_", 5)) {
+        /* nng_plan_tails (gpu_fuse.cu): the threshold chain and its products
+         * as one kernel, except where an operand is no small integer. */
+        char desc[4096];
+        size_t nodes = 0;
+        cudaq_nn_gpu_describe(g, desc, sizeof desc);
+        cudaGraphGetNodes((cudaGraph_t)cudaq_nn_gpu_graph(g), NULL, &nodes);
+        const int off = getenv("CUDAQ_NN_NO_FUSE") || getenv("CUDAQ_NN_NO_TAIL");
+        const int want = !off && strcmp(name, "tail_not_taken") != 0;
+        CHECK((strstr(desc, "tail (") != NULL) == want, "%s: tail kernel %s expected:\n%s", what,
+              want ? "" : "not", desc);
+        /* One kernel, plus in FP16 a conversion per FLOAT graph input and output. */
+        size_t expect = 1;
+        for (size_t i = 0; half && i < cudaq_nn_model_num_inputs(m); i++) {
+          cudaq_nn_binding_t b;
+          cudaq_nn_model_input(m, i, &b);
+          expect += b.dtype == CUDAQ_NN_FLOAT;
+        }
+        for (size_t i = 0; half && i < cudaq_nn_model_num_outputs(m); i++) {
+          cudaq_nn_binding_t b;
+          cudaq_nn_model_output(m, i, &b);
+          expect += b.dtype == CUDAQ_NN_FLOAT;
+        }
+        CHECK(!want || nodes == expect, "%s: %zu graph nodes, %zu expected", what, nodes, expect);
+        printf("graph   %s: %zu graph nodes%s\n", what, nodes, strstr(desc, "tail (") ? ", tail kernel" : "");
+      }
       cudaq_nn_gpu_destroy(g);
     }
   if (conv_fuse) unsetenv("CUDAQ_NN_CONV_FUSE");
-  if (gemm_chains) unsetenv("CUDAQ_NN_GEMM_CHAINS");
+  if (gemm_chains) {
+    unsetenv("CUDAQ_NN_GEMM_CHAINS");
+    unsetenv("CUDAQ_NN_NO_TAIL");
+  }
   io_free(&io);
   cudaq_nn_model_destroy(m);
 }
@@ -839,8 +873,9 @@ int main(int argc, char **argv) {
     printf("skipped: no CUDA device\n");
     return 77;
   }
+  if (argc >= 4 && !strcmp(argv[1], "--shipped-tail")) return nn_gpu_tail_check(argv[2], argc - 3, argv + 3);
   if (argc < 2) {
-    fprintf(stderr, "usage: %s REF_DIR\n", argv[0]);
+    fprintf(stderr, "usage: %s REF_DIR | --shipped-tail MODELS_DIR MODEL.onnx...\n", argv[0]);
     return 2;
   }
   g_dir = argv[1];
