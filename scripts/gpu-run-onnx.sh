@@ -33,6 +33,10 @@ cat "$OUT/nn-machine.txt"
 if [ -z "${NO_TEST:-}" ]; then
   run nn_gpu env CUDAQ_NN_TEST_FILTER="${TEST_FILTER:-}" "$B/tests/nn/test_nn_gpu" "$B/nn-ref"
   grep -E "^(graph|plan|PASSED|FAILED)|^conv #" "$OUT/nn_gpu.log"
+  # The shipped predecoders with the tail kernel (nn_gpu_tail in ctest).
+  run nn_gpu_tail "$B/tests/nn/test_nn_gpu" --shipped-tail models predecoder_d5_z.onnx predecoder_d5_x.onnx \
+    predecoder_d7_z.onnx predecoder_d13_x.onnx
+  grep -E "^(ok|FAIL|PASSED|FAILED)" "$OUT/nn_gpu_tail.log"
 fi
 # memcheck checks device memory accesses; API errors are not reported by
 # default (SAN_API_ERRORS=explicit to see them) because cuDNN probes with
