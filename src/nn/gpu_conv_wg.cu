@@ -93,22 +93,25 @@ __global__ void __launch_bounds__(PD * 128) k_conv_wg(cl_args a) {
 
   /* The weights come in the core-matrix order of wg_pack (a.w): a step's
    * k16 slice for output channels n0 .. n0 + BN is one contiguous run of
-   * BN x 32 bytes, moved by one bulk copy. Thread 0 issues a group's 18
-   * copies on buffer buf's mbarrier (one arrival with the group's bytes). */
+   * BN x 32 bytes, moved by one bulk copy. Warp 0 issues a group's 18
+   * copies on buffer buf's mbarrier, one per lane (lane 0 first arrives
+   * with the group's bytes): a single thread issuing all of them held up
+   * its warpgroup's wgmmas, which need all four warps. */
   const size_t slice = (size_t)round_up(a.M, 128) * 16; /* halves per (tap, block, k16 slice) */
   const __half *wsrc = a.w + (size_t)n0 * 16;
-  auto issue_group = [&](int g, int buf) {
+  static_assert(WG_G * (CL_BK / 16) <= 32, "a group's bulk copies are one per lane of a warp");
+  auto issue_group = [&](int g, int buf) { /* by all of warp 0 */
     const int cbl = g / 3, t0 = (g - cbl * 3) * G;
     const uint32_t bar = bar_u + (uint32_t)(buf * 8);
     /* Release side: the copies' complete_tx on bar ends the phase that the
      * loop's nnk_mbar_wait (acquire) waits for. */
-    nnk_mbar_arrive_expect_tx(bar, G * STEP_B);
-#pragma unroll
-    for (int j = 0; j < G; j++)
-#pragma unroll
-      for (int s = 0; s < CL_BK / 16; s++)
-        nnk_bulk_g2s(bs_u + (uint32_t)((buf * G + j) * STEP_B + s * BN * 32),
-                     wsrc + (((size_t)(t0 + j) * a.ncb + cb_begin + cbl) * 2 + s) * slice, BN * 32, bar);
+    if (lane == 0) nnk_mbar_arrive_expect_tx(bar, G * STEP_B);
+    __syncwarp();
+    if (lane < G * (CL_BK / 16)) {
+      const int j = lane / (CL_BK / 16), s = lane % (CL_BK / 16);
+      nnk_bulk_g2s(bs_u + (uint32_t)((buf * G + j) * STEP_B + s * BN * 32),
+                   wsrc + (((size_t)(t0 + j) * a.ncb + cb_begin + cbl) * 2 + s) * slice, BN * 32, bar);
+    }
   };
 
   float acc[1][BN / 8][4];
@@ -123,10 +126,13 @@ __global__ void __launch_bounds__(PD * 128) k_conv_wg(cl_args a) {
   const uint64_t db_base = nnk_wg_desc(bs_u, 128, 256);
 
   nnk_pdl_launch_dependents();
-  if (tid == 0) {
+  if (warp == 0) {
+    if (lane == 0) {
 #pragma unroll
-    for (int b = 0; b < R; b++) nnk_mbar_init(bar_u + (uint32_t)(b * 8), 1);
-    nnk_mbar_init_fence();
+      for (int b = 0; b < R; b++) nnk_mbar_init(bar_u + (uint32_t)(b * 8), 1);
+      nnk_mbar_init_fence();
+    }
+    __syncwarp(); /* the mbarriers are initialised before the warp's copies name them */
     /* The first R groups of weights (constants) before the PDL wait. */
     for (int g = 0; g < R && g < ngroups; g++) issue_group(g, g);
   }
@@ -161,7 +167,7 @@ __global__ void __launch_bounds__(PD * 128) k_conv_wg(cl_args a) {
     /* Group g + R - 1 goes into the buffer of group g - 1, whose wgmmas
      * every warpgroup waited for before the barrier that ended the
      * previous iteration. */
-    if (tid == 0 && g > 0 && g + R - 1 < ngroups) issue_group(g + R - 1, (g + R - 1) % R);
+    if (warp == 0 && g > 0 && g + R - 1 < ngroups) issue_group(g + R - 1, (g + R - 1) % R);
     /* Acquire: group g's bulk copies (the (g / R)-th phase of its buffer's
      * mbarrier) have completed; pairs with their complete_tx. */
     nnk_mbar_wait(bar_u + (uint32_t)((g % R) * 8), (uint32_t)((g / R) & 1));
