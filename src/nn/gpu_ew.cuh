@@ -12,6 +12,14 @@
 
 namespace {
 
+/* A float tensor's element type T (float or __half) to and from float. */
+template <typename T> __device__ __forceinline__ float tof(T v);
+template <> __device__ __forceinline__ float tof<float>(float v) { return v; }
+template <> __device__ __forceinline__ float tof<__half>(__half v) { return __half2float(v); }
+template <typename T> __device__ __forceinline__ T fromf(float v);
+template <> __device__ __forceinline__ float fromf<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half fromf<__half>(float v) { return __float2half(v); }
+
 __device__ __forceinline__ float ldf(const void *p, int dt, int64_t i) {
   switch (dt) {
     case CUDAQ_NN_FLOAT: return static_cast<const float *>(p)[i];

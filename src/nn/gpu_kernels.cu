@@ -64,12 +64,6 @@ __global__ void k_move(nnk_move p) {
     move_at(p, i);
 }
 
-template <typename T> __device__ __forceinline__ float tof(T v);
-template <> __device__ __forceinline__ float tof<float>(float v) { return v; }
-template <> __device__ __forceinline__ float tof<__half>(__half v) { return __half2float(v); }
-template <typename T> __device__ __forceinline__ T fromf(float v);
-template <> __device__ __forceinline__ float fromf<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half fromf<__half>(float v) { return __float2half(v); }
 
 /* Direct convolution: a thread computes OCB output channels at one output
  * position; the block's weights for one input channel sit in shared memory,

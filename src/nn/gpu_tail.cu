@@ -15,19 +15,10 @@
  * cast as the generic steps do, which makes the outputs bit-identical. */
 #include <cuda_fp16.h>
 
+#include "gpu_ew.cuh"
 #include "gpu_kernels.cuh"
 
 namespace {
-
-__device__ __forceinline__ float ld_ft(const void *p, int dt, int64_t i) {
-  return dt == CUDAQ_NN_FLOAT16 ? __half2float(static_cast<const __half *>(p)[i]) : static_cast<const float *>(p)[i];
-}
-template <typename T> __device__ __forceinline__ float to_f(T v);
-template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
-template <typename T> __device__ __forceinline__ T from_f(float v);
-template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half(v); }
 
 /* Up to PRE k-steps of a lane's first output: map entries and B, read before
  * the dependency wait (constants only). */
@@ -37,8 +28,8 @@ constexpr int PRE = 4;
  * stores it) or the buffer's. */
 template <typename T>
 __device__ __forceinline__ float elem(const nnk_tail &q, const nnk_tail_prod &p, int src, int64_t idx, float thr) {
-  if (src == p.e_src) return ld_ft(q.x, q.x_dt, idx) > thr ? ld_ft(q.v, q.v_dt, q.v_scalar ? 0 : idx) : 0.0f;
-  return to_f<T>(static_cast<const T *>(p.bufs[src])[idx]);
+  if (src == p.e_src) return ld_float_type(q.x, q.x_dt, idx) > thr ? ld_float_type(q.v, q.v_dt, q.v_scalar ? 0 : idx) : 0.0f;
+  return tof<T>(static_cast<const T *>(p.bufs[src])[idx]);
 }
 
 /* One product over blocks [0, nblk) of its part of the grid. A group of
@@ -52,7 +43,7 @@ __device__ void tail_part(const nnk_tail &q, const nnk_tail_prod &p, unsigned bl
   const int lg = p.lg, G = 1 << lg, lane = threadIdx.x & (G - 1);
   const int64_t per_blk = NNK_TAIL_BLOCK >> lg, total = p.M * p.N;
   const T *B = static_cast<const T *>(p.b);
-  const float thr = ld_ft(q.thr, q.thr_dt, 0);
+  const float thr = ld_float_type(q.thr, q.thr_dt, 0);
   int64_t base = (int64_t)blk * per_blk;
   int64_t t = base + (threadIdx.x >> lg);
   int srcs[PRE];
@@ -66,7 +57,7 @@ __device__ void tail_part(const nnk_tail &q, const nnk_tail_prod &p, unsigned bl
     const int64_t i = t / p.N, j = t - i * p.N, e = i * p.sai + k * p.sak;
     srcs[r] = p.src[e];
     idxs[r] = p.idx[e];
-    bs[r] = to_f<T>(B[k * p.sbk + j * p.sbj]);
+    bs[r] = tof<T>(B[k * p.sbk + j * p.sbj]);
   }
   nnk_pdl_wait(); /* X, the non-constant map buffers and the addend are written by earlier kernels */
   const int64_t first = base;
@@ -83,7 +74,7 @@ __device__ void tail_part(const nnk_tail &q, const nnk_tail_prod &p, unsigned bl
     }
     for (; active && k < p.K; k += G) {
       const int64_t e = i * p.sai + k * p.sak;
-      s += elem<T>(q, p, p.src[e], p.idx[e], thr) * to_f<T>(B[k * p.sbk + j * p.sbj]);
+      s += elem<T>(q, p, p.src[e], p.idx[e], thr) * tof<T>(B[k * p.sbk + j * p.sbj]);
     }
     for (int w = (G < 32 ? G : 32) / 2; w > 0; w >>= 1) s += __shfl_xor_sync(0xffffffffu, s, w);
     if (G > 32) { /* one output per block: the warps' sums through shared memory */
@@ -95,14 +86,14 @@ __device__ void tail_part(const nnk_tail &q, const nnk_tail_prod &p, unsigned bl
       __syncthreads(); /* red is rewritten by the next iteration */
     }
     if (lane != 0 || !active) continue;
-    const T v = from_f<T>(s); /* the product's result in its element type */
+    const T v = fromf<T>(s); /* the product's result in its element type */
     if (p.epi == 0) {
       static_cast<T *>(p.y)[t] = v;
       continue;
     }
     /* Cast to INT32, the optional Add and r - (r / c) * c, in 32-bit wrapping
      * arithmetic with the engine's Div rules (0 for c = 0, -r for c = -1). */
-    uint32_t r = (uint32_t)(int32_t)(long long)to_f<T>(v);
+    uint32_t r = (uint32_t)(int32_t)(long long)tof<T>(v);
     if (p.addend) r += (uint32_t)p.addend[t];
     const int32_t ri = (int32_t)r;
     const int32_t quo = p.c == 0 ? 0 : p.c == -1 ? (int32_t)(0u - r) : ri / p.c;

@@ -25,18 +25,11 @@
 #include "cudaq/nn/gpu_engine.h"
 #include "cudaq/nn/nn.h"
 #include "nn_gpu_tail_check.h"
+#include "nn_test_util.h"
 
 static int g_fail;
 
-#define CHECK(cond, ...)                                  \
-  do {                                                    \
-    if (!(cond)) {                                        \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                       \
-      fprintf(stderr, "\n");                              \
-      g_fail++;                                           \
-    }                                                     \
-  } while (0)
+#define CHECK(cond, ...) NN_CHECK(g_fail, cond, __VA_ARGS__)
 
 enum { SHOTS = 48 };
 

@@ -20,4 +20,16 @@ static inline void *nn_test_read_file(const char *path, size_t *len) {
   return buf;
 }
 
+/* A failed check: "FAIL file:line: message" on stderr, counted in fails
+ * (each test's own counter; its CHECK macro names it). */
+#define NN_CHECK(fails, cond, ...)                        \
+  do {                                                    \
+    if (!(cond)) {                                        \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                       \
+      fprintf(stderr, "\n");                              \
+      (fails)++;                                          \
+    }                                                     \
+  } while (0)
+
 #endif

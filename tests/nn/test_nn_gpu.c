@@ -26,15 +26,7 @@
 static const char *g_dir;
 static int g_fail;
 
-#define CHECK(cond, ...)                                  \
-  do {                                                    \
-    if (!(cond)) {                                        \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                       \
-      fprintf(stderr, "\n");                              \
-      g_fail++;                                           \
-    }                                                     \
-  } while (0)
+#define CHECK(cond, ...) NN_CHECK(g_fail, cond, __VA_ARGS__)
 
 typedef struct io {
   size_t n_in, n_out;
