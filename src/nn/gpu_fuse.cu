@@ -489,7 +489,7 @@ int small_ints(const cudaq_nn_model_t *m, int v, double *max) {
     if (val->dtype == CUDAQ_NN_FLOAT) x = ((const float *)val->data)[i];
     else if (val->dtype == CUDAQ_NN_INT32) x = ((const int32_t *)val->data)[i];
     else return 0;
-    if (x != x || x != (double)(long long)x || x > 2048.0 || x < -2048.0) return 0;
+    if (!(x >= -2048.0 && x <= 2048.0) || x != (double)(long long)x) return 0; /* range first: NaN, inf out */
     if (fabs(x) > *max) *max = fabs(x);
   }
   return 1;

@@ -59,7 +59,8 @@ __device__ void tail_part(const nnk_tail &q, const nnk_tail_prod &p, unsigned bl
     idxs[r] = p.idx[e];
     bs[r] = tof<T>(B[k * p.sbk + j * p.sbj]);
   }
-  nnk_pdl_wait(); /* X, the non-constant map buffers and the addend are written by earlier kernels */
+  nnk_pdl_wait(); /* X, V, the map buffers and the addend are read after it (the planner admits only
+                   * constants for B, the maps and thr, read above) */
   const int64_t first = base;
   for (; base < total; base += (int64_t)nblk * per_blk, t += (int64_t)nblk * per_blk) {
     const bool active = t < total;
