@@ -519,8 +519,8 @@ int nnk_cl_supported(const nnk_conv &p, int in_cl) {
 
 int nnk_cl_algo_ok(const nnk_conv &p, int in_cl, int algo) {
   if (algo < 0 || algo >= NNK_CL_ALL_ALGOS || !nnk_cl_supported(p, in_cl)) return 0;
-  const int mw = cl_width_max(p);
   if (algo >= NNK_CL_WG_BASE) return wg_algo_ok(p, in_cl, algo - NNK_CL_WG_BASE);
+  const int mw = cl_width_max(p);
   if (algo >= NNK_CL_ALGOS) { /* the brick kernel: NDHWC input, 3 x 3 x 3, stride 1, dilation 1 */
     /* CUDAQ_NN_CL_NO_BRICK=1: not offered (A/B against the tiles alone). */
     static const int no_brick = cl_env_on("CUDAQ_NN_CL_NO_BRICK");

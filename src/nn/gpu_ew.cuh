@@ -140,6 +140,12 @@ __device__ __forceinline__ void ew_apply(int op, int gelu_tanh, const void *cons
   }
 }
 
+/* INT32 Div by nnk_idiv's rules in 32 bits: 0 for a zero divisor, -a
+ * (wrapping) for -1, else truncation. */
+__device__ __forceinline__ int32_t nnk_idiv32(int32_t a, int32_t b) {
+  return b == 0 ? 0 : b == -1 ? (int32_t)(0u - (uint32_t)a) : a / b;
+}
+
 /* Add, Sub, Mul, Div of two INT32 operands into INT32: the values ew_apply
  * gives (its 64-bit arithmetic truncated to 32 bits is 32-bit wrapping
  * arithmetic; Div by nnk_idiv's rules: 0 for a zero divisor, -a wrapping for
@@ -158,7 +164,7 @@ __device__ __forceinline__ bool ew_int32_fast(int op, const void *const in[3], c
     case NN_OP_ADD: v = (int32_t)(ua + ub); break;
     case NN_OP_SUB: v = (int32_t)(ua - ub); break;
     case NN_OP_MUL: v = (int32_t)(ua * ub); break;
-    default: v = b == 0 ? 0 : b == -1 ? (int32_t)(0u - ua) : a / b; break;
+    default: v = nnk_idiv32(a, b); break;
   }
   static_cast<int32_t *>(out)[i] = v;
   return true;

@@ -503,8 +503,6 @@ int int_scalar(const cudaq_nn_gpu *g, const void *b, int32_t *c) {
   return 1;
 }
 
-/* Step F as E = (X > thr) * V with V a small-integer constant: its operands
- * into q (*vmax: V's largest magnitude); 0 when F is not such a chain. */
 /* CUDAQ_NN_TAIL_DEBUG=1: which check turned a candidate tail down (a
  * number per check, in source order), on stderr. */
 int tail_no(int check) {
@@ -514,6 +512,8 @@ int tail_no(int check) {
   return 0;
 }
 
+/* Step F as E = (X > thr) * V with V a small-integer constant: its operands
+ * into q (*vmax: V's largest magnitude); 0 when F is not such a chain. */
 int tail_chain(const cudaq_nn_gpu *g, const step *F, int tdt, nnk_tail *q, double *vmax) {
   if (F->kind != ST_FUSED) return 0;
   if (F->fz.n_ops != 3) return tail_no(1);
@@ -643,15 +643,20 @@ int tail_prod(const cudaq_nn_gpu *g, const step *S, const void *e, int tdt, doub
   return 1;
 }
 
-/* Whether any step but [a, b] reads buffer e through a product's map. */
+/* Whether step S is a product whose A map names buffer e: 1, 0, or -1 when
+ * its map's buffer list is not known on the host. */
+int map_reads(const step *S, const void *e) {
+  if (S->kind != ST_GEMM || !S->gm.a_idx) return 0;
+  if (S->a_nbufs_h < 0) return -1;
+  for (int j = 0; j < S->a_nbufs_h; j++)
+    if (S->a_bufs_h[j] == e) return 1;
+  return 0;
+}
+
+/* Whether any step but [a, b] may read buffer e through a product's map. */
 int map_read_elsewhere(const cudaq_nn_gpu *g, const void *e, int a, int b) {
-  for (int t = 0; t < g->n_steps; t++) {
-    const step *S = &g->steps[t];
-    if ((t >= a && t <= b) || S->kind != ST_GEMM || !S->gm.a_idx) continue;
-    if (S->a_nbufs_h < 0) return 1;
-    for (int j = 0; j < S->a_nbufs_h; j++)
-      if (S->a_bufs_h[j] == e) return 1;
-  }
+  for (int t = 0; t < g->n_steps; t++)
+    if ((t < a || t > b) && map_reads(&g->steps[t], e) != 0) return 1;
   return 0;
 }
 
@@ -675,9 +680,7 @@ void nng_plan_tails(cudaq_nn_gpu *g, const unsigned char *absorbed) {
       n = tail_prod(g, &g->steps[x + 1], e, tdt, vmax, &q.p[0]);
       if (n && x + 2 < g->n_steps) {
         const step *S2 = &g->steps[x + 2];
-        int reads_e = 0;
-        for (int j = 0; S2->kind == ST_GEMM && S2->gm.a_idx && j < S2->a_nbufs_h; j++) reads_e |= S2->a_bufs_h[j] == e;
-        if (reads_e) {
+        if (map_reads(S2, e) == 1) {
           /* The second product may not read the first's result (they run side by side). */
           const void *first_out = q.p[0].epi ? (const void *)q.p[0].out : q.p[0].y;
           n = tail_prod(g, S2, e, tdt, vmax, &q.p[1]) && q.p[1].addend != first_out ? 2 : 0;
@@ -693,7 +696,6 @@ void nng_plan_tails(cudaq_nn_gpu *g, const unsigned char *absorbed) {
     step merged = g->steps[x + n]; /* the last product's node and chain bookkeeping */
     merged.kind = ST_TAIL;
     merged.tl = q;
-    merged.paired = 0;
     g->steps[w++] = merged;
     x += n;
   }

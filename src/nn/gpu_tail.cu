@@ -93,11 +93,10 @@ __device__ void tail_part(const nnk_tail &q, const nnk_tail_prod &p, unsigned bl
       continue;
     }
     /* Cast to INT32, the optional Add and r - (r / c) * c, in 32-bit wrapping
-     * arithmetic with the engine's Div rules (0 for c = 0, -r for c = -1). */
+     * arithmetic with the engine's Div rules (nnk_idiv32). */
     uint32_t r = (uint32_t)(int32_t)(long long)tof<T>(v);
     if (p.addend) r += (uint32_t)p.addend[t];
-    const int32_t ri = (int32_t)r;
-    const int32_t quo = p.c == 0 ? 0 : p.c == -1 ? (int32_t)(0u - r) : ri / p.c;
+    const int32_t quo = nnk_idiv32((int32_t)r, p.c);
     p.out[t] = (int32_t)(r - (uint32_t)quo * (uint32_t)p.c);
   }
 }

@@ -75,6 +75,11 @@ static void check_model(const char *dir, const char *file) {
   cudaq_nn_model_output(m, 0, &br);
   cudaq_nn_model_output(m, 1, &bf);
   const size_t n = bi.num_elements, nf = bf.num_elements;
+  if (br.num_elements != n) { /* the contract: the residual has the input's shape */
+    CHECK(0, "%s: residual of %zu elements for %zu detectors", file, br.num_elements, n);
+    cudaq_nn_model_destroy(m);
+    return;
+  }
   int32_t *ev = malloc(SHOTS * n * sizeof(int32_t));
   int32_t *cres = malloc(SHOTS * n * sizeof(int32_t)), *cfr = malloc(SHOTS * nf * sizeof(int32_t));
   int32_t *gres[2], *gfr[2];
@@ -117,6 +122,7 @@ static void check_model(const char *dir, const char *file) {
         for (int k = 0; k < 2; k++) {
           void *out[2] = {gres[k] + s * n, gfr[k] + s * nf};
           memset(gres[k] + s * n, 0x5A, n * sizeof(int32_t));
+          memset(gfr[k] + s * nf, 0x5A, nf * sizeof(int32_t));
           CHECK(cudaq_nn_gpu_run(g[k], in, isz, out, osz, &err) == CUDAQ_NN_OK, "%s: run: %s", what, err.message);
         }
       }
