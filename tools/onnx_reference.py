@@ -607,13 +607,15 @@ def tail_cases(g):
     second product with divisor -2; tail_long_k: one product of
     K = 600 (a whole block per output) stored as float; tail_not_taken: a
     mask of 0.5 (not an integer), which keeps the generic steps. x holds
-    quarters (exact in FP16) and no threshold equals one. Generated last, so
-    that every earlier case keeps its data."""
+    quarters (exact in FP16) and no threshold equals one. tail_div_neg1: a
+    divisor of -1 (taken); tail_mask_input: the mask a graph input (not
+    taken). Generated last, so that every earlier case keeps its data."""
     F, I32 = TP.FLOAT, TP.INT32
     r = g.rng
 
-    def tail(name, mask, c1, c2, k2):
+    def tail(name, mask, c1, c2, k2, mask_input=False):
         n = len(mask)
+        masks = np.array([mask], dtype=np.float32)
         g.case(name, [node("Greater", ["x", "thr"], ["gt"]),
                       node("Cast", ["gt"], ["gf"], to=F),
                       node("Mul", ["gf", "mask"], ["e"]),
@@ -633,18 +635,18 @@ def tail_cases(g):
                       node("Div", ["y2i", "c2"], ["q2"]),
                       node("Mul", ["c2", "q2"], ["q2m"]),
                       node("Sub", ["y2i", "q2m"], ["y2"])],
-               [("x", F, [1, n]), ("d", I32, [1, 7])], [("y", I32), ("y2", I32)],
-               [init("thr", np.array([0.3], dtype=np.float32)),
-                init("mask", np.array([mask], dtype=np.float32)),
-                init("zero", np.zeros([1, 1], dtype=np.float32)),
+               [("x", F, [1, n]), ("d", I32, [1, 7])] + ([("mask", F, [1, n])] if mask_input else []),
+               [("y", I32), ("y2", I32)],
+               [init("thr", np.array([0.3], dtype=np.float32))] + ([] if mask_input else [init("mask", masks)]) +
+               [init("zero", np.zeros([1, 1], dtype=np.float32)),
                 init("gi", r.integers(0, n + 1, [1, 7 * 5]).astype(np.int64)),
                 init("s3", np.array([1, 7, 5], dtype=np.int64)), init("s2", np.array([1, 7], dtype=np.int64)),
                 init("bw", np.array([[1], [-1], [2], [1], [1]], dtype=np.float32)),
                 init("c1", np.array([c1], dtype=np.int32)), init("c2", np.array([c2], dtype=np.int32)),
                 init("gj", r.integers(0, n + 1, [1, k2]).astype(np.int64)),
                 init("w", r.integers(-3, 4, [k2, 2]).astype(np.float32))],
-               feeds={"x": (r.integers(-8, 9, [1, n]) / 4.0).astype(np.float32),
-                      "d": r.integers(-9, 10, [1, 7]).astype(np.int32)},
+               feeds=dict({"x": (r.integers(-8, 9, [1, n]) / 4.0).astype(np.float32),
+                           "d": r.integers(-9, 10, [1, 7]).astype(np.int32)}, **({"mask": masks} if mask_input else {})),
                tol=0)
 
     tail("tail_parity", [1, -2, 0, 1, 3, 1, 1, 2, 0, 1, 1, -1], 3, -2, 40)
@@ -663,6 +665,10 @@ def tail_cases(g):
             init("gk", r.integers(0, n + 1, [1, 600]).astype(np.int64)),
             init("ones", np.ones([600, 1], dtype=np.float32))],
            feeds={"x": (r.integers(-8, 9, [1, n]) / 4.0).astype(np.float32)}, tol=0)
+    # divisor -1 (every residual 0: r - (r / -1) * -1) beside divisor 5: taken.
+    tail("tail_div_neg1", [1, 1, 0, 1, 2, 1, 1, -1, 0, 1, 1, 1], -1, 5, 12)
+    # the mask is a graph input, not a constant: the planner must keep the generic steps.
+    tail("tail_mask_input", [1, 1, 0, 1, 2, 1, 1, -1, 0, 1, 1, 1], 2, 2, 12, mask_input=True)
 
 
 def gen(args):
