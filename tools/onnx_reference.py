@@ -609,7 +609,9 @@ def tail_cases(g):
     mask of 0.5 (not an integer), which keeps the generic steps. x holds
     quarters (exact in FP16) and no threshold equals one. tail_div_neg1: a
     divisor of -1 (taken); tail_mask_input: the mask a graph input (not
-    taken). Generated last, so that every earlier case keeps its data."""
+    taken); tail_k100: groups of 32 lanes; tail_k1100: k-steps past the
+    lanes' prefetch. Generated last, so that every earlier case keeps its
+    data."""
     F, I32 = TP.FLOAT, TP.INT32
     r = g.rng
 
@@ -669,6 +671,23 @@ def tail_cases(g):
     tail("tail_div_neg1", [1, 1, 0, 1, 2, 1, 1, -1, 0, 1, 1, 1], -1, 5, 12)
     # the mask is a graph input, not a constant: the planner must keep the generic steps.
     tail("tail_mask_input", [1, 1, 0, 1, 2, 1, 1, -1, 0, 1, 1, 1], 2, 2, 12, mask_input=True)
+    # K = 100 in the second product: groups of 32 lanes (shuffles across a whole warp).
+    tail("tail_k100", [1, 1, 0, 1, 2, 1, 1, -1, 0, 1, 1, 1], 2, 2, 100)
+    # K = 1100: past the 4 x 256 k-steps a block's lanes prefetch before the dependency wait.
+    n = 1200
+    g.case("tail_k1100", [node("Greater", ["x", "thr"], ["gt"]),
+                          node("Cast", ["gt"], ["gf"], to=F),
+                          node("Mul", ["gf", "mask"], ["e"]),
+                          node("Concat", ["e", "zero"], ["cat"], axis=1),
+                          node("Gather", ["cat", "gk"], ["gk_a"], axis=1),
+                          node("MatMul", ["gk_a", "ones"], ["y"])],
+           [("x", F, [1, n])], [("y", F)],
+           [init("thr", np.array([0.3], dtype=np.float32)),
+            init("mask", r.integers(0, 2, [1, n]).astype(np.float32)),
+            init("zero", np.zeros([1, 1], dtype=np.float32)),
+            init("gk", r.integers(0, n + 1, [1, 1100]).astype(np.int64)),
+            init("ones", np.ones([1100, 1], dtype=np.float32))],
+           feeds={"x": (r.integers(-8, 9, [1, n]) / 4.0).astype(np.float32)}, tol=0)
 
 
 def gen(args):
