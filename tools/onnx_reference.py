@@ -610,8 +610,8 @@ def tail_cases(g):
     quarters (exact in FP16) and no threshold equals one. tail_div_neg1: a
     divisor of -1 (taken); tail_mask_input: the mask a graph input (not
     taken); tail_k100: groups of 32 lanes; tail_k1100: k-steps past the
-    lanes' prefetch. Generated last, so that every earlier case keeps its
-    data."""
+    lanes' prefetch; tail_scalar_v: V a one-element constant. Generated
+    last, so that every earlier case keeps its data."""
     F, I32 = TP.FLOAT, TP.INT32
     r = g.rng
 
@@ -687,6 +687,23 @@ def tail_cases(g):
             init("zero", np.zeros([1, 1], dtype=np.float32)),
             init("gk", r.integers(0, n + 1, [1, 1100]).astype(np.int64)),
             init("ones", np.ones([1100, 1], dtype=np.float32))],
+           feeds={"x": (r.integers(-8, 9, [1, n]) / 4.0).astype(np.float32)}, tol=0)
+    # V a one-element constant (broadcast: every slot's value 2): taken.
+    n = 300
+    g.case("tail_scalar_v", [node("Greater", ["x", "thr"], ["gt"]),
+                             node("Cast", ["gt"], ["gf"], to=F),
+                             node("Mul", ["gf", "two"], ["e"]),
+                             node("Concat", ["e", "zero"], ["cat"], axis=1),
+                             node("Gather", ["cat", "gk"], ["gk_a"], axis=1),
+                             node("Reshape", ["gk_a", "s3"], ["ra"]),
+                             node("MatMul", ["ra", "ones"], ["y"])],
+           [("x", F, [1, n])], [("y", F)],
+           [init("thr", np.array([0.3], dtype=np.float32)),
+            init("two", np.array([2.0], dtype=np.float32)),
+            init("zero", np.zeros([1, 1], dtype=np.float32)),
+            init("gk", r.integers(0, n + 1, [1, 40 * 9]).astype(np.int64)),
+            init("s3", np.array([1, 40, 9], dtype=np.int64)),
+            init("ones", np.ones([9, 1], dtype=np.float32))],
            feeds={"x": (r.integers(-8, 9, [1, n]) / 4.0).astype(np.float32)}, tol=0)
 
 
