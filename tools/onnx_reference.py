@@ -653,20 +653,23 @@ def tail_cases(g):
 
     tail("tail_parity", [1, -2, 0, 1, 3, 1, 1, 2, 0, 1, 1, -1], 3, -2, 40)
     tail("tail_not_taken", [1, 0.5, 0, 1, 1, 1, 1, 2, 0, 1, 1, 1], 2, 2, 9)
-    n = 700
-    g.case("tail_long_k", [node("Greater", ["x", "thr"], ["gt"]),
-                           node("Cast", ["gt"], ["gf"], to=F),
-                           node("Mul", ["gf", "mask"], ["e"]),
-                           node("Concat", ["e", "zero"], ["cat"], axis=1),
-                           node("Gather", ["cat", "gk"], ["gk_a"], axis=1),
-                           node("MatMul", ["gk_a", "ones"], ["y"])],
-           [("x", F, [1, n])], [("y", F)],
-           [init("thr", np.array([0.3], dtype=np.float32)),
-            init("mask", r.integers(0, 2, [1, n]).astype(np.float32)),
-            init("zero", np.zeros([1, 1], dtype=np.float32)),
-            init("gk", r.integers(0, n + 1, [1, 600]).astype(np.int64)),
-            init("ones", np.ones([600, 1], dtype=np.float32))],
-           feeds={"x": (r.integers(-8, 9, [1, n]) / 4.0).astype(np.float32)}, tol=0)
+    def sum_of_gathered(name, n, k):
+        """One product of K = k over the chain's n values gathered by one map, stored as float."""
+        g.case(name, [node("Greater", ["x", "thr"], ["gt"]),
+                      node("Cast", ["gt"], ["gf"], to=F),
+                      node("Mul", ["gf", "mask"], ["e"]),
+                      node("Concat", ["e", "zero"], ["cat"], axis=1),
+                      node("Gather", ["cat", "gk"], ["gk_a"], axis=1),
+                      node("MatMul", ["gk_a", "ones"], ["y"])],
+               [("x", F, [1, n])], [("y", F)],
+               [init("thr", np.array([0.3], dtype=np.float32)),
+                init("mask", r.integers(0, 2, [1, n]).astype(np.float32)),
+                init("zero", np.zeros([1, 1], dtype=np.float32)),
+                init("gk", r.integers(0, n + 1, [1, k]).astype(np.int64)),
+                init("ones", np.ones([k, 1], dtype=np.float32))],
+               feeds={"x": (r.integers(-8, 9, [1, n]) / 4.0).astype(np.float32)}, tol=0)
+
+    sum_of_gathered("tail_long_k", 700, 600)
     # divisor -1 (every residual 0: r - (r / -1) * -1) beside divisor 5: taken.
     tail("tail_div_neg1", [1, 1, 0, 1, 2, 1, 1, -1, 0, 1, 1, 1], -1, 5, 12)
     # the mask is a graph input, not a constant: the planner must keep the generic steps.
@@ -674,20 +677,7 @@ def tail_cases(g):
     # K = 100 in the second product: groups of 32 lanes (shuffles across a whole warp).
     tail("tail_k100", [1, 1, 0, 1, 2, 1, 1, -1, 0, 1, 1, 1], 2, 2, 100)
     # K = 1100: past the 4 x 256 k-steps a block's lanes prefetch before the dependency wait.
-    n = 1200
-    g.case("tail_k1100", [node("Greater", ["x", "thr"], ["gt"]),
-                          node("Cast", ["gt"], ["gf"], to=F),
-                          node("Mul", ["gf", "mask"], ["e"]),
-                          node("Concat", ["e", "zero"], ["cat"], axis=1),
-                          node("Gather", ["cat", "gk"], ["gk_a"], axis=1),
-                          node("MatMul", ["gk_a", "ones"], ["y"])],
-           [("x", F, [1, n])], [("y", F)],
-           [init("thr", np.array([0.3], dtype=np.float32)),
-            init("mask", r.integers(0, 2, [1, n]).astype(np.float32)),
-            init("zero", np.zeros([1, 1], dtype=np.float32)),
-            init("gk", r.integers(0, n + 1, [1, 1100]).astype(np.int64)),
-            init("ones", np.ones([1100, 1], dtype=np.float32))],
-           feeds={"x": (r.integers(-8, 9, [1, n]) / 4.0).astype(np.float32)}, tol=0)
+    sum_of_gathered("tail_k1100", 1200, 1100)
     # V a one-element constant (broadcast: every slot's value 2): taken.
     n = 300
     g.case("tail_scalar_v", [node("Greater", ["x", "thr"], ["gt"]),
