@@ -326,7 +326,10 @@ static int run(const opts_t *o) {
     return 1;
   }
   cudaq_mwpm_graph_t *g = NULL;
-  mst = cudaq_mwpm_graph_from_dem(dem, NULL, &g, &err);
+  cudaq_mwpm_graph_options_t gopts;
+  cudaq_mwpm_graph_options_init(&gopts);
+  gopts.enable_correlations = o->correlations; /* the workers decode correlated on such a graph */
+  mst = cudaq_mwpm_graph_from_dem(dem, &gopts, &g, &err);
   app_t a;
   memset(&a, 0, sizeof a);
   a.o = o;

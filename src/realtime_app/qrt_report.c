@@ -26,8 +26,9 @@ uint64_t qrt_errors_of(const app_t *a) {
 void qrt_print_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
                          const cudaq_pipeline_stats_t *ps, uint64_t timed_out, const char *pd) {
   cudaq_bench_print(st, f);
-  fprintf(f, "\nqec-realtime (mode %s, predecoder %s, %d workers, %u detectors, %s payload, %zu "
-             "shots in the file)\n", qrt_mode_name(a->o->mode), pd, a->o->workers, a->shots.nd,
+  fprintf(f, "\nqec-realtime (mode %s, predecoder %s, %s MWPM, %d workers, %u detectors, %s "
+             "payload, %zu shots in the file)\n", qrt_mode_name(a->o->mode), pd,
+          a->o->correlations ? "correlated" : "plain", a->o->workers, a->shots.nd,
           a->o->payload == QRT_PAYLOAD_BITS ? "bit-packed" : "INT32", a->shots.n);
   if (a->o->mode != QRT_MODE_CPU)
     fprintf(f, "GPU: %s, %s, device memory taken by the GPU stage %.1f MiB\n", a->gpu_name,
@@ -76,8 +77,8 @@ void qrt_print_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
   if (a->mwpm_alone_judged &&
       !cudaq_wilson_interval(a->mwpm_alone_mistakes, a->mwpm_alone_judged, CUDAQ_WILSON_Z95, &lo,
                              &hi))
-    fprintf(f, "MWPM alone on the same requests: %.6g (%llu / %llu) [%.6g, %.6g]; ratio %.3f; "
-               "predictions differ on %llu\n",
+    fprintf(f, "%sMWPM alone on the same requests: %.6g (%llu / %llu) [%.6g, %.6g]; ratio %.3f; "
+               "predictions differ on %llu\n", a->o->correlations ? "correlated " : "",
             (double)a->mwpm_alone_mistakes / (double)a->mwpm_alone_judged,
             (unsigned long long)a->mwpm_alone_mistakes,
             (unsigned long long)a->mwpm_alone_judged, lo, hi,
@@ -89,10 +90,11 @@ void qrt_json_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
                         const cudaq_pipeline_stats_t *ps, uint64_t timed_out, const char *pd) {
   fprintf(f, "{\n\"program\": \"qec-realtime\", \"mode\": \"%s\", \"payload\": \"%s\", "
              "\"precision\": \"%s\", \"gpu\": \"%s\", \"gpu_stage_bytes\": %zu, "
-             "\"rss_peak_kib\": %llu, \"predecoder\": \"",
+             "\"rss_peak_kib\": %llu, \"mwpm\": \"%s\", \"predecoder\": \"",
           qrt_mode_name(a->o->mode), a->o->payload == QRT_PAYLOAD_BITS ? "bits" : "int32",
           a->o->mode == QRT_MODE_HYBRID ? (a->o->fp16 ? "fp16" : "fp32") : "",
-          a->gpu_name ? a->gpu_name : "", a->gpu_bytes, (unsigned long long)a->rss_peak_kib);
+          a->gpu_name ? a->gpu_name : "", a->gpu_bytes, (unsigned long long)a->rss_peak_kib,
+          a->o->correlations ? "correlated" : "plain");
   for (const char *c = pd; *c; c++)
     fprintf(f, *c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
   fprintf(f, "\", \"workers\": %d, \"num_detectors\": %u, \"num_observables\": %u, "

@@ -14,6 +14,7 @@ struct qrt_worker {
   qrt_payload_t fmt;
   cudaq_mwpm_decoder_t *dec;
   cudaq_predecoder_t *pd; /* NULL: MWPM alone on the raw events */
+  int correlated;         /* the graph has correlation rules: two-pass correlated matching */
   uint32_t *events;       /* num_detectors + 1 */
   uint32_t *residual;     /* num_detectors + 1 */
 };
@@ -37,6 +38,7 @@ int qrt_worker_create(const cudaq_mwpm_graph_t *graph, qrt_pd_kind_t kind, const
   }
   w->num_detectors = cudaq_mwpm_graph_num_nodes(graph);
   w->fmt = fmt;
+  w->correlated = cudaq_mwpm_graph_has_correlations(graph);
   uint32_t no = cudaq_mwpm_graph_num_observables(graph);
   w->events = malloc(((size_t)w->num_detectors + 1) * sizeof *w->events);
   w->residual = malloc(((size_t)w->num_detectors + 1) * sizeof *w->residual);
@@ -121,7 +123,9 @@ static int32_t match(qrt_worker_t *w, const uint32_t *residual, size_t nr, uint6
                      qrt_response_t *out) {
   uint64_t t1 = cudaq_bench_now_ns();
   cudaq_mwpm_result_t res;
-  if (cudaq_mwpm_decode(w->dec, residual, nr, &res))
+  /* Both decodes allocate nothing per shot (mwpm.h). */
+  if (w->correlated ? cudaq_mwpm_decode_correlated(w->dec, residual, nr, &res)
+                    : cudaq_mwpm_decode(w->dec, residual, nr, &res))
     return out->status = QRT_ERR_MWPM;
   out->mwpm_ns = sat_ns(t1, cudaq_bench_now_ns());
   out->events_residual = (uint32_t)nr;

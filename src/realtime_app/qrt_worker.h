@@ -72,7 +72,8 @@ typedef struct {
 typedef struct qrt_worker qrt_worker_t;
 
 /* Creates a worker over a shared, immutable matching graph: its own MWPM
- * decoder and, for QRT_PD_LOCAL / QRT_PD_ONNX, its own predecoder (model
+ * decoder (two-pass correlated matching when the graph was built with
+ * enable_correlations, plain MWPM otherwise) and, for QRT_PD_LOCAL / QRT_PD_ONNX, its own predecoder (model
  * path for ONNX, on the CPU executor); requests carry payloads of format
  * fmt. On failure returns non-zero and writes a sentence into msg (msg_len
  * bytes). */

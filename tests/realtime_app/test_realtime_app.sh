@@ -2,7 +2,7 @@
 # End-to-end tests of qec-realtime on the d=5 shots of the predecoder_data
 # fixture (tests/predecoder: 10^4 shots, circuit.dem, obs.01).
 #   test_realtime_app.sh QEC_REALTIME QEC_DECODE DATA_DIR WORK_DIR MODELS_DIR CASE
-# CASE: none | local | onnx_d5 | bits | bad_payload | fault | duration | refusals (CPU-only mode)
+# CASE: none | local | onnx_d5 | correlated | bits | bad_payload | fault | duration | refusals (CPU-only mode)
 #       gpu_hybrid | gpu_passthrough | gpu_fault | gpu_launch_fault (GPU modes; exit 77
 #       "skipped: no CUDA device" without one)
 set -u
@@ -71,6 +71,33 @@ onnx_d5)
     --model "$M" --workers 2 --out "$WORK/onnx.01"
   same_predictions onnx "$WORK/ref.01"
   grep -q 'predecoder' "$WORK/onnx.txt" || fail "no predecoder stage"
+  ;;
+correlated)
+  # --enable_correlations: the workers' MWPM is two-pass correlated matching,
+  # the same predictions as qec-decode --enable_correlations, alone and behind
+  # the shipped d = 5 model; the MWPM-alone comparison is correlated too. The
+  # fixture must make correlated and plain matching differ somewhere, or this
+  # case could not tell the flag from its absence.
+  "$QD" predict --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --enable_correlations \
+    --out "$WORK/ref.01" || fail "qec-decode predict --enable_correlations"
+  "$QD" predict --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --out "$WORK/plain.01" ||
+    fail "qec-decode predict"
+  cmp -s "$WORK/ref.01" "$WORK/plain.01" && fail "correlated and plain MWPM agree on every shot"
+  run_ok corr 10000 --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --obs_in "$DATA/obs.01" \
+    --model none --enable_correlations --out "$WORK/corr.01"
+  same_predictions corr "$WORK/ref.01"
+  grep -q 'correlated MWPM,' "$WORK/corr.txt" || fail "report does not name correlated MWPM"
+  grep -q '^correlated MWPM alone on the same requests: .* predictions differ on 0$' "$WORK/corr.txt" ||
+    fail "correlated MWPM alone differs from the correlated workers"
+  grep -q '"mwpm": "correlated"' "$WORK/corr.json" || fail "JSON does not name correlated MWPM"
+  head -c 3000 "$DATA/shots.b8" >"$WORK/shots200.b8" && head -n 200 "$DATA/obs.01" >"$WORK/obs200.01"
+  M=$MODELS/predecoder_d5_z.onnx
+  "$QD" predict --dem "$DEM" --in "$WORK/shots200.b8" --in_format b8 --predecoder "$M" \
+    --enable_correlations --out "$WORK/ref_onnx.01" ||
+    fail "qec-decode predict --predecoder $M --enable_correlations"
+  run_ok corr_onnx 200 --dem "$DEM" --in "$WORK/shots200.b8" --in_format b8 \
+    --obs_in "$WORK/obs200.01" --model "$M" --enable_correlations --out "$WORK/corr_onnx.01"
+  same_predictions corr_onnx "$WORK/ref_onnx.01"
   ;;
 bits)
   # Bit-packed payloads (the wire format's BIT_PACKED): same predictions as
