@@ -8,6 +8,7 @@
 # (carry it); results come back in $OUT.
 #   STAGE=train TRAIN_MINUTES=8 scripts/gpu-train.sh
 #   STAGE=eval CKPT=.ckpt/predecoder.pt EVAL_POINTS=z:7:0.003:1e6 scripts/gpu-train.sh
+#   STAGE=eval ONNX=models/predecoder_d7_z.onnx EVAL_POINTS=... scripts/gpu-train.sh   (a shipped model's weights)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu-common.sh
@@ -27,7 +28,9 @@ case "$STAGE" in
     CKPT=$OUT/predecoder.pt
     ;;&
   eval|both)
-    python3 $P/evaluate.py --ckpt "$CKPT" --points "$EVAL_POINTS" --json "$OUT/eval.json" \
+    src=(--ckpt "$CKPT")
+    [ -n "${ONNX:-}" ] && src=(--onnx "$ONNX")
+    python3 $P/evaluate.py "${src[@]}" --points "$EVAL_POINTS" --json "$OUT/eval.json" \
       ${EVAL_ARGS:-} 2>&1 | tee "$OUT/eval.log"
     ;;
   train) ;;

@@ -2,15 +2,24 @@
 """Held-out evaluation of a predecoder: predecoder + MWPM against MWPM alone.
 
     python3 evaluate.py --ckpt ckpt.pt --points "z:7:0.003:1000000,x:7:0.003:1000000" \
-                        [--seed 900000] [--json out.json]
+                        [--seed 900000] [--json out.json] [--correlated]
+    python3 evaluate.py --onnx models/predecoder_d7_z.onnx --points ...   # a shipped file's weights
 
-Each point is basis:distance:p:shots (rounds = distance; --noise si1000 for
-SI1000 noise). Shots come from stim's circuit sampler (the circuit itself, not
-its error model) with seeds from --seed up, which training never uses
+The network comes from a training checkpoint (--ckpt) or from the Conv
+weights of an exported ONNX file (--onnx: every shipped file holds the whole
+network; its decision threshold is the default of --thresholds).
+
+Each point is basis:distance:p:shots[:seed] (rounds = distance; --noise si1000
+for SI1000 noise). Shots come from stim's circuit sampler (the circuit itself,
+not its error model) with seeds from --seed + 1000 x (the point's index) up, or
+from the point's own seed (the same seed and shots give the same shots: a
+paired comparison of two models), which training never uses
 (training samples the error model on the device from torch generators).
 Inference runs in PyTorch on the GPU (bf16 autocast; --fp32 for FP32) with
 exactly the arithmetic of the exported ONNX graph; MWPM is PyMatching,
 uncorrelated, built from the same decomposed error model, on every core.
+With --correlated, PyMatching with enable_correlations also decodes the raw
+and the residual events of the same shots (columns *_corr).
 
 Reported per point: logical error rate with a 95% Wilson interval for
 predecoder + MWPM and for MWPM alone on the same shots, their ratio, the mean
@@ -54,19 +63,26 @@ def _sample(args):
     return dets, obs
 
 
-def _matcher(spec):
+def _matcher(spec, corr=False):
     import pymatching
-    key = L.spec_str(spec)
+    key = (L.spec_str(spec), corr)
     if key not in _matchers:
         dem = L.make_circuit(spec).detector_error_model(decompose_errors=True)
-        _matchers[key] = (pymatching.Matching.from_detector_error_model(dem), dem.num_detectors)
-    return _matchers[key][0]
+        _matchers[key] = pymatching.Matching.from_detector_error_model(dem, enable_correlations=corr)
+    return _matchers[key]
 
 
 def _match(args):
-    spec, packed = args
-    m = _matcher(spec)
-    return m.decode_batch(packed, bit_packed_shots=True, bit_packed_predictions=True)
+    spec, packed, corr = args
+    m = _matcher(spec, corr)
+    return m.decode_batch(packed, bit_packed_shots=True, bit_packed_predictions=True, enable_correlations=corr)
+
+
+def _failures(spec, pool, packed_chunks, obs, nobs, corr, frame=None):
+    pred = np.concatenate([unpack(p, nobs) for p in pool.map(_match, [(spec, p, corr) for p in packed_chunks])])
+    if frame is not None:
+        pred = pred ^ frame
+    return int((pred != obs).any(axis=1).sum())
 
 
 def _time_match(args):
@@ -86,7 +102,7 @@ def pack(bits):
     return np.packbits(bits.astype(np.uint8), axis=1, bitorder="little")
 
 
-def run_point(model, spec, shots, seed, pool, device, fp32, thresholds=(0.0,)):
+def run_point(model, spec, shots, seed, pool, device, fp32, thresholds=(0.0,), corr=False):
     """One evaluation point; returns one result per decision threshold."""
     import torch
     import net
@@ -123,22 +139,20 @@ def run_point(model, spec, shots, seed, pool, device, fp32, thresholds=(0.0,)):
             res_packed[j].append(pack(r))
             frames[j].append(np.concatenate(fs[j]))
     t_inf = time.time() - t_inf
-    pred_raw = np.concatenate([unpack(p, lay.num_observables)
-                               for p in pool.map(_match, [(spec, p) for p in raw_packed])])
-    fail_raw = int((pred_raw != obs).any(axis=1).sum())
+    nobs = lay.num_observables
+    fail_raw = _failures(spec, pool, raw_packed, obs, nobs, False)
+    fail_raw_corr = _failures(spec, pool, raw_packed, obs, nobs, True) if corr else None
     sub = min(TIMED_SHOTS, shots)
     t_raw = _time_match((spec, raw_packed[0][:sub]))
     return [_point_result(spec, shots, seed, lay, pool, res_packed[j], np.concatenate(frames[j]),
-                          obs, fail_raw, ev_before, ev_after[j], t_inf, fp32, th, t_raw)
+                          obs, fail_raw, ev_before, ev_after[j], t_inf, fp32, th, t_raw, fail_raw_corr)
             for j, th in enumerate(thresholds)]
 
 
 def _point_result(spec, shots, seed, lay, pool, res_packed, frame, obs, fail_raw,
-                  ev_before, ev_after, t_inf, fp32, threshold, t_raw):
-    pred_res = np.concatenate([unpack(p, lay.num_observables)
-                               for p in pool.map(_match, [(spec, p) for p in res_packed])])
-    pred_hyb = pred_res ^ frame
-    fail_hyb = int((pred_hyb != obs).any(axis=1).sum())
+                  ev_before, ev_after, t_inf, fp32, threshold, t_raw, fail_raw_corr=None):
+    nobs = lay.num_observables
+    fail_hyb = _failures(spec, pool, res_packed, obs, nobs, False, frame)
     t_res = _time_match((spec, res_packed[0][:min(TIMED_SHOTS, shots)]))
     out = {
         "basis": spec["task"][-1].upper(), "distance": spec["distance"], "rounds": spec["rounds"],
@@ -152,34 +166,71 @@ def _point_result(spec, shots, seed, lay, pool, res_packed, frame, obs, fail_raw
         "mwpm_speedup": t_raw / t_res if t_res > 0 else None,
         "inference_s": round(t_inf, 2), "precision": "fp32" if fp32 else "bf16", "threshold": threshold,
     }
+    if fail_raw_corr is not None:
+        fail_hyb_corr = _failures(spec, pool, res_packed, obs, nobs, True, frame)
+        out.update({
+            "ler_mwpm_corr": fail_raw_corr / shots, "ler_mwpm_corr_ci95": wilson(fail_raw_corr, shots),
+            "fail_mwpm_corr": fail_raw_corr,
+            "ler_hybrid_corr": fail_hyb_corr / shots, "ler_hybrid_corr_ci95": wilson(fail_hyb_corr, shots),
+            "fail_hybrid_corr": fail_hyb_corr,
+        })
     return out
+
+
+def check_onnx_weights(path, model, props, shots=200):
+    """The network taken from an ONNX file reproduces that file: onnxruntime on
+    the file and the PyTorch arithmetic (FP32, CPU) agree on every residual and
+    frame bit of `shots` shots of the file's own circuit, else exit."""
+    import onnx
+    from export import verify
+    if "circuit" not in props:
+        sys.exit(f"evaluate: {path} has no 'circuit' metadata property (not an export.py model)")
+    circuit = L.make_circuit(json.loads(props["circuit"]))
+    bad = verify(onnx.load(path), model, L.build_layout(circuit), circuit, shots=shots,
+                 threshold=float(props.get("decision_threshold", "0")))
+    if bad:
+        sys.exit(f"evaluate: the network read from {path} differs from the file on {bad} of {shots} shots")
+    print(f"evaluate: network read from {path}: identical to the file on {shots} shots", flush=True)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ckpt", required=True)
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--ckpt", help="a training checkpoint (train.py)")
+    src.add_argument("--onnx", help="an exported model: its Conv weights (every shipped file has them all)")
     ap.add_argument("--points", required=True, help="basis:distance:p:shots,...")
     ap.add_argument("--noise", default="depolarizing", choices=["depolarizing", "si1000"])
     ap.add_argument("--seed", type=int, default=900_000)
     ap.add_argument("--json")
     ap.add_argument("--fp32", action="store_true")
     ap.add_argument("--device")
-    ap.add_argument("--thresholds", default="0", help="decision thresholds on the edge logits to compare")
+    ap.add_argument("--thresholds", help="decision thresholds on the edge logits to compare "
+                    "(default: the ONNX file's, or 0 for a checkpoint)")
+    ap.add_argument("--correlated", action="store_true",
+                    help="also decode raw and residual events with PyMatching's enable_correlations")
     a = ap.parse_args(argv)
     import torch
-    from export import load_model
+    from export import load_model, load_model_from_onnx
     device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
     torch.backends.cudnn.benchmark = True
-    model, _ = load_model(a.ckpt)
+    if a.onnx:
+        model, props = load_model_from_onnx(a.onnx)
+        thresholds = a.thresholds or props.get("decision_threshold", "0")
+        check_onnx_weights(a.onnx, model, props)
+    else:
+        model, _ = load_model(a.ckpt)
+        thresholds = a.thresholds or "0"
     model = model.to(device).to(memory_format=torch.channels_last_3d)
     results = []
     with cf.ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         for k, pt in enumerate(a.points.split(",")):
-            basis, d, p, shots = pt.split(":")
+            basis, d, p, shots, *own = pt.split(":")
+            seed = int(own[0]) if own else a.seed + 1000 * k
             spec = L.circuit_spec(basis, int(d), int(d), float(p), a.noise)
             t = time.time()
-            ths = [float(x) for x in a.thresholds.split(",")]
-            for r in run_point(model, spec, int(float(shots)), a.seed + 1000 * k, pool, device, a.fp32, ths):
+            ths = [float(x) for x in thresholds.split(",")]
+            for r in run_point(model, spec, int(float(shots)), seed, pool, device, a.fp32, ths,
+                               a.correlated):
                 r["wall_s"] = round(time.time() - t, 1)
                 results.append(r)
                 print(json.dumps(r), flush=True)

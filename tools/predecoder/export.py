@@ -149,6 +149,33 @@ def load_model(ckpt_path: str) -> tuple[net.Predecoder, dict]:
     return model.eval(), ck
 
 
+def load_model_from_onnx(path: str) -> tuple[net.Predecoder, dict]:
+    """The network of an exported model (its Conv initializers, in graph
+    order) and its metadata properties: every shipped file carries the whole
+    set of weights, so a model can be evaluated without its checkpoint."""
+    m = onnx.load(path)
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    convs = [n for n in m.graph.node if n.op_type == "Conv"]
+    if len(convs) < 2:
+        raise ValueError(f"{path}: {len(convs)} Conv nodes, a predecoder has at least 2")
+    props = {p.key: p.value for p in m.metadata_props}
+    weights = []
+    for n in convs:
+        if len(n.input) < 3 or n.input[1] not in inits or n.input[2] not in inits:
+            raise ValueError(f"{path}: Conv node {n.name!r} lacks a constant weight or bias")
+        weights.append((inits[n.input[1]], inits[n.input[2]]))
+    width = int(weights[0][0].shape[0])
+    model = net.Predecoder(width=width, layers=len(convs))
+    for conv, (w, b) in zip(model.convs, weights):
+        if tuple(conv.weight.shape) != w.shape or tuple(conv.bias.shape) != b.shape:
+            raise ValueError(f"{path}: Conv weight {w.shape} / bias {b.shape} do not fit the network "
+                             f"{tuple(conv.weight.shape)} / {tuple(conv.bias.shape)}")
+        with torch.no_grad():
+            conv.weight.copy_(torch.from_numpy(w.astype(np.float32)))
+            conv.bias.copy_(torch.from_numpy(b.astype(np.float32)))
+    return model.eval(), props
+
+
 def verify(m: onnx.ModelProto, model: net.Predecoder, lay: L.Layout, circuit, shots=200, seed=12345,
            threshold=0.0):
     """onnxruntime vs the PyTorch arithmetic on stim shots: all bits equal."""

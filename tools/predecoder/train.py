@@ -39,6 +39,8 @@ def parse(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="checkpoint to write")
     ap.add_argument("--resume", help="checkpoint to continue from")
+    ap.add_argument("--init-onnx", help="start from the network of an exported model (a fresh optimizer "
+                    "and schedule: fine-tuning); its width and depth replace --width / --layers")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--width", type=int, default=128)
     ap.add_argument("--layers", type=int, default=4)
@@ -96,10 +98,19 @@ def main(argv=None):
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
     ckpt = torch.load(args.resume, map_location="cpu", weights_only=False) if args.resume else None
-    if ckpt:
+    if ckpt and args.init_onnx:
+        sys.exit("train: --resume and --init-onnx exclude each other")
+    init = None
+    if args.init_onnx:
+        from export import load_model_from_onnx
+        init, _ = load_model_from_onnx(args.init_onnx)
+    if ckpt or init:
         for k in ("width", "layers"):
-            setattr(args, k, ckpt["config"][k])
-    model = net.Predecoder(args.width, args.layers).to(dev).to(memory_format=torch.channels_last_3d)
+            setattr(args, k, ckpt["config"][k] if ckpt else getattr(init, k))
+    model = net.Predecoder(args.width, args.layers)
+    if init:
+        model.load_state_dict(init.state_dict())
+    model = model.to(dev).to(memory_format=torch.channels_last_3d)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-4)
     step, log, trained_s = 0, [], 0.0
     if ckpt:
