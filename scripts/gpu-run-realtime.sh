@@ -21,6 +21,8 @@
 #       --model models/predecoder_d$2.onnx --p $3 --shots $4 --seed $5 --out .gpucarry/shots/$1; done
 # STEPS=sanitize_all: every GPU test binary under memcheck, racecheck and synccheck (SAN_TOOLS).
 # STEPS=hybrid: d = 7 and 13 hybrid at one request every 30 us, 10 us and flat out.
+# STEPS=corr: d = 7 and 13 hybrid at 30 and 10 us with --enable_correlations and without, and
+# MWPM alone on the CPU workers (--mode cpu --model none), correlated and plain, at 100 us.
 # STEPS=prelaunch: d = 7 hybrid and passthrough at one request every 30 and 10 us, d = 13 hybrid
 # at 30 us, launched on arrival against --prelaunch 1 (the pipeline's gpu_prelaunch), interleaved
 # (PL_ROUNDS rounds, default 1).
@@ -100,6 +102,16 @@ if has bench; then
 fi
 if has hybrid; then # the hybrid mode alone at d = 7 and 13 (re-measuring after an engine change)
   for pr in d7 d13; do for iv in 30 10 0; do bench $pr hybrid $iv; done; done
+fi
+if has corr; then # correlated matching (--enable_correlations) behind the GPU stage, and alone on the CPU
+  for pr in d7 d13; do
+    for iv in 30 10; do
+      SFX=-corr bench $pr hybrid $iv --enable_correlations
+      bench $pr hybrid $iv
+    done
+    SFX=-corr bench $pr cpu 100 --model none --enable_correlations
+    bench $pr cpu 100 --model none
+  done
 fi
 if has lowload; then # the hybrid mode's latency below its capacity (engine-bound, issue 12)
   bench d5 hybrid 1000

@@ -201,6 +201,20 @@ gpu_hybrid|gpu_passthrough)
     same_predictions "$mode.$payload" "$WORK/ref.01"
   done
   grep -q '^GPU: ' "$WORK/$mode.int32.txt" || fail "report does not name the GPU"
+  # Correlated matching behind the GPU stage: the same answers as qec-decode's
+  # with --enable_correlations on the same events (raw, or the CPU executor's
+  # residual).
+  if [ "$mode" = hybrid ]; then
+    "$QD" predict --dem "$DEM" --in "$WORK/shots.b8" --in_format b8 --predecoder "$M" \
+      --enable_correlations --out "$WORK/ref_corr.01" || fail "qec-decode predict --enable_correlations"
+  else
+    "$QD" predict --dem "$DEM" --in "$WORK/shots.b8" --in_format b8 --enable_correlations \
+      --out "$WORK/ref_corr.01" || fail "qec-decode predict --enable_correlations"
+  fi
+  run_ok "$mode.corr" $n --dem "$DEM" --in "$WORK/shots.b8" --in_format b8 \
+    --obs_in "$WORK/obs.01" --mode "$mode" "$@" --workers 4 --enable_correlations \
+    --out "$WORK/$mode.corr.01"
+  same_predictions "$mode.corr" "$WORK/ref_corr.01"
   # The graphs pre-launched behind a gate (pipeline gpu_prelaunch, one waiting at
   # a time): same answers; requests found their graph waiting (paced 1 per 200 us:
   # all of them, but the count is not timed here); one released at stop.
