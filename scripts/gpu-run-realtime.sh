@@ -84,7 +84,7 @@ bench() { # bench PRESET MODE INTERVAL [args...]
     --obs_in "/tmp/rt-$pr/obs.01" --duration_s "$DURATION" --interval_us "$iv" \
     --workers "$WORKERS" --pin 1 --plan_dir /tmp/plans --progress_s 0 \
     --json "$OUT/bench/$name.json" "$@"
-  grep -E "Throughput|p50|p99|^requests:|^logical|^MWPM alone|^stage|^GPU" "$OUT/bench_$name.log"
+  grep -E "Throughput|p50|p99|^requests:|^logical|MWPM alone|^stage|^GPU" "$OUT/bench_$name.log"
 }
 if has bench || has lowload || has prelaunch || has hybrid; then
   shots d7 models/predecoder_d7_z.onnx 0.005 20000 21
