@@ -86,7 +86,7 @@ bench() { # bench PRESET MODE INTERVAL [args...]
     --json "$OUT/bench/$name.json" "$@"
   grep -E "Throughput|p50|p99|^requests:|^logical|MWPM alone|^stage|^GPU" "$OUT/bench_$name.log"
 }
-if has bench || has lowload || has prelaunch || has hybrid; then
+if has bench || has lowload || has prelaunch || has hybrid || has corr; then
   shots d7 models/predecoder_d7_z.onnx 0.005 20000 21
   shots d13 models/predecoder_d13_z.onnx 0.005 10000 31
   shots d21 models/predecoder_d21_x.onnx 0.003 2000 41
