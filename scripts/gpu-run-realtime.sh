@@ -16,7 +16,7 @@
 #   scripts/gpu-build.sh && scripts/gpu-pack.sh      -> .gpucarry/
 # then run with .gpucarry and .whl (stim, PyMatching wheels) carried, or with the
 # shots made here instead (no wheels needed there), e.g. for the bench step:
-#   for a in "d7 7_z 0.005 20000 21" "d13 13_z 0.005 5000 31"; do set -- $a
+#   for a in "d7 7_z 0.003 20000 21" "d13 13_z 0.003 5000 31"; do set -- $a
 #     .venv/bin/python tools/predecoder/reference_eval.py shots --manifest models/manifest.json \
 #       --model models/predecoder_d$2.onnx --p $3 --shots $4 --seed $5 --out .gpucarry/shots/$1; done
 # STEPS=sanitize_all: every GPU test binary under memcheck, racecheck and synccheck (SAN_TOOLS).
@@ -49,7 +49,7 @@ shots() { # shots NAME MODEL P N SEED -> /tmp/rt-NAME/{circuit.dem,shots.b8,obs.
   python3 tools/predecoder/reference_eval.py shots --manifest models/manifest.json --model "$2" \
     --p "$3" --shots "$4" --seed "$5" --out "/tmp/rt-$1" > /dev/null
 }
-shots d5 models/predecoder_d5_z.onnx 0.005 10000 11
+shots d5 models/predecoder_d5_z.onnx 0.003 10000 11
 if has test; then
   for c in gpu_hybrid gpu_passthrough; do
     STEP_TIMEOUT=300 run "test_$c" sh tests/realtime_app/test_realtime_app.sh "$RT" "$QD" /tmp/rt-d5 \
@@ -87,8 +87,8 @@ bench() { # bench PRESET MODE INTERVAL [args...]
   grep -E "Throughput|p50|p99|^requests:|^logical|MWPM alone|^stage|^GPU" "$OUT/bench_$name.log"
 }
 if has bench || has lowload || has prelaunch || has hybrid || has corr; then
-  shots d7 models/predecoder_d7_z.onnx 0.005 20000 21
-  shots d13 models/predecoder_d13_z.onnx 0.005 10000 31
+  shots d7 models/predecoder_d7_z.onnx 0.003 20000 21
+  shots d13 models/predecoder_d13_z.onnx 0.003 10000 31
   shots d21 models/predecoder_d21_x.onnx 0.003 2000 41
 fi
 if has bench; then
@@ -162,7 +162,7 @@ if has sanitize_all; then
   # (issue 15), at reduced scale: the dispatch and pipeline tests, test_api, qec-realtime hybrid
   # and passthrough, qec-decode's GPU predecoder, and test_nn_gpu on SAN_NN_FILTER's models
   # (it needs tests/nn/test_nn_gpu.xz and nn-ref/ in the pack; skipped, and counted, without).
-  shots d5s models/predecoder_d5_z.onnx 0.005 "${SAN_SHOTS:-200}" 12
+  shots d5s models/predecoder_d5_z.onnx 0.003 "${SAN_SHOTS:-200}" 12
   for tool in ${SAN_TOOLS:-memcheck racecheck synccheck}; do
     san() { # san NAME [VAR=value...] -- CMD...: CMD under $tool, env vars before it (SAN_ONLY: these NAMEs only)
       local name=$1; shift; local envs=()

@@ -17,7 +17,9 @@
                  [--residual_out R.b8] [--weights_out W.txt] [--frame_out F.01]
 
   shots    Sample shots for a test: the circuit comes from a manifest entry
-           (models/manifest.json, the entry whose "file" is --model) or from
+           (models/manifest.json, the entry whose "file" is --model; with --p,
+           at that noise strength instead of the entry's: its detector layout
+           depends only on task, distance and rounds) or from
            --task/--distance/--rounds/--p (stim's four circuit-level noise
            parameters all = p). Writes OUT/circuit.dem
            (detector_error_model(decompose_errors=True)), OUT/shots.b8
@@ -127,10 +129,22 @@ def shots(args):
         if not args.model:
             fail("--manifest needs --model")
         entry = manifest_entry(args.manifest, args.model)
-        spec = entry["circuit"]
+        spec = dict(entry["circuit"])
+        if args.p is not None:
+            # The entry's circuit at another strength: only where its noise is
+            # the uniform circuit-level kind --p means (never silently ignored).
+            noise = spec.get("noise", {})
+            if set(noise) != set(layout.NOISE_KEYS) or len(set(noise.values())) != 1:
+                fail(f"--p: the manifest circuit of {args.model} has noise {json.dumps(noise)}, "
+                     "not the uniform circuit-level noise --p sets; leave --p out")
+            if not 0 < args.p < 0.5:
+                fail(f"--p {args.p}: a noise strength is in (0, 0.5)")
+            spec["noise"] = layout.uniform_noise(args.p)
     else:
         if args.task is None or args.distance is None or args.p is None:
             fail("give --manifest and --model, or --task, --distance and --p")
+        if not 0 < args.p < 0.5:
+            fail(f"--p {args.p}: a noise strength is in (0, 0.5)")
         spec = {"task": args.task, "distance": args.distance,
                 "rounds": args.rounds or args.distance, "noise": layout.uniform_noise(args.p)}
         entry = None
@@ -154,7 +168,7 @@ def shots(args):
         f.write(f"num_detectors {dem.num_detectors}\nnum_observables {dem.num_observables}\n"
                 f"shots {args.shots}\ncircuit {json.dumps(spec, sort_keys=True)}\n")
     print(f"reference_eval: {args.shots} shots of {spec['task']} d={spec['distance']} "
-          f"({dem.num_detectors} detectors) in {args.out}")
+          f"({dem.num_detectors} detectors, noise {json.dumps(spec['noise'], sort_keys=True)}) in {args.out}")
 
 
 def main():
