@@ -610,8 +610,9 @@ def tail_cases(g):
     quarters (exact in FP16) and no threshold equals one. tail_div_neg1: a
     divisor of -1 (taken); tail_mask_input: the mask a graph input (not
     taken); tail_k100: groups of 32 lanes; tail_k1100: k-steps past the
-    lanes' prefetch; tail_scalar_v: V a one-element constant. Generated
-    last, so that every earlier case keeps its data."""
+    lanes' prefetch; tail_scalar_v: V a one-element constant;
+    tail_grid_stride: more outputs than blocks (the grid-stride loop's second
+    pass). Generated last, so that every earlier case keeps its data."""
     F, I32 = TP.FLOAT, TP.INT32
     r = g.rng
 
@@ -694,6 +695,24 @@ def tail_cases(g):
             init("gk", r.integers(0, n + 1, [1, 40 * 9]).astype(np.int64)),
             init("s3", np.array([1, 40, 9], dtype=np.int64)),
             init("ones", np.ones([9, 1], dtype=np.float32))],
+           feeds={"x": (r.integers(-8, 9, [1, n]) / 4.0).astype(np.float32)}, tol=0)
+    # 1,100 outputs of K = 130 (a whole block per output): more outputs than the
+    # kernel's 1,024 blocks, so blocks take a second output in their grid-stride loop.
+    n, m_out, k = 300, 1100, 130
+    g.case("tail_grid_stride", [node("Greater", ["x", "thr"], ["gt"]),
+                                node("Cast", ["gt"], ["gf"], to=F),
+                                node("Mul", ["gf", "mask"], ["e"]),
+                                node("Concat", ["e", "zero"], ["cat"], axis=1),
+                                node("Gather", ["cat", "gk"], ["gk_a"], axis=1),
+                                node("Reshape", ["gk_a", "s3"], ["ra"]),
+                                node("MatMul", ["ra", "ones"], ["y"])],
+           [("x", F, [1, n])], [("y", F)],
+           [init("thr", np.array([0.3], dtype=np.float32)),
+            init("mask", r.integers(0, 2, [1, n]).astype(np.float32)),
+            init("zero", np.zeros([1, 1], dtype=np.float32)),
+            init("gk", r.integers(0, n + 1, [1, m_out * k]).astype(np.int64)),
+            init("s3", np.array([1, m_out, k], dtype=np.int64)),
+            init("ones", np.ones([k, 1], dtype=np.float32))],
            feeds={"x": (r.integers(-8, 9, [1, n]) / 4.0).astype(np.float32)}, tol=0)
 
 
