@@ -9,13 +9,68 @@
  * Output positions are processed in tiles of NN_CONV_TILE so that the
  * im2col scratch stays small (C * k^3 * tile floats), sized once per
  * executor by nn__conv_scratch_floats. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nn_internal.h"
 
 #ifdef CUDAQ_HAVE_CBLAS
 #include <cblas.h>
+/* OpenBLAS's own (re)initialisation, exported by the library but not in its
+ * headers: gotoblas_quit releases its buffers, gotoblas_init picks the core
+ * kernels again (reading OPENBLAS_CORETYPE). */
+void gotoblas_init(void);
+void gotoblas_quit(void);
 #endif
+
+/* The core kernels OpenBLAS runs (Debian's build picks them at start-up).
+ *
+ * Why: OpenBLAS 0.3.21 (Debian 12) chooses its kernels by CPU model number,
+ * and a model it does not know (Sapphire and Emerald Rapids, e.g. family 6
+ * model 207, as on our development and GPU machines) falls back to
+ * "Prescott", its SSE3 kernels: the d = 5 predecoder then takes 18 ms per
+ * shot here instead of 8.5 ms with the AVX-512 ones. Where that fallback
+ * was taken on a CPU that runs AVX-512 (or AVX2 + FMA) kernels, we set
+ * OPENBLAS_CORETYPE to SkylakeX (or Haswell) and let OpenBLAS initialise
+ * again, once, at the first executor's creation, before any SGEMM of ours.
+ * A user's own OPENBLAS_CORETYPE is left alone, and CUDAQ_NN_BLAS_KEEP=1
+ * keeps OpenBLAS's choice. */
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+static char blas_core[32] = "none";
+
+static void blas_pick_core(void) {
+#ifdef CUDAQ_HAVE_CBLAS
+  const char *core = openblas_get_corename();
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  const char *keep = getenv("CUDAQ_NN_BLAS_KEEP");
+  if (core && !strcmp(core, "Prescott") && !getenv("OPENBLAS_CORETYPE") && !(keep && !strcmp(keep, "1"))) {
+    __builtin_cpu_init();
+    /* __builtin_cpu_supports also checks that the OS saves the wider registers */
+    const int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                       __builtin_cpu_supports("avx512cd");
+    const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    const char *want = avx512 ? "SkylakeX" : avx2 ? "Haswell" : NULL;
+    if (want && !setenv("OPENBLAS_CORETYPE", want, 0)) {
+      gotoblas_quit();
+      gotoblas_init();
+      core = openblas_get_corename();
+    }
+  }
+#endif
+  snprintf(blas_core, sizeof blas_core, "%s", core ? core : "unknown");
+#endif
+}
+
+void nn__blas_init(void) { pthread_once(&blas_once, blas_pick_core); }
+
+const char *cudaq_nn_cpu_blas_core(void) {
+  nn__blas_init();
+  return blas_core;
+}
 
 #define NN_CONV_TILE 512
 

@@ -402,6 +402,7 @@ cudaq_nn_status_t cudaq_nn_cpu_create(const cudaq_nn_model_t *m, cudaq_nn_cpu_t 
     }
   }
   if (scratch && !(cpu->conv_scratch = malloc(scratch * sizeof(float)))) goto oom;
+  if (scratch) nn__blas_init(); /* OpenBLAS's kernels chosen before the first SGEMM (cpu_conv.c) */
   for (size_t i = 0; i < m->n_nodes; i++) {
     const nn_node_t *node = &m->nodes[i];
     if (node->folded || !nn__is_move_op(node->op)) continue;

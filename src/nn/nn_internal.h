@@ -105,6 +105,8 @@ void nn__conv_geom(const cudaq_nn_model_t *m, const nn_node_t *node, nn_conv_geo
  * runs the node through SGEMM and returns 1, or returns 0 (no OpenBLAS or no
  * scratch) for the caller's direct loops. */
 size_t nn__conv_scratch_floats(const cudaq_nn_model_t *m, const nn_node_t *node);
+/* Chooses OpenBLAS's kernels once, before the first SGEMM (cpu_conv.c). */
+void nn__blas_init(void);
 int nn__conv_gemm(const cudaq_nn_model_t *m, const nn_node_t *node, void **bufs, float *scratch);
 
 /* onnx_wire.c: checks the framing of a serialized ModelProto and bounds

@@ -128,6 +128,16 @@ const char *cudaq_nn_status_str(cudaq_nn_status_t status);
 cudaq_nn_status_t cudaq_nn_cpu_create(const cudaq_nn_model_t *model, cudaq_nn_cpu_t **out);
 void cudaq_nn_cpu_destroy(cudaq_nn_cpu_t *cpu);
 
+/* Extension: the kernels the CPU executor's convolutions run, as OpenBLAS
+ * names them ("SkylakeX", "Haswell", ...; "none" in a build without
+ * OpenBLAS). Where OpenBLAS does not know the CPU's model and falls back to
+ * its SSE3 "Prescott" kernels on a CPU with AVX2 + FMA or AVX-512, the first
+ * call (or the first executor created) sets OPENBLAS_CORETYPE to Haswell or
+ * SkylakeX and reinitialises OpenBLAS, once: create executors before other
+ * threads of the process use OpenBLAS. OPENBLAS_CORETYPE set by the user, or
+ * CUDAQ_NN_BLAS_KEEP=1, keeps OpenBLAS's own choice. */
+const char *cudaq_nn_cpu_blas_core(void);
+
 /* Runs the model once. inputs[i] holds input i in its declared type and
  * shape (input_sizes[i] bytes, which must equal the binding's size_bytes);
  * outputs[i] receives output i (output_sizes[i] bytes, likewise). Returns
