@@ -9,7 +9,7 @@
 #    engine sustains ~10k/s at d=13 on an H100: bench/results/realtime-h100-*);
 #  - without: CPU-only mode at d=5 (p = 0.003): the shipped d=5 predecoder on
 #    the CPU executor, then MWPM; 500 requests, one every 20 ms (the CNN takes
-#    10-15 ms per request on a 2-core machine, so two workers keep up).
+#    7-9 ms per request on a 2-core machine, so two workers keep up).
 # It prints latency percentiles, throughput, the stage breakdown, detection
 # density and the logical error rate beside MWPM alone on the same shots.
 # DEMO_MODE=cpu forces the CPU-only default. Extra arguments go to qec-realtime

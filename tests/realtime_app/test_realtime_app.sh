@@ -179,7 +179,7 @@ gpu_hybrid|gpu_passthrough)
   # evaluation on the CPU (qec-decode; hybrid: CPU executor vs GPU engine, FP32).
   mode=${CASE#gpu_}
   skip_without_gpu
-  # hybrid: the first 2,000 shots (the CPU reference runs the CNN at ~10 ms a shot)
+  # hybrid: the first 2,000 shots (the CPU reference runs the CNN at 7-8.5 ms a shot)
   n=10000
   cp "$DATA/shots.b8" "$WORK/shots.b8" && cp "$DATA/obs.01" "$WORK/obs.01"
   if [ "$mode" = hybrid ]; then
