@@ -141,7 +141,7 @@ class PredecoderError(ctypes.Structure):
 
 class OnnxPredecoderOptions(ctypes.Structure):
     _fields_ = [("device", c_int), ("precision", c_int), ("gpu_ordinal", c_int),
-                ("plan_path", c_char_p)]
+                ("plan_path", c_char_p), ("graph", c_void_p)]
 
 
 class LocalPredecoderOptions(ctypes.Structure):

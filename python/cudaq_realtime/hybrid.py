@@ -25,6 +25,7 @@ class _Predecoder:
         else:
             opts = _lib.OnnxPredecoderOptions()
             lib.cudaq_onnx_predecoder_options_init(_lib.ctypes.byref(opts))
+            opts.graph = graph.ptr  # the model's detector layout checked against the DEM's
             if gpu is not None:  # (precision, ordinal, plan path)
                 opts.device = _lib.PREDECODER_GPU
                 opts.precision = _lib.PREDECODER_FP16 if gpu[0] == "fp16" else _lib.PREDECODER_FP32

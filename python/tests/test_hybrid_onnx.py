@@ -63,6 +63,10 @@ def test_hybrid_errors(d5z, tmp_path):
     d7 = os.path.join(cr.models_dir(), "predecoder_d7_z.onnx")
     with pytest.raises(cr.CudaqValueError, match=r"'detectors'.*\[1, 336\].*\[1, 120\]"):
         cr.HybridDecoder(d7, dem)
+    # Same detector count, other basis: the model's recorded detector layout differs.
+    d5x = os.path.join(cr.models_dir(), "predecoder_d5_x.onnx")
+    with pytest.raises(cr.CudaqValueError, match=r"detector layout is not the model's .*rotated_memory_x"):
+        cr.HybridDecoder(d5x, dem)
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not a model")
     with pytest.raises(cr.CudaqError, match="bad.onnx"):

@@ -502,7 +502,9 @@ static int make_predecoder(const opts_t *o, const cudaq_mwpm_graph_t *g, uint32_
   if (!strcmp(o->predecoder, "local")) {
     st = cudaq_predecoder_create_local(g, local, &r->pd, &perr);
   } else {
-    st = cudaq_predecoder_create_onnx(o->predecoder, nd, no, onnx, &r->pd, &perr);
+    cudaq_onnx_predecoder_options_t oo = *onnx;
+    oo.graph = g; /* the model's detector layout against the DEM's */
+    st = cudaq_predecoder_create_onnx(o->predecoder, nd, no, &oo, &r->pd, &perr);
     r->rep.device = onnx->device == CUDAQ_PREDECODER_GPU ? "gpu" : "cpu";
     r->rep.precision = onnx->precision == CUDAQ_PREDECODER_FP16 ? "fp16" : "fp32";
   }

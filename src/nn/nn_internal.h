@@ -74,6 +74,8 @@ struct cudaq_nn_model {
   size_t n_outputs;
   uint64_t hash;
   int64_t opset;
+  char **meta;           /* metadata_props: key, value, key, value, ... */
+  size_t n_meta;         /* number of pairs */
 };
 
 /* Copy-class operators (the output is a selection of input elements). */

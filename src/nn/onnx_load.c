@@ -588,7 +588,23 @@ void cudaq_nn_model_destroy(cudaq_nn_model_t *m) {
   free(m->nodes);
   free(m->inputs);
   free(m->outputs);
+  for (size_t i = 0; i < 2 * m->n_meta; i++) free(m->meta[i]);
+  free(m->meta);
   free(m);
+}
+
+/* The model's metadata_props, copied (keys without a value get ""). */
+static cudaq_nn_status_t copy_metadata(cudaq_nn_model_t *m, const Onnx__ModelProto *mp) {
+  if (!mp->n_metadata_props) return CUDAQ_NN_OK;
+  if (!(m->meta = calloc(2 * mp->n_metadata_props, sizeof *m->meta))) return CUDAQ_NN_ERR_NO_MEMORY;
+  for (size_t i = 0; i < mp->n_metadata_props; i++) {
+    const Onnx__StringStringEntryProto *e = mp->metadata_props[i];
+    m->n_meta++;
+    if (!(m->meta[2 * i] = strdup(e->key ? e->key : "")) ||
+        !(m->meta[2 * i + 1] = strdup(e->value ? e->value : "")))
+      return CUDAQ_NN_ERR_NO_MEMORY;
+  }
+  return CUDAQ_NN_OK;
 }
 
 cudaq_nn_status_t cudaq_nn_model_load(const void *data, size_t len, cudaq_nn_model_t **out,
@@ -621,6 +637,7 @@ cudaq_nn_status_t cudaq_nn_model_load(const void *data, size_t len, cudaq_nn_mod
   }
   if ((st = check_opset(&L, mp))) goto done;
   if ((st = load_graph(&L, mp->graph))) goto done;
+  if ((st = copy_metadata(L.m, mp))) goto done;
   L.m->hash = fnv1a(data, len);
 done:
   if (st == CUDAQ_NN_ERR_NO_MEMORY) nn__set_error(err, "out of memory while loading the model");
@@ -669,6 +686,14 @@ cudaq_nn_status_t cudaq_nn_model_load_file(const char *path, cudaq_nn_model_t **
 size_t cudaq_nn_model_num_inputs(const cudaq_nn_model_t *m) { return m ? m->n_inputs : 0; }
 size_t cudaq_nn_model_num_outputs(const cudaq_nn_model_t *m) { return m ? m->n_outputs : 0; }
 uint64_t cudaq_nn_model_hash(const cudaq_nn_model_t *m) { return m ? m->hash : 0; }
+
+const char *cudaq_nn_model_metadata(const cudaq_nn_model_t *m, const char *key) {
+  if (!m || !key) return NULL;
+  const char *found = NULL; /* ONNX does not forbid repeated keys: the last one wins */
+  for (size_t i = 0; i < m->n_meta; i++)
+    if (!strcmp(m->meta[2 * i], key)) found = m->meta[2 * i + 1];
+  return found;
+}
 
 static void fill_binding(const cudaq_nn_model_t *m, int v, int is_input, cudaq_nn_binding_t *b) {
   const nn_value_t *val = &m->values[v];

@@ -270,6 +270,8 @@ cudaq_predecoder_status_t cudaq_predecoder_create_onnx(const char *path, uint32_
   }
   if (!st)
     st = cudaq_predecoder_check_model(o->model, num_detectors, num_observables, err);
+  if (!st && opts->graph)
+    st = cudaq_predecoder_check_layout(o->model, opts->graph, NULL, err);
   if (!st && (st = alloc_buffers(o)))
     cudaq_predecoder__set_error(err, "out of memory");
   if (!st)

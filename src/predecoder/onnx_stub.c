@@ -23,6 +23,18 @@ cudaq_predecoder_status_t cudaq_predecoder_check_model(const cudaq_nn_model_t *m
   return CUDAQ_PREDECODER_ERR_UNSUPPORTED;
 }
 
+cudaq_predecoder_status_t cudaq_predecoder_check_layout(const cudaq_nn_model_t *model,
+                                                        const cudaq_mwpm_graph_t *graph,
+                                                        int *checked,
+                                                        cudaq_predecoder_error_t *err) {
+  if (checked)
+    *checked = 0;
+  if (!model || !graph)
+    return CUDAQ_PREDECODER_ERR_INVALID_ARG;
+  cudaq_predecoder__set_error(err, "built without the NN engine");
+  return CUDAQ_PREDECODER_ERR_UNSUPPORTED;
+}
+
 cudaq_predecoder_status_t cudaq_predecoder_create_onnx(const char *path, uint32_t num_detectors,
                                                        uint32_t num_observables,
                                                        const cudaq_onnx_predecoder_options_t *opts,

@@ -376,6 +376,7 @@ static int run(const opts_t *o) {
     gc.plan_dir = o->plan_dir;
     gc.num_detectors = a.shots.nd;
     gc.num_observables = a.shots.no;
+    gc.graph = g;
     gc.payload = o->payload;
     gc.function_id = cudaq_fnv1a_hash("qec_realtime_decode");
     gc.cpu_workers = workers;

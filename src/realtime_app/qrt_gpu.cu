@@ -167,7 +167,8 @@ extern "C" int qrt_gpu_stage_create(const qrt_gpu_config_t *cfg, qrt_gpu_stage_t
     }
     cudaq_predecoder_error_t perr;
     perr.message[0] = '\0';
-    if (cudaq_predecoder_check_model(st->model, cfg->num_detectors, cfg->num_observables, &perr)) {
+    if (cudaq_predecoder_check_model(st->model, cfg->num_detectors, cfg->num_observables, &perr) ||
+        (cfg->graph && cudaq_predecoder_check_layout(st->model, cfg->graph, NULL, &perr))) {
       snprintf(msg, msg_len, "%s", perr.message);
       cudaq_nn_model_destroy(st->model);
       free(st);

@@ -52,8 +52,12 @@ int qrt_worker_create(const cudaq_mwpm_graph_t *graph, qrt_pd_kind_t kind, const
   cudaq_predecoder_status_t st = CUDAQ_PREDECODER_OK;
   if (kind == QRT_PD_LOCAL)
     st = cudaq_predecoder_create_local(graph, NULL, &w->pd, &perr);
-  else if (kind == QRT_PD_ONNX)
-    st = cudaq_predecoder_create_onnx(model, w->num_detectors, no, NULL, &w->pd, &perr);
+  else if (kind == QRT_PD_ONNX) {
+    cudaq_onnx_predecoder_options_t oo;
+    cudaq_onnx_predecoder_options_init(&oo);
+    oo.graph = graph; /* the model's detector layout against the DEM's */
+    st = cudaq_predecoder_create_onnx(model, w->num_detectors, no, &oo, &w->pd, &perr);
+  }
   if (st) {
     snprintf(msg, msg_len, "%s", perr.message[0] ? perr.message : cudaq_predecoder_status_str(st));
     qrt_worker_destroy(w);

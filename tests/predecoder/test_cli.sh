@@ -32,6 +32,14 @@ while IFS='|' read -r file phrase; do
   refuses "$file count_mistakes" "$phrase" count_mistakes --dem "$DEM" $SHOTS $OBS \
     --predecoder "$D/$file"
 done < "$D/refusals.txt"
+# A model recording the DEM's layout shifted in space and time (metadata
+# detector_coordinates) runs: the same answers as the identity model.
+"$QD" predict --dem "$DEM" $SHOTS --predecoder "$D/layout_shifted.onnx" --out "$T/shifted.01" ||
+  fail "layout_shifted.onnx refused"
+"$QD" predict --dem "$DEM" $SHOTS --predecoder "$D/identity.onnx" --out "$T/ident.01" ||
+  fail "identity.onnx refused"
+cmp -s "$T/shifted.01" "$T/ident.01" || fail "layout_shifted.onnx and identity.onnx answer differently"
+pass=$((pass + 1))
 # A model for another DEM (d = 3: 24 detectors).
 printf 'error(0.1) D0 D1\n' > "$T/small.dem"
 refuses "other DEM" "model input 0 'detectors' has shape [1, 120], the DEM needs [1, 2] (it has 2 detectors)" \

@@ -190,6 +190,13 @@ gpu_hybrid|gpu_passthrough)
   # evaluation on the CPU (qec-decode; hybrid: CPU executor vs GPU engine, FP32).
   mode=${CASE#gpu_}
   skip_without_gpu
+  if [ "$mode" = hybrid ]; then # the GPU stage checks the model's detector layout too
+    "$RT" --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --mode hybrid \
+      --model "$MODELS/predecoder_d5_x.onnx" >"$WORK/basis.txt" 2>"$WORK/basis.err" &&
+      fail "hybrid: the X-basis model accepted on the Z-basis DEM"
+    grep -q "detector layout is not the model's" "$WORK/basis.err" ||
+      { cat "$WORK/basis.err" >&2; fail "hybrid: basis refusal message"; }
+  fi
   # hybrid: the first 2,000 shots (the CPU reference runs the CNN at 7-8.5 ms a shot)
   n=10000
   cp "$DATA/shots.b8" "$WORK/shots.b8" && cp "$DATA/obs.01" "$WORK/obs.01"
@@ -286,6 +293,10 @@ refusals)
   # A model whose I/O does not fit: the d=7 model (336 detectors) on the d=5 DEM.
   expect_refusal model "--model .*predecoder_d7_z.onnx" --dem "$DEM" --in "$DATA/shots.b8" \
     --in_format b8 --model "$MODELS/predecoder_d7_z.onnx"
+  # The same detector count, another layout: the X-basis d = 5 model on the
+  # Z-basis DEM (the model's recorded detector coordinates, src/predecoder/layout.c).
+  expect_refusal basis "detector layout is not the model's (surface_code:rotated_memory_x)" --dem "$DEM" \
+    --in "$DATA/shots.b8" --in_format b8 --model "$MODELS/predecoder_d5_x.onnx"
   expect_refusal model_missing "--model" --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 \
     --model "$WORK/no_such.onnx"
   expect_refusal hybrid_no_model "runs an ONNX model on the GPU" --dem "$DEM" --in "$DATA/shots.b8" \

@@ -7,7 +7,8 @@
   `residual_detectors` INT32 [1, N] and `logical_frame` INT32 [1, L], no
   operator outside the set the project's NN engine runs;
 - the circuit the entry names (stim task + noise) has N detectors and L
-  observables;
+  observables, and the model's `detector_coordinates` metadata (the layout
+  the C side checks DEMs against) is that circuit's;
 - onnxruntime on 20 shots of that circuit gives 0/1 outputs, and the
   residual with its frame is consistent: MWPM on the residual, XOR the frame,
   is a valid prediction (PyMatching decodes the residual of every shot).
@@ -73,6 +74,10 @@ def check(entry, base):
         errs.append(f"circuit has {dem.num_detectors} detectors / {dem.num_observables} observables, "
                     f"manifest {n} / {nobs}")
         return errs
+    props = {p.key: p.value for p in m.metadata_props}
+    if props.get(L.COORDS_KEY) != L.coordinates_metadata(circuit):
+        errs.append(f"metadata '{L.COORDS_KEY}' is {'not' if L.COORDS_KEY in props else 'missing:'} "
+                    "the detector coordinates of the entry's circuit")
     if errs:
         return errs
     import pymatching

@@ -106,7 +106,8 @@ def build_onnx(model: net.Predecoder, lay: L.Layout, spec: dict, threshold: floa
     m.ir_version = 8
     helper.set_model_props(m, {"circuit": L.spec_str(spec), "edge_types": json.dumps(L.EDGE_TYPES),
                                "architecture": json.dumps(model.config()),
-                               "decision_threshold": repr(float(threshold))})
+                               "decision_threshold": repr(float(threshold)),
+                               L.COORDS_KEY: L.coordinates_metadata(L.make_circuit(spec))})
     onnx.checker.check_model(m)
     return m
 

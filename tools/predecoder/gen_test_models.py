@@ -15,6 +15,9 @@ Models that follow the contract:
                   flips the frame by those edges' observables (integer Gather,
                   Mul, float MatMul, Cast, Div, Sub)
   nonbinary.onnx  residual = 2 x detectors (values outside 0/1 at run time)
+  layout_shifted.onnx  identity, recording the DEM's detector coordinates
+                  shifted by (2, 2, 3) as its layout (metadata
+                  `detector_coordinates`): accepted, the same layout moved
   late_nonbinary.onnx (with --shots S.b8) residual = detectors, but 2 x
                   detectors on the shots where detector k fires: k fires in
                   none of the file's first 16 shots (a run's warm-up passes)
@@ -24,9 +27,13 @@ Models that follow the contract:
 Models that must be refused at load (DIR/refusals.txt: "FILE|PHRASE" lines,
 the phrase the refusal message must contain):
   bad_count, bad_dtype, bad_missing_output, bad_frame_len, bad_input_name,
-  bad_two_inputs, bad_output_dtype, bad_output_name.
+  bad_two_inputs, bad_output_dtype, bad_output_name; and identity models
+  whose recorded layout is not the DEM's: bad_layout (two detectors'
+  coordinates swapped), bad_layout_count (one detector short),
+  bad_layout_json (not a list of coordinate lists).
 """
 import argparse
+import json
 import os
 import sys
 
@@ -37,7 +44,7 @@ from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from layout import components  # noqa: E402  (the DEM component split, one home)
+from layout import COORDS_KEY, components, coordinates_metadata  # noqa: E402  (one home)
 
 I32, F = TP.INT32, TP.FLOAT
 
@@ -150,6 +157,17 @@ def gen(args):
              helper.make_node("Mul", ["detectors", "dk"], ["extra"]),
              helper.make_node("Add", ["detectors", "extra"], ["residual_detectors"])] + zf4,
             *io(n, l), zi4 + [const("k", np.array([k], np.int64))])
+    coords = json.loads(coordinates_metadata(dem))
+
+    def with_layout(rows):
+        """The identity model, recording `rows` (or a raw string) as its layout."""
+        m = model(ident + zero_frame(l)[0], *io(n, l), zero_frame(l)[1])
+        helper.set_model_props(m, {COORDS_KEY: rows if isinstance(rows, str) else
+                                   json.dumps(rows, separators=(",", ":")), "circuit": '{"task": "test"}'})
+        return m
+
+    if coords and all(len(c) == 3 for c in coords):
+        out["layout_shifted"] = with_layout([[c[0] + 2, c[1] + 2, c[2] + 3] for c in coords])
     # Refusals: each breaks one rule of the contract.
     refusals = []
 
@@ -198,6 +216,16 @@ def gen(args):
               [("residual", I32, [1, n]), ("logical_frame", I32, [1, l])], zi3)
     refuse("bad_output_name", m,
            "model output 0 is named 'residual', the contract names it 'residual_detectors'")
+    if "layout_shifted" in out:
+        k = next(i for i in range(n // 2, n - 1) if coords[i] != coords[i + 1])
+        swapped = [list(c) for c in coords]
+        swapped[k], swapped[k + 1] = swapped[k + 1], swapped[k]
+        refuse("bad_layout", with_layout(swapped),
+               f"the DEM's detector layout is not the model's (test): detector {k} is at (")
+        refuse("bad_layout_count", with_layout(coords[:-1]),
+               f"the model's layout (test) has {n - 1} detectors, the DEM {n}")
+        refuse("bad_layout_json", with_layout("[[0,1,2],oops]"),
+               f"model metadata '{COORDS_KEY}' is not a list of coordinate lists")
     for name, m in out.items():
         with open(os.path.join(args.out, name + ".onnx"), "wb") as f:
             f.write(m.SerializeToString())

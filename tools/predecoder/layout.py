@@ -122,6 +122,22 @@ def spec_str(spec: dict) -> str:
     return json.dumps(spec, sort_keys=True)
 
 
+# Model metadata entry naming the detector layout a model was made for: the
+# circuit's detector coordinates, one list per detector in input order
+# (compact JSON, integral values written as integers). The C side compares it
+# with a DEM's coordinates up to one translation (cudaq_predecoder_check_layout,
+# src/predecoder/layout.c), so a model is refused on a circuit of the other
+# basis or another layout with the same detector count.
+COORDS_KEY = "detector_coordinates"
+
+
+def coordinates_metadata(circuit: stim.Circuit) -> str:
+    coords = circuit.get_detector_coordinates()
+    rows = [[int(v) if float(v).is_integer() else float(v) for v in coords.get(i, [])]
+            for i in range(circuit.num_detectors)]
+    return json.dumps(rows, separators=(",", ":"))
+
+
 def components(inst: stim.DemInstruction):
     """The `^`-separated parts of a DEM error's targets, as lists of targets."""
     comps = [[]]

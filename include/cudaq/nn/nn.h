@@ -111,6 +111,11 @@ cudaq_nn_status_t cudaq_nn_model_output(const cudaq_nn_model_t *model, size_t in
 /* A 64-bit FNV-1a hash of the serialized model (the engine cache key). */
 uint64_t cudaq_nn_model_hash(const cudaq_nn_model_t *model);
 
+/* Extension: the value of the model's metadata_props entry `key` (the last
+ * one where a key repeats), valid while the model lives; NULL where the
+ * model has no such entry (or model / key is NULL). */
+const char *cudaq_nn_model_metadata(const cudaq_nn_model_t *model, const char *key);
+
 /* Bytes per element of a dtype (0 for an unknown one). */
 size_t cudaq_nn_dtype_size(cudaq_nn_dtype_t dtype);
 

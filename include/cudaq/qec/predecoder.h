@@ -97,9 +97,12 @@ typedef struct cudaq_onnx_predecoder_options {
   cudaq_predecoder_precision_t precision;
   int gpu_ordinal;          /* CUDA device ordinal (GPU) */
   const char *plan_path;    /* GPU engine cache file, or NULL (GPU) */
+  const cudaq_mwpm_graph_t *graph; /* the DEM's graph: the model's detector layout is
+                                      checked against it (cudaq_predecoder_check_layout);
+                                      NULL: not checked */
 } cudaq_onnx_predecoder_options_t;
 
-/* Defaults: CPU, FP32, GPU 0, no plan. Returns CUDAQ_PREDECODER_OK or
+/* Defaults: CPU, FP32, GPU 0, no plan, no graph. Returns CUDAQ_PREDECODER_OK or
  * CUDAQ_PREDECODER_ERR_INVALID_ARG (NULL). */
 cudaq_predecoder_status_t cudaq_onnx_predecoder_options_init(cudaq_onnx_predecoder_options_t *opts);
 
@@ -115,8 +118,27 @@ cudaq_predecoder_status_t cudaq_predecoder_check_model(const cudaq_nn_model_t *m
                                                        uint32_t num_observables,
                                                        cudaq_predecoder_error_t *err);
 
+/* Checks the detector layout a model was made for against a DEM's graph.
+ * A model may record it as metadata entry `detector_coordinates`: a JSON
+ * list with one list of coordinates per detector, in input order (the
+ * circuit's detector coordinates; models/README.md). The DEM's detector
+ * coordinates must equal them up to one translation (detector 0's offset,
+ * applied to every detector): a circuit of the other basis or another
+ * layout with the same number of detectors is refused, naming the first
+ * detector that differs. Nothing is compared (*checked = 0, OK) where the
+ * model records no layout or a detector of the DEM has no coordinates;
+ * *checked = 1 after a full comparison (checked may be NULL). Returns
+ * CUDAQ_PREDECODER_OK; CUDAQ_PREDECODER_ERR_INVALID_ARG (model or graph
+ * NULL); CUDAQ_PREDECODER_ERR_MODEL (a different layout or detector count,
+ * malformed metadata); CUDAQ_PREDECODER_ERR_UNSUPPORTED (no NN engine). */
+cudaq_predecoder_status_t cudaq_predecoder_check_layout(const cudaq_nn_model_t *model,
+                                                        const cudaq_mwpm_graph_t *graph,
+                                                        int *checked,
+                                                        cudaq_predecoder_error_t *err);
+
 /* Loads an ONNX predecoder (cudaq_nn_model_load_file), checks it as
- * cudaq_predecoder_check_model does, and makes its executor (CPU) or engine
+ * cudaq_predecoder_check_model does (and cudaq_predecoder_check_layout
+ * where opts->graph is set), and makes its executor (CPU) or engine
  * (GPU). opts NULL: defaults. err may be NULL. Returns CUDAQ_PREDECODER_OK;
  * CUDAQ_PREDECODER_ERR_INVALID_ARG (NULL path or out, FP16 on the CPU, bad
  * device or precision); CUDAQ_PREDECODER_ERR_NN (the file cannot be loaded,
