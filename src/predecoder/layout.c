@@ -98,7 +98,7 @@ cudaq_predecoder_status_t cudaq_predecoder_check_layout(const cudaq_nn_model_t *
   if (*s != '[')
     goto malformed;
   s++;
-  double off[CUDAQ_DEM_MAX_COORDS];
+  double off[CUDAQ_DEM_MAX_COORDS] = {0}; /* detector 0's shift; 0 past its coordinate count */
   uint32_t d = 0;
   for (;; d++) {
     s = skip_ws(s);
