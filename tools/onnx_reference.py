@@ -679,42 +679,32 @@ def tail_cases(g):
     tail("tail_k100", [1, 1, 0, 1, 2, 1, 1, -1, 0, 1, 1, 1], 2, 2, 100)
     # K = 1100: past the 4 x 256 k-steps a block's lanes prefetch before the dependency wait.
     sum_of_gathered("tail_k1100", 1200, 1100)
+    def row_sums(name, n, m_out, k, scale=None):
+        """m_out sums of K = k gathered chain values each (Gather, Reshape
+        [1, m_out, k], MatMul by ones), the chain's values scaled by a random
+        0/1 mask, or by the one-element constant `scale` (broadcast)."""
+        sname, sval = ("two", np.array([scale], dtype=np.float32)) if scale is not None else \
+            ("mask", r.integers(0, 2, [1, n]).astype(np.float32))
+        g.case(name, [node("Greater", ["x", "thr"], ["gt"]),
+                      node("Cast", ["gt"], ["gf"], to=F),
+                      node("Mul", ["gf", sname], ["e"]),
+                      node("Concat", ["e", "zero"], ["cat"], axis=1),
+                      node("Gather", ["cat", "gk"], ["gk_a"], axis=1),
+                      node("Reshape", ["gk_a", "s3"], ["ra"]),
+                      node("MatMul", ["ra", "ones"], ["y"])],
+               [("x", F, [1, n])], [("y", F)],
+               [init("thr", np.array([0.3], dtype=np.float32)), init(sname, sval),
+                init("zero", np.zeros([1, 1], dtype=np.float32)),
+                init("gk", r.integers(0, n + 1, [1, m_out * k]).astype(np.int64)),
+                init("s3", np.array([1, m_out, k], dtype=np.int64)),
+                init("ones", np.ones([k, 1], dtype=np.float32))],
+               feeds={"x": (r.integers(-8, 9, [1, n]) / 4.0).astype(np.float32)}, tol=0)
+
     # V a one-element constant (broadcast: every slot's value 2): taken.
-    n = 300
-    g.case("tail_scalar_v", [node("Greater", ["x", "thr"], ["gt"]),
-                             node("Cast", ["gt"], ["gf"], to=F),
-                             node("Mul", ["gf", "two"], ["e"]),
-                             node("Concat", ["e", "zero"], ["cat"], axis=1),
-                             node("Gather", ["cat", "gk"], ["gk_a"], axis=1),
-                             node("Reshape", ["gk_a", "s3"], ["ra"]),
-                             node("MatMul", ["ra", "ones"], ["y"])],
-           [("x", F, [1, n])], [("y", F)],
-           [init("thr", np.array([0.3], dtype=np.float32)),
-            init("two", np.array([2.0], dtype=np.float32)),
-            init("zero", np.zeros([1, 1], dtype=np.float32)),
-            init("gk", r.integers(0, n + 1, [1, 40 * 9]).astype(np.int64)),
-            init("s3", np.array([1, 40, 9], dtype=np.int64)),
-            init("ones", np.ones([9, 1], dtype=np.float32))],
-           feeds={"x": (r.integers(-8, 9, [1, n]) / 4.0).astype(np.float32)}, tol=0)
+    row_sums("tail_scalar_v", 300, 40, 9, scale=2.0)
     # 1,100 outputs of K = 130 (a whole block per output): more outputs than the
     # kernel's 1,024 blocks, so blocks take a second output in their grid-stride loop.
-    n, m_out, k = 300, 1100, 130
-    g.case("tail_grid_stride", [node("Greater", ["x", "thr"], ["gt"]),
-                                node("Cast", ["gt"], ["gf"], to=F),
-                                node("Mul", ["gf", "mask"], ["e"]),
-                                node("Concat", ["e", "zero"], ["cat"], axis=1),
-                                node("Gather", ["cat", "gk"], ["gk_a"], axis=1),
-                                node("Reshape", ["gk_a", "s3"], ["ra"]),
-                                node("MatMul", ["ra", "ones"], ["y"])],
-           [("x", F, [1, n])], [("y", F)],
-           [init("thr", np.array([0.3], dtype=np.float32)),
-            init("mask", r.integers(0, 2, [1, n]).astype(np.float32)),
-            init("zero", np.zeros([1, 1], dtype=np.float32)),
-            init("gk", r.integers(0, n + 1, [1, m_out * k]).astype(np.int64)),
-            init("s3", np.array([1, m_out, k], dtype=np.int64)),
-            init("ones", np.ones([k, 1], dtype=np.float32))],
-           feeds={"x": (r.integers(-8, 9, [1, n]) / 4.0).astype(np.float32)}, tol=0)
-
+    row_sums("tail_grid_stride", 300, 1100, 130)
 
 def gen(args):
     os.makedirs(args.out, exist_ok=True)
