@@ -187,6 +187,11 @@ if HAVE_NN:
     _sig("cudaq_nn_cpu_destroy", None, c_void_p)
     _sig("cudaq_nn_cpu_run", c_int, c_void_p, POINTER(c_void_p), POINTER(c_size_t),
          POINTER(c_void_p), POINTER(c_size_t), POINTER(NnError))
+    _sig("cudaq_nn_cpu_blas_core", c_char_p)
+    # OpenBLAS's kernels are chosen here, at import, on the importing thread:
+    # the choice may set an environment variable for a moment, which must not
+    # race with the decoder threads that create executors later (nn.h).
+    BLAS_CORE = lib.cudaq_nn_cpu_blas_core().decode()
 
 
 def mwpm_error(status, message=""):

@@ -5,10 +5,13 @@
  * block's body follows the repeat instruction), then the list is executed,
  * expanding repeats, into graph-like edges and detector coordinates.
  */
+#define _POSIX_C_SOURCE 200809L /* newlocale, uselocale */
 #include "cudaq/qec/dem.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <locale.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,6 +19,21 @@
 #include <string.h>
 
 #include "mwpm_internal.h"
+
+/* The "C" locale, made once (newlocale allocates). */
+static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
+static locale_t c_locale = (locale_t)0;
+static void make_c_locale(void) { c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0); }
+
+double cudaq_dem_strtod(const char *s, char **end) {
+  pthread_once(&c_locale_once, make_c_locale);
+  if (!c_locale)
+    return strtod(s, end); /* newlocale failed: the thread's own locale */
+  locale_t old = uselocale(c_locale);
+  double v = strtod(s, end);
+  uselocale(old);
+  return v;
+}
 
 enum { OP_ERROR, OP_DETECTOR, OP_OBSERVABLE, OP_SHIFT, OP_REPEAT };
 
@@ -233,7 +251,7 @@ static int parse_line(parser_t *ps, const char *p, const char *e, size_t *stack,
         return perr(ps, "expected a number in the argument list%s", NULL);
       char *end = NULL;
       errno = 0;
-      double v = strtod(num, &end);
+      double v = cudaq_dem_strtod(num, &end);
       if (*end != 0 || !isfinite(v))
         return perr(ps, "bad number '%s' in the argument list", num);
       if (GROW(ps->args, ps->cap_args, ps->nargs + 1))

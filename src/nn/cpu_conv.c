@@ -17,6 +17,7 @@
  * up to 9% slower at d = 13); the SGEMM is now most of the time, at ~57
  * GFLOP/s). */
 #define _POSIX_C_SOURCE 200809L /* setenv */
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -64,8 +65,9 @@ static void blas_pick_core(void) {
     const char *want = avx512 ? "SkylakeX" : avx2 ? "Haswell" : NULL;
     if (want && !setenv("OPENBLAS_CORETYPE", want, 0)) {
       gotoblas_quit();
-      gotoblas_init();
+      gotoblas_init(); /* reads OPENBLAS_CORETYPE */
       core = openblas_get_corename();
+      unsetenv("OPENBLAS_CORETYPE"); /* not inherited by child processes or another OpenBLAS */
     }
   }
 #endif
@@ -81,6 +83,8 @@ const char *cudaq_nn_cpu_blas_core(void) {
 }
 
 #define NN_CONV_TILE 256
+/* the offset table lives in the float scratch, one int32 per float slot */
+_Static_assert(sizeof(int32_t) == sizeof(float), "int32 offsets in float scratch");
 
 void nn__conv_geom(const cudaq_nn_model_t *m, const nn_node_t *node, nn_conv_geom_t *g) {
   const nn_value_t *x = &m->values[node->in[0]], *w = &m->values[node->in[1]];
@@ -119,7 +123,8 @@ int nn__conv_gemm(const cudaq_nn_model_t *m, const nn_node_t *node, void **bufs,
   if (!scratch) return 0;
   nn_conv_geom_t g;
   nn__conv_geom(m, node, &g);
-  if (g.isz > INT32_MAX) return 0; /* offsets are int32: the direct loops take it */
+  /* offsets are int32, and cblas_sgemm takes int sizes: larger ones take the direct loops */
+  if (g.isz > INT32_MAX || g.osz > INT_MAX || g.C * g.ksz > INT_MAX || g.M > INT_MAX) return 0;
   const nn_conv_attr_t *c = &node->conv;
   const float *X = bufs[node->in[0]], *W = bufs[node->in[1]];
   const float *B = node->n_in > 2 && node->in[2] >= 0 ? bufs[node->in[2]] : NULL;

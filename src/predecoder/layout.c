@@ -38,10 +38,16 @@ static const char *parse_tuple(const char *s, double *v, size_t *n) {
   if (*s == ']')
     return s + 1;
   for (;;) {
+    /* a JSON number: '-' or a digit first, then digits, '.', exponent */
+    if (*s != '-' && (*s < '0' || *s > '9'))
+      return NULL;
     char *end;
-    double x = strtod(s, &end);
+    double x = cudaq_dem_strtod(s, &end);
     if (end == s || !isfinite(x) || *n == CUDAQ_DEM_MAX_COORDS)
       return NULL;
+    for (const char *c = s; c < end; c++)
+      if (!strchr("0123456789+-.eE", *c))
+        return NULL; /* hexadecimal, "inf", "nan" */
     v[(*n)++] = x;
     s = skip_ws(end);
     if (*s == ']')
@@ -86,14 +92,21 @@ cudaq_predecoder_status_t cudaq_predecoder_check_layout(const cudaq_nn_model_t *
   if (!s)
     return CUDAQ_PREDECODER_OK; /* the model records no layout */
   const uint32_t nd = cudaq_mwpm_graph_num_nodes(graph);
+  uint32_t with = 0;
   for (uint32_t d = 0; d < nd; d++) {
     const double *c;
     size_t n;
-    if (cudaq_mwpm_graph_coords(graph, d, &c, &n) || n == 0)
-      return CUDAQ_PREDECODER_OK; /* a detector without coordinates: nothing to compare */
+    with += !cudaq_mwpm_graph_coords(graph, d, &c, &n) && n > 0;
   }
   char task[96];
   model_task(model, task, sizeof task);
+  if (with == 0)
+    return CUDAQ_PREDECODER_OK; /* a DEM without coordinates: nothing to compare */
+  if (with < nd) {
+    cudaq_predecoder__set_error(err, "the DEM gives coordinates to %u of its %u detectors: the model's "
+                                "detector layout (%s) cannot be checked", with, nd, task);
+    return CUDAQ_PREDECODER_ERR_MODEL;
+  }
   s = skip_ws(s);
   if (*s != '[')
     goto malformed;

@@ -39,6 +39,9 @@ done < "$D/refusals.txt"
 "$QD" predict --dem "$DEM" $SHOTS --predecoder "$D/identity.onnx" --out "$T/ident.01" ||
   fail "identity.onnx refused"
 cmp -s "$T/shifted.01" "$T/ident.01" || fail "layout_shifted.onnx and identity.onnx answer differently"
+"$QD" predict --dem "$DEM" $SHOTS --predecoder "$D/layout_spaced.onnx" --out "$T/spaced.01" ||
+  fail "layout_spaced.onnx (pretty-printed JSON, floats, exponents, negative numbers) refused"
+cmp -s "$T/spaced.01" "$T/ident.01" || fail "layout_spaced.onnx and identity.onnx answer differently"
 pass=$((pass + 1))
 # A model for another DEM (d = 3: 24 detectors).
 printf 'error(0.1) D0 D1\n' > "$T/small.dem"

@@ -118,6 +118,46 @@ static void test_refused(void **state) {
   cudaq_nn_model_destroy(m);
 }
 
+/* A DEM with coordinates on some detectors only (its first `detector(...)`
+ * line dropped) is refused where the model records a layout. */
+static void test_partial_coordinates(void **state) {
+  (void)state;
+  char path[1024];
+  snprintf(path, sizeof path, "%s/circuit.dem", g_dir);
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *text = malloc((size_t)len + 1);
+  assert_non_null(text);
+  assert_int_equal(fread(text, 1, (size_t)len, f), (size_t)len);
+  fclose(f);
+  text[len] = '\0';
+  char *line = strstr(text, "detector(");
+  assert_non_null(line);
+  char *next = strchr(line, '\n');
+  assert_non_null(next);
+  memmove(line, next + 1, strlen(next + 1) + 1);
+  cudaq_dem_t *dem = NULL;
+  assert_int_equal(cudaq_dem_parse(text, strlen(text), &dem, NULL), CUDAQ_MWPM_OK);
+  cudaq_mwpm_graph_t *g = NULL;
+  assert_int_equal(cudaq_mwpm_graph_from_dem(dem, NULL, &g, NULL), CUDAQ_MWPM_OK);
+  cudaq_nn_model_t *m = load("layout_shifted.onnx");
+  cudaq_predecoder_error_t err;
+  int checked = -1;
+  assert_int_equal(cudaq_predecoder_check_layout(m, g, &checked, &err), CUDAQ_PREDECODER_ERR_MODEL);
+  assert_int_equal(checked, 0);
+  assert_non_null(strstr(err.message, "gives coordinates to 119 of its 120 detectors"));
+  cudaq_nn_model_destroy(m);
+  m = load("identity.onnx"); /* no recorded layout: nothing to check */
+  assert_int_equal(cudaq_predecoder_check_layout(m, g, &checked, &err), CUDAQ_PREDECODER_OK);
+  cudaq_nn_model_destroy(m);
+  cudaq_mwpm_graph_destroy(g);
+  cudaq_dem_destroy(dem);
+  free(text);
+}
+
 /* cudaq_predecoder_create_onnx checks the layout where opts->graph is set,
  * and only there. */
 static void test_create(void **state) {
@@ -152,6 +192,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_metadata),
       cmocka_unit_test(test_accepted),
       cmocka_unit_test(test_refused),
+      cmocka_unit_test(test_partial_coordinates),
       cmocka_unit_test(test_create),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -18,6 +18,8 @@ Models that follow the contract:
   layout_shifted.onnx  identity, recording the DEM's detector coordinates
                   shifted by (2, 2, 3) as its layout (metadata
                   `detector_coordinates`): accepted, the same layout moved
+  layout_spaced.onnx   the same, shifted by (-1.5, 0, -4) and written with
+                  spaces, newlines, floats, exponents and negative numbers
   late_nonbinary.onnx (with --shots S.b8) residual = detectors, but 2 x
                   detectors on the shots where detector k fires: k fires in
                   none of the file's first 16 shots (a run's warm-up passes)
@@ -30,7 +32,8 @@ the phrase the refusal message must contain):
   bad_two_inputs, bad_output_dtype, bad_output_name; and identity models
   whose recorded layout is not the DEM's: bad_layout (two detectors'
   coordinates swapped), bad_layout_count (one detector short),
-  bad_layout_json (not a list of coordinate lists).
+  bad_layout_json, bad_layout_trailing, bad_layout_hex (not a JSON list of
+  lists of numbers).
 """
 import argparse
 import json
@@ -168,6 +171,9 @@ def gen(args):
 
     if coords and all(len(c) == 3 for c in coords):
         out["layout_shifted"] = with_layout([[c[0] + 2, c[1] + 2, c[2] + 3] for c in coords])
+        # the same layout, pretty-printed with floats, exponents and negative numbers
+        out["layout_spaced"] = with_layout(json.dumps(
+            [[float(c[0]) - 1.5, f"{c[1] * 10}e-1", c[2] - 4] for c in coords], indent=2).replace('"', ""))
     # Refusals: each breaks one rule of the contract.
     refusals = []
 
@@ -224,8 +230,11 @@ def gen(args):
                f"the DEM's detector layout is not the model's (test): detector {k} is at (")
         refuse("bad_layout_count", with_layout(coords[:-1]),
                f"the model's layout (test) has {n - 1} detectors, the DEM {n}")
-        refuse("bad_layout_json", with_layout("[[0,1,2],oops]"),
-               f"model metadata '{COORDS_KEY}' is not a list of coordinate lists")
+        flat = json.dumps(coords, separators=(",", ":"))
+        for name, text in (("bad_layout_json", "[[0,1,2],oops]"),
+                           ("bad_layout_trailing", flat[:-1] + ",]"),  # a comma before the last ']'
+                           ("bad_layout_hex", "[[0x2,0,0]" + flat[flat.index("],") + 1:])):
+            refuse(name, with_layout(text), f"model metadata '{COORDS_KEY}' is not a list of coordinate lists")
     for name, m in out.items():
         with open(os.path.join(args.out, name + ".onnx"), "wb") as f:
             f.write(m.SerializeToString())

@@ -137,10 +137,13 @@ void cudaq_nn_cpu_destroy(cudaq_nn_cpu_t *cpu);
  * names them ("SkylakeX", "Haswell", ...; "none" in a build without
  * OpenBLAS). Where OpenBLAS does not know the CPU's model and falls back to
  * its SSE3 "Prescott" kernels on a CPU with AVX2 + FMA or AVX-512, the first
- * call (or the first executor created) sets OPENBLAS_CORETYPE to Haswell or
- * SkylakeX and reinitialises OpenBLAS, once: create executors before other
- * threads of the process use OpenBLAS. OPENBLAS_CORETYPE set by the user, or
- * CUDAQ_NN_BLAS_KEEP=1, keeps OpenBLAS's own choice. */
+ * call (or the first executor created) reinitialises OpenBLAS, once, with
+ * OPENBLAS_CORETYPE set to Haswell or SkylakeX for that moment (then
+ * removed from the environment): make the first call, or create the first
+ * executor, before the process starts other threads (setenv is not
+ * thread-safe; the Python package calls this at import). OPENBLAS_CORETYPE
+ * set by the user, or CUDAQ_NN_BLAS_KEEP=1, keeps OpenBLAS's own choice;
+ * another wrong choice than Prescott is kept too. */
 const char *cudaq_nn_cpu_blas_core(void);
 
 /* Runs the model once. inputs[i] holds input i in its declared type and

@@ -95,6 +95,12 @@ cudaq_mwpm_status_t cudaq_dem_parse_file(const char *path, cudaq_dem_t **out,
 /* Frees a model (NULL is ignored). */
 void cudaq_dem_destroy(cudaq_dem_t *dem);
 
+/* Extension: strtod in the "C" locale whatever the calling thread's or the
+ * process's LC_NUMERIC (a host application that sets a comma-decimal locale
+ * would otherwise read "0.125" as 0). The DEM parser and the predecoder's
+ * layout check read their numbers with it. */
+double cudaq_dem_strtod(const char *s, char **end);
+
 /* A constant string naming a status. */
 const char *cudaq_mwpm_status_str(cudaq_mwpm_status_t status);
 

@@ -125,12 +125,16 @@ cudaq_predecoder_status_t cudaq_predecoder_check_model(const cudaq_nn_model_t *m
  * coordinates must equal them up to one translation (detector 0's offset,
  * applied to every detector): a circuit of the other basis or another
  * layout with the same number of detectors is refused, naming the first
- * detector that differs. Nothing is compared (*checked = 0, OK) where the
- * model records no layout or a detector of the DEM has no coordinates;
- * *checked = 1 after a full comparison (checked may be NULL). Returns
- * CUDAQ_PREDECODER_OK; CUDAQ_PREDECODER_ERR_INVALID_ARG (model or graph
- * NULL); CUDAQ_PREDECODER_ERR_MODEL (a different layout or detector count,
- * malformed metadata); CUDAQ_PREDECODER_ERR_UNSUPPORTED (no NN engine). */
+ * detector that differs (coordinates past detector 0's count, where a
+ * detector has more, are compared unshifted). Nothing is compared
+ * (*checked = 0, OK) where the model records no layout or the DEM has no
+ * detector coordinates at all; a DEM with coordinates on some detectors
+ * only is refused. *checked = 1 after a full comparison (checked may be
+ * NULL). Numbers are read in the C locale. Returns CUDAQ_PREDECODER_OK;
+ * CUDAQ_PREDECODER_ERR_INVALID_ARG (model or graph NULL);
+ * CUDAQ_PREDECODER_ERR_MODEL (a different layout or detector count,
+ * partial DEM coordinates, malformed metadata: a JSON list of lists of
+ * numbers); CUDAQ_PREDECODER_ERR_UNSUPPORTED (no NN engine). */
 cudaq_predecoder_status_t cudaq_predecoder_check_layout(const cudaq_nn_model_t *model,
                                                         const cudaq_mwpm_graph_t *graph,
                                                         int *checked,
