@@ -152,6 +152,7 @@ _sig("cudaq_predecoder_status_str", c_char_p, c_int)
 _sig("cudaq_onnx_predecoder_options_init", c_int, POINTER(OnnxPredecoderOptions))
 _sig("cudaq_predecoder_create_onnx", c_int, c_char_p, c_uint32, c_uint32,
      POINTER(OnnxPredecoderOptions), POINTER(c_void_p), POINTER(PredecoderError))
+_sig("cudaq_predecoder_check_layout", c_int, c_void_p, c_void_p, POINTER(c_int), POINTER(PredecoderError))
 _sig("cudaq_predecoder_create_local", c_int, c_void_p, POINTER(LocalPredecoderOptions),
      POINTER(c_void_p), POINTER(PredecoderError))
 _sig("cudaq_predecoder_destroy", None, c_void_p)

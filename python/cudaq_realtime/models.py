@@ -31,9 +31,31 @@ def _entry_coords(entry):
     if key not in _coords_cache:
         import stim
         c = entry["circuit"]
-        circuit = stim.Circuit.generated(c["task"], distance=c["distance"], rounds=c["rounds"], **c["noise"])
+        # noiseless: the same detectors and coordinates, whatever noise model the entry names
+        circuit = stim.Circuit.generated(c["task"], distance=c["distance"], rounds=c["rounds"])
         _coords_cache[key] = circuit.get_detector_coordinates()
     return _coords_cache[key]
+
+
+def _layout_fits(path, graph):
+    """The C library's rule (cudaq_predecoder_check_layout) on a model file:
+    True where the model records the DEM's detector layout (up to one
+    translation), False where it records another one, None where it records
+    none, the DEM has no coordinates, or there is no NN engine to read it."""
+    from . import _lib
+    if not _lib.HAVE_NN:
+        return None
+    m, err = _lib.c_void_p(), _lib.NnError()
+    if _lib.lib.cudaq_nn_model_load_file(os.fsencode(path), _lib.ctypes.byref(m), _lib.ctypes.byref(err)) != 0:
+        return None
+    try:
+        checked, perr = _lib.c_int(0), _lib.PredecoderError()
+        st = _lib.lib.cudaq_predecoder_check_layout(m, graph.ptr, _lib.ctypes.byref(checked), _lib.ctypes.byref(perr))
+        if st == _lib.PREDECODER_OK:
+            return True if checked.value else None
+        return False
+    finally:
+        _lib.lib.cudaq_nn_model_destroy(m)
 
 
 def _describe(entry):
@@ -43,23 +65,32 @@ def _describe(entry):
 
 def find_model(dem):
     """The path of the shipped model made for the circuit of `dem` (a
-    stim.DetectorErrorModel): same detector and observable counts and the same
-    detector coordinates as the manifest entry's circuit (task, distance,
-    rounds, hence basis). Raises LookupError naming what was looked for and
+    stim.DetectorErrorModel): same detector and observable counts and the
+    detector layout the model file records (its `detector_coordinates`,
+    compared by the C library's rule: the DEM's coordinates up to one
+    translation; for a model without that record, the manifest circuit's
+    coordinates exactly). Raises LookupError naming what was looked for and
     what is shipped when none fits."""
     if isinstance(dem, (str, bytes)):
         import stim
         dem = stim.DetectorErrorModel(dem.decode() if isinstance(dem, bytes) else dem)
     entries = manifest()["models"]
     nd, no = dem.num_detectors, dem.num_observables
-    coords = None
+    coords = graph = None
     for e in entries:
         if e["num_detectors"] != nd or e["num_observables"] != no:
             continue
-        if coords is None:
-            coords = dem.get_detector_coordinates()
-        if _entry_coords(e) == coords:
-            return os.path.join(models_dir(), e["file"])
+        path = os.path.join(models_dir(), e["file"])
+        if graph is None:
+            from .matching import _Graph
+            graph = _Graph(str(dem).encode(), 0)
+        fits = _layout_fits(path, graph)
+        if fits is None:  # no record to compare: the manifest circuit's coordinates
+            if coords is None:
+                coords = dem.get_detector_coordinates()
+            fits = _entry_coords(e) == coords
+        if fits:
+            return path
     shipped = "; ".join(_describe(e) for e in entries)
     near = [e["file"] for e in entries if e["num_detectors"] == nd]
     hint = (f" ({', '.join(near)} have {nd} detectors but a different detector layout, observable count "

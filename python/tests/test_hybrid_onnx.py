@@ -17,6 +17,22 @@ def test_find_model_picks_the_circuit_model(basis):
     assert os.path.basename(path) == f"predecoder_d5_{basis}.onnx" and os.path.isfile(path)
 
 
+def test_find_model_allows_a_shifted_layout():
+    """The C rule (cudaq_predecoder_check_layout): the same layout moved in
+    space and time still finds its model; the layout transposed (x and y
+    swapped) finds none."""
+    import re
+    import stim
+    text = str(surface(5, 0.002, "z").detector_error_model(decompose_errors=True))
+    shifted = re.sub(r"detector\(([-0-9.e]+), ([-0-9.e]+), ([-0-9.e]+)\)",
+                     lambda m: f"detector({float(m[1]) + 4}, {float(m[2]) - 2}, {float(m[3]) + 10})", text)
+    assert shifted != text
+    assert os.path.basename(cr.find_model(stim.DetectorErrorModel(shifted))) == "predecoder_d5_z.onnx"
+    swapped = re.sub(r"detector\(([-0-9.e]+), ([-0-9.e]+), ", lambda m: f"detector({m[2]}, {m[1]}, ", text)
+    with pytest.raises(LookupError, match="different detector layout"):
+        cr.find_model(stim.DetectorErrorModel(swapped))
+
+
 def test_find_model_refuses_other_circuits():
     with pytest.raises(LookupError, match="no shipped predecoder model fits .*24 detectors"):
         cr.find_model(surface(3, 0.002).detector_error_model(decompose_errors=True))
