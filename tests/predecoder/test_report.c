@@ -138,9 +138,21 @@ static void test_report_json(void **state) {
             "\"wilson95\": [0.01337793755, 0.01483939308]}");
   expect(s, "\"disagreements\": 1400");
   expect(s, "\"events_per_shot\": {\"before\": 8, \"after\": 2, \"ratio\": 0.25}");
-  expect(s, "\"mwpm_us_per_shot\": {\"raw\": 4, \"residual\": 1, \"speedup\": 4}");
+  expect(s, "\"mwpm_us_per_shot\": {\"raw\": 4, \"residual\": 1, \"speedup\": 4, \"timed_shots\": 100000}");
   expect(s, "\"inference_us_per_shot\": 15");
   free(s);
+  /* MWPM timed on 1,000 of the shots (qec-decode's back-to-back passes) */
+  r.mwpm_timed_shots = 1000;
+  r.mwpm_raw_s = 0.002;      /* 2 us per timed shot */
+  r.mwpm_residual_s = 0.0005; /* 0.5 us */
+  s = render(&r, 1);
+  expect(s, "\"mwpm_us_per_shot\": {\"raw\": 2, \"residual\": 0.5, \"speedup\": 4, \"timed_shots\": 1000}");
+  free(s);
+  s = render(&r, 0);
+  expect(s, "MWPM time per shot: 2.000 us on raw events, 0.500 us on residual events (speedup 4.00x) "
+            "over 1000 shots decoded back to back\n");
+  free(s);
+  r = known();
   /* No shots: nulls, never NaN (not JSON). */
   r.shots = 0;
   r.events_before = r.events_after = 0;

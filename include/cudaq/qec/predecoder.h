@@ -202,9 +202,12 @@ typedef struct cudaq_predecoder_report {
   uint64_t disagreements;    /* shots where the two predictions differ */
   uint64_t events_before;    /* detection events, all shots */
   uint64_t events_after;     /* residual events, all shots */
-  double mwpm_raw_s;         /* MWPM time on the raw events, all shots */
-  double mwpm_residual_s;    /* MWPM time on the residual events, all shots */
+  double mwpm_raw_s;         /* MWPM time on the raw events of the timed shots */
+  double mwpm_residual_s;    /* MWPM time on the residual events of the timed shots */
   double inference_s;        /* predecoder time, all shots */
+  uint64_t mwpm_timed_shots; /* the shots mwpm_*_s cover (0: all shots). qec-decode
+                                count_mistakes times MWPM after the run, in passes
+                                over up to 100,000 kept shots decoded back to back */
 } cudaq_predecoder_report_t;
 
 /* Writes the report as text lines (logical error rates with 95% Wilson
