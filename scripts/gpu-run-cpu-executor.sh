@@ -3,8 +3,9 @@
 # --predecoder on the shipped d = 5 / 7 / 9 / 13 Z models, with the OpenBLAS
 # kernels the executor picks and with OpenBLAS's own choice kept
 # (CUDAQ_NN_BLAS_KEEP=1), OPENBLAS_VERBOSE=2 printing the kernels each time;
-# predictions compared between the two. Prepare here:
-#   BUILD=build BINS="src/mwpm/qec-decode" scripts/gpu-pack.sh
+# predictions compared between the two; and test_nn_threads (two executors
+# at once give one thread's answers) when the pack has it. Prepare here:
+#   BUILD=build BINS="src/mwpm/qec-decode tests/nn/test_nn_threads" scripts/gpu-pack.sh
 #   cp -L /usr/lib/x86_64-linux-gnu/libprotobuf-c.so.1 .gpucarry/
 #   for d in 5 7 9 13; do .venv/bin/python tools/predecoder/reference_eval.py shots \
 #     --manifest models/manifest.json --model models/predecoder_d${d}_z.onnx --p 0.003 \
@@ -33,3 +34,9 @@ for d in 5 7 9 13; do
   done
   cmp -s "/tmp/ce$d.0.01" "/tmp/ce$d.1.01" && echo "d=$d: predictions identical" || echo "d=$d: PREDICTIONS DIFFER"
 done
+if [ -x /tmp/cebin/test_nn_threads ]; then
+  for keep in 0 1; do
+    echo "test_nn_threads (CUDAQ_NN_BLAS_KEEP=$keep):"
+    CUDAQ_NN_BLAS_KEEP=$keep /tmp/cebin/test_nn_threads models/predecoder_d5_z.onnx 2>&1 | grep -E "threads x|PASSED|FAILED"
+  done
+fi

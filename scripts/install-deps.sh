@@ -2,7 +2,7 @@
 # Installs the Debian packages the project builds and tests with, if any is
 # missing. Safe to run repeatedly; needs root (or sudo) only when it installs.
 set -euo pipefail
-PKGS=(cmake ninja-build make gcc g++ clang libclang-rt-14-dev pkg-config libcmocka-dev spin python3-venv protobuf-c-compiler libprotobuf-c-dev libonnx-dev libopenblas-serial-dev locales)
+PKGS=(cmake ninja-build make gcc g++ clang libclang-rt-14-dev pkg-config libcmocka-dev spin python3-venv protobuf-c-compiler libprotobuf-c-dev libonnx-dev libopenblas-pthread-dev locales)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

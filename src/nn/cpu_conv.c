@@ -1,10 +1,15 @@
-/* CPU convolution as im2col + SGEMM (OpenBLAS, single-threaded build).
+/* CPU convolution as im2col + SGEMM (OpenBLAS, one thread per call).
  *
  * The direct loop of cpu_exec.c runs the 128-channel predecoder at about
  * 1 GFLOP/s; a tuned SGEMM runs it 30-100x faster. Writing a competitive GEMM
  * by hand is what OpenBLAS already does (runtime CPU dispatch, AVX2/AVX-512),
- * so we use Debian's serial OpenBLAS: no threads of its own, safe to call
- * from several executors at once, no allocation per call.
+ * so we use Debian's OpenBLAS, linked statically. Its pthread build, limited
+ * to one thread per call (blas_pick_core): executors on several threads call
+ * SGEMM at once, and Debian's serial build is not safe for that (it can hand
+ * two concurrent calls the same internal buffer: the shipped d = 5 model on
+ * two threads gave about one wrong output in 3,000; tests/nn/test_nn_threads.c).
+ * The pthread build takes its buffers under its own lock; its worker threads,
+ * started with the library, are never given work.
  *
  * Output positions are processed in tiles of NN_CONV_TILE so that the
  * im2col scratch stays small (C * k^3 * tile floats, plus k^3 * tile int32
@@ -71,6 +76,7 @@ static void blas_pick_core(void) {
     }
   }
 #endif
+  openblas_set_num_threads(1); /* each call on its caller's thread: executors are per thread */
   snprintf(blas_core, sizeof blas_core, "%s", core ? core : "unknown");
 #endif
 }

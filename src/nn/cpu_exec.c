@@ -10,6 +10,7 @@
 
 struct cudaq_nn_cpu {
   const cudaq_nn_model_t *model;
+  size_t n_values, n_nodes; /* the model's, kept: destroy does not read the model */
   void **bufs;         /* per value: constant data or an owned buffer */
   uint8_t *owned;      /* per value: 1 when bufs[i] is ours to free */
   uint8_t **move_in;   /* per node: move map (copy-class nodes) */
@@ -355,12 +356,13 @@ void nn__cpu_exec_node(const cudaq_nn_model_t *m, const nn_node_t *node, void **
 
 void cudaq_nn_cpu_destroy(cudaq_nn_cpu_t *cpu) {
   if (!cpu) return;
-  const cudaq_nn_model_t *m = cpu->model;
+  /* The model may already be gone (a garbage collector frees in any order):
+   * only the counts kept at create are used. */
   if (cpu->bufs && cpu->owned)
-    for (size_t i = 0; i < m->n_values; i++)
+    for (size_t i = 0; i < cpu->n_values; i++)
       if (cpu->owned[i]) free(cpu->bufs[i]);
   if (cpu->move_in)
-    for (size_t i = 0; i < m->n_nodes; i++) {
+    for (size_t i = 0; i < cpu->n_nodes; i++) {
       free(cpu->move_in[i]);
       free(cpu->move_idx[i]);
     }
@@ -378,6 +380,8 @@ cudaq_nn_status_t cudaq_nn_cpu_create(const cudaq_nn_model_t *m, cudaq_nn_cpu_t 
   cudaq_nn_cpu_t *cpu = calloc(1, sizeof *cpu);
   if (!cpu) return CUDAQ_NN_ERR_NO_MEMORY;
   cpu->model = m;
+  cpu->n_values = m->n_values;
+  cpu->n_nodes = m->n_nodes;
   cpu->bufs = calloc(m->n_values + 1, sizeof *cpu->bufs);
   cpu->owned = calloc(m->n_values + 1, 1);
   cpu->move_in = calloc(m->n_nodes + 1, sizeof *cpu->move_in);

@@ -128,8 +128,9 @@ const char *cudaq_nn_status_str(cudaq_nn_status_t status);
 
 /* Creates a CPU executor over a model: every intermediate tensor is
  * allocated here, so that a run allocates nothing. The model must outlive
- * the executor. Returns CUDAQ_NN_OK, CUDAQ_NN_ERR_INVALID_ARG,
- * CUDAQ_NN_ERR_NO_MEMORY. */
+ * the executor's runs; cudaq_nn_cpu_destroy does not read the model, so the
+ * two may be destroyed in either order. Returns CUDAQ_NN_OK,
+ * CUDAQ_NN_ERR_INVALID_ARG, CUDAQ_NN_ERR_NO_MEMORY. */
 cudaq_nn_status_t cudaq_nn_cpu_create(const cudaq_nn_model_t *model, cudaq_nn_cpu_t **out);
 void cudaq_nn_cpu_destroy(cudaq_nn_cpu_t *cpu);
 
