@@ -149,3 +149,31 @@ def test_onnx_model_errors(tmp_path):
     assert e.value.status_name  # the C status name rides along
     with pytest.raises(FileNotFoundError):
         cr.OnnxModel(str(tmp_path / "missing.onnx"))
+
+
+def test_onnx_model_threads_then_garbage_collection():
+    """OnnxModel on two threads gives one thread's outputs (the executors'
+    SGEMM calls run at once), and collecting the model with its per-thread
+    executors, in whatever order the collector picks, does not crash (the C
+    executor's destroy no longer reads the model)."""
+    import gc
+    import threading
+    path = os.path.join(cr.models_dir(), "predecoder_d5_z.onnx")
+    rng = np.random.default_rng(3)
+    xs = (rng.random((40, 1, 120)) < 0.05).astype(np.int32)
+    m = cr.OnnxModel(path)
+    ref = [np.asarray(m.run([x])[0]).copy() for x in xs]
+    bad = []
+
+    def work():
+        for _ in range(3):
+            for x, r in zip(xs, ref):
+                if not np.array_equal(np.asarray(m.run([x])[0]), r):
+                    bad.append(1)
+
+    ts = [threading.Thread(target=work) for _ in range(2)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    assert not bad
+    del m, ts
+    gc.collect()
