@@ -285,7 +285,6 @@ static double now_s(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* Everything one decoding run holds. */
 /* The events of the shots kept for the MWPM timing passes (shot s: ev[off[s]
  * .. off[s + 1]), nshots shots). */
 typedef struct shot_list {
@@ -303,6 +302,7 @@ typedef struct shot_list {
 #define TIMING_SHOTS 100000
 #define TIMING_EVENTS (1u << 22)
 
+/* Everything one decoding run holds. */
 typedef struct run_state {
   cudaq_mwpm_decoder_t *dec;
   int correlations;              /* --enable_correlations: two-pass decode */
@@ -312,6 +312,12 @@ typedef struct run_state {
   shot_list_t timing[2];         /* raw, residual (count_mistakes with a predecoder) */
   cudaq_predecoder_report_t rep;
 } run_state_t;
+
+static cudaq_mwpm_status_t mwpm(run_state_t *r, const uint32_t *events, size_t ne,
+                                cudaq_mwpm_result_t *res) {
+  return r->correlations ? cudaq_mwpm_decode_correlated(r->dec, events, ne, res)
+                         : cudaq_mwpm_decode(r->dec, events, ne, res);
+}
 
 /* Keeps a shot for the timing passes while both lists have room. */
 static void keep_for_timing(run_state_t *r, const uint32_t *raw, size_t ne) {
@@ -345,9 +351,6 @@ static void timing_free(run_state_t *r) {
   }
 }
 
-static cudaq_mwpm_status_t mwpm(run_state_t *r, const uint32_t *events, size_t ne,
-                                cudaq_mwpm_result_t *res);
-
 /* One pass of MWPM over a list, back to back: seconds. */
 static double timing_pass(run_state_t *r, const shot_list_t *l) {
   cudaq_mwpm_result_t res;
@@ -373,19 +376,11 @@ static void timing_run(run_state_t *r) {
   r->rep.mwpm_timed_shots = r->timing[0].nshots;
 }
 
-static cudaq_mwpm_status_t mwpm(run_state_t *r, const uint32_t *events, size_t ne,
-                                cudaq_mwpm_result_t *res) {
-  return r->correlations ? cudaq_mwpm_decode_correlated(r->dec, events, ne, res)
-                         : cudaq_mwpm_decode(r->dec, events, ne, res);
-}
-
-/* MWPM alone on the raw events, timed, into *plain. */
+/* MWPM alone on the raw events, into *plain (timed in timing_run's passes). */
 static int decode_plain(run_state_t *r, const uint32_t *events, size_t ne, size_t shot,
                         uint64_t *plain) {
   cudaq_mwpm_result_t res;
-  double t0 = now_s();
   cudaq_mwpm_status_t st = mwpm(r, events, ne, &res);
-  r->rep.mwpm_raw_s += now_s() - t0;
   if (st) {
     if (st == CUDAQ_MWPM_ERR_NO_SOLUTION)
       no_matching_message(shot, "MWPM: ");
@@ -432,9 +427,8 @@ static int decode_predecoded(run_state_t *r, const uint32_t *events, size_t ne, 
 }
 
 /* Decodes one shot (number `shot`, 1-based, for messages) into *pred; with a
- * predecoder and `compare`, also with MWPM alone into *plain, and fills the
- * report. The second decode of the same events runs faster (warm caches
- * and branch predictors), so the order alternates from shot to shot.
+ * predecoder and `compare`, also with MWPM alone into *plain, fills the
+ * report and keeps the shot for the MWPM timing passes (timing_run).
  * Returns 0, or 1 after printing the problem. */
 static int decode_shot(run_state_t *r, const uint32_t *events, size_t ne, size_t shot,
                        int compare, uint64_t *pred, uint64_t *plain) {
@@ -453,10 +447,7 @@ static int decode_shot(run_state_t *r, const uint32_t *events, size_t ne, size_t
   }
   if (!compare)
     return decode_predecoded(r, events, ne, shot, pred);
-  int plain_first = shot & 1;
-  if ((plain_first && decode_plain(r, events, ne, shot, plain)) ||
-      decode_predecoded(r, events, ne, shot, pred) ||
-      (!plain_first && decode_plain(r, events, ne, shot, plain)))
+  if (decode_plain(r, events, ne, shot, plain) || decode_predecoded(r, events, ne, shot, pred))
     return 1;
   keep_for_timing(r, events, ne);
   r->rep.disagreements += *plain != *pred;

@@ -98,10 +98,10 @@ cudaq_predecoder_status_t cudaq_predecoder_check_layout(const cudaq_nn_model_t *
     size_t n;
     with += !cudaq_mwpm_graph_coords(graph, d, &c, &n) && n > 0;
   }
-  char task[96];
-  model_task(model, task, sizeof task);
   if (with == 0)
     return CUDAQ_PREDECODER_OK; /* a DEM without coordinates: nothing to compare */
+  char task[96];
+  model_task(model, task, sizeof task);
   if (with < nd) {
     cudaq_predecoder__set_error(err, "the DEM gives coordinates to %u of its %u detectors: the model's "
                                 "detector layout (%s) cannot be checked", with, nd, task);

@@ -164,7 +164,8 @@ def gen(args):
 
     def with_layout(rows):
         """The identity model, recording `rows` (or a raw string) as its layout."""
-        m = model(ident + zero_frame(l)[0], *io(n, l), zero_frame(l)[1])
+        zf, zi = zero_frame(l)
+        m = model(ident + zf, *io(n, l), zi)
         helper.set_model_props(m, {COORDS_KEY: rows if isinstance(rows, str) else
                                    json.dumps(rows, separators=(",", ":")), "circuit": '{"task": "test"}'})
         return m
