@@ -22,7 +22,10 @@
  * ring slot named by the worker's mailbox. --stage prelaunch: the same
  * graph, pre-launched behind a gate kernel (config gpu_prelaunch) that
  * copies the request into device memory, where the kernel reads it through
- * the mailbox: no CUDA call on a request's path; --waiting N (default 1)
+ * the mailbox: no CUDA call on a request's path; --stage selfgate: the
+ * same, but the graph's kernel (one block) waits at the gate itself
+ * (waits_at_gate, cudaq_pipeline_gate_wait): no gate kernel before it;
+ * --waiting N (default 1)
  * graphs wait at once; CUDA_DEVICE_MAX_CONNECTIONS is raised to 32 (unless
  * set) so that each waiting worker has a hardware queue. Each GPU row also reports the
  * dispatcher's launch calls (pre-launch + cudaGraphLaunch): mean, max and
@@ -33,8 +36,8 @@
  *
  *   bench_pipeline [--modes cpu,gpu_cpu,gpu_only,gpu_only_hostfn] [--requests N]
  *                  [--payloads 2048,16384] [--intervals 0,1,10,30]
- *                  [--workers W] [--cpus D,C,W0] [--yield] [--stage dma|mailbox|prelaunch]
- *                  [--waiting N] [--hiccup CPU]
+ *                  [--workers W] [--cpus D,C,W0] [--yield]
+ *                  [--stage dma|mailbox|prelaunch|selfgate] [--waiting N] [--hiccup CPU]
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -56,7 +59,7 @@
 #ifdef CUDAQ_BENCH_GPU
 int bench_gpu_available(void);
 int bench_gpu_factory(void *user, int worker_id, cudaq_gpu_worker_resources_t *r);
-void bench_gpu_set_payload(size_t bytes, int signal_ready, int mailbox_read, int timed);
+void bench_gpu_set_payload(size_t bytes, int signal_ready, int mailbox_read, int timed, int self_gate);
 void bench_gpu_launch_stats(uint64_t *n, uint64_t *sum_ns, uint64_t *max_ns, uint64_t *over_100us,
                             uint64_t *over_1ms);
 void bench_gpu_release(void);
@@ -94,7 +97,8 @@ static void on_done(void *user, const cudaq_completion_t *c) {
 typedef struct {
   int dispatcher, consumer, worker_base, workers, yield;
   int mailbox;   /* --stage mailbox or prelaunch */
-  int prelaunch; /* --stage prelaunch */
+  int prelaunch; /* --stage prelaunch or selfgate */
+  int self_gate; /* --stage selfgate */
   int waiting;   /* --waiting N: the config's gpu_prelaunch with --stage prelaunch */
   int hiccup;  /* --hiccup CPU, or -1 */
 } opts_t;
@@ -157,7 +161,7 @@ static void run_one(const char *mode, size_t payload, double interval_us, size_t
   if (cpu) cudaq_pipeline_set_cpu_stage(p, cpu_stage, &r);
 #ifdef CUDAQ_BENCH_GPU
   if (gpu) {
-    bench_gpu_set_payload(payload, cpu, o->mailbox, !o->prelaunch);
+    bench_gpu_set_payload(payload, cpu, o->mailbox, !o->prelaunch, o->self_gate);
     cudaq_pipeline_set_gpu_stage(p, bench_gpu_factory, NULL);
   }
 #endif
@@ -218,7 +222,7 @@ static void run_one(const char *mode, size_t payload, double interval_us, size_t
   if (step) snprintf(iv, sizeof iv, "%gus", interval_us);
   else snprintf(iv, sizeof iv, "flat-out");
   snprintf(name, sizeof name, "%s%s%s %zuB %s end-to-end", mode,
-           gpu && o->prelaunch ? "[prelaunch]" : gpu && o->mailbox ? "[mailbox]" : "",
+           gpu && o->self_gate ? "[selfgate]" : gpu && o->prelaunch ? "[prelaunch]" : gpu && o->mailbox ? "[mailbox]" : "",
            used == CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE ? "[stream-write]"
            : used == CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC  ? "[host-fn]"
                                                           : "",
@@ -304,12 +308,13 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--yield")) o.yield = 1;
     else if (!strcmp(argv[i], "--stage") && i + 1 < argc) {
       const char *v = argv[++i];
-      if (strcmp(v, "dma") && strcmp(v, "mailbox") && strcmp(v, "prelaunch")) {
-        fprintf(stderr, "bench_pipeline: --stage %s: expected dma, mailbox or prelaunch\n", v);
+      if (strcmp(v, "dma") && strcmp(v, "mailbox") && strcmp(v, "prelaunch") && strcmp(v, "selfgate")) {
+        fprintf(stderr, "bench_pipeline: --stage %s: expected dma, mailbox, prelaunch or selfgate\n", v);
         return 2;
       }
       o.mailbox = strcmp(v, "dma") != 0;
-      o.prelaunch = !strcmp(v, "prelaunch");
+      o.self_gate = !strcmp(v, "selfgate");
+      o.prelaunch = !strcmp(v, "prelaunch") || o.self_gate;
     } else if (!strcmp(argv[i], "--hiccup") && i + 1 < argc) o.hiccup = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--waiting") && i + 1 < argc) {
       o.waiting = atoi(argv[++i]);
@@ -321,7 +326,7 @@ int main(int argc, char **argv) {
     else {
       fprintf(stderr, "usage: %s [--modes cpu,gpu_cpu,gpu_only,gpu_only_hostfn] [--requests N] "
                       "[--payloads 2048,16384] [--intervals 0,1,10,30] [--workers W] [--cpus D,C,W0] "
-                      "[--yield] [--stage dma|mailbox|prelaunch] [--waiting N] [--hiccup CPU]\n", argv[0]);
+                      "[--yield] [--stage dma|mailbox|prelaunch|selfgate] [--waiting N] [--hiccup CPU]\n", argv[0]);
       return 2;
     }
   }

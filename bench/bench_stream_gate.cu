@@ -19,6 +19,8 @@
  *                        (16-byte loads of pinned memory; 1..8 blocks of 256)
  *   gate in the work kernel  one graph of one kernel that waits, copies and
  *                        answers (the gate inside the worker's first kernel)
+ *   ..., fenced poll     the gates again, a system-scope fence before each
+ *                        poll of the gate word
  *
  *   bench_stream_gate [--requests N] [--gap US] [--bytes B]
  */
@@ -55,17 +57,21 @@ __global__ void gate_kernel(const uint32_t *gate, uint32_t value) {
  * waits; then, with src, every thread copies its 16-byte pieces of the
  * request from pinned host memory into dst (all loads issued at once). */
 __device__ __forceinline__ void gate_kernel_dev_body(const uint32_t *gate, uint32_t *ticket, const uint4 *src,
-                                                     uint4 *dst, size_t n16);
+                                                     uint4 *dst, size_t n16, int fence);
 __global__ void gate_kernel_dev(const uint32_t *gate, uint32_t *ticket, const uint4 *src, uint4 *dst,
-                                size_t n16) {
-  gate_kernel_dev_body(gate, ticket, src, dst, n16);
+                                size_t n16, int fence) {
+  gate_kernel_dev_body(gate, ticket, src, dst, n16, fence);
 }
+/* fence: a system-scope fence before each poll of the gate word (as the
+ * device-call dispatcher polls; the floor's round trip is shorter so). */
 __device__ __forceinline__ void gate_kernel_dev_body(const uint32_t *gate, uint32_t *ticket, const uint4 *src,
-                                                     uint4 *dst, size_t n16) {
+                                                     uint4 *dst, size_t n16, int fence) {
   if (threadIdx.x == 0) {
     const uint32_t value = ticket[blockIdx.x] + 1;
     cuda::atomic_ref<const uint32_t, cuda::thread_scope_system> g(*gate);
-    while ((int32_t)(g.load(cuda::memory_order_acquire) - value) < 0) {
+    for (;;) {
+      if (fence) __threadfence_system();
+      if ((int32_t)(g.load(cuda::memory_order_acquire) - value) >= 0) break;
     }
     ticket[blockIdx.x] = value;
   }
@@ -89,8 +95,8 @@ static const char *kName[] = {"launch on arrival", "wait-value gate", "kernel ga
 /* IN_KERNEL: the work kernel itself waits at the gate and copies the bytes
  * (one graph of one kernel). */
 __global__ void gated_work_kernel(const uint32_t *gate, uint32_t *ticket, const uint4 *src, uint4 *dst,
-                                  size_t n16, uint64_t *flag, uint64_t *seq) {
-  gate_kernel_dev_body(gate, ticket, src, dst, n16);
+                                  size_t n16, uint64_t *flag, uint64_t *seq, int fence) {
+  gate_kernel_dev_body(gate, ticket, src, dst, n16, fence);
   __syncthreads();
   if (threadIdx.x == 0) {
     uint64_t s = *seq + 1;
@@ -100,7 +106,7 @@ __global__ void gated_work_kernel(const uint32_t *gate, uint32_t *ticket, const 
 }
 
 /* blocks: GRAPH_GATE_LOADS, the gate kernel's blocks (they copy the bytes). */
-static void run_row(int how, size_t bytes, size_t n, double gap_us, unsigned blocks = 1) {
+static void run_row(int how, size_t bytes, size_t n, double gap_us, unsigned blocks = 1, int fence = 0) {
   cudaStream_t s;
   BENCH_CUDA_CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   uint64_t *flag, *flag_dev, *seq;
@@ -127,10 +133,11 @@ static void run_row(int how, size_t bytes, size_t n, double gap_us, unsigned blo
   BENCH_CUDA_CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   if (how == IN_KERNEL)
     gated_work_kernel<<<1, 256, 0, s>>>(gate_dev, ticket, bytes ? (const uint4 *)src_dev : nullptr, (uint4 *)dst,
-                                        bytes / 16, flag_dev, seq);
-  if (how == GRAPH_GATE) gate_kernel_dev<<<1, 1, 0, s>>>(gate_dev, ticket, nullptr, nullptr, 0);
+                                        bytes / 16, flag_dev, seq, fence);
+  if (how == GRAPH_GATE) gate_kernel_dev<<<1, 1, 0, s>>>(gate_dev, ticket, nullptr, nullptr, 0, fence);
   if (how == GRAPH_GATE_LOADS)
-    gate_kernel_dev<<<blocks, 256, 0, s>>>(gate_dev, ticket, (const uint4 *)src_dev, (uint4 *)dst, bytes / 16);
+    gate_kernel_dev<<<blocks, 256, 0, s>>>(gate_dev, ticket, (const uint4 *)src_dev, (uint4 *)dst, bytes / 16,
+                                           fence);
   if (bytes && how != LAUNCH && how != GRAPH_GATE_LOADS && how != IN_KERNEL)
     BENCH_CUDA_CK(cudaMemcpyAsync(dst, src_dev, bytes, cudaMemcpyDefault, s));
   if (how != IN_KERNEL) work_kernel<<<1, 1, 0, s>>>(flag_dev, seq, dst);
@@ -176,13 +183,14 @@ static void run_row(int how, size_t bytes, size_t n, double gap_us, unsigned blo
   }
   if (how != LAUNCH) gw.store(t, cuda::memory_order_release); /* release the last one */
   BENCH_CUDA_CK(cudaStreamSynchronize(s));
-  char name[96];
+  char name[112];
+  const char *fenced = fence ? ", fenced poll" : "";
   if (how == IN_KERNEL)
-    snprintf(name, sizeof name, "%s, %zu B", kName[how], bytes);
+    snprintf(name, sizeof name, "%s, %zu B%s", kName[how], bytes, fenced);
   else if (how == GRAPH_GATE_LOADS)
-    snprintf(name, sizeof name, "%s (%u x 256), %zu B", kName[how], blocks, bytes);
+    snprintf(name, sizeof name, "%s (%u x 256), %zu B%s", kName[how], blocks, bytes, fenced);
   else
-    snprintf(name, sizeof name, "%s, %zu B copy", kName[how], bytes);
+    snprintf(name, sizeof name, "%s, %zu B copy%s", kName[how], bytes, fenced);
   bench_print_row(name, n, bench_percentiles(samples, n));
   free(samples);
   cudaGraphExecDestroy(ge);
@@ -234,5 +242,10 @@ int main(int argc, char **argv) {
     if (bytes / 16 <= (size_t)b * 256 * 8) run_row(GRAPH_GATE_LOADS, bytes, n, gap, b);
   run_row(IN_KERNEL, 0, n, gap);
   if (bytes) run_row(IN_KERNEL, bytes, n, gap);
+  /* The gates again, each poll of the word after a system-scope fence. */
+  run_row(GRAPH_GATE, 0, n, gap, 1, 1);
+  if (bytes && bytes / 16 <= 256 * 8) run_row(GRAPH_GATE_LOADS, bytes, n, gap, 1, 1);
+  run_row(IN_KERNEL, 0, n, gap, 1, 1);
+  if (bytes) run_row(IN_KERNEL, bytes, n, gap, 1, 1);
   return 0;
 }

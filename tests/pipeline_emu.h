@@ -60,9 +60,10 @@ struct emu_worker {
   _Atomic uint32_t *word; /* GPU-only completion (stream write of `value`) */
   uint32_t value;
   emu_gexec_t gexec;      /* pre-launch: the gate graph */
-  cudaq__gate_args_t gate; /* its arguments (host memory stands in for device memory) */
+  cudaq_pipeline_gate_t gate; /* its arguments (host memory stands in for device memory) */
   uint32_t gticket;        /* the runs of the gate graph so far */
   int gated;               /* the pending job waits at the gate */
+  int self_gated;          /* the factory's graph waits at the gate itself (the same emulation) */
   uint8_t out[EMU_OUT]; /* the "GPU output" (gpu_output_host) */
   size_t out_len;
 };
@@ -139,7 +140,7 @@ static int emu_word_store(void *user, cudaStream_t s, void *word, uint32_t value
 
 /* The gate ops: host memory for the "device" block; the gate graph is the
  * worker's gexec. */
-static int emu_gate_alloc(void *user, uint64_t staging_bytes, cudaq__gate_args_t *g) {
+static int emu_gate_alloc(void *user, uint64_t staging_bytes, cudaq_pipeline_gate_t *g) {
   (void)user;
   uint8_t *base = (uint8_t *)calloc(1, 16 + (size_t)staging_bytes);
   if (!base) return 2;
@@ -151,18 +152,19 @@ static int emu_gate_alloc(void *user, uint64_t staging_bytes, cudaq__gate_args_t
   return 0;
 }
 
-static int emu_gate_graph(void *user, cudaGraph_t graph, const cudaq__gate_args_t *a, cudaStream_t s,
+static int emu_gate_graph(void *user, cudaGraph_t graph, const cudaq_pipeline_gate_t *a, int self, cudaStream_t s,
                           cudaGraphExec_t *out) {
   (void)user, (void)s;
   emu_worker_t *w = (emu_worker_t *)(void *)graph; /* the factory's graph is the worker */
   w->gate = *a;
+  w->self_gated = self;
   w->gexec.tag = EMU_TAG_GATE;
   w->gexec.w = w;
   *out = (cudaGraphExec_t)(void *)&w->gexec;
   return 0;
 }
 
-static void emu_gate_free(void *user, cudaq__gate_args_t *g, cudaGraphExec_t exec) {
+static void emu_gate_free(void *user, cudaq_pipeline_gate_t *g, cudaGraphExec_t exec) {
   (void)user, (void)exec;
   free(g->mailbox_dev);
   g->mailbox_dev = NULL;

@@ -804,12 +804,23 @@ static void test_stop_gives_up(void **state) {
 
 /* ---- (extension) gpu_prelaunch: graphs waiting at a gate ----------------- */
 
+/* A factory whose graph waits at the gate itself (waits_at_gate): it is
+ * given its worker's gate (the mailbox word among it) before it runs. */
+static int factory_self_gated(void *user, int worker_id, cudaq_gpu_worker_resources_t *r) {
+  if (!r->gate || !r->gate->staging_dev || r->gate->mailbox_dev != r->mailbox_dev) return -1;
+  int rc = emu_factory(user, worker_id, r);
+  r->waits_at_gate = 1;
+  return rc;
+}
+
 /* Runs `paced` requests one at a time (each waits for the previous answer),
  * then `burst` back to back, through a pipeline with gpu_prelaunch = limit:
- * GPU + CPU (emode 0) or GPU-only with the completion word. Checks every
- * answer and the pre-launch counters; returns the stats. */
+ * GPU + CPU (emode 0) or GPU-only with the completion word; self_gated: the
+ * factory's graph waits at the gate itself (the emulation is the same; the
+ * gate ops are told so). Checks every answer and the pre-launch counters;
+ * returns the stats. */
 static cudaq_pipeline_stats_t run_prelaunch(int emode, int limit, int gate_fail_every, uint32_t paced,
-                                            uint32_t burst) {
+                                            uint32_t burst, int self_gated) {
   rec_t *r = calloc(1, sizeof *r);
   emu_t *e = malloc(sizeof *e);
   cudaq_pipeline_config_t cfg;
@@ -822,6 +833,7 @@ static cudaq_pipeline_stats_t run_prelaunch(int emode, int limit, int gate_fail_
   assert_int_equal(cudaq_pipeline_set_completion_handler(p, emode ? on_done_plain : on_done, r),
                    CUDAQ_OK);
   assert_int_equal(emu_attach(e, p, FN_PASS, emode, delay_small), CUDAQ_OK);
+  if (self_gated) assert_int_equal(cudaq_pipeline_set_gpu_stage(p, factory_self_gated, e), CUDAQ_OK);
   e->gate_fail_every = gate_fail_every;
   if (!emode) assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_after_gpu, NULL), CUDAQ_OK);
   assert_int_equal(cudaq_pipeline_start(p), CUDAQ_OK);
@@ -868,6 +880,7 @@ static cudaq_pipeline_stats_t run_prelaunch(int emode, int limit, int gate_fail_
   assert_int_equal(atomic_load(&e->gates_empty), st.prelaunch_cancelled);
   /* GPU-only: the gate graph stores the completion word, no stream write. */
   assert_int_equal(atomic_load(&e->word_stores), 0);
+  for (int w = 0; w < e->n; ++w) assert_int_equal(e->w[w].self_gated, self_gated);
   emu_stop(e);
   cudaq_pipeline_injector_destroy(inj);
   cudaq_pipeline_destroy(p);
@@ -880,7 +893,7 @@ static void test_prelaunch(void **state) {
   (void)state;
   for (int emode = 0; emode <= EMU_GPU_ONLY_WORD; emode += EMU_GPU_ONLY_WORD)
     for (int limit = 1; limit <= 9; limit += 3) { /* 1, 4 (all workers), 7 (more than there are) */
-      cudaq_pipeline_stats_t st = run_prelaunch(emode, limit, 0, 40, 400);
+      cudaq_pipeline_stats_t st = run_prelaunch(emode, limit, 0, 40, 400, limit == 4);
       assert_int_equal(st.prelaunch_failures, 0);
       /* Finishers keep min(limit, 4) graphs waiting: that many are released at stop. */
       assert_int_equal(st.prelaunch_cancelled, limit < 4 ? limit : 4);
@@ -900,7 +913,7 @@ static void test_prelaunch(void **state) {
  * error (spec 9); nothing is lost. */
 static void test_prelaunch_arm_failures(void **state) {
   (void)state;
-  cudaq_pipeline_stats_t st = run_prelaunch(0, 2, 3, 30, 200);
+  cudaq_pipeline_stats_t st = run_prelaunch(0, 2, 3, 30, 200, 0);
   assert_true(st.prelaunch_failures > 0);
   assert_true(st.prelaunched < 230);
 }
@@ -916,11 +929,17 @@ static int factory_without_graph(void *user, int worker_id, cudaq_gpu_worker_res
   r->graph = NULL;
   return rc;
 }
+static int factory_claims_gate(void *user, int worker_id, cudaq_gpu_worker_resources_t *r) {
+  int rc = emu_factory(user, worker_id, r);
+  r->waits_at_gate = 1; /* while gpu_prelaunch is 0 (k = 6 below) */
+  return rc;
+}
 
 /* gpu_prelaunch refused at start, naming why: no GPU stage; GPU-only with
  * host-function completion; a pre-launch callback; no gate ops (a build
  * without CUDA); no graph from the factory; an external ring whose stride
- * is not a multiple of 8. */
+ * is not a multiple of 8; and a graph that says it waits at a gate
+ * (waits_at_gate) while gpu_prelaunch is 0. */
 static void test_prelaunch_refused(void **state) {
   (void)state;
   static const cudaq__launch_ops_t no_gate = {.launch_graph = emu_launch, .enqueue_host_fn = emu_enqueue, .sync_stream = emu_sync};
@@ -930,10 +949,10 @@ static void test_prelaunch_refused(void **state) {
   static volatile uint64_t ext_flags[2][4];
   cudaq_ringbuffer_t ext = {ext_flags[0], ext_flags[1], ext_data[0], ext_data[1], 516, 516,
                             NULL, NULL, NULL, NULL};
-  for (int k = 0; k < 6; ++k) {
+  for (int k = 0; k < 7; ++k) {
     cudaq_pipeline_config_t cfg;
     emu_config(&cfg, 2, 4, 512);
-    cfg.gpu_prelaunch = 1;
+    cfg.gpu_prelaunch = k == 6 ? 0 : 1;
     if (k == 1) cfg.gpu_only_completion = CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC;
     if (k == 5) {
       cfg.slot_size = 516;
@@ -948,10 +967,11 @@ static void test_prelaunch_refused(void **state) {
       if (k == 2) assert_int_equal(cudaq_pipeline_set_gpu_stage(p, factory_with_dma, e), CUDAQ_OK);
       if (k == 3) assert_int_equal(cudaq__pipeline_set_launch_ops(p, &no_gate), CUDAQ_OK);
       if (k == 4) assert_int_equal(cudaq_pipeline_set_gpu_stage(p, factory_without_graph, e), CUDAQ_OK);
+      if (k == 6) assert_int_equal(cudaq_pipeline_set_gpu_stage(p, factory_claims_gate, e), CUDAQ_OK);
       if (k != 1) assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_after_gpu, NULL), CUDAQ_OK);
     }
     static const char *why[] = {"needs a GPU stage", "STREAM_WRITE", "pre- or post-launch callback",
-                                "needs the gate ops", "no graph", "multiples of 8"};
+                                "needs the gate ops", "no graph", "multiples of 8", "waits_at_gate"};
     assert_int_equal(cudaq_pipeline_start(p), k == 3 ? CUDAQ_ERR_UNSUPPORTED : CUDAQ_ERR_INVALID_ARG);
     assert_non_null(strstr(cudaq_last_error(), why[k]));
     assert_int_equal(cudaq_pipeline_destroy(p), CUDAQ_OK);

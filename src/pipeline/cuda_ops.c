@@ -43,10 +43,10 @@ static int enqueue_word_store(void *user, cudaStream_t s, void *word_dev, uint32
 }
 
 /* The gate graph of a pre-launched worker (gate.cu). */
-int cudaq__gate_alloc(void *user, uint64_t staging_bytes, cudaq__gate_args_t *g);
-int cudaq__gate_graph(void *user, cudaGraph_t user_graph, const cudaq__gate_args_t *a, cudaStream_t s,
+int cudaq__gate_alloc(void *user, uint64_t staging_bytes, cudaq_pipeline_gate_t *g);
+int cudaq__gate_graph(void *user, cudaGraph_t user_graph, const cudaq_pipeline_gate_t *a, int self, cudaStream_t s,
                       cudaGraphExec_t *out);
-void cudaq__gate_free(void *user, cudaq__gate_args_t *g, cudaGraphExec_t exec);
+void cudaq__gate_free(void *user, cudaq_pipeline_gate_t *g, cudaGraphExec_t exec);
 
 static cudaq__launch_ops_t real_ops = {launch_graph,      enqueue_host_fn,   sync_stream,     NULL, NULL,
                                        cudaq__gate_alloc, cudaq__gate_graph, cudaq__gate_free};

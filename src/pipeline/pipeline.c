@@ -82,7 +82,7 @@ struct cudaq_pipeline_t {
   int mapped;
   cudaq_gpu_only_completion_t completion; /* in use (GPU-only mode), or AUTO */
   /* gpu_prelaunch: each worker's gate (device memory), and how many exist. */
-  cudaq__gate_args_t gate[CUDAQ_PIPELINE_MAX_WORKERS];
+  cudaq_pipeline_gate_t gate[CUDAQ_PIPELINE_MAX_WORKERS];
   uint32_t ngates;
 
   _Atomic uint64_t *slot_request; /* [nslots] injector's request id, SLOT_NONE */
@@ -612,7 +612,7 @@ static cudaq_status_t prelaunch_alloc(cudaq_pipeline_t *p) {
                        "and stride (%zu) must be multiples of 8", fn, (void *)p->ring.rx_data,
                        p->ring.rx_stride_sz);
   for (uint32_t w = 0; w < p->nworkers; ++w) {
-    cudaq__gate_args_t *g = &p->gate[w];
+    cudaq_pipeline_gate_t *g = &p->gate[w];
     memset(g, 0, sizeof *g);
     int e = p->ops.gate_alloc(p->ops.user, p->ring.rx_stride_sz, g);
     if (e != 0)
@@ -644,7 +644,8 @@ static cudaq_status_t prelaunch_graphs(cudaq_pipeline_t *p) {
       return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
                          "%s: gpu_prelaunch: the factory gave worker %u no graph (the cudaGraph_t "
                          "its graph_exec was instantiated from)", fn, w);
-    int e = p->ops.gate_graph(p->ops.user, r->graph, &p->gate[w], r->stream, &pool->gate_exec[w]);
+    int e = p->ops.gate_graph(p->ops.user, r->graph, &p->gate[w], r->waits_at_gate != 0, r->stream,
+                              &pool->gate_exec[w]);
     if (e != 0)
       return cudaq__fail(CUDAQ_ERR_CUDA, "%s: gpu_prelaunch: worker %u's gate graph: error %d", fn, w, e);
   }
@@ -722,7 +723,10 @@ static cudaq_status_t build_workers(cudaq_pipeline_t *p) {
       r->ready_flag_dev = &ready_host_base(p)[w];
       r->mailbox_dev = &mailbox_host_base(p)[w];
     }
-    if (p->cfg.gpu_prelaunch) r->mailbox_dev = p->gate[w].mailbox_dev;
+    if (p->cfg.gpu_prelaunch) {
+      r->mailbox_dev = p->gate[w].mailbox_dev;
+      r->gate = &p->gate[w];
+    }
     int rc = p->factory(p->factory_user, (int)w, r);
     if (rc != 0)
       return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: the GPU stage factory failed for worker %u (%d)",
@@ -731,6 +735,10 @@ static cudaq_status_t build_workers(cudaq_pipeline_t *p) {
       return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
                          "%s: the GPU stage factory returned no graph_exec or stream for worker %u",
                          fn, w);
+    if (r->waits_at_gate && !p->cfg.gpu_prelaunch)
+      return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                         "%s: worker %u's graph waits at a gate (waits_at_gate), but gpu_prelaunch "
+                         "is 0: no gate exists", fn, w);
     cudaq_host_dispatch_worker_t *wk = &pool->workers[w];
     wk->graph_exec = r->graph_exec;
     wk->stream = r->stream;

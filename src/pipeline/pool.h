@@ -44,12 +44,14 @@ typedef struct {
    * gate_alloc: device memory for one worker's gate (*g filled: the device
    * mailbox word, already naming the staging copy, the staging copy of
    * staging_bytes, the ticket). gate_graph: instantiates, on stream s, the
-   * graph "gate kernel -> user_graph" (cudaq__gate_args_t in *a) into *out.
+   * graph "gate kernel -> user_graph" (cudaq_pipeline_gate_t in *a), or
+   * user_graph alone when self (its first kernel waits at the gate itself:
+   * waits_at_gate), into *out.
    * gate_free: frees both (exec may be NULL). Return 0 or the CUDA error. */
-  int (*gate_alloc)(void *user, uint64_t staging_bytes, cudaq__gate_args_t *g);
-  int (*gate_graph)(void *user, cudaGraph_t user_graph, const cudaq__gate_args_t *a, cudaStream_t s,
+  int (*gate_alloc)(void *user, uint64_t staging_bytes, cudaq_pipeline_gate_t *g);
+  int (*gate_graph)(void *user, cudaGraph_t user_graph, const cudaq_pipeline_gate_t *a, int self, cudaStream_t s,
                     cudaGraphExec_t *out);
-  void (*gate_free)(void *user, cudaq__gate_args_t *g, cudaGraphExec_t exec);
+  void (*gate_free)(void *user, cudaq_pipeline_gate_t *g, cudaGraphExec_t exec);
 } cudaq__launch_ops_t;
 
 /* The real ops (CUDA builds); NULL without CUDA. */

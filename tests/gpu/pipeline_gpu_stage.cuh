@@ -13,7 +13,10 @@
  * dispatcher before the launch) and copies the payload straight out of the
  * mapped ring. With a now() clock the stage also times, per launch, the
  * dispatcher's pre-launch call plus cudaGraphLaunch (pre- to post-launch
- * callback): the host API cost on the dispatcher thread.
+ * callback): the host API cost on the dispatcher thread. With self_gate = N
+ * (gpu_prelaunch only) the kernel, N blocks, waits at the worker's gate
+ * itself (cudaq_pipeline_gate_wait, waits_at_gate) and copies the payload
+ * from the request's device copy: no gate kernel in front of it.
  * Shared by tests/gpu/test_pipeline_gpu.cu and bench/bench_pipeline_gpu.cu.
  */
 #ifndef CUDAQ_PIPELINE_GPU_STAGE_CUH
@@ -47,12 +50,45 @@ struct pgs_stage {
   uint32_t function_id;
   int last_error;    /* first CUDA error in the factory */
   int mailbox_read;  /* the kernel reads the payload from the slot (no DMA) */
+  int self_gate;     /* N > 0 (gpu_prelaunch): the kernel, N blocks, waits at the gate itself */
   uint64_t (*now)(void); /* set: time the launch calls (dispatcher thread only) */
   uint64_t t_pre;        /* pre-launch callback entered */
   uint64_t launch_n, launch_sum_ns, launch_max_ns, launch_over_100us, launch_over_1ms;
   pgs_worker w[PGS_MAX_WORKERS];
   int nw;
 };
+
+/* The end of a passthrough kernel in GPU + CPU mode: the ready flag, once
+ * every block's output stores are done. One block: its barrier orders the
+ * block's stores before thread 0's release store (cumulative), no counter
+ * needed. Several: the last block to count stores it. */
+__device__ void pgs_publish(int *ready, unsigned *blocks_done) {
+  if (!ready) return; /* GPU-only mode: the pipeline completes the request */
+  __syncthreads();    /* this block's output stores come before thread 0's release / count */
+  if (threadIdx.x != 0) return;
+  if (gridDim.x > 1) {
+    __threadfence_system();
+    if (atomicAdd(blocks_done, 1u) + 1u != gridDim.x) return;
+    /* Last block: every block's stores came before its count (fence above),
+     * and the count is read here, so they come before this release. */
+    *blocks_done = 0; /* for the next launch (stream-ordered after this one) */
+  }
+  /* Publishes the output to the CPU worker, whose CAS(1 -> 2) acquires
+   * it. Store only: no RMW on mapped memory. */
+  cuda::atomic_ref<int, cuda::thread_scope_system>(*ready).store(1, cuda::memory_order_release);
+}
+
+/* self_gate: waits at the worker's gate (every block calls it), then copies
+ * the payload of the request's device copy (+24: 8-byte aligned). */
+__global__ void pgs_selfgate_kernel(cudaq_pipeline_gate_t gate, uint4 *__restrict__ out, size_t n16, int *ready,
+                                    unsigned *blocks_done) {
+  const uint8_t *req = cudaq_pipeline_gate_wait(gate);
+  const uint2 *src = (const uint2 *)(req + CUDAQ_RPC_HEADER_SIZE);
+  uint2 *dst = (uint2 *)out;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < 2 * n16; i += (size_t)gridDim.x * blockDim.x)
+    dst[i] = src[i];
+  pgs_publish(ready, blocks_done);
+}
 
 __global__ void pgs_passthrough_kernel(const uint4 *__restrict__ in, uint4 *__restrict__ out, size_t n16,
                                        int *ready, unsigned *blocks_done, void *const *mailbox) {
@@ -67,17 +103,7 @@ __global__ void pgs_passthrough_kernel(const uint4 *__restrict__ in, uint4 *__re
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n16; i += (size_t)gridDim.x * blockDim.x)
       out[i] = in[i];
   }
-  if (!ready) return; /* GPU-only mode: a host function after the graph completes the request */
-  __syncthreads();    /* this block's output stores come before its count */
-  if (threadIdx.x != 0) return;
-  __threadfence_system();
-  if (atomicAdd(blocks_done, 1u) + 1u != gridDim.x) return;
-  /* Last block: every block's stores came before its count (fence above),
-   * and the count is read here, so they come before this release. */
-  *blocks_done = 0; /* for the next launch (stream-ordered after this one) */
-  /* Publishes the output to the CPU worker, whose CAS(1 -> 2) acquires
-   * it. Store only: no RMW on mapped memory. */
-  cuda::atomic_ref<int, cuda::thread_scope_system>(*ready).store(1, cuda::memory_order_release);
+  pgs_publish(ready, blocks_done);
 }
 
 /* Pre-launch DMA: ring slot payload -> the worker's input buffer. */
@@ -131,10 +157,16 @@ static int pgs_factory(void *user, int id, cudaq_gpu_worker_resources_t *r) {
   if (blocks == 0) blocks = 1;
   if (blocks > 64) blocks = 64;
   if (st->mailbox_read && !r->mailbox_dev) return -1;
-  pgs_passthrough_kernel<<<blocks, 256, 0, w->stream>>>((const uint4 *)w->d_in, (uint4 *)w->h_out_dev, n16,
-                                                         st->signal_ready ? r->ready_flag_dev : nullptr,
-                                                         w->d_blocks_done,
-                                                         st->mailbox_read ? r->mailbox_dev : nullptr);
+  if (st->self_gate && !r->gate) return -1; /* no gate: gpu_prelaunch is off */
+  if (st->self_gate)
+    pgs_selfgate_kernel<<<(unsigned)st->self_gate, 256, 0, w->stream>>>(
+        *r->gate, (uint4 *)w->h_out_dev, n16, st->signal_ready ? r->ready_flag_dev : nullptr, w->d_blocks_done);
+  else
+    pgs_passthrough_kernel<<<blocks, 256, 0, w->stream>>>((const uint4 *)w->d_in, (uint4 *)w->h_out_dev, n16,
+                                                           st->signal_ready ? r->ready_flag_dev : nullptr,
+                                                           w->d_blocks_done,
+                                                           st->mailbox_read ? r->mailbox_dev : nullptr);
+  r->waits_at_gate = st->self_gate != 0;
   PGS_CK(cudaStreamEndCapture(w->stream, &w->graph));
   PGS_CK(cudaGraphInstantiate(&w->exec, w->graph, 0));
   PGS_CK(cudaGraphUpload(w->exec, w->stream));

@@ -87,9 +87,10 @@ static size_t cpu_stage(void *user, const cudaq_cpu_stage_context_t *ctx) {
  * gpu_only_completion; mailbox: the stage's kernel reads the payload from
  * the slot named by the mailbox (no pre-launch DMA); prelaunch: the
  * config's gpu_prelaunch (needs mailbox), with the first `paced` requests
- * sent one at a time, each after the previous answer. */
+ * sent one at a time, each after the previous answer; self_gate N > 0: the
+ * stage's kernel (N blocks) waits at the gate itself (waits_at_gate). */
 static void run_with(int mode, size_t payload, int workers, uint32_t n, int completion, int mailbox,
-                     int prelaunch = 0, uint32_t paced = 0) {
+                     int prelaunch = 0, uint32_t paced = 0, int self_gate = 0) {
   rec_t r;
   memset(&r, 0, sizeof r);
   pgs_stage *st = (pgs_stage *)calloc(1, sizeof *st);
@@ -101,6 +102,7 @@ static void run_with(int mode, size_t payload, int workers, uint32_t n, int comp
   st->signal_ready = mode == 0;
   st->function_id = FN_PASS;
   st->mailbox_read = mailbox;
+  st->self_gate = self_gate;
   cudaq_pipeline_config_t cfg;
   cudaq_pipeline_config_init(&cfg);
   cfg.num_workers = workers;
@@ -151,9 +153,10 @@ static void run_with(int mode, size_t payload, int workers, uint32_t n, int comp
   for (uint64_t i = 0; i < n; ++i) missing += r.seen[i] == 0;
   static const char *names[] = {"gpu+cpu", "gpu-only", "cpu-only"};
   static const char *how[] = {"", " (host-function completion)", " (stream-write completion)"}; /* by cudaq_gpu_only_completion_t */
-  printf("pipeline %s%s%s %zuB x%d workers: %u requests in %.3f s (%.0f req/s); missing %llu dup %llu bad %llu "
+  printf("pipeline %s%s%s%s %zuB x%d workers: %u requests in %.3f s (%.0f req/s); missing %llu dup %llu bad %llu "
          "failed %llu; stalls %llu\n",
-         names[mode], mode == 1 ? how[used] : "", mailbox ? " mailbox-read" : "", payload, workers, n, secs, n / secs, (unsigned long long)missing,
+         names[mode], mode == 1 ? how[used] : "", mailbox ? " mailbox-read" : "",
+         self_gate ? " self-gated" : "", payload, workers, n, secs, n / secs, (unsigned long long)missing,
          (unsigned long long)r.dup, (unsigned long long)r.bad, (unsigned long long)r.failed,
          (unsigned long long)stt.backpressure_stalls);
   assert_int_equal(missing, 0);
@@ -216,6 +219,47 @@ static void test_prelaunch(void **) {
   run_with(1, 16384, 4, scaled(10000), CUDAQ_GPU_ONLY_COMPLETION_AUTO, 1, 2, scaled(500));
   /* A slot stride of 2104 bytes (not a multiple of 16): the 8-byte copy. */
   run_with(0, 2040, 2, scaled(5000), CUDAQ_GPU_ONLY_COMPLETION_AUTO, 1, 1, scaled(100));
+}
+
+/* (extension) gpu_prelaunch with waits_at_gate: the stage's own kernel
+ * calls cudaq_pipeline_gate_wait (no gate kernel); one block (GPU + CPU,
+ * 2 KiB), four blocks (the other blocks wait for block 0's copy: GPU + CPU
+ * 16 KiB with 2 waiting, GPU-only 16 KiB), and an 8-byte-copy stride;
+ * paced then flat out, every answer checked byte for byte. */
+static void test_prelaunch_self_gated(void **) {
+  run_with(0, 2048, 4, scaled(20000), CUDAQ_GPU_ONLY_COMPLETION_AUTO, 1, 1, scaled(500), 1);
+  run_with(0, 16384, 4, scaled(10000), CUDAQ_GPU_ONLY_COMPLETION_AUTO, 1, 2, scaled(300), 4);
+  run_with(1, 16384, 4, scaled(10000), CUDAQ_GPU_ONLY_COMPLETION_AUTO, 1, 2, scaled(300), 4);
+  run_with(0, 2040, 2, scaled(5000), CUDAQ_GPU_ONLY_COMPLETION_AUTO, 1, 1, scaled(100), 3);
+}
+
+/* A factory whose graph says it waits at a gate while gpu_prelaunch is 0:
+ * start refuses it with a message (no gate exists to wait at). */
+static int lying_factory(void *user, int id, cudaq_gpu_worker_resources_t *r) {
+  int rc = pgs_factory(user, id, r);
+  r->waits_at_gate = 1;
+  return rc;
+}
+static void test_waits_at_gate_needs_prelaunch(void **) {
+  pgs_stage *st = (pgs_stage *)calloc(1, sizeof *st);
+  st->payload = 256;
+  st->signal_ready = 1;
+  st->function_id = FN_PASS;
+  st->mailbox_read = 1;
+  cudaq_pipeline_config_t cfg;
+  cudaq_pipeline_config_init(&cfg);
+  cfg.num_workers = 1;
+  cfg.num_slots = 8;
+  cfg.slot_size = 512;
+  cudaq_pipeline_t *p = NULL;
+  assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_set_gpu_stage(p, lying_factory, st), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_stage, NULL), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_start(p), CUDAQ_ERR_INVALID_ARG);
+  assert_non_null(strstr(cudaq_last_error(), "waits_at_gate"));
+  assert_int_equal(cudaq_pipeline_destroy(p), CUDAQ_OK);
+  pgs_release(st);
+  free(st);
 }
 
 /* GRAPH_LAUNCH entries of a host-path cudaq_dispatcher_t go to real graph
@@ -376,6 +420,8 @@ int main(void) {
       cmocka_unit_test(test_cpu_only_mapped),   cmocka_unit_test(test_gpu_only_stream_write),
       cmocka_unit_test(test_gpu_only_host_func), cmocka_unit_test(test_mailbox_read),
       cmocka_unit_test(test_prelaunch),
+      cmocka_unit_test(test_prelaunch_self_gated),
+      cmocka_unit_test(test_waits_at_gate_needs_prelaunch),
       cmocka_unit_test(test_host_dispatcher_graph_workers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

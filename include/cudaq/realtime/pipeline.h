@@ -95,6 +95,10 @@ typedef struct {
    * 8, against 11.8 launched on arrival: 1 is the latency choice. GPU-only
    * mode measured slower pre-launched (11.5 us against 10.1 launched on
    * arrival): use it with a CPU stage.
+   * A worker whose graph's first kernel calls cudaq_pipeline_gate_wait()
+   * itself (waits_at_gate = 1 in its resources) gets no gate kernel: the
+   * gate graph is its own graph, one kernel boundary less on the request's
+   * path.
    * Requirements, checked at start:
    *   - the factory sets `graph` (the cudaGraph_t of graph_exec) and no
    *     pre_launch_fn / post_launch_fn (the request is not known when the
@@ -138,6 +142,26 @@ cudaq_status_t cudaq_pipeline_config_init(cudaq_pipeline_config_t *config);
 
 typedef void (*cudaq_launch_callback_t)(void *user_data, void *slot_dev, cudaStream_t stream);
 
+/* (extension, gpu_prelaunch) A worker's gate: where its pre-launched graph
+ * waits for a request and where the request's copy goes. Filled by the
+ * pipeline; read on the device by cudaq_pipeline_gate_wait() (CUDA code,
+ * at the end of this header). Every pointer is a device address. */
+typedef struct {
+  const uint64_t *gate_dev; /* the gate word (mapped memory): ticket << 32 | slot,
+                               stored once per request by the dispatcher */
+  const uint8_t *ring_dev;  /* RX slot 0 */
+  uint64_t stride;          /* RX slot stride (a multiple of 8) */
+  uint32_t nslots;          /* a slot number >= nslots: released without a request (stop) */
+  uint32_t *ticket_dev;     /* the ticket of the graph's last run */
+  uint32_t *opened_dev;     /* the ticket whose request is staged (blocks other than 0 wait for it) */
+  uint32_t *passed_dev;     /* blocks past the gate in the current run */
+  uint8_t *staging_dev;     /* the request's copy: header + payload, the slot's layout */
+  uint64_t staging_bytes;
+  void **mailbox_dev;       /* a word holding staging_dev */
+  uint32_t *done_dev;       /* GPU-only: the completion word the gate graph's last node
+                               sets to 1, or NULL */
+} cudaq_pipeline_gate_t;
+
 /* Per-worker GPU resources, filled by the factory. The fields marked "in"
  * are filled by the pipeline before the factory runs, so the factory can
  * capture them into its graph. */
@@ -169,6 +193,16 @@ typedef struct {
    * gpu_prelaunch (start adds a copy of it to the gate graph as a child
    * node: the factory may destroy it after start). */
   cudaGraph_t graph;
+  /* in (extension, gpu_prelaunch): this worker's gate, valid while the
+   * factory runs (copy it); NULL without gpu_prelaunch. */
+  const cudaq_pipeline_gate_t *gate;
+  /* (extension, gpu_prelaunch) 1: the graph's first kernel calls
+   * cudaq_pipeline_gate_wait(gate) itself before it reads the request, and
+   * start puts no gate kernel in front of the graph (measured on an H200,
+   * bench_stream_gate, 2 KiB: 4.4 us against 4.8 us for a gate kernel
+   * followed by the work kernel). 0 (default): the pipeline's gate kernel
+   * waits and copies, then the graph runs. */
+  int waits_at_gate;
 } cudaq_gpu_worker_resources_t;
 
 /* Called once per worker during start. Returns 0 on success; any other
@@ -381,5 +415,129 @@ cudaq_status_t cudaq_host_release_worker(cudaq_dispatcher_t *dispatcher, uint32_
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
+
+/* ---- device side (CUDA code) --------------------------------------------- */
+#if defined(__CUDACC__)
+#include <cuda/atomic>
+
+/* Items [from, to) of src to dst, 8 loads per thread in flight before their
+ * stores (reads of mapped memory cross PCIe: issue them together). */
+template <typename T>
+static __device__ inline void cudaq__gate_copy_items(const T *__restrict__ src, T *__restrict__ dst, uint32_t from,
+                                                     uint32_t to) {
+  constexpr int kInFlight = 8;
+  const uint32_t n = blockDim.x;
+  for (uint32_t base = from; base < to; base += kInFlight * n) {
+    T v[kInFlight];
+#pragma unroll
+    for (int k = 0; k < kInFlight; ++k) {
+      const uint32_t i = base + k * n + threadIdx.x;
+      if (i < to) v[k] = src[i];
+    }
+#pragma unroll
+    for (int k = 0; k < kInFlight; ++k) {
+      const uint32_t i = base + k * n + threadIdx.x;
+      if (i < to) dst[i] = v[k];
+    }
+  }
+}
+
+/* The request at slot (header, then arg_len bytes; at most staging_bytes)
+ * into staging, by the whole block: one item per thread first (the header
+ * among them), then the rest once the header says how much there is. */
+template <typename T>
+static __device__ inline void cudaq__gate_copy_request(const uint8_t *slot, uint8_t *staging,
+                                                       uint64_t staging_bytes, uint32_t *n_items) {
+  const T *src = reinterpret_cast<const T *>(slot);
+  T *dst = reinterpret_cast<T *>(staging);
+  const uint64_t cap64 = staging_bytes / sizeof(T);
+  const uint32_t cap = cap64 > 0xffffffffu ? 0xffffffffu : (uint32_t)cap64;
+  const uint32_t first = cap < blockDim.x ? cap : blockDim.x;
+  cudaq__gate_copy_items(src, dst, 0, first);
+  __syncthreads(); /* the header's items are in staging */
+  if (threadIdx.x == 0) {
+    const uint64_t arg_len = reinterpret_cast<const volatile uint32_t *>(staging)[2]; /* offset 8 */
+    const uint64_t total = (24 + arg_len + sizeof(T) - 1) / sizeof(T);
+    *n_items = total < cap ? (uint32_t)total : cap;
+  }
+  __syncthreads();
+  if (*n_items > first) cudaq__gate_copy_items(src, dst, first, *n_items);
+}
+
+/* (extension, gpu_prelaunch) Waits at a worker's gate and returns the
+ * request (24-byte header + payload, the slot's layout) copied into device
+ * memory; after a release without a request (stop), an empty request: a
+ * zeroed header, magic 0, arg_len 0. The pipeline's own gate kernel calls
+ * it; a worker graph's first kernel may call it instead
+ * (cudaq_gpu_worker_resources_t.waits_at_gate).
+ * Every thread of every block of that kernel calls it once per run, before
+ * anything reads the request. Block 0 waits for the gate word and copies
+ * the request with all its threads; the other blocks wait (in device
+ * memory) for block 0, so all of the kernel's blocks must be resident at
+ * once (a grid of at most one wave). Uses a few words of shared memory. */
+static __device__ inline const uint8_t *cudaq_pipeline_gate_wait(const cudaq_pipeline_gate_t &g) {
+  __shared__ uint32_t want, n_items;
+  if (threadIdx.x == 0) {
+    /* The last run's ticket: written by the previous run after all its
+     * blocks read it (below), visible here by stream order. */
+    want = *g.ticket_dev + 1;
+  }
+  __syncthreads();
+  const uint32_t my = want;
+  if (blockIdx.x == 0) {
+    __shared__ uint32_t slot;
+    if (threadIdx.x == 0) {
+      cuda::atomic_ref<uint64_t, cuda::thread_scope_system> w(*const_cast<uint64_t *>(g.gate_dev));
+      uint64_t v;
+      /* A14 pairs with R14 (open_gate in the pipeline's pool.c): once the
+       * word carries this run's ticket, the slot's request bytes are
+       * visible to the block's loads below (after the barrier). */
+      do {
+        v = w.load(cuda::memory_order_acquire);
+      } while ((int32_t)((uint32_t)(v >> 32) - my) < 0);
+      slot = (uint32_t)v < g.nslots ? (uint32_t)v : g.nslots;
+    }
+    __syncthreads();
+    if (slot == g.nslots) { /* released without a request: an empty one */
+      if (threadIdx.x < 6) reinterpret_cast<uint32_t *>(g.staging_dev)[threadIdx.x] = 0;
+    } else {
+      const uint8_t *src = g.ring_dev + (uint64_t)slot * g.stride;
+      if (((uintptr_t)g.ring_dev | g.stride | (uintptr_t)g.staging_dev) % 16 == 0)
+        cudaq__gate_copy_request<uint4>(src, g.staging_dev, g.staging_bytes, &n_items);
+      else
+        cudaq__gate_copy_request<uint2>(src, g.staging_dev, g.staging_bytes, &n_items);
+    }
+    __syncthreads(); /* the block's copies come before thread 0's R15 */
+    if (threadIdx.x == 0 && gridDim.x > 1) {
+      /* R15 publishes the staged request to the other blocks; pairs with
+       * their A15 below. */
+      cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(*g.opened_dev).store(my, cuda::memory_order_release);
+    }
+  } else {
+    if (threadIdx.x == 0) {
+      cuda::atomic_ref<uint32_t, cuda::thread_scope_device> o(*g.opened_dev);
+      /* A15 pairs with block 0's R15: the staged request is visible to
+       * this block (its threads after the barrier below). */
+      while ((int32_t)(o.load(cuda::memory_order_acquire) - my) < 0) {
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    if (gridDim.x == 1) {
+      *g.ticket_dev = my;
+    } else {
+      /* The last block past the gate records the run's ticket; every block
+       * has read the old one by then (its read comes before its count). */
+      cuda::atomic_ref<uint32_t, cuda::thread_scope_device> n(*g.passed_dev);
+      if (n.fetch_add(1u, cuda::memory_order_acq_rel) + 1u == gridDim.x) {
+        n.store(0u, cuda::memory_order_relaxed);
+        *g.ticket_dev = my;
+      }
+    }
+  }
+  return g.staging_dev;
+}
+#endif /* __CUDACC__ */
 
 #endif /* CUDAQ_REALTIME_PIPELINE_H */
