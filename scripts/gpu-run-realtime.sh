@@ -79,10 +79,12 @@ mkdir -p "$OUT/bench"
 bench() { # bench PRESET MODE INTERVAL [args...]
   local pr=$1 mode=$2 iv=$3; shift 3
   local name="$pr-$mode-$([ "$iv" = 0 ] && echo flat || echo "${iv}us")${SFX:-}"
+  local plan=""; [ "$mode" = hybrid ] && plan="--plan_dir /tmp/plans" # qec-realtime: GPU engine flags are hybrid only
+  # shellcheck disable=SC2086
   STEP_TIMEOUT=120 run "bench_$name" "$RT" --preset "$pr" --mode "$mode" \
     --dem "/tmp/rt-$pr/circuit.dem" --in "/tmp/rt-$pr/shots.b8" --in_format b8 \
     --obs_in "/tmp/rt-$pr/obs.01" --duration_s "$DURATION" --interval_us "$iv" \
-    --workers "$WORKERS" --pin 1 --plan_dir /tmp/plans --progress_s 0 \
+    --workers "$WORKERS" --pin 1 $plan --progress_s 0 \
     --json "$OUT/bench/$name.json" "$@"
   grep -E "Throughput|p50|p99|^requests:|^logical|MWPM alone|^stage|^GPU" "$OUT/bench_$name.log"
 }

@@ -336,8 +336,12 @@ static int run(const opts_t *o) {
   a.shots.nd = dem->num_detectors;
   a.shots.no = dem->num_observables;
   cudaq_dem_destroy(dem);
-  if (mst) {
-    fprintf(stderr, "qec-realtime: %s: %s\n", o->dem, cudaq_mwpm_status_str(mst));
+  if (mst) { /* e.g. a probability above 1/2 with --enable_correlations: the message says which */
+    if (err.line)
+      fprintf(stderr, "qec-realtime: %s:%zu: %s\n", o->dem, err.line,
+              err.message[0] ? err.message : cudaq_mwpm_status_str(mst));
+    else
+      fprintf(stderr, "qec-realtime: %s: %s\n", o->dem, err.message[0] ? err.message : cudaq_mwpm_status_str(mst));
     return 1;
   }
   int rc = 1;

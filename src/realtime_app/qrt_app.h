@@ -27,6 +27,7 @@ typedef enum { QRT_MODE_CPU = 0, QRT_MODE_HYBRID = 1, QRT_MODE_PASSTHROUGH = 2 }
 
 typedef struct opts {
   const char *dem, *in, *obs_in, *out, *json, *model, *mode_name, *preset, *plan_dir;
+  const char *gpu_engine_flag; /* the last of --precision / --plan_dir given, or NULL */
   const char *in_format, *obs_in_format, *out_format;
   qrt_mode_t mode;
   qrt_payload_t payload;

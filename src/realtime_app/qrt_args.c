@@ -1,10 +1,12 @@
 /* qec-realtime: flags, modes and presets (qrt_app.h). */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cudaq/qec/samples.h"
 #include "qrt_app.h"
 
 void qrt_usage(FILE *f) {
@@ -37,8 +39,8 @@ void qrt_usage(FILE *f) {
       "  --enable_correlations      two-pass correlated matching (PyMatching's\n"
       "                             enable_correlations) in the workers' MWPM and in the MWPM-alone\n"
       "                             comparison; the lowest logical error rate, ~3x MWPM's time\n"
-      "  --precision fp16|fp32      GPU engine precision (hybrid; default fp16)\n"
-      "  --plan_dir DIR             cache the GPU engine's plan in DIR (hybrid)\n"
+      "  --precision fp16|fp32      GPU engine precision (hybrid only; default fp16)\n"
+      "  --plan_dir DIR             cache the GPU engine's plan in DIR (hybrid only)\n"
       "  --preset d5|d7|d9|d13|d21|d31\n"
       "                             the shipped model for that distance (models/: Z basis for\n"
       "                             d5..d13 and d31, X for d21); give --dem/--in/--obs_in for its\n"
@@ -56,10 +58,11 @@ void qrt_usage(FILE *f) {
       "                             default) or bit-packed (the wire format's BIT_PACKED)\n"
       "load:\n"
       "  --requests N               requests to send, looping over the shot file\n"
-      "                             (default: one per shot)\n"
+      "                             (default, and 0: one per shot)\n"
       "  --duration_s S             send for S seconds instead (at most --requests, default\n"
-      "                             4,000,000)\n"
-      "  --interval_us U            one request every U us (0 = flat out, default)\n"
+      "                             4,000,000; 0 = not set: --requests counts)\n"
+      "  --interval_us U            one request every U us, at most 1,000,000 (0 = flat out,\n"
+      "                             default)\n"
       "  --timeout_ms T             wait at most T ms for the last answers (default 10000)\n"
       "  --idle_yield 0|1           idle threads sched_yield() (default: 1 when the threads\n"
       "                             outnumber the CPUs)\n"
@@ -84,8 +87,9 @@ void qrt_usage(FILE *f) {
 
 static int parse_u64(const char *flag, const char *v, uint64_t *out) {
   char *end = NULL;
+  errno = 0;
   unsigned long long x = strtoull(v, &end, 10);
-  if (!*v || *end || v[0] == '-') {
+  if (!*v || *end || v[0] == '-' || errno == ERANGE) {
     fprintf(stderr, "qec-realtime: %s '%s' is not a non-negative integer\n", flag, v);
     return 1;
   }
@@ -155,7 +159,10 @@ int qrt_parse_args(int argc, char **argv, opts_t *o) {
     else if (!strcmp(a, "--json")) o->json = v;
     else if (!strcmp(a, "--model")) o->model = v;
     else if (!strcmp(a, "--mode")) o->mode_name = v;
-    else if (!strcmp(a, "--plan_dir")) o->plan_dir = v;
+    else if (!strcmp(a, "--plan_dir")) {
+      o->plan_dir = v;
+      o->gpu_engine_flag = a;
+    }
     else if (!strcmp(a, "--payload")) {
       if (strcmp(v, "int32") && strcmp(v, "bits")) {
         fprintf(stderr, "qec-realtime: --payload is int32 or bits, not '%s'\n", v);
@@ -168,6 +175,7 @@ int qrt_parse_args(int argc, char **argv, opts_t *o) {
         return 1;
       }
       o->fp16 = !strcmp(v, "fp16");
+      o->gpu_engine_flag = a;
     }
     else if (!strcmp(a, "--preset")) o->preset = v;
     else if (!strcmp(a, "--requests")) { if (parse_u64(a, v, &o->requests)) return 1; }
@@ -297,8 +305,27 @@ int qrt_check_mode_and_preset(opts_t *o) {
                     "pre-launch is retried on arrival, not answered with an error)\n");
     return 2;
   }
+  if (o->gpu_engine_flag && o->mode != QRT_MODE_HYBRID) {
+    fprintf(stderr, "qec-realtime: %s sets the GPU engine: it needs --mode hybrid (the CPU "
+                    "executor runs FP32 and keeps no plan)\n", o->gpu_engine_flag);
+    return 2;
+  }
   if (!o->dem || !o->in) {
     fprintf(stderr, "qec-realtime: --dem and --in are required (--help lists the flags)\n");
+    return 2;
+  }
+  const char *fmts[][2] = {{"--in_format", o->in_format}, {"--obs_in_format", o->obs_in_format},
+                           {"--out_format", o->out_format}};
+  for (size_t k = 0; k < sizeof fmts / sizeof fmts[0]; k++) {
+    cudaq_sample_format_t f;
+    if (cudaq_sample_format_parse(fmts[k][1], &f)) {
+      fprintf(stderr, "qec-realtime: %s is 01, b8 or dets, not '%s'\n", fmts[k][0], fmts[k][1]);
+      return 2;
+    }
+  }
+  if (o->interval_us > 1e6) {
+    fprintf(stderr, "qec-realtime: --interval_us %g: at most 1,000,000 (one request a second)\n",
+            o->interval_us);
     return 2;
   }
   if (o->duration_s > 0 && o->interval_us > 0 && o->duration_s * 1e6 / o->interval_us > 4e9) {

@@ -320,6 +320,32 @@ refusals)
   expect_refusal prelaunch_fault "do not combine" --dem "$DEM" --in "$DATA/shots.b8" \
     --in_format b8 --mode passthrough --prelaunch 1 --fail_launch_every 7
   expect_refusal prelaunch_value "is 0..64" --dem "$DEM" --in "$DATA/shots.b8" --prelaunch 65
+  # Command-line mistakes: refused before any request is sent, exit 2.
+  expect_usage() { # expect_usage NAME PATTERN ARGS...
+    uname=$1 upat=$2; shift 2
+    expect_refusal "$uname" "$upat" "$@"
+    rc=0
+    "$RT" "$@" >/dev/null 2>&1 || rc=$?
+    [ $rc -eq 2 ] || fail "$uname: exit $rc, not 2"
+  }
+  expect_usage out_format "--out_format is 01, b8 or dets, not 'r8'" --dem "$DEM" \
+    --in "$DATA/shots.b8" --in_format b8 --model none --out "$WORK/never.r8" --out_format r8
+  expect_usage in_format "--in_format is 01, b8 or dets, not 'r8'" --dem "$DEM" \
+    --in "$DATA/shots.b8" --in_format r8
+  expect_usage precision_cpu "--precision sets the GPU engine: it needs --mode hybrid" \
+    --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --model local --precision fp32
+  expect_usage plan_cpu "--plan_dir sets the GPU engine" --dem "$DEM" --in "$DATA/shots.b8" \
+    --in_format b8 --model none --plan_dir "$WORK"
+  expect_usage interval "at most 1,000,000" --dem "$DEM" --in "$DATA/shots.b8" \
+    --in_format b8 --interval_us 99999999999999
+  expect_usage requests_range "is not a non-negative integer" --dem "$DEM" \
+    --in "$DATA/shots.b8" --requests 99999999999999999999999
+  [ ! -e "$WORK/never.r8" ] || fail "out_format: the output file was written before the refusal"
+  # A DEM the decoder cannot use says why (line and reason), not just "invalid argument".
+  printf 'error(0.7) D0 D1\nerror(0.1) D0 L0\nerror(0.1) D1\n' >"$WORK/p07.dem"
+  printf '00\n01\n' >"$WORK/p07.01"
+  expect_refusal corr_p "p07.dem:1: error probability 0.7 > 0.5" --dem "$WORK/p07.dem" \
+    --in "$WORK/p07.01" --model none --enable_correlations
   "$RT" --help | grep -q -- "--interval_us" || fail "--help does not list --interval_us"
   ;;
 *) fail "unknown case" ;;
