@@ -25,6 +25,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +152,10 @@ static int parse_args(int argc, char **argv, opts_t *o) {
     }
     *slot = argv[++i];
   }
+  if (strcmp(o->cmd, "predict") && strcmp(o->cmd, "count_mistakes")) {
+    fprintf(stderr, "qec-decode: unknown command '%s' (predict or count_mistakes)\n", o->cmd);
+    return -1;
+  }
   if (!o->dem) {
     fprintf(stderr, "qec-decode: --dem is required\n");
     return -1;
@@ -162,8 +167,16 @@ static FILE *open_or(const char *path, const char *mode, FILE *dflt) {
   if (!path || !strcmp(path, "-"))
     return dflt;
   FILE *f = fopen(path, mode);
-  if (!f)
+  if (!f) {
     fprintf(stderr, "qec-decode: cannot open '%s': %s\n", path, strerror(errno));
+    return NULL;
+  }
+  struct stat sb; /* fopen opens a directory for reading; its reads then fail with EISDIR */
+  if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    fprintf(stderr, "qec-decode: cannot read '%s': %s\n", path, strerror(EISDIR));
+    fclose(f);
+    return NULL;
+  }
   return f;
 }
 
@@ -250,8 +263,10 @@ static int check_predecoder_flags(const opts_t *o, int cmd_predict,
     char *end = NULL;
     if (o->local_factor) {
       local->weight_factor = strtod(o->local_factor, &end);
-      if (end == o->local_factor || *end) {
-        fprintf(stderr, "qec-decode: --local_weight_factor '%s' is not a number\n", o->local_factor);
+      if (end == o->local_factor || *end || !isfinite(local->weight_factor) ||
+          local->weight_factor <= 0) {
+        fprintf(stderr, "qec-decode: --local_weight_factor '%s' is not a positive number\n",
+                o->local_factor);
         return 1;
       }
     }

@@ -264,8 +264,11 @@ cudaq_predecoder_status_t cudaq_predecoder_create_onnx(const char *path, uint32_
   nerr.message[0] = '\0';
   cudaq_nn_status_t nst = cudaq_nn_model_load_file(path, &o->model, &nerr);
   if (nst != CUDAQ_NN_OK) {
-    cudaq_predecoder__set_error(err, "cannot load: %s: %s", cudaq_nn_status_str(nst),
-                                nerr.message);
+    const char *kind = cudaq_nn_status_str(nst); /* named once: some messages begin with it */
+    if (!strncmp(nerr.message, kind, strlen(kind)))
+      cudaq_predecoder__set_error(err, "cannot load: %s", nerr.message);
+    else
+      cudaq_predecoder__set_error(err, "cannot load: %s: %s", kind, nerr.message);
     st = nst == CUDAQ_NN_ERR_NO_MEMORY ? CUDAQ_PREDECODER_ERR_NO_MEMORY : CUDAQ_PREDECODER_ERR_NN;
   }
   if (!st)

@@ -45,6 +45,11 @@ printf '01\n0x\n' > "$T/bad.01"
 if "$QD" predict --dem "$T/ok.dem" --in "$T/bad.01" --in_format 01 2> "$T/err" > /dev/null; then fail "bad 01 accepted"; fi
 grep -q "record 2" "$T/err" || fail "message: $(cat "$T/err")"
 if "$QD" bogus --dem "$T/ok.dem" 2> /dev/null; then fail "unknown command accepted"; fi
+# The command is named before a missing --dem; a directory as input is named with its reason.
+rc=0; "$QD" frobnicate 2> "$T/err" || rc=$?
+[ $rc -eq 2 ] && grep -q "unknown command 'frobnicate'" "$T/err" || fail "frobnicate: exit $rc, $(cat "$T/err")"
+if "$QD" predict --dem "$T/ok.dem" --in "$T" 2> "$T/err" > /dev/null; then fail "directory input accepted"; fi
+grep -q "cannot read '$T': Is a directory" "$T/err" || fail "directory message: $(cat "$T/err")"
 if "$QD" predict 2> /dev/null; then fail "missing --dem accepted"; fi
 pass=$((pass + 4))
 

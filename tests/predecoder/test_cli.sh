@@ -73,11 +73,19 @@ refuses "device local" "--device is for ONNX models" predict --dem "$DEM" $SHOTS
   --predecoder local --device gpu
 refuses "factor onnx" "--local_weight_factor is for --predecoder local" predict --dem "$DEM" $SHOTS \
   --predecoder "$D/identity.onnx" --local_weight_factor 2
-refuses "factor text" "--local_weight_factor 'abc' is not a number" predict --dem "$DEM" $SHOTS \
+refuses "factor text" "--local_weight_factor 'abc' is not a positive number" predict --dem "$DEM" $SHOTS \
   --predecoder local --local_weight_factor abc
-refuses "factor zero" "weight factor 0 is not a positive number" predict --dem "$DEM" $SHOTS \
-  --predecoder local --local_weight_factor 0
+for v in 0 -1 nan inf 1e400; do # command-line mistakes: exit 2, as the text above
+  refuses "factor $v" "--local_weight_factor '$v' is not a positive number" predict --dem "$DEM" $SHOTS \
+    --predecoder local --local_weight_factor "$v"
+  rc=0; "$QD" predict --dem "$DEM" $SHOTS --predecoder local --local_weight_factor "$v" >/dev/null 2>&1 || rc=$?
+  [ $rc -eq 2 ] || fail "factor $v: exit $rc, not 2"
+done
 refuses "no value" "--predecoder needs a value" predict --dem "$DEM" --predecoder
+printf 'garbage\n' > "$T/garbage.onnx" # the kind of failure named once, then why
+refuses "garbage model" "cannot load: not a valid ONNX model: the protobuf does not parse" predict \
+  --dem "$DEM" $SHOTS --predecoder "$T/garbage.onnx"
+grep -q "model: not a valid ONNX model" "$T/err" && fail "garbage model: the kind is named twice: $(cat "$T/err")"
 
 # 4. count_mistakes: the usual line first (predecoder + MWPM), then the
 # report; MWPM alone in the report equals plain count_mistakes.
