@@ -8,7 +8,7 @@ import numpy as np
 
 from . import _lib
 from ._lib import lib
-from .matching import Matching, _Decoder, _check_shots, _predictions, _ptr, _shot_error
+from .matching import Matching, _Decoder, _check_shots, _one_shot, _predictions, _ptr, _shot_error
 from .models import find_model
 
 
@@ -110,10 +110,8 @@ class HybridDecoder:
         return st
 
     def decode(self, z, *, return_weight=False):
-        z = np.asarray(z)
-        if z.ndim != 1:
-            raise ValueError(f"z must be a 1D array of {self.num_detectors} detection events, got shape {z.shape}")
-        preds, weights, _ = self._decode(z[None, :], False, False, "z")
+        """As Matching.decode (z: 1D, or 2D as PyMatching takes it)."""
+        preds, weights, _ = self._decode(_one_shot(z, self.num_detectors), False, False, "z")
         return (preds[0], float(weights[0])) if return_weight else preds[0]
 
     def decode_batch(self, shots, *, return_weights=False, bit_packed_shots=False,

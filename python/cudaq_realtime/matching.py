@@ -76,7 +76,12 @@ class _Decoder:
 
 def _check_shots(shots, width, bit_packed, what="shots"):
     """A C-contiguous uint8 (num_shots, columns) array, or a ValueError naming
-    the expected and found shapes."""
+    the expected and found shapes. Integers and booleans: non-zero is a
+    detection event (bit-packed: bytes 0..255). Floats, as PyMatching takes
+    them: whole numbers are read as those integers; a fraction, NaN or
+    infinity is refused (PyMatching would truncate it silently: 0.9 is no
+    event). Bit-packed shots must leave the padding bits past the last
+    detector at 0, as PyMatching, numpy.packbits and stim's b8 do."""
     arr = np.asarray(shots)
     if arr.ndim != 2:
         raise ValueError(f"{what} must be a 2D array (num_shots, {'ceil(num_detectors / 8)' if bit_packed else 'num_detectors'}), "
@@ -89,13 +94,70 @@ def _check_shots(shots, width, bit_packed, what="shots"):
         raise ValueError(f"{what} has {arr.shape[1]} columns; this model has {width} detectors, so each "
                          f"shot needs {width} (one per detector)")
     if arr.dtype != np.uint8:
-        if arr.dtype != np.bool_ and not np.issubdtype(arr.dtype, np.integer):
-            raise TypeError(f"{what} must hold integers or booleans (dtype uint8), got dtype {arr.dtype}")
+        if np.issubdtype(arr.dtype, np.floating):
+            _check_whole(arr, bit_packed, what)
+        elif arr.dtype != np.bool_ and not np.issubdtype(arr.dtype, np.integer):
+            raise TypeError(f"{what} must hold integers, booleans or floats (dtype uint8), got dtype {arr.dtype}")
         if bit_packed and arr.dtype != np.bool_ and (arr.min(initial=0) < 0 or arr.max(initial=0) > 255):
             raise ValueError(f"bit-packed {what} must hold bytes (0..255)")
         arr = arr != 0 if not bit_packed else arr
         arr = arr.astype(np.uint8)
+    if bit_packed:
+        _check_padding(arr, width, what)
     return np.ascontiguousarray(arr)
+
+
+def _check_whole(arr, bit_packed, what):
+    """Refuses a float shot array holding a fraction, NaN or infinity, naming
+    the first such value's shot and column."""
+    with np.errstate(invalid="ignore"):
+        bad = ~(np.isfinite(arr) & (arr == np.floor(arr)))
+    if bad.any():
+        shot, col = (int(i) for i in np.argwhere(bad)[0])
+        where = "z" if what == "z" else f"shot {shot}"
+        place = f"byte {col}" if bit_packed else f"detector {col}"
+        raise ValueError(f"{where} holds {float(arr[shot, col])!r} at {place} ({bad.sum()} such value(s) in {what}): "
+                         f"float {what} must hold whole numbers ({'bytes 0.0..255.0' if bit_packed else '1.0 for a detection event, 0.0 for none'}); "
+                         "PyMatching would truncate it silently, so it is refused")
+
+
+def _check_padding(arr, width, what):
+    """Refuses bit-packed shots with a padding bit set (a bit of the last
+    byte past the last detector), naming the first such shot, as PyMatching
+    refuses them. The rule's C home, the realtime server's payload check
+    (qec-realtime --payload bits, src/realtime_app/qrt_worker.c), is not in
+    the library this package loads, whose cudaq_mwpm_shot_events and
+    cudaq_mwpm_decode_batch ignore padding bits (mwpm.h): hence this check."""
+    used = width % 8
+    if not used or not arr.shape[0]:
+        return
+    bad = np.flatnonzero(arr[:, -1] >> used)
+    if bad.size:
+        shot, byte = int(bad[0]), arr.shape[1] - 1
+        value = int(arr[shot, byte])
+        bits = [b for b in range(used, 8) if (value >> b) & 1]
+        extra = f" ({bad.size} of the {arr.shape[0]} shots set padding bits; this is the first)" if bad.size > 1 else ""
+        raise ValueError(f"bit-packed {what}: shot {shot} sets padding bit(s): its byte {byte} is 0b{value:08b}, whose "
+                         f"bit(s) {', '.join(map(str, bits))} would be detector(s) "
+                         f"{', '.join(str(8 * byte + b) for b in bits)}, past this model's {width} detectors "
+                         f"(D0..D{width - 1}){extra}; bits {used}..7 of the last byte must be 0, as "
+                         "numpy.packbits(..., bitorder='little') and stim's b8 leave them")
+
+
+def _one_shot(z, width):
+    """decode's z as a (1, width) array, read as PyMatching reads it: 1D with
+    one entry per detector, or 2D with width entries in all, z[i, j] being
+    detector j * z.shape[0] + i (PyMatching's stabiliser i at time step j; a
+    (1, width) or (width, 1) array is in detector order). Other shapes: a
+    ValueError."""
+    z = np.asarray(z)
+    if z.ndim == 1 and z.shape[0] == width:
+        return z[None, :]
+    if z.ndim == 2 and z.shape[0] * z.shape[1] == width:
+        return z.ravel(order="F")[None, :]
+    raise ValueError(f"z must hold one entry per detector of this model's {width}: a 1D array of shape ({width},), "
+                     f"or, as PyMatching, a 2D array of {width} elements (z[i, j] is detector j * z.shape[0] + i, "
+                     f"so (1, {width}) and ({width}, 1) are in detector order); got shape {z.shape}")
 
 
 def _predictions(num_shots, num_obs, bit_packed):
@@ -185,18 +247,18 @@ class Matching:
         return dec
 
     def decode(self, z, *, return_weight=False, enable_correlations=False, **kwargs):
-        """Decodes one shot: z holds one 0/1 per detector. Returns the predicted
-        observables (uint8, num_fault_ids), and the matching weight when
+        """Decodes one shot: z holds one 0/1 per detector (values as in
+        decode_batch), 1D, or 2D as PyMatching takes it (z[i, j] is detector
+        j * z.shape[0] + i, so (1, num_detectors) and (num_detectors, 1) are
+        in detector order; other shapes raise ValueError). Returns the
+        predicted observables (uint8, num_fault_ids), and the matching weight when
         return_weight=True. enable_correlations=True: two-pass correlated
         matching (the Matching must have been made with
         enable_correlations=True); the weight is then that of the reweighted
         edges."""
         if kwargs:
             raise TypeError(f"decode() got unexpected keyword argument(s) {sorted(kwargs)}")
-        z = np.asarray(z)
-        if z.ndim != 1:
-            raise ValueError(f"z must be a 1D array of {self.num_detectors} detection events, got shape {z.shape}")
-        preds, weights = self._decode(z[None, :], False, False, "z", enable_correlations)
+        preds, weights = self._decode(_one_shot(z, self.num_detectors), False, False, "z", enable_correlations)
         if return_weight:
             return preds[0], float(weights[0])
         return preds[0]
@@ -205,7 +267,11 @@ class Matching:
                      bit_packed_predictions=False, enable_correlations=False, num_threads=1):
         """Decodes a (num_shots, num_detectors) uint8 array (or, with
         bit_packed_shots, (num_shots, ceil(num_detectors / 8)) little-endian
-        bytes as np.packbits(..., bitorder='little') and stim make). Returns
+        bytes as np.packbits(..., bitorder='little') and stim make; a padding
+        bit set past the last detector raises ValueError, as PyMatching).
+        Other integer dtypes and bool: non-zero is an event; floats (as
+        PyMatching): whole numbers only, a fraction, NaN or infinity raises
+        ValueError where PyMatching would truncate it. Returns
         predictions (num_shots, num_fault_ids), or bit-packed
         (num_shots, ceil(num_fault_ids / 8)); with return_weights also the
         matching weight of each shot (float64). enable_correlations=True:

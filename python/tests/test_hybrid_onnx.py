@@ -60,6 +60,7 @@ def test_hybrid_equals_onnxruntime_then_pymatching(d5z):
     pp = h.decode_batch(packed, bit_packed_shots=True, bit_packed_predictions=True)
     assert (np.unpackbits(pp, axis=1, bitorder="little")[:, :1] == preds).all()
     assert (h.decode(dets[0]) == preds[0]).all()
+    assert (h.decode(dets[0][None]) == preds[0]).all()  # (1, N), as Matching.decode and PyMatching
 
 
 def test_hybrid_local_predecoder(d5z):
@@ -96,6 +97,8 @@ def test_hybrid_errors(d5z, tmp_path):
     h = cr.HybridDecoder(None, dem)
     with pytest.raises(ValueError, match="121 columns.*120 detectors"):
         h.decode_batch(np.zeros((2, 121), np.uint8))
+    with pytest.raises(ValueError, match=r"z must hold one entry per detector .*got shape \(2, 120\)"):
+        h.decode(np.zeros((2, 120), np.uint8))
 
 
 def test_hybrid_gpu(d5z):

@@ -1,4 +1,6 @@
 """cudaq_realtime.Matching against PyMatching 2.4 on stim circuits."""
+import re
+
 import numpy as np
 import pymatching
 import pytest
@@ -83,11 +85,92 @@ def test_bit_packed_round_trips(d5z, packed_in, packed_out):
     assert (unpacked == base).all()
 
 
-def test_packed_padding_bits_are_ignored():
-    m = cr.Matching.from_detector_error_model("error(0.1) D0\nerror(0.1) D0 D1\nerror(0.1) D1 L0\n")
-    # 2 detectors in one byte; bits 2..7 are padding.
-    p = m.decode_batch(np.array([[0b11111110]], dtype=np.uint8), bit_packed_shots=True)
-    assert p.tolist() == [[1]]
+LINE3 = "error(0.1) D0 L0\nerror(0.1) D0 D1\nerror(0.1) D1 D2\nerror(0.1) D2\n"  # 3 detectors
+
+
+def test_packed_padding_bits_are_refused_as_pymatching():
+    """A padding bit set (past the last detector) is a ValueError naming the
+    shot, as PyMatching ("The detection event with index 3 does not
+    correspond to a node in the graph, which only has 3 nodes."); with the
+    padding bits at 0 the shot decodes as the dense one."""
+    m = cr.Matching.from_detector_error_model(LINE3)
+    bad = np.array([[0b11111000]], dtype=np.uint8)  # 3 detectors in one byte; bits 3..7 are padding
+    with pytest.raises(ValueError):
+        pymatching.Matching.from_detector_error_model(stim.DetectorErrorModel(LINE3)).decode_batch(
+            bad, bit_packed_shots=True)
+    with pytest.raises(ValueError, match=r"shot 0 sets padding bit\(s\): its byte 0 is 0b11111000, whose bit\(s\) "
+                                         r"3, 4, 5, 6, 7 would be detector\(s\) 3, 4, 5, 6, 7, past this model's "
+                                         r"3 detectors \(D0..D2\)"):
+        m.decode_batch(bad, bit_packed_shots=True)
+    shots = np.array([[0b001], [0b011], [0b10000], [0b110], [0b1000]], dtype=np.uint8)
+    with pytest.raises(ValueError, match=r"shot 2 sets .*\(2 of the 5 shots set padding bits; this is the first\)"):
+        m.decode_batch(shots, bit_packed_shots=True)
+    with pytest.raises(ValueError, match="shot 2 sets"):  # the multi-thread path too
+        m.decode_batch(shots, bit_packed_shots=True, num_threads=2)
+    with pytest.raises(ValueError, match="shot 0 sets"):  # any integer dtype
+        m.decode_batch(bad.astype(np.int64), bit_packed_shots=True)
+    good = np.array([[0b001], [0b011], [0b110], [0b111]], dtype=np.uint8)
+    dense = np.unpackbits(good, axis=1, bitorder="little")[:, :3]
+    assert (m.decode_batch(good, bit_packed_shots=True) == m.decode_batch(dense)).all()
+    # A multiple of 8 detectors has no padding bits: every byte value is a shot.
+    m8 = cr.Matching.from_detector_error_model("".join(f"error(0.1) D{i} L0\n" for i in range(8)))
+    assert m8.decode_batch(np.array([[0b10000000]], np.uint8), bit_packed_shots=True).tolist() == [[1]]
+
+
+def test_decode_takes_pymatchings_shapes():
+    """decode takes z as PyMatching does: 1D, or 2D with one element per
+    detector in all, z[i, j] being detector j * z.shape[0] + i; other shapes
+    are a ValueError in both."""
+    text = "".join(f"error(0.1) D{i} L{i}\n" for i in range(6))
+    m = cr.Matching.from_detector_error_model(text)
+    ref = pymatching.Matching.from_detector_error_model(stim.DetectorErrorModel(text))
+    rng = np.random.default_rng(5)
+    for shape in [(6,), (1, 6), (6, 1), (2, 3), (3, 2)]:
+        for _ in range(5):
+            z = (rng.random(shape) < 0.4).astype(np.uint8)
+            p, w = m.decode(z, return_weight=True)
+            rp, rw = ref.decode(z, return_weight=True)
+            assert p.tolist() == rp.tolist() and abs(w - rw) <= 1e-9 * max(1, rw), shape
+    assert m.decode([[1, 0, 0, 0, 0, 1]]).tolist() == [1, 0, 0, 0, 0, 1]
+    for shape in [(5,), (7,), (1, 7), (2, 2), (1, 1, 6), (6, 1, 1), ()]:
+        z = np.zeros(shape, np.uint8)
+        with pytest.raises(ValueError):
+            ref.decode(z)
+        with pytest.raises(ValueError, match=rf"z must hold one entry per detector of this model's 6: .*"
+                                             rf"got shape {re.escape(str(shape))}"):
+            m.decode(z)
+
+
+def test_float_shots_as_pymatching():
+    """Float shots (PyMatching takes them): whole numbers decode as the same
+    integers, dense and bit-packed, in decode and decode_batch; a fraction,
+    NaN or infinity is a ValueError naming the shot (PyMatching truncates it:
+    0.9 would be no event)."""
+    m = cr.Matching.from_detector_error_model(LINE3)
+    ref = pymatching.Matching.from_detector_error_model(stim.DetectorErrorModel(LINE3))
+    shots = np.array([[1, 0, 0], [0, 1, 1], [1, 1, 1], [0, 0, 0], [0, 0, 1]], dtype=np.uint8)
+    base = m.decode_batch(shots)
+    for dt in (np.float64, np.float32, np.float16):
+        f = shots.astype(dt)
+        assert (m.decode_batch(f) == base).all() and (ref.decode_batch(f) == base).all(), dt
+        assert (m.decode_batch(f, num_threads=2) == base).all()
+        packed = np.packbits(shots, axis=1, bitorder="little").astype(dt)
+        assert (m.decode_batch(packed, bit_packed_shots=True) == base).all()
+        assert (ref.decode_batch(packed, bit_packed_shots=True) == base).all()
+        assert m.decode(f[1]).tolist() == ref.decode(f[1]).tolist() == base[1].tolist()
+    for v in (0.5, 0.9, np.nan, np.inf):
+        f = shots.astype(np.float64)
+        f[3, 2] = v
+        with pytest.raises(ValueError, match=rf"shot 3 holds {re.escape(repr(float(v)))} at detector 2 .*whole numbers"):
+            m.decode_batch(f)
+    with pytest.raises(ValueError, match="z holds 0.5 at detector 1"):
+        m.decode(np.array([0, 0.5, 1]))
+    with pytest.raises(ValueError, match=r"shot 0 holds 1.5 at byte 0 .*bytes 0.0..255.0"):
+        m.decode_batch(np.array([[1.5]]), bit_packed_shots=True)
+    with pytest.raises(ValueError, match="shot 0 sets padding"):
+        m.decode_batch(np.array([[8.0]]), bit_packed_shots=True)
+    with pytest.raises(TypeError, match="integers, booleans or floats"):
+        m.decode_batch(shots.astype(np.complex128))
 
 
 def test_many_observables_bit_packed():
