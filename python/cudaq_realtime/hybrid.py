@@ -15,7 +15,7 @@ from .models import find_model
 class _Predecoder:
     """One thread's cudaq_predecoder_t."""
 
-    def __init__(self, model_path, graph, num_dets, num_obs, weight_factor, gpu=None):
+    def __init__(self, model_path, graph, num_dets, num_obs, weight_factor, gpu=None, check_layout=True):
         self.ptr = _lib.c_void_p()
         err = _lib.PredecoderError()
         if model_path == "local":
@@ -25,7 +25,8 @@ class _Predecoder:
         else:
             opts = _lib.OnnxPredecoderOptions()
             lib.cudaq_onnx_predecoder_options_init(_lib.ctypes.byref(opts))
-            opts.graph = graph.ptr  # the model's detector layout checked against the DEM's
+            if check_layout:  # the model's detector layout checked against the DEM's
+                opts.graph = graph.ptr
             if gpu is not None:  # (precision, ordinal, plan path)
                 opts.device = _lib.PREDECODER_GPU
                 opts.precision = _lib.PREDECODER_FP16 if gpu[0] == "fp16" else _lib.PREDECODER_FP32
@@ -59,10 +60,15 @@ class HybridDecoder:
     device="gpu" raises CudaqUnsupportedError with the reason.
     Thread-safe like Matching: each thread gets its own predecoder (on the
     GPU: its own engine) and MWPM state on first use.
+
+    The detector layout a model records is compared with the DEM's detector
+    coordinates (up to a translation); a model of another circuit, or a DEM
+    without coordinates, raises CudaqValueError. check_layout=False skips
+    the comparison, for a caller who knows that the model fits the DEM.
     """
 
     def __init__(self, model, dem, *, device="cpu", precision="fp32", gpu_ordinal=0, plan_path=None,
-                 local_weight_factor=1.3):
+                 local_weight_factor=1.3, check_layout=True):
         if device not in ("cpu", "gpu"):
             raise ValueError(f"cudaq_realtime.HybridDecoder: device must be 'cpu' or 'gpu', got {device!r}")
         if precision not in ("fp32", "fp16"):
@@ -85,6 +91,7 @@ class HybridDecoder:
         self.model_path = model
         self.matching = Matching.from_detector_error_model(dem)
         self._weight_factor = float(local_weight_factor)
+        self._check_layout = bool(check_layout)
         self._tls = threading.local()
         self._state()  # load and check the model now, so that a bad one fails here
 
@@ -106,7 +113,7 @@ class HybridDecoder:
         if st is None:
             g = self.matching._graph
             st = self._tls.state = (_Predecoder(self.model_path, g, g.num_nodes, g.num_observables,
-                                                self._weight_factor, self._gpu), _Decoder(g))
+                                                self._weight_factor, self._gpu, self._check_layout), _Decoder(g))
         return st
 
     def decode(self, z, *, return_weight=False):

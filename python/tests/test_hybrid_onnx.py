@@ -101,6 +101,20 @@ def test_hybrid_errors(d5z, tmp_path):
         h.decode(np.zeros((2, 120), np.uint8))
 
 
+def test_hybrid_layout_unchecked_only_when_asked(d5z):
+    """A DEM without detector coordinates cannot be checked against the model's recorded
+    layout: refused, unless check_layout=False, which decodes as the full DEM does."""
+    c, dem = d5z
+    bare = "\n".join(l for l in str(dem.flattened()).splitlines() if not l.startswith("detector"))
+    d5 = os.path.join(cr.models_dir(), "predecoder_d5_z.onnx")
+    with pytest.raises(cr.CudaqValueError, match="the DEM has no detector coordinates"):
+        cr.HybridDecoder(d5, bare)
+    shots, _ = sample(c, 30, seed=5)
+    want = cr.HybridDecoder(d5, dem).decode_batch(shots)
+    got = cr.HybridDecoder(d5, bare, check_layout=False).decode_batch(shots)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_hybrid_gpu(d5z):
     """device='gpu': without a CUDA build or device, a clear CudaqUnsupportedError; with
     one (scripts/gpu-run-python.sh), the same predictions as the CPU executor."""

@@ -41,7 +41,7 @@ typedef struct opts {
   const char *cmd, *dem, *in, *out, *obs_in;
   const char *in_format, *out_format, *obs_in_format, *merge;
   const char *predecoder, *device, *precision, *local_factor, *json;
-  int appended, timing, correlations;
+  int appended, timing, correlations, skip_layout_check;
   int threads; /* --threads: 1 = the streaming one-thread loop */
 } opts_t;
 
@@ -68,6 +68,9 @@ static void usage(FILE *f) {
         "                     contract) or the rule-based local predecoder\n"
         "          [--device cpu|gpu] [--precision fp32|fp16]   ONNX model: CPU executor\n"
         "                     (default) or GPU engine; fp16 on the GPU only\n"
+        "          [--skip_layout_check]   ONNX model: do not compare the detector layout\n"
+        "                     it records with the DEM's coordinates (a DEM without\n"
+        "                     coordinates needs it; you vouch that the model fits)\n"
         "          [--local_weight_factor F]   local: likely edges weigh at most F x the\n"
         "                     lightest detector-detector edge (default 1.3)\n"
         "          [--json FILE]   count_mistakes: the report (predecoder + MWPM vs MWPM\n"
@@ -101,6 +104,10 @@ static int parse_args(int argc, char **argv, opts_t *o) {
     }
     if (!strcmp(a, "--enable_correlations")) {
       o->correlations = 1;
+      continue;
+    }
+    if (!strcmp(a, "--skip_layout_check")) {
+      o->skip_layout_check = 1;
       continue;
     }
     if (!strcmp(a, "--threads")) {
@@ -245,6 +252,8 @@ static int check_predecoder_flags(const opts_t *o, int cmd_predict,
   cudaq_local_predecoder_options_init(local);
   const char *needs = o->device ? "--device" : o->precision ? "--precision"
                       : o->local_factor ? "--local_weight_factor" : o->json ? "--json" : NULL;
+  if (!o->predecoder && o->skip_layout_check && !needs)
+    needs = "--skip_layout_check";
   if (!o->predecoder) {
     if (needs)
       fprintf(stderr, "qec-decode: %s needs --predecoder\n", needs);
@@ -255,6 +264,10 @@ static int check_predecoder_flags(const opts_t *o, int cmd_predict,
     return 1;
   }
   if (!strcmp(o->predecoder, "local")) {
+    if (o->skip_layout_check) {
+      fprintf(stderr, "qec-decode: --skip_layout_check is for ONNX models, not --predecoder local\n");
+      return 1;
+    }
     if (o->device || o->precision) {
       fprintf(stderr, "qec-decode: %s is for ONNX models, not --predecoder local\n",
               o->device ? "--device" : "--precision");
@@ -590,7 +603,7 @@ static int make_predecoder(const opts_t *o, const cudaq_mwpm_graph_t *g, uint32_
     st = cudaq_predecoder_create_local(g, local, &r->pd, &perr);
   } else {
     cudaq_onnx_predecoder_options_t oo = *onnx;
-    oo.graph = g; /* the model's detector layout against the DEM's */
+    oo.graph = o->skip_layout_check ? NULL : g; /* the model's detector layout against the DEM's */
     st = cudaq_predecoder_create_onnx(o->predecoder, nd, no, &oo, &r->pd, &perr);
     r->rep.device = onnx->device == CUDAQ_PREDECODER_GPU ? "gpu" : "cpu";
     r->rep.precision = onnx->precision == CUDAQ_PREDECODER_FP16 ? "fp16" : "fp32";

@@ -98,10 +98,15 @@ cudaq_predecoder_status_t cudaq_predecoder_check_layout(const cudaq_nn_model_t *
     size_t n;
     with += !cudaq_mwpm_graph_coords(graph, d, &c, &n) && n > 0;
   }
-  if (with == 0)
-    return CUDAQ_PREDECODER_OK; /* a DEM without coordinates: nothing to compare */
   char task[96];
   model_task(model, task, sizeof task);
+  if (with == 0) { /* a model of another circuit with as many detectors would run unnoticed */
+    cudaq_predecoder__set_error(err, "the DEM has no detector coordinates: the model's detector layout "
+                                "(%s) cannot be checked, and a model made for another circuit with "
+                                "as many detectors gives wrong answers without an error; use a DEM "
+                                "with coordinates (stim writes them) or skip the check", task);
+    return CUDAQ_PREDECODER_ERR_MODEL;
+  }
   if (with < nd) {
     cudaq_predecoder__set_error(err, "the DEM gives coordinates to %u of its %u detectors: the model's "
                                 "detector layout (%s) cannot be checked", with, nd, task);

@@ -271,7 +271,7 @@ static int compare_mwpm(app_t *a, const cudaq_mwpm_graph_t *g) {
   uint8_t *have = calloc(a->shots.n, 1);
   int rc = 1;
   if (!pred || !have ||
-      qrt_worker_create(g, QRT_PD_NONE, NULL, QRT_PAYLOAD_INT32, &w, msg, sizeof msg)) {
+      qrt_worker_create(g, QRT_PD_NONE, NULL, 1, QRT_PAYLOAD_INT32, &w, msg, sizeof msg)) {
     fprintf(stderr, "qec-realtime: MWPM-alone comparison: out of memory\n");
     goto out;
   }
@@ -365,8 +365,8 @@ static int run(const opts_t *o) {
     char msg[400];
     /* GPU modes: the predecoder runs in the worker's graph; the CPU half
      * validates and runs MWPM. */
-    if (qrt_worker_create(g, gpu ? QRT_PD_NONE : kind, o->model, o->payload, &workers[k], msg,
-                          sizeof msg)) {
+    if (qrt_worker_create(g, gpu ? QRT_PD_NONE : kind, o->model, !o->skip_layout_check, o->payload,
+                          &workers[k], msg, sizeof msg)) {
       fprintf(stderr, "qec-realtime: --model %s: %s\n", pd, msg);
       goto done;
     }
@@ -380,7 +380,7 @@ static int run(const opts_t *o) {
     gc.plan_dir = o->plan_dir;
     gc.num_detectors = a.shots.nd;
     gc.num_observables = a.shots.no;
-    gc.graph = g;
+    gc.graph = o->skip_layout_check ? NULL : g; /* the model's layout checked against it */
     gc.payload = o->payload;
     gc.function_id = cudaq_fnv1a_hash("qec_realtime_decode");
     gc.cpu_workers = workers;

@@ -32,6 +32,7 @@ typedef struct opts {
   qrt_mode_t mode;
   qrt_payload_t payload;
   int appended, workers, slots, idle_yield, pin, fp16, compare_mwpm, prelaunch;
+  int skip_layout_check; /* --skip_layout_check: the model's detector layout is not compared */
   int correlations; /* --enable_correlations: two-pass correlated matching in every MWPM */
   uint64_t requests, corrupt_every, timeout_ms;
   uint64_t fail_launch_every; /* testing: every K-th GPU graph launch fails (0: none) */

@@ -39,6 +39,9 @@ void qrt_usage(FILE *f) {
       "  --enable_correlations      two-pass correlated matching (PyMatching's\n"
       "                             enable_correlations) in the workers' MWPM and in the MWPM-alone\n"
       "                             comparison; the lowest logical error rate, ~3x MWPM's time\n"
+      "  --skip_layout_check        run an ONNX model without comparing the detector layout it\n"
+      "                             records with the DEM's coordinates (needed for a DEM\n"
+      "                             without coordinates; you vouch that the model fits)\n"
       "  --precision fp16|fp32      GPU engine precision (hybrid only; default fp16)\n"
       "  --plan_dir DIR             cache the GPU engine's plan in DIR (hybrid only)\n"
       "  --preset d5|d7|d9|d13|d21|d31\n"
@@ -128,6 +131,10 @@ int qrt_parse_args(int argc, char **argv, opts_t *o) {
     }
     if (!strcmp(a, "--enable_correlations")) {
       o->correlations = 1;
+      continue;
+    }
+    if (!strcmp(a, "--skip_layout_check")) {
+      o->skip_layout_check = 1;
       continue;
     }
     static const char *const valued[] = {

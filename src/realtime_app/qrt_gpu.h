@@ -44,7 +44,8 @@ typedef struct {
   int fp16;           /* hybrid: FP16 engine (else FP32) */
   const char *plan_dir; /* engine plan cache directory, or NULL (select at every start) */
   uint32_t num_detectors, num_observables;
-  const cudaq_mwpm_graph_t *graph; /* the DEM's: the model's detector layout is checked against it */
+  const cudaq_mwpm_graph_t *graph; /* the DEM's: the model's detector layout is checked against it
+                                     (NULL: not checked, --skip_layout_check) */
   qrt_payload_t payload;
   uint32_t function_id;
   qrt_worker_t *const *cpu_workers; /* [worker id]: the CPU half, user_context of the CPU stage */

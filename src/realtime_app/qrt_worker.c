@@ -30,6 +30,7 @@ qrt_pd_kind_t qrt_pd_kind_of(const char *model) {
 }
 
 int qrt_worker_create(const cudaq_mwpm_graph_t *graph, qrt_pd_kind_t kind, const char *model,
+                      int check_layout,
                       qrt_payload_t fmt, qrt_worker_t **out, char *msg, size_t msg_len) {
   qrt_worker_t *w = calloc(1, sizeof *w);
   if (!w) {
@@ -55,7 +56,7 @@ int qrt_worker_create(const cudaq_mwpm_graph_t *graph, qrt_pd_kind_t kind, const
   else if (kind == QRT_PD_ONNX) {
     cudaq_onnx_predecoder_options_t oo;
     cudaq_onnx_predecoder_options_init(&oo);
-    oo.graph = graph; /* the model's detector layout against the DEM's */
+    oo.graph = check_layout ? graph : NULL; /* the model's detector layout against the DEM's */
     st = cudaq_predecoder_create_onnx(model, w->num_detectors, no, &oo, &w->pd, &perr);
   }
   if (st) {

@@ -75,10 +75,13 @@ typedef struct qrt_worker qrt_worker_t;
  * decoder (two-pass correlated matching when the graph was built with
  * enable_correlations, plain MWPM otherwise) and, for QRT_PD_LOCAL / QRT_PD_ONNX, its own predecoder (model
  * path for ONNX, on the CPU executor); requests carry payloads of format
- * fmt. On failure returns non-zero and writes a sentence into msg (msg_len
- * bytes). */
+ * fmt. check_layout: the ONNX model's recorded detector layout is compared
+ * with the graph's (cudaq_predecoder_check_layout); 0 skips it (the user
+ * vouches for the model: --skip_layout_check). On failure returns non-zero
+ * and writes a sentence into msg (msg_len bytes). */
 int qrt_worker_create(const cudaq_mwpm_graph_t *graph, qrt_pd_kind_t kind, const char *model,
-                      qrt_payload_t fmt, qrt_worker_t **out, char *msg, size_t msg_len);
+                      int check_layout, qrt_payload_t fmt, qrt_worker_t **out, char *msg,
+                      size_t msg_len);
 void qrt_worker_destroy(qrt_worker_t *w);
 
 /* Decodes one request payload (INT32 per detector) into *out. Hot path.

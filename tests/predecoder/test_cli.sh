@@ -42,6 +42,17 @@ cmp -s "$T/shifted.01" "$T/ident.01" || fail "layout_shifted.onnx and identity.o
 "$QD" predict --dem "$DEM" $SHOTS --predecoder "$D/layout_spaced.onnx" --out "$T/spaced.01" ||
   fail "layout_spaced.onnx (pretty-printed JSON, floats, exponents, negative numbers) refused"
 cmp -s "$T/spaced.01" "$T/ident.01" || fail "layout_spaced.onnx and identity.onnx answer differently"
+# The DEM without its detector coordinates: a model that records its layout
+# cannot be checked, so it is refused, unless --skip_layout_check vouches for it.
+grep -v '^detector' "$DEM" > "$T/bare.dem"
+refuses "no coordinates" "the DEM has no detector coordinates: the model's detector layout" predict \
+  --dem "$T/bare.dem" $SHOTS --predecoder "$D/layout_shifted.onnx"
+"$QD" predict --dem "$T/bare.dem" $SHOTS --predecoder "$D/layout_shifted.onnx" --skip_layout_check \
+  --out "$T/bare.01" || fail "--skip_layout_check refused"
+cmp -s "$T/bare.01" "$T/ident.01" || fail "--skip_layout_check answers differently"
+refuses "skip local" "--skip_layout_check is for ONNX models" predict --dem "$DEM" $SHOTS \
+  --predecoder local --skip_layout_check
+refuses "skip alone" "--skip_layout_check needs --predecoder" predict --dem "$DEM" $SHOTS --skip_layout_check
 pass=$((pass + 1))
 # A model for another DEM (d = 3: 24 detectors).
 printf 'error(0.1) D0 D1\n' > "$T/small.dem"

@@ -62,8 +62,9 @@ static void test_metadata(void **state) {
 }
 
 /* The same layout shifted in space and time is accepted after a full
- * comparison; a model without a layout, or a DEM without coordinates, is
- * accepted without one. */
+ * comparison; a model without a layout is accepted without one; a DEM
+ * without coordinates is refused for a model that records its layout (it
+ * cannot be checked). */
 static void test_accepted(void **state) {
   (void)state;
   cudaq_predecoder_error_t err;
@@ -81,15 +82,19 @@ static void test_accepted(void **state) {
   cudaq_mwpm_graph_t *bare = NULL;
   assert_int_equal(cudaq_mwpm_graph_from_edges(n, 1, e, n - 1, NULL, &bare), CUDAQ_MWPM_OK);
   checked = -1;
+  assert_int_equal(cudaq_predecoder_check_layout(m, bare, &checked, &err), CUDAQ_PREDECODER_ERR_MODEL);
+  assert_int_equal(checked, 0);
+  assert_non_null(strstr(err.message, "the DEM has no detector coordinates"));
+  cudaq_nn_model_destroy(m);
+  m = load("identity.onnx"); /* no layout recorded: nothing to compare, on either DEM */
+  checked = -1;
+  assert_int_equal(cudaq_predecoder_check_layout(m, g_graph, &checked, &err), CUDAQ_PREDECODER_OK);
+  assert_int_equal(checked, 0);
+  checked = -1;
   assert_int_equal(cudaq_predecoder_check_layout(m, bare, &checked, &err), CUDAQ_PREDECODER_OK);
   assert_int_equal(checked, 0);
   cudaq_mwpm_graph_destroy(bare);
   free(e);
-  cudaq_nn_model_destroy(m);
-  m = load("identity.onnx");
-  checked = -1;
-  assert_int_equal(cudaq_predecoder_check_layout(m, g_graph, &checked, &err), CUDAQ_PREDECODER_OK);
-  assert_int_equal(checked, 0);
   cudaq_nn_model_destroy(m);
 }
 

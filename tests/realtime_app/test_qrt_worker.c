@@ -34,7 +34,7 @@ static void test_validation(void **state) {
   cudaq_mwpm_graph_t *g = make_graph();
   qrt_worker_t *w = NULL;
   char msg[200];
-  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, QRT_PAYLOAD_INT32, &w, msg, sizeof msg), 0);
+  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, 1, QRT_PAYLOAD_INT32, &w, msg, sizeof msg), 0);
   int32_t ev[5] = {0, 0, 0, 0, 0};
   qrt_response_t r;
   assert_int_equal(qrt_worker_decode(w, ev, 12, &r), QRT_ERR_LENGTH);
@@ -59,8 +59,8 @@ static void test_decode(void **state) {
   cudaq_mwpm_graph_t *g = make_graph();
   qrt_worker_t *plain = NULL, *local = NULL;
   char msg[200];
-  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, QRT_PAYLOAD_INT32, &plain, msg, sizeof msg), 0);
-  assert_int_equal(qrt_worker_create(g, QRT_PD_LOCAL, NULL, QRT_PAYLOAD_INT32, &local, msg, sizeof msg), 0);
+  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, 1, QRT_PAYLOAD_INT32, &plain, msg, sizeof msg), 0);
+  assert_int_equal(qrt_worker_create(g, QRT_PD_LOCAL, NULL, 1, QRT_PAYLOAD_INT32, &local, msg, sizeof msg), 0);
   qrt_response_t r;
   /* D0 alone: matched to the left boundary, flips L0. */
   int32_t a[4] = {1, 0, 0, 0};
@@ -94,7 +94,7 @@ static void test_bad_model(void **state) {
   cudaq_mwpm_graph_t *g = make_graph();
   qrt_worker_t *w = NULL;
   char msg[200] = "";
-  assert_int_not_equal(qrt_worker_create(g, QRT_PD_ONNX, "/nonexistent/model.onnx",
+  assert_int_not_equal(qrt_worker_create(g, QRT_PD_ONNX, "/nonexistent/model.onnx", 1,
                                          QRT_PAYLOAD_INT32, &w, msg,
                                          sizeof msg), 0);
   assert_null(w);
@@ -111,7 +111,7 @@ static void test_bits(void **state) {
   assert_int_equal(qrt_payload_len(QRT_PAYLOAD_BITS, 4), 1);
   assert_int_equal(qrt_payload_len(QRT_PAYLOAD_BITS, 9), 2);
   assert_int_equal(qrt_payload_len(QRT_PAYLOAD_INT32, 9), 36);
-  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, QRT_PAYLOAD_BITS, &w, msg, sizeof msg),
+  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, 1, QRT_PAYLOAD_BITS, &w, msg, sizeof msg),
                    0);
   qrt_response_t r;
   uint8_t p[2] = {0x01, 0};
@@ -140,7 +140,7 @@ static void test_decode_gpu(void **state) {
   cudaq_mwpm_graph_t *g = make_graph();
   qrt_worker_t *w = NULL;
   char msg[200];
-  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, QRT_PAYLOAD_INT32, &w, msg, sizeof msg),
+  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, 1, QRT_PAYLOAD_INT32, &w, msg, sizeof msg),
                    0);
   union {
     qrt_gpu_result_t h;

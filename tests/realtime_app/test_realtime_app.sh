@@ -297,6 +297,14 @@ refusals)
   # Z-basis DEM (the model's recorded detector coordinates, src/predecoder/layout.c).
   expect_refusal basis "detector layout is not the model's (surface_code:rotated_memory_x)" --dem "$DEM" \
     --in "$DATA/shots.b8" --in_format b8 --model "$MODELS/predecoder_d5_x.onnx"
+  # The DEM without its detector coordinates: the model's layout cannot be
+  # checked, so it is refused unless --skip_layout_check vouches for it.
+  grep -v '^detector' "$DEM" >"$WORK/bare.dem"
+  expect_refusal nocoords "the DEM has no detector coordinates" --dem "$WORK/bare.dem" \
+    --in "$DATA/shots.b8" --in_format b8 --model "$MODELS/predecoder_d5_z.onnx"
+  "$RT" --dem "$WORK/bare.dem" --in "$DATA/shots.b8" --in_format b8 --model "$MODELS/predecoder_d5_z.onnx" \
+    --skip_layout_check --requests 8 --progress_s 0 >"$WORK/skip.txt" 2>&1 ||
+    { cat "$WORK/skip.txt" >&2; fail "--skip_layout_check refused"; }
   expect_refusal model_missing "--model" --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 \
     --model "$WORK/no_such.onnx"
   expect_refusal hybrid_no_model "runs an ONNX model on the GPU" --dem "$DEM" --in "$DATA/shots.b8" \

@@ -79,7 +79,8 @@ static void write_counters(FILE *f, const cudaq_udp_counters_t *u, const cudaq_p
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: cudaq-udp-serve (--dem FILE [--model FILE.onnx|local|none] | --echo) "
+  fprintf(stderr, "usage: cudaq-udp-serve (--dem FILE [--model FILE.onnx|local|none] "
+                  "[--skip_layout_check] | --echo) "
                   "[--port P] [--bind ADDR] "
                   "[--workers N] [--slots N] [--seconds S] [--rx-core C] [--busy-poll US] "
                   "[--rcvbuf BYTES] [--counters FILE]\n");
@@ -90,10 +91,12 @@ int main(int argc, char **argv) {
   static server_t s;
   const char *dem_path = NULL, *bind_addr = NULL, *counters_path = NULL, *model = "none";
   int port = 0, workers = 1, slots = 64, rx_core = -1, busy_poll = 0, rcvbuf = 4 << 20;
+  int check_layout = 1; /* --skip_layout_check: the ONNX model's detector layout is not compared */
   double seconds = 0;
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--echo")) { s.echo = 1; continue; }
+    if (!strcmp(a, "--skip_layout_check")) { check_layout = 0; continue; }
     if (!v) return usage();
     if (!strcmp(a, "--dem")) dem_path = v;
     else if (!strcmp(a, "--model")) model = v;
@@ -124,7 +127,7 @@ int main(int argc, char **argv) {
     const qrt_pd_kind_t kind = qrt_pd_kind_of(model);
     for (int w = 0; w < workers; ++w) {
       char msg[512];
-      if (qrt_worker_create(graph, kind, model, QRT_PAYLOAD_BITS, &s.w[w], msg, sizeof msg)) {
+      if (qrt_worker_create(graph, kind, model, check_layout, QRT_PAYLOAD_BITS, &s.w[w], msg, sizeof msg)) {
         fprintf(stderr, "cudaq-udp-serve: %s\n", msg);
         return 1;
       }

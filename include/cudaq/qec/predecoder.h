@@ -99,7 +99,7 @@ typedef struct cudaq_onnx_predecoder_options {
   const char *plan_path;    /* GPU engine cache file, or NULL (GPU) */
   const cudaq_mwpm_graph_t *graph; /* the DEM's graph: the model's detector layout is
                                       checked against it (cudaq_predecoder_check_layout);
-                                      NULL: not checked */
+                                      NULL: not checked (the caller vouches for the model) */
 } cudaq_onnx_predecoder_options_t;
 
 /* Defaults: CPU, FP32, GPU 0, no plan, no graph. Returns CUDAQ_PREDECODER_OK or
@@ -127,14 +127,16 @@ cudaq_predecoder_status_t cudaq_predecoder_check_model(const cudaq_nn_model_t *m
  * layout with the same number of detectors is refused, naming the first
  * detector that differs (coordinates past detector 0's count, where a
  * detector has more, are compared unshifted). Nothing is compared
- * (*checked = 0, OK) where the model records no layout or the DEM has no
- * detector coordinates at all; a DEM with coordinates on some detectors
- * only is refused. *checked = 1 after a full comparison (checked may be
- * NULL). Numbers are read in the C locale. Returns CUDAQ_PREDECODER_OK;
- * CUDAQ_PREDECODER_ERR_INVALID_ARG (model or graph NULL);
- * CUDAQ_PREDECODER_ERR_MODEL (a different layout or detector count,
- * partial DEM coordinates, malformed metadata: a JSON list of lists of
- * numbers); CUDAQ_PREDECODER_ERR_UNSUPPORTED (no NN engine). */
+ * (*checked = 0, OK) where the model records no layout. A DEM without
+ * detector coordinates, or with coordinates on some detectors only, is
+ * refused when the model records a layout: it cannot be checked (a caller
+ * who knows the model fits skips the call, or passes no graph to
+ * cudaq_predecoder_create_onnx). *checked = 1 after a full comparison
+ * (checked may be NULL). Numbers are read in the C locale. Returns
+ * CUDAQ_PREDECODER_OK; CUDAQ_PREDECODER_ERR_INVALID_ARG (model or graph
+ * NULL); CUDAQ_PREDECODER_ERR_MODEL (a different layout or detector count,
+ * DEM coordinates missing or partial, malformed metadata: a JSON list of
+ * lists of numbers); CUDAQ_PREDECODER_ERR_UNSUPPORTED (no NN engine). */
 cudaq_predecoder_status_t cudaq_predecoder_check_layout(const cudaq_nn_model_t *model,
                                                         const cudaq_mwpm_graph_t *graph,
                                                         int *checked,
