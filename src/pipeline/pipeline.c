@@ -12,7 +12,7 @@
  *               `completed` and `errors`. In GPU-only mode with
  *               STREAM_WRITE completion it also polls the busy workers'
  *               completion words and completes their slots.
- *   injector    (caller's thread) writes requests in ring order.
+ *   injector    (caller's thread) writes requests in ring order (injector.c).
  * Slot lifecycle (spec 9): idle (rx 0, tx 0) -> written (rx set) -> in
  * flight (tx IN_FLIGHT, then rx 0) -> completed (tx response or error) ->
  * harvested (tx 0) -> idle.
@@ -33,9 +33,8 @@
 #include "../atomics.h"
 #include "../internal.h"
 #include "pipeline_internal.h"
+#include "pipeline_state.h"
 #include "pool.h"
-
-#define SLOT_NONE UINT64_MAX /* slot_request: no injector request in the slot */
 
 /* Deferred-completion state of a slot (dstate): who completes it. The low
  * bits (DS_MASK) are the state; ARMED and DEFERRED also carry the worker
@@ -44,80 +43,6 @@
  * cudaq_pipeline_complete_deferred freed the slot. */
 enum { DS_NONE = 0, DS_ARMED = 1 /* CPU stage running */, DS_DEFERRED = 2, DS_MASK = 3 };
 static inline int ds_tag(uint32_t w) { return (int)(w + 1) << 2; }
-
-enum { ST_CREATED = 0, ST_RUNNING = 1, ST_STOPPED = 2 };
-
-typedef struct {
-  cudaq_pipeline_t *p;
-  int id;
-} worker_ctx_t;
-
-struct cudaq_pipeline_t {
-  cudaq_pipeline_config_t cfg;
-  cudaq_ringbuffer_t ring; /* host views filled in */
-  int own_ring;
-  uint32_t nslots;
-  uint32_t nworkers;
-  int state;
-  int stuck; /* stop gave up with work pending */
-
-  cudaq_gpu_stage_factory_t factory;
-  void *factory_user;
-  cudaq_cpu_stage_fn_t cpu_fn;
-  void *cpu_user;
-  cudaq_completion_fn_t done_fn;
-  void *done_user;
-  cudaq__launch_ops_t ops;
-  int have_ops;
-
-  cudaq__pool_t pool;
-  cudaq_gpu_worker_resources_t res[CUDAQ_PIPELINE_MAX_WORKERS];
-  worker_ctx_t wctx[CUDAQ_PIPELINE_MAX_WORKERS];
-
-  /* Mapped block: ready flags [64], mailboxes [64], then the GPU-only
-   * completion words [64] (written by the GPU, polled by the consumer),
-   * then the pre-launch gate words [64] (written by the dispatcher, waited
-   * on by the GPU). */
-  void *mapped_host, *mapped_dev;
-  int mapped;
-  cudaq_gpu_only_completion_t completion; /* in use (GPU-only mode), or AUTO */
-  /* gpu_prelaunch: each worker's gate (device memory), and how many exist. */
-  cudaq_pipeline_gate_t gate[CUDAQ_PIPELINE_MAX_WORKERS];
-  uint32_t ngates;
-
-  _Atomic uint64_t *slot_request; /* [nslots] injector's request id, SLOT_NONE */
-  _Atomic int *dstate;            /* [nslots] */
-
-  _Atomic int shutdown;     /* threads exit */
-  _Atomic int accepting;    /* injector may submit */
-  _Atomic int producers_in; /* injector calls in progress */
-  _Atomic int have_injector;
-
-  _Atomic uint64_t submitted, completed, dispatched, stalls, worker_stalls, errors, dropped;
-
-  pthread_t dispatcher_thread, consumer_thread, worker_threads[CUDAQ_PIPELINE_MAX_WORKERS];
-  uint32_t nworker_threads;
-};
-
-struct cudaq_pipeline_injector_t {
-  cudaq_pipeline_t *p;
-  uint32_t next;
-  _Atomic uint64_t stalls;
-};
-
-#define CHECK_ARG(cond, fn, what)                                                 \
-  do {                                                                            \
-    if (!(cond)) return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: %s", fn, what);   \
-  } while (0)
-
-static inline void bump(_Atomic uint64_t *c) { cudaq__bump_single_writer(c); }
-
-static inline void idle_wait(const cudaq_pipeline_t *p) {
-  if (p->cfg.idle_yield)
-    sched_yield();
-  else
-    cudaq__cpu_relax();
-}
 
 static inline uint8_t *rx_slot(const cudaq_pipeline_t *p, uint32_t s) {
   return p->ring.rx_data_host + (size_t)s * p->ring.rx_stride_sz;
@@ -981,120 +906,5 @@ cudaq_status_t cudaq_pipeline_ringbuffer(const cudaq_pipeline_t *p, cudaq_ringbu
   CHECK_ARG(p, "cudaq_pipeline_ringbuffer", "pipeline is NULL");
   CHECK_ARG(out, "cudaq_pipeline_ringbuffer", "out is NULL");
   *out = p->ring;
-  return cudaq__ok();
-}
-
-/* ---- injector ---------------------------------------------------------- */
-
-cudaq_status_t cudaq_pipeline_injector_create(cudaq_pipeline_t *p, cudaq_pipeline_injector_t **out) {
-  static const char *fn = "cudaq_pipeline_injector_create";
-  CHECK_ARG(p, fn, "pipeline is NULL");
-  CHECK_ARG(out, fn, "out is NULL");
-  if (p->cfg.external_ringbuffer)
-    return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
-                       "%s: the pipeline uses an external ring (its producer is the FPGA/emulator)", fn);
-  int expect = 0;
-  if (!atomic_compare_exchange_strong(&p->have_injector, &expect, 1))
-    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: the pipeline has an injector already", fn);
-  cudaq_pipeline_injector_t *inj = calloc(1, sizeof *inj);
-  if (!inj) {
-    atomic_store(&p->have_injector, 0);
-    return cudaq__fail(CUDAQ_ERR_INTERNAL, "%s: out of memory", fn);
-  }
-  inj->p = p;
-  *out = inj;
-  return cudaq__ok();
-}
-
-cudaq_status_t cudaq_pipeline_injector_destroy(cudaq_pipeline_injector_t *inj) {
-  CHECK_ARG(inj, "cudaq_pipeline_injector_destroy", "injector is NULL");
-  atomic_store(&inj->p->have_injector, 0);
-  free(inj);
-  return cudaq__ok();
-}
-
-/* 1 accepted, 0 slot busy, -1 closed. */
-static int try_put(cudaq_pipeline_injector_t *inj, uint32_t function_id, const void *payload,
-                   size_t size, uint64_t request_id) {
-  cudaq_pipeline_t *p = inj->p;
-  const uint32_t s = inj->next;
-  /* A12: announce, then check that the pipeline accepts (pairs with R12 in
-   * stop; seq_cst on both sides so that stop either sees us in progress or
-   * we see it closed). */
-  atomic_fetch_add_explicit(&p->producers_in, 1, memory_order_seq_cst);
-  int r;
-  if (!atomic_load_explicit(&p->accepting, memory_order_seq_cst)) {
-    r = -1;
-  } else if (!cudaq_host_ringbuffer_slot_available(&p->ring, s)) { /* A3: both flags 0 */
-    r = 0;
-  } else {
-    cudaq_host_ringbuffer_write_rpc_request(&p->ring, s, function_id, payload, (uint32_t)size,
-                                            (uint32_t)request_id, 0);
-    /* Ordered before the signal's release (R1) like the request bytes. */
-    atomic_store_explicit(&p->slot_request[s], request_id, memory_order_relaxed);
-    bump(&p->submitted); /* one producer per pipeline (one injector) */
-    cudaq_host_ringbuffer_signal_slot(&p->ring, s); /* R1 */
-    inj->next = s + 1 == p->nslots ? 0 : s + 1;
-    r = 1;
-  }
-  atomic_fetch_sub_explicit(&p->producers_in, 1, memory_order_release);
-  return r;
-}
-
-static cudaq_status_t check_submit(const cudaq_pipeline_injector_t *inj, const void *payload,
-                                   size_t size, const char *fn) {
-  CHECK_ARG(inj, fn, "injector is NULL");
-  CHECK_ARG(payload || size == 0, fn, "payload is NULL with a nonzero size");
-  if (size > inj->p->ring.rx_stride_sz - CUDAQ_RPC_HEADER_SIZE || size > inj->p->cfg.slot_size - CUDAQ_RPC_HEADER_SIZE)
-    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: payload of %zu bytes exceeds slot_size - 24 = %zu",
-                       fn, size, inj->p->cfg.slot_size - CUDAQ_RPC_HEADER_SIZE);
-  return CUDAQ_OK;
-}
-
-cudaq_status_t cudaq_pipeline_injector_try_submit(cudaq_pipeline_injector_t *inj,
-                                                  uint32_t function_id, const void *payload,
-                                                  size_t payload_size, uint64_t request_id,
-                                                  int *out_accepted) {
-  static const char *fn = "cudaq_pipeline_injector_try_submit";
-  CHECK_ARG(out_accepted, fn, "out_accepted is NULL");
-  cudaq_status_t st = check_submit(inj, payload, payload_size, fn);
-  if (st != CUDAQ_OK) return st;
-  int r = try_put(inj, function_id, payload, payload_size, request_id);
-  if (r < 0) return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: the pipeline is not running", fn);
-  if (r == 0) {
-    uint64_t n = atomic_load_explicit(&inj->stalls, memory_order_relaxed) + 1;
-    atomic_store_explicit(&inj->stalls, n, memory_order_relaxed);
-    bump(&inj->p->stalls);
-  }
-  *out_accepted = r;
-  return cudaq__ok();
-}
-
-cudaq_status_t cudaq_pipeline_injector_submit(cudaq_pipeline_injector_t *inj, uint32_t function_id,
-                                              const void *payload, size_t payload_size,
-                                              uint64_t request_id) {
-  static const char *fn = "cudaq_pipeline_injector_submit";
-  cudaq_status_t st = check_submit(inj, payload, payload_size, fn);
-  if (st != CUDAQ_OK) return st;
-  int counted = 0;
-  for (;;) {
-    int r = try_put(inj, function_id, payload, payload_size, request_id);
-    if (r > 0) return cudaq__ok();
-    if (r < 0) return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: the pipeline is not running", fn);
-    if (!counted) {
-      counted = 1;
-      uint64_t n = atomic_load_explicit(&inj->stalls, memory_order_relaxed) + 1;
-      atomic_store_explicit(&inj->stalls, n, memory_order_relaxed);
-      bump(&inj->p->stalls);
-    }
-    idle_wait(inj->p);
-  }
-}
-
-cudaq_status_t cudaq_pipeline_injector_backpressure_stalls(const cudaq_pipeline_injector_t *inj,
-                                                           uint64_t *out) {
-  CHECK_ARG(inj, "cudaq_pipeline_injector_backpressure_stalls", "injector is NULL");
-  CHECK_ARG(out, "cudaq_pipeline_injector_backpressure_stalls", "out is NULL");
-  *out = atomic_load_explicit(&inj->stalls, memory_order_relaxed);
   return cudaq__ok();
 }
