@@ -84,6 +84,7 @@ struct emu {
   _Atomic uint64_t gate_calls, gate_fails;
   _Atomic uint64_t word_stores; /* enqueue_word_store calls */
   _Atomic uint64_t gates_empty;  /* gate graphs released without a request */
+  _Atomic uint64_t gate_size_wrong; /* gate words whose request size does not fit the header */
   int gate_fail_every;
   pthread_t thread;
   uint32_t function_id;
@@ -188,16 +189,21 @@ static void *emu_main(void *arg) {
       if (w->gated) { /* the gate kernel: A14 pairs with the pipeline's R14 */
         const uint64_t v = atomic_load_explicit((_Atomic uint64_t *)(void *)w->gate.gate_dev,
                                                 memory_order_acquire);
-        if ((int32_t)((uint32_t)(v >> 32) - (w->gticket + 1)) < 0) continue;
+        if ((int32_t)(cudaq_pipeline_gate_ticket(v) - (w->gticket + 1)) < 0) continue;
         w->gticket++;
         w->gated = 0;
         atomic_fetch_add_explicit(&e->gates_opened, 1, memory_order_relaxed);
-        const uint32_t k = (uint32_t)v;
+        const uint32_t k = cudaq_pipeline_gate_slot(v);
         if (k < w->gate.nslots) {
           const uint8_t *src = w->gate.ring_dev + (size_t)k * w->gate.stride;
           cudaq_rpc_header_t h;
           memcpy(&h, src, sizeof h);
           size_t n = 24 + (size_t)h.arg_len;
+          /* The size the dispatcher put into the word (the gate copies that
+           * much) covers the request: 16-byte units, or 0 (not given). */
+          const uint64_t said = cudaq_pipeline_gate_bytes(v);
+          if (said && (said < n || said >= n + 16))
+            atomic_fetch_add_explicit(&e->gate_size_wrong, 1, memory_order_relaxed);
           memcpy(w->gate.staging_dev, src, n < w->gate.staging_bytes ? n : w->gate.staging_bytes);
         } else { /* released without a request: an empty one */
           memset(w->gate.staging_dev, 0, 24);

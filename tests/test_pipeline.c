@@ -876,8 +876,10 @@ static cudaq_pipeline_stats_t run_prelaunch(int emode, int limit, int gate_fail_
   assert_int_equal(atomic_load(&e->gates), n - st.errors + st.prelaunch_cancelled);
   assert_int_equal(atomic_load(&e->gate_fails), st.prelaunch_failures + st.errors);
   if (!gate_fail_every) assert_int_equal(st.errors, 0);
-  /* Those released at stop saw an empty request. */
+  /* Those released at stop saw an empty request; every other gate word
+   * gave the request's size (rounded up to 16 bytes). */
   assert_int_equal(atomic_load(&e->gates_empty), st.prelaunch_cancelled);
+  assert_int_equal(atomic_load(&e->gate_size_wrong), 0);
   /* GPU-only: the gate graph stores the completion word, no stream write. */
   assert_int_equal(atomic_load(&e->word_stores), 0);
   for (int w = 0; w < e->n; ++w) assert_int_equal(e->w[w].self_gated, self_gated);
@@ -938,8 +940,9 @@ static int factory_claims_gate(void *user, int worker_id, cudaq_gpu_worker_resou
 /* gpu_prelaunch refused at start, naming why: no GPU stage; GPU-only with
  * host-function completion; a pre-launch callback; no gate ops (a build
  * without CUDA); no graph from the factory; an external ring whose stride
- * is not a multiple of 8; and a graph that says it waits at a gate
- * (waits_at_gate) while gpu_prelaunch is 0. */
+ * is not a multiple of 8; a graph that says it waits at a gate
+ * (waits_at_gate) while gpu_prelaunch is 0; 65,536 slots (the gate word
+ * names a slot in 16 bits). */
 static void test_prelaunch_refused(void **state) {
   (void)state;
   static const cudaq__launch_ops_t no_gate = {.launch_graph = emu_launch, .enqueue_host_fn = emu_enqueue, .sync_stream = emu_sync};
@@ -949,9 +952,9 @@ static void test_prelaunch_refused(void **state) {
   static volatile uint64_t ext_flags[2][4];
   cudaq_ringbuffer_t ext = {ext_flags[0], ext_flags[1], ext_data[0], ext_data[1], 516, 516,
                             NULL, NULL, NULL, NULL};
-  for (int k = 0; k < 7; ++k) {
+  for (int k = 0; k < 8; ++k) {
     cudaq_pipeline_config_t cfg;
-    emu_config(&cfg, 2, 4, 512);
+    emu_config(&cfg, 2, k == 7 ? 65536 : 4, k == 7 ? 64 : 512);
     cfg.gpu_prelaunch = k == 6 ? 0 : 1;
     if (k == 1) cfg.gpu_only_completion = CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC;
     if (k == 5) {
@@ -971,7 +974,8 @@ static void test_prelaunch_refused(void **state) {
       if (k != 1) assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_after_gpu, NULL), CUDAQ_OK);
     }
     static const char *why[] = {"needs a GPU stage", "STREAM_WRITE", "pre- or post-launch callback",
-                                "needs the gate ops", "no graph", "multiples of 8", "waits_at_gate"};
+                                "needs the gate ops", "no graph", "multiples of 8", "waits_at_gate",
+                                "at most 65535 slots, not 65536"};
     assert_int_equal(cudaq_pipeline_start(p), k == 3 ? CUDAQ_ERR_UNSUPPORTED : CUDAQ_ERR_INVALID_ARG);
     assert_non_null(strstr(cudaq_last_error(), why[k]));
     assert_int_equal(cudaq_pipeline_destroy(p), CUDAQ_OK);

@@ -10,8 +10,11 @@
 
 #include "cudaq/realtime/pipeline.h" /* cudaq_pipeline_gate_t */
 
-/* The gate word, 64 bits in mapped memory, is ticket << 32 | slot: the
- * dispatcher stores it once per request (R14 in pool.c). The gate graph is
+/* The gate word, 64 bits in mapped memory (cudaq_pipeline_gate_word: ticket,
+ * request size, slot): the dispatcher stores it once per request (R14 in
+ * pool.c); a release without a request (stop) names slot
+ * CUDAQ_PIPELINE_GATE_NO_SLOT, and the waiting graph then reads an empty
+ * request (a zeroed header: magic 0, arg_len 0). The gate graph is
  * "gate kernel -> the worker's own graph", or the worker's graph alone when
  * its first kernel waits at the gate itself (waits_at_gate). Whichever
  * waits runs cudaq_pipeline_gate_wait (pipeline.h): until the word's ticket
@@ -22,9 +25,5 @@
  * In GPU-only mode a last node stores the completion word (instead of a
  * cuStreamWriteValue32 after the graph, which would wake as late as a copy
  * behind a gate). */
-/* The slot number of a release without a request (stop): the gate kernel
- * then writes an empty request into the staging copy (a zeroed header:
- * magic 0, arg_len 0), so the worker's graph sees no payload. */
-#define CUDAQ__GATE_CANCEL 0xffffffffu
 
 #endif

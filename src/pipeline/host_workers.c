@@ -113,7 +113,7 @@ int cudaq__host_pool_slot(cudaq_dispatcher_t *d, uint32_t slot, uint32_t functio
   const cudaq_ringbuffer_t *rb = &d->ring;
   void *slot_dev = rb->rx_data + (size_t)slot * rb->rx_stride_sz;
   cudaq__pool_result_t r =
-      cudaq__pool_dispatch(d->pool, function_id, slot, slot_dev, &rb->tx_flags_host[slot], NULL, NULL);
+      cudaq__pool_dispatch(d->pool, function_id, slot, 0, slot_dev, &rb->tx_flags_host[slot], NULL, NULL);
   if (r == CUDAQ__POOL_BUSY) return 1;
   if (r == CUDAQ__POOL_NO_WORKER) return 2; /* answered UNSUPPORTED_MODE by the host path */
   /* R3 hands the RX slot back; pairs with A3 in the producer (which waits

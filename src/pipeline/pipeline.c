@@ -342,7 +342,9 @@ static int dispatch_slot(cudaq_pipeline_t *p, uint32_t s) {
   } else {
     void *slot_dev = p->ring.rx_data + (size_t)s * p->ring.rx_stride_sz;
     int err = 0;
-    cudaq__pool_result_t r = cudaq__pool_dispatch(&p->pool, h.function_id, s, slot_dev, tx, &err, NULL);
+    cudaq__pool_result_t r = cudaq__pool_dispatch(&p->pool, h.function_id, s,
+                                                  (uint64_t)CUDAQ_RPC_HEADER_SIZE + h.arg_len, slot_dev,
+                                                  tx, &err, NULL);
     if (r == CUDAQ__POOL_BUSY) return 1;
     if (r == CUDAQ__POOL_NO_WORKER) bump(&p->dropped); /* unknown function: as the host path */
   }
@@ -531,6 +533,10 @@ static cudaq_status_t prelaunch_alloc(cudaq_pipeline_t *p) {
     return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
                        "%s: gpu_prelaunch in GPU-only mode needs STREAM_WRITE completion (a host "
                        "function cannot launch the next graph); use AUTO or STREAM_WRITE", fn);
+  if (p->nslots > CUDAQ_PIPELINE_GATE_NO_SLOT)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                       "%s: gpu_prelaunch names a slot in 16 bits of its gate word: at most %u slots, "
+                       "not %u", fn, CUDAQ_PIPELINE_GATE_NO_SLOT, p->nslots);
   if (((uintptr_t)p->ring.rx_data | p->ring.rx_stride_sz) % 8 != 0)
     return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
                        "%s: gpu_prelaunch copies requests in 8-byte words: the RX ring's data (%p) "

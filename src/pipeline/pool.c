@@ -54,15 +54,17 @@ static int enqueue_job(cudaq__pool_t *p, uint32_t w, void *slot_dev) {
   return 0;
 }
 
-/* Opens worker w's gate for ring slot `slot`: its gate kernel waits for
- * ticket[w] in the word's high half. R14, release: the slot's request bytes
+/* Opens worker w's gate for ring slot `slot` and a request of `bytes`
+ * (header + payload; 0: not given): its gate kernel waits for ticket[w] in
+ * the word's high half (cudaq_pipeline_gate_word). R14, release: the slot's request bytes
  * (visible to this thread through A1) and everything stored before are in
  * host memory before the word changes; the gate kernel reads the word over
  * PCIe with an acquire (A14, gate.cu) and only then the slot, so it sees
  * them (x86 stores become visible in program order; device reads of pinned
  * memory are coherent). */
-static void open_gate(cudaq__pool_t *p, uint32_t w, uint32_t slot) {
-  atomic_store_explicit(&p->gate_host[w], (uint64_t)p->ticket[w] << 32 | slot, memory_order_release);
+static void open_gate(cudaq__pool_t *p, uint32_t w, uint32_t slot, uint64_t bytes) {
+  atomic_store_explicit(&p->gate_host[w], cudaq_pipeline_gate_word(p->ticket[w], slot, bytes),
+                        memory_order_release);
 }
 
 int cudaq__pool_arm(cudaq__pool_t *p, uint32_t w) {
@@ -90,15 +92,16 @@ void cudaq__pool_cancel_armed(cudaq__pool_t *p) {
   while (m) {
     const uint32_t w = (uint32_t)__builtin_ctzll(m);
     m &= m - 1;
-    open_gate(p, w, CUDAQ__GATE_CANCEL);
+    open_gate(p, w, CUDAQ_PIPELINE_GATE_NO_SLOT, 0);
     atomic_fetch_sub_explicit(&p->narmed, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&p->prelaunch_cancelled, 1, memory_order_relaxed);
   }
 }
 
 cudaq__pool_result_t cudaq__pool_dispatch(cudaq__pool_t *p, uint32_t function_id, uint32_t slot,
-                                          void *slot_dev, volatile uint64_t *tx_flag,
-                                          int *out_error, int *out_worker) {
+                                          uint64_t request_bytes, void *slot_dev,
+                                          volatile uint64_t *tx_flag, int *out_error,
+                                          int *out_worker) {
   const uint64_t mask = mask_for(p, function_id);
   if (!mask) return CUDAQ__POOL_NO_WORKER;
   /* A6 pairs with R6 in cudaq__pool_release: once w's bit is seen set, the
@@ -139,13 +142,13 @@ cudaq__pool_result_t cudaq__pool_dispatch(cudaq__pool_t *p, uint32_t function_id
     atomic_fetch_sub_explicit(&p->narmed, 1, memory_order_relaxed);
     /* Counted before R14, so that whoever sees the answer sees the count. */
     cudaq__bump_single_writer(&p->prelaunched); /* the dispatcher is its only writer */
-    open_gate(p, w, slot);
+    open_gate(p, w, slot, request_bytes);
   } else if (p->prelaunch) {
     /* Not armed (a failed re-arm): the gate graph is launched now, its
      * gate opened first (R14) for the run it is about to make. */
     const uint64_t before = atomic_load_explicit(&p->gate_host[w], memory_order_relaxed);
     p->ticket[w]++;
-    open_gate(p, w, slot);
+    open_gate(p, w, slot, request_bytes);
     err = enqueue_job(p, w, slot_dev);
     if (err != 0) { /* nothing enqueued, no run will consume the ticket: take it back */
       p->ticket[w]--;

@@ -119,10 +119,14 @@ void cudaq__pool_init(cudaq__pool_t *p);
  * overwritten by the marker (see tools/spin/pipeline.pml). On a failed
  * launch the marker becomes CUDAQ_TX_FLAG_ERROR(err) and the worker goes
  * back to the pool. The caller clears the RX flag afterwards (except on
- * BUSY / NO_WORKER). *out_worker receives the worker id on LAUNCHED. */
+ * BUSY / NO_WORKER). *out_worker receives the worker id on LAUNCHED.
+ * request_bytes: the request's header + payload size, given to a
+ * pre-launched graph's gate (its copy then takes one PCIe round trip), or
+ * 0 (not known: the gate reads the header first). */
 cudaq__pool_result_t cudaq__pool_dispatch(cudaq__pool_t *p, uint32_t function_id, uint32_t slot,
-                                          void *slot_dev, volatile uint64_t *tx_flag,
-                                          int *out_error, int *out_worker);
+                                          uint64_t request_bytes, void *slot_dev,
+                                          volatile uint64_t *tx_flag, int *out_error,
+                                          int *out_worker);
 
 /* Pre-launch: unless `prelaunch` runs wait already, enqueues on worker
  * w's stream its gate graph, so that the next request given to w only
@@ -133,7 +137,7 @@ cudaq__pool_result_t cudaq__pool_dispatch(cudaq__pool_t *p, uint32_t function_id
 int cudaq__pool_arm(cudaq__pool_t *p, uint32_t w);
 
 /* Pre-launch, at stop (every pipeline thread joined): opens the gate of
- * every armed worker without a request (CUDAQ__GATE_CANCEL): each such
+ * every armed worker without a request (CUDAQ_PIPELINE_GATE_NO_SLOT): each such
  * graph runs once more on an empty request and its results are not used. */
 void cudaq__pool_cancel_armed(cudaq__pool_t *p);
 

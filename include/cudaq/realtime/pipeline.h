@@ -147,11 +147,12 @@ typedef void (*cudaq_launch_callback_t)(void *user_data, void *slot_dev, cudaStr
  * pipeline; read on the device by cudaq_pipeline_gate_wait() (CUDA code,
  * at the end of this header). Every pointer is a device address. */
 typedef struct {
-  const uint64_t *gate_dev; /* the gate word (mapped memory): ticket << 32 | slot,
+  const uint64_t *gate_dev; /* the gate word (mapped memory, cudaq_pipeline_gate_word),
                                stored once per request by the dispatcher */
   const uint8_t *ring_dev;  /* RX slot 0 */
   uint64_t stride;          /* RX slot stride (a multiple of 8) */
-  uint32_t nslots;          /* a slot number >= nslots: released without a request (stop) */
+  uint32_t nslots;          /* a slot number >= nslots: released without a request (stop);
+                               at most CUDAQ_PIPELINE_GATE_NO_SLOT */
   uint32_t *ticket_dev;     /* the ticket of the graph's last run */
   uint32_t *opened_dev;     /* the ticket whose request is staged (blocks other than 0 wait for it) */
   uint32_t *passed_dev;     /* blocks past the gate in the current run */
@@ -161,6 +162,22 @@ typedef struct {
   uint32_t *done_dev;       /* GPU-only: the completion word the gate graph's last node
                                sets to 1, or NULL */
 } cudaq_pipeline_gate_t;
+
+/* (extension, gpu_prelaunch) The gate word, stored by the dispatcher once
+ * per request: the run's ticket (bits 63..32), the request's size (header +
+ * payload) in 16-byte units (bits 31..16; 0: not given, the header says),
+ * and the ring slot (bits 15..0; CUDAQ_PIPELINE_GATE_NO_SLOT: released
+ * without a request, at stop). With the size in the word the request is
+ * copied in one PCIe round trip instead of a header round and a rest. */
+#define CUDAQ_PIPELINE_GATE_NO_SLOT 0xFFFFu
+static inline CUDAQ_HD uint64_t cudaq_pipeline_gate_word(uint32_t ticket, uint32_t slot, uint64_t bytes) {
+  uint64_t units = (bytes + 15u) / 16u;
+  if (units > 0xFFFFu) units = 0; /* too large to say: the header says */
+  return (uint64_t)ticket << 32 | units << 16 | (slot & 0xFFFFu);
+}
+static inline CUDAQ_HD uint32_t cudaq_pipeline_gate_ticket(uint64_t word) { return (uint32_t)(word >> 32); }
+static inline CUDAQ_HD uint32_t cudaq_pipeline_gate_slot(uint64_t word) { return (uint32_t)(word & 0xFFFFu); }
+static inline CUDAQ_HD uint64_t cudaq_pipeline_gate_bytes(uint64_t word) { return ((word >> 16) & 0xFFFFu) * 16u; }
 
 /* Per-worker GPU resources, filled by the factory. The fields marked "in"
  * are filled by the pipeline before the factory runs, so the factory can
@@ -443,15 +460,22 @@ static __device__ inline void cudaq__gate_copy_items(const T *__restrict__ src, 
 }
 
 /* The request at slot (header, then arg_len bytes; at most staging_bytes)
- * into staging, by the whole block: one item per thread first (the header
- * among them), then the rest once the header says how much there is. */
+ * into staging, by the whole block. bytes > 0 (the gate word's size): all
+ * of it at once, one PCIe round trip; 0: one item per thread first (the
+ * header among them), then the rest once the header says how much there is. */
 template <typename T>
 static __device__ inline void cudaq__gate_copy_request(const uint8_t *slot, uint8_t *staging,
-                                                       uint64_t staging_bytes, uint32_t *n_items) {
+                                                       uint64_t staging_bytes, uint64_t bytes,
+                                                       uint32_t *n_items) {
   const T *src = reinterpret_cast<const T *>(slot);
   T *dst = reinterpret_cast<T *>(staging);
   const uint64_t cap64 = staging_bytes / sizeof(T);
   const uint32_t cap = cap64 > 0xffffffffu ? 0xffffffffu : (uint32_t)cap64;
+  if (bytes) {
+    const uint64_t want = (bytes + sizeof(T) - 1) / sizeof(T);
+    cudaq__gate_copy_items(src, dst, 0, want < cap ? (uint32_t)want : cap);
+    return;
+  }
   const uint32_t first = cap < blockDim.x ? cap : blockDim.x;
   cudaq__gate_copy_items(src, dst, 0, first);
   __syncthreads(); /* the header's items are in staging */
@@ -486,6 +510,7 @@ static __device__ inline const uint8_t *cudaq_pipeline_gate_wait(const cudaq_pip
   const uint32_t my = want;
   if (blockIdx.x == 0) {
     __shared__ uint32_t slot;
+    __shared__ uint64_t bytes;
     if (threadIdx.x == 0) {
       cuda::atomic_ref<uint64_t, cuda::thread_scope_system> w(*const_cast<uint64_t *>(g.gate_dev));
       uint64_t v;
@@ -494,8 +519,9 @@ static __device__ inline const uint8_t *cudaq_pipeline_gate_wait(const cudaq_pip
        * visible to the block's loads below (after the barrier). */
       do {
         v = w.load(cuda::memory_order_acquire);
-      } while ((int32_t)((uint32_t)(v >> 32) - my) < 0);
-      slot = (uint32_t)v < g.nslots ? (uint32_t)v : g.nslots;
+      } while ((int32_t)(cudaq_pipeline_gate_ticket(v) - my) < 0);
+      slot = cudaq_pipeline_gate_slot(v) < g.nslots ? cudaq_pipeline_gate_slot(v) : g.nslots;
+      bytes = cudaq_pipeline_gate_bytes(v);
     }
     __syncthreads();
     if (slot == g.nslots) { /* released without a request: an empty one */
@@ -503,9 +529,9 @@ static __device__ inline const uint8_t *cudaq_pipeline_gate_wait(const cudaq_pip
     } else {
       const uint8_t *src = g.ring_dev + (uint64_t)slot * g.stride;
       if (((uintptr_t)g.ring_dev | g.stride | (uintptr_t)g.staging_dev) % 16 == 0)
-        cudaq__gate_copy_request<uint4>(src, g.staging_dev, g.staging_bytes, &n_items);
+        cudaq__gate_copy_request<uint4>(src, g.staging_dev, g.staging_bytes, bytes, &n_items);
       else
-        cudaq__gate_copy_request<uint2>(src, g.staging_dev, g.staging_bytes, &n_items);
+        cudaq__gate_copy_request<uint2>(src, g.staging_dev, g.staging_bytes, bytes, &n_items);
     }
     __syncthreads(); /* the block's copies come before thread 0's R15 */
     if (threadIdx.x == 0 && gridDim.x > 1) {
