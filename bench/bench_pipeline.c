@@ -25,6 +25,8 @@
  * the mailbox: no CUDA call on a request's path; --stage selfgate: the
  * same, but the graph's kernel (one block) waits at the gate itself
  * (waits_at_gate, cudaq_pipeline_gate_wait): no gate kernel before it;
+ * --stage selfgate_ring: the same reading the request in the ring
+ * (cudaq_pipeline_gate_wait_in_ring), not its copy;
  * --waiting N (default 1)
  * graphs wait at once; CUDA_DEVICE_MAX_CONNECTIONS is raised to 32 (unless
  * set) so that each waiting worker has a hardware queue. Each GPU row also reports the
@@ -40,7 +42,7 @@
  *   bench_pipeline [--modes cpu,gpu_cpu,gpu_only,gpu_only_hostfn] [--requests N]
  *                  [--payloads 2048,16384] [--intervals 0,1,10,30]
  *                  [--workers W] [--cpus D,C,W0] [--yield]
- *                  [--stage dma|mailbox|prelaunch|selfgate] [--waiting N] [--hiccup CPU]
+ *                  [--stage dma|mailbox|prelaunch|selfgate|selfgate_ring] [--waiting N] [--hiccup CPU]
  *                  [--warmup N]
  */
 #ifndef _GNU_SOURCE
@@ -63,7 +65,8 @@
 #ifdef CUDAQ_BENCH_GPU
 int bench_gpu_available(void);
 int bench_gpu_factory(void *user, int worker_id, cudaq_gpu_worker_resources_t *r);
-void bench_gpu_set_payload(size_t bytes, int signal_ready, int mailbox_read, int timed, int self_gate);
+void bench_gpu_set_payload(size_t bytes, int signal_ready, int mailbox_read, int timed, int self_gate,
+                           int gate_in_ring);
 void bench_gpu_launch_stats(uint64_t *n, uint64_t *sum_ns, uint64_t *max_ns, uint64_t *over_100us,
                             uint64_t *over_1ms);
 void bench_gpu_release(void);
@@ -102,7 +105,8 @@ typedef struct {
   int dispatcher, consumer, worker_base, workers, yield;
   int mailbox;   /* --stage mailbox or prelaunch */
   int prelaunch; /* --stage prelaunch or selfgate */
-  int self_gate; /* --stage selfgate */
+  int self_gate; /* --stage selfgate or selfgate_ring */
+  int gate_in_ring; /* --stage selfgate_ring */
   int waiting;   /* --waiting N: the config's gpu_prelaunch with --stage prelaunch */
   int hiccup;  /* --hiccup CPU, or -1 */
 } opts_t;
@@ -167,7 +171,7 @@ static void run_one(const char *mode, size_t payload, double interval_us, size_t
   if (cpu) cudaq_pipeline_set_cpu_stage(p, cpu_stage, &r);
 #ifdef CUDAQ_BENCH_GPU
   if (gpu) {
-    bench_gpu_set_payload(payload, cpu, o->mailbox, !o->prelaunch, o->self_gate);
+    bench_gpu_set_payload(payload, cpu, o->mailbox, !o->prelaunch, o->self_gate, o->gate_in_ring);
     cudaq_pipeline_set_gpu_stage(p, bench_gpu_factory, NULL);
   }
 #endif
@@ -229,7 +233,7 @@ static void run_one(const char *mode, size_t payload, double interval_us, size_t
   if (step) snprintf(iv, sizeof iv, "%gus", interval_us);
   else snprintf(iv, sizeof iv, "flat-out");
   snprintf(name, sizeof name, "%s%s%s %zuB %s end-to-end", mode,
-           gpu && o->self_gate ? "[selfgate]" : gpu && o->prelaunch ? "[prelaunch]" : gpu && o->mailbox ? "[mailbox]" : "",
+           gpu && o->gate_in_ring ? "[selfgate_ring]" : gpu && o->self_gate ? "[selfgate]" : gpu && o->prelaunch ? "[prelaunch]" : gpu && o->mailbox ? "[mailbox]" : "",
            used == CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE ? "[stream-write]"
            : used == CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC  ? "[host-fn]"
                                                           : "",
@@ -318,12 +322,15 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--yield")) o.yield = 1;
     else if (!strcmp(argv[i], "--stage") && i + 1 < argc) {
       const char *v = argv[++i];
-      if (strcmp(v, "dma") && strcmp(v, "mailbox") && strcmp(v, "prelaunch") && strcmp(v, "selfgate")) {
-        fprintf(stderr, "bench_pipeline: --stage %s: expected dma, mailbox, prelaunch or selfgate\n", v);
+      if (strcmp(v, "dma") && strcmp(v, "mailbox") && strcmp(v, "prelaunch") && strcmp(v, "selfgate") &&
+          strcmp(v, "selfgate_ring")) {
+        fprintf(stderr, "bench_pipeline: --stage %s: expected dma, mailbox, prelaunch, selfgate or "
+                        "selfgate_ring\n", v);
         return 2;
       }
       o.mailbox = strcmp(v, "dma") != 0;
-      o.self_gate = !strcmp(v, "selfgate");
+      o.gate_in_ring = !strcmp(v, "selfgate_ring");
+      o.self_gate = !strcmp(v, "selfgate") || o.gate_in_ring;
       o.prelaunch = !strcmp(v, "prelaunch") || o.self_gate;
     } else if (!strcmp(argv[i], "--hiccup") && i + 1 < argc) o.hiccup = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--waiting") && i + 1 < argc) {
@@ -336,7 +343,7 @@ int main(int argc, char **argv) {
     else {
       fprintf(stderr, "usage: %s [--modes cpu,gpu_cpu,gpu_only,gpu_only_hostfn] [--requests N] "
                       "[--payloads 2048,16384] [--intervals 0,1,10,30] [--workers W] [--cpus D,C,W0] "
-                      "[--yield] [--stage dma|mailbox|prelaunch|selfgate] [--waiting N] [--hiccup CPU] "
+                      "[--yield] [--stage dma|mailbox|prelaunch|selfgate|selfgate_ring] [--waiting N] [--hiccup CPU] "
                       "[--warmup N]\n", argv[0]);
       return 2;
     }

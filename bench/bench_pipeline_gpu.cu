@@ -18,7 +18,8 @@ static uint64_t now_ns_fn(void) {
 extern "C" {
 int bench_gpu_available(void);
 int bench_gpu_factory(void *user, int worker_id, cudaq_gpu_worker_resources_t *r);
-void bench_gpu_set_payload(size_t bytes, int signal_ready, int mailbox_read, int timed, int self_gate);
+void bench_gpu_set_payload(size_t bytes, int signal_ready, int mailbox_read, int timed, int self_gate,
+                           int gate_in_ring);
 void bench_gpu_launch_stats(uint64_t *n, uint64_t *sum_ns, uint64_t *max_ns, uint64_t *over_100us,
                             uint64_t *over_1ms);
 void bench_gpu_release(void);
@@ -40,12 +41,15 @@ int bench_gpu_factory(void *user, int worker_id, cudaq_gpu_worker_resources_t *r
 
 /* timed: time the dispatcher's launch calls (pre- and post-launch
  * callbacks; not with gpu_prelaunch, which refuses callbacks). self_gate:
- * the kernel (one block) waits at the gate itself (gpu_prelaunch). */
-void bench_gpu_set_payload(size_t bytes, int signal_ready, int mailbox_read, int timed, int self_gate) {
+ * the kernel (one block) waits at the gate itself (gpu_prelaunch), reading
+ * the request's copy or, with gate_in_ring, the ring. */
+void bench_gpu_set_payload(size_t bytes, int signal_ready, int mailbox_read, int timed, int self_gate,
+                           int gate_in_ring) {
   g_stage.payload = bytes;
   g_stage.signal_ready = signal_ready;
   g_stage.mailbox_read = mailbox_read;
   g_stage.self_gate = self_gate ? 1 : 0;
+  g_stage.gate_in_ring = gate_in_ring;
   g_stage.function_id = 0x5a5a0001u;
   g_stage.now = timed ? now_ns_fn : NULL;
   g_stage.launch_n = g_stage.launch_sum_ns = g_stage.launch_max_ns = 0;

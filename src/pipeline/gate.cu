@@ -37,8 +37,8 @@ __global__ void done_kernel(uint32_t *done) {
 
 }  // namespace
 
-/* One device block per worker: [mailbox word][ticket][opened][passed][pad
- * to 32][staging]. */
+/* One device block per worker: [mailbox word][ticket][opened][passed][pad]
+ * [request pointer][staging at 32]. */
 extern "C" int cudaq__gate_alloc(void *user, uint64_t staging_bytes, cudaq_pipeline_gate_t *g) {
   (void)user;
   uint8_t *base = nullptr;
@@ -49,6 +49,7 @@ extern "C" int cudaq__gate_alloc(void *user, uint64_t staging_bytes, cudaq_pipel
   g->ticket_dev = reinterpret_cast<uint32_t *>(base + 8);
   g->opened_dev = reinterpret_cast<uint32_t *>(base + 12);
   g->passed_dev = reinterpret_cast<uint32_t *>(base + 16);
+  g->request_dev = reinterpret_cast<const uint8_t **>(base + 24);
   g->staging_dev = base + 32;
   g->staging_bytes = staging_bytes;
   void *staging = g->staging_dev;

@@ -16,7 +16,8 @@
  * callback): the host API cost on the dispatcher thread. With self_gate = N
  * (gpu_prelaunch only) the kernel, N blocks, waits at the worker's gate
  * itself (cudaq_pipeline_gate_wait, waits_at_gate) and copies the payload
- * from the request's device copy: no gate kernel in front of it.
+ * from the request's device copy (or, with gate_in_ring, straight from the
+ * ring: cudaq_pipeline_gate_wait_in_ring): no gate kernel in front of it.
  * Shared by tests/gpu/test_pipeline_gpu.cu and bench/bench_pipeline_gpu.cu.
  */
 #ifndef CUDAQ_PIPELINE_GPU_STAGE_CUH
@@ -51,6 +52,7 @@ struct pgs_stage {
   int last_error;    /* first CUDA error in the factory */
   int mailbox_read;  /* the kernel reads the payload from the slot (no DMA) */
   int self_gate;     /* N > 0 (gpu_prelaunch): the kernel, N blocks, waits at the gate itself */
+  int gate_in_ring;  /* self_gate: read the request in the ring (cudaq_pipeline_gate_wait_in_ring) */
   uint64_t (*now)(void); /* set: time the launch calls (dispatcher thread only) */
   uint64_t t_pre;        /* pre-launch callback entered */
   uint64_t launch_n, launch_sum_ns, launch_max_ns, launch_over_100us, launch_over_1ms;
@@ -99,8 +101,8 @@ __device__ void pgs_publish(int *ready, unsigned *blocks_done) {
 /* self_gate: waits at the worker's gate (every block calls it), then copies
  * the payload of the request's device copy (+24: 8-byte aligned). */
 __global__ void pgs_selfgate_kernel(cudaq_pipeline_gate_t gate, uint4 *__restrict__ out, size_t n16, int *ready,
-                                    unsigned *blocks_done) {
-  const uint8_t *req = cudaq_pipeline_gate_wait(gate);
+                                    unsigned *blocks_done, int in_ring) {
+  const uint8_t *req = in_ring ? cudaq_pipeline_gate_wait_in_ring(gate) : cudaq_pipeline_gate_wait(gate);
   pgs_copy((const uint2 *)(req + CUDAQ_RPC_HEADER_SIZE), (uint2 *)out, 2 * n16);
   pgs_publish(ready, blocks_done);
 }
@@ -172,7 +174,8 @@ static int pgs_factory(void *user, int id, cudaq_gpu_worker_resources_t *r) {
   if (st->self_gate && !r->gate) return -1; /* no gate: gpu_prelaunch is off */
   if (st->self_gate)
     pgs_selfgate_kernel<<<(unsigned)st->self_gate, 256, 0, w->stream>>>(
-        *r->gate, (uint4 *)w->h_out_dev, n16, st->signal_ready ? r->ready_flag_dev : nullptr, w->d_blocks_done);
+        *r->gate, (uint4 *)w->h_out_dev, n16, st->signal_ready ? r->ready_flag_dev : nullptr, w->d_blocks_done,
+        st->gate_in_ring);
   else
     pgs_passthrough_kernel<<<blocks, 256, 0, w->stream>>>((const uint4 *)w->d_in, (uint4 *)w->h_out_dev, n16,
                                                            st->signal_ready ? r->ready_flag_dev : nullptr,

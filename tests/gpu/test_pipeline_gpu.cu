@@ -90,7 +90,7 @@ static size_t cpu_stage(void *user, const cudaq_cpu_stage_context_t *ctx) {
  * sent one at a time, each after the previous answer; self_gate N > 0: the
  * stage's kernel (N blocks) waits at the gate itself (waits_at_gate). */
 static void run_with(int mode, size_t payload, int workers, uint32_t n, int completion, int mailbox,
-                     int prelaunch = 0, uint32_t paced = 0, int self_gate = 0) {
+                     int prelaunch = 0, uint32_t paced = 0, int self_gate = 0, int in_ring = 0) {
   rec_t r;
   memset(&r, 0, sizeof r);
   pgs_stage *st = (pgs_stage *)calloc(1, sizeof *st);
@@ -103,6 +103,7 @@ static void run_with(int mode, size_t payload, int workers, uint32_t n, int comp
   st->function_id = FN_PASS;
   st->mailbox_read = mailbox;
   st->self_gate = self_gate;
+  st->gate_in_ring = in_ring;
   cudaq_pipeline_config_t cfg;
   cudaq_pipeline_config_init(&cfg);
   cfg.num_workers = workers;
@@ -156,7 +157,7 @@ static void run_with(int mode, size_t payload, int workers, uint32_t n, int comp
   printf("pipeline %s%s%s%s %zuB x%d workers: %u requests in %.3f s (%.0f req/s); missing %llu dup %llu bad %llu "
          "failed %llu; stalls %llu\n",
          names[mode], mode == 1 ? how[used] : "", mailbox ? " mailbox-read" : "",
-         self_gate ? " self-gated" : "", payload, workers, n, secs, n / secs, (unsigned long long)missing,
+         self_gate ? (in_ring ? " self-gated in-ring" : " self-gated") : "", payload, workers, n, secs, n / secs, (unsigned long long)missing,
          (unsigned long long)r.dup, (unsigned long long)r.bad, (unsigned long long)r.failed,
          (unsigned long long)stt.backpressure_stalls);
   assert_int_equal(missing, 0);
@@ -224,13 +225,18 @@ static void test_prelaunch(void **) {
 /* (extension) gpu_prelaunch with waits_at_gate: the stage's own kernel
  * calls cudaq_pipeline_gate_wait (no gate kernel); one block (GPU + CPU,
  * 2 KiB), four blocks (the other blocks wait for block 0's copy: GPU + CPU
- * 16 KiB with 2 waiting, GPU-only 16 KiB), and an 8-byte-copy stride;
+ * 16 KiB with 2 waiting, GPU-only 16 KiB), and an 8-byte-copy stride; then
+ * with the request read in the ring instead of its copy (1 and 4 blocks);
  * paced then flat out, every answer checked byte for byte. */
 static void test_prelaunch_self_gated(void **) {
   run_with(0, 2048, 4, scaled(20000), CUDAQ_GPU_ONLY_COMPLETION_AUTO, 1, 1, scaled(500), 1);
   run_with(0, 16384, 4, scaled(10000), CUDAQ_GPU_ONLY_COMPLETION_AUTO, 1, 2, scaled(300), 4);
   run_with(1, 16384, 4, scaled(10000), CUDAQ_GPU_ONLY_COMPLETION_AUTO, 1, 2, scaled(300), 4);
   run_with(0, 2040, 2, scaled(5000), CUDAQ_GPU_ONLY_COMPLETION_AUTO, 1, 1, scaled(100), 3);
+  /* The request read in the ring (cudaq_pipeline_gate_wait_in_ring). */
+  run_with(0, 2048, 4, scaled(20000), CUDAQ_GPU_ONLY_COMPLETION_AUTO, 1, 1, scaled(500), 1, 1);
+  run_with(0, 16384, 4, scaled(10000), CUDAQ_GPU_ONLY_COMPLETION_AUTO, 1, 2, scaled(300), 4, 1);
+  run_with(1, 16384, 4, scaled(10000), CUDAQ_GPU_ONLY_COMPLETION_AUTO, 1, 2, scaled(300), 4, 1);
 }
 
 /* A factory whose graph says it waits at a gate while gpu_prelaunch is 0:

@@ -156,6 +156,7 @@ typedef struct {
   uint32_t *ticket_dev;     /* the ticket of the graph's last run */
   uint32_t *opened_dev;     /* the ticket whose request is staged (blocks other than 0 wait for it) */
   uint32_t *passed_dev;     /* blocks past the gate in the current run */
+  const uint8_t **request_dev; /* where the current run's request is (blocks other than 0 read it) */
   uint8_t *staging_dev;     /* the request's copy: header + payload, the slot's layout */
   uint64_t staging_bytes;
   void **mailbox_dev;       /* a word holding staging_dev */
@@ -488,19 +489,11 @@ static __device__ inline void cudaq__gate_copy_request(const uint8_t *slot, uint
   if (*n_items > first) cudaq__gate_copy_items(src, dst, first, *n_items);
 }
 
-/* (extension, gpu_prelaunch) Waits at a worker's gate and returns the
- * request (24-byte header + payload, the slot's layout) copied into device
- * memory; after a release without a request (stop), an empty request: a
- * zeroed header, magic 0, arg_len 0. The pipeline's own gate kernel calls
- * it; a worker graph's first kernel may call it instead
- * (cudaq_gpu_worker_resources_t.waits_at_gate).
- * Every thread of every block of that kernel calls it once per run, before
- * anything reads the request. Block 0 waits for the gate word and copies
- * the request with all its threads; the other blocks wait (in device
- * memory) for block 0, so all of the kernel's blocks must be resident at
- * once (a grid of at most one wave). Uses a few words of shared memory. */
-static __device__ inline const uint8_t *cudaq_pipeline_gate_wait(const cudaq_pipeline_gate_t &g) {
+/* The gate's rule for cudaq_pipeline_gate_wait (copy = 1) and
+ * cudaq_pipeline_gate_wait_in_ring (copy = 0). */
+static __device__ inline const uint8_t *cudaq__gate_pass(const cudaq_pipeline_gate_t &g, int copy) {
   __shared__ uint32_t want, n_items;
+  __shared__ const uint8_t *req;
   if (threadIdx.x == 0) {
     /* The last run's ticket: written by the previous run after all its
      * blocks read it (below), visible here by stream order. */
@@ -522,11 +515,12 @@ static __device__ inline const uint8_t *cudaq_pipeline_gate_wait(const cudaq_pip
       } while ((int32_t)(cudaq_pipeline_gate_ticket(v) - my) < 0);
       slot = cudaq_pipeline_gate_slot(v) < g.nslots ? cudaq_pipeline_gate_slot(v) : g.nslots;
       bytes = cudaq_pipeline_gate_bytes(v);
+      req = slot == g.nslots || copy ? g.staging_dev : g.ring_dev + (uint64_t)slot * g.stride;
     }
     __syncthreads();
     if (slot == g.nslots) { /* released without a request: an empty one */
       if (threadIdx.x < 6) reinterpret_cast<uint32_t *>(g.staging_dev)[threadIdx.x] = 0;
-    } else {
+    } else if (copy) {
       const uint8_t *src = g.ring_dev + (uint64_t)slot * g.stride;
       if (((uintptr_t)g.ring_dev | g.stride | (uintptr_t)g.staging_dev) % 16 == 0)
         cudaq__gate_copy_request<uint4>(src, g.staging_dev, g.staging_bytes, bytes, &n_items);
@@ -535,17 +529,19 @@ static __device__ inline const uint8_t *cudaq_pipeline_gate_wait(const cudaq_pip
     }
     __syncthreads(); /* the block's copies come before thread 0's R15 */
     if (threadIdx.x == 0 && gridDim.x > 1) {
-      /* R15 publishes the staged request to the other blocks; pairs with
-       * their A15 below. */
+      *g.request_dev = req;
+      /* R15 publishes the request (its copy, or where it is) to the other
+       * blocks; pairs with their A15 below. */
       cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(*g.opened_dev).store(my, cuda::memory_order_release);
     }
   } else {
     if (threadIdx.x == 0) {
       cuda::atomic_ref<uint32_t, cuda::thread_scope_device> o(*g.opened_dev);
-      /* A15 pairs with block 0's R15: the staged request is visible to
-       * this block (its threads after the barrier below). */
+      /* A15 pairs with block 0's R15: the request (and request_dev) is
+       * visible to this block (its threads after the barrier below). */
       while ((int32_t)(o.load(cuda::memory_order_acquire) - my) < 0) {
       }
+      req = *g.request_dev;
     }
     __syncthreads();
   }
@@ -562,7 +558,33 @@ static __device__ inline const uint8_t *cudaq_pipeline_gate_wait(const cudaq_pip
       }
     }
   }
-  return g.staging_dev;
+  return req;
+}
+
+/* (extension, gpu_prelaunch) Waits at a worker's gate and returns the
+ * request (24-byte header + payload, the slot's layout) copied into device
+ * memory; after a release without a request (stop), an empty request: a
+ * zeroed header, magic 0, arg_len 0. The pipeline's own gate kernel calls
+ * it; a worker graph's first kernel may call it instead
+ * (cudaq_gpu_worker_resources_t.waits_at_gate).
+ * Every thread of every block of that kernel calls it once per run, before
+ * anything reads the request. Block 0 waits for the gate word and copies
+ * the request with all its threads; the other blocks wait (in device
+ * memory) for block 0, so all of the kernel's blocks must be resident at
+ * once (a grid of at most one wave). Uses a few words of shared memory. */
+static __device__ inline const uint8_t *cudaq_pipeline_gate_wait(const cudaq_pipeline_gate_t &g) {
+  return cudaq__gate_pass(g, 1);
+}
+
+/* (extension, gpu_prelaunch) The same without the copy: returns the request
+ * where it is, in the RX ring (mapped memory, unchanged until this job's
+ * answer is harvested: the slot's TX flag holds the in-flight marker), or
+ * the empty request after a release at stop. Every read of it crosses
+ * PCIe: for a first kernel that reads its request once, it saves the copy
+ * into device memory and the pass of the copy's reads before the kernel's
+ * own. Called as cudaq_pipeline_gate_wait (every thread of every block). */
+static __device__ inline const uint8_t *cudaq_pipeline_gate_wait_in_ring(const cudaq_pipeline_gate_t &g) {
+  return cudaq__gate_pass(g, 0);
 }
 #endif /* __CUDACC__ */
 
