@@ -35,9 +35,9 @@
  * that only reads the clock and reports the gaps it sees (over 20 us,
  * 100 us, 1 ms): stalls that no code of ours can cause (interrupts, the
  * hypervisor), in the same time window as the row. --warmup N (default
- * 5000, 0 = none): an unreported row of N requests of the first mode,
- * payload and interval before the rows (a process's first ~1,000 requests
- * run slower); each row also skips its first 1%.
+ * 5000, 0 = none): before each mode's rows, an unreported row of N requests
+ * of its first payload and interval (a process's first ~1,000 requests run
+ * slower); each row also skips its first 1%.
  *
  *   bench_pipeline [--modes cpu,gpu_cpu,gpu_only,gpu_only_hostfn] [--requests N]
  *                  [--payloads 2048,16384] [--intervals 0,1,10,30]
@@ -304,7 +304,6 @@ static int split(const char *s, double *out, int max) {
 int main(int argc, char **argv) {
   const char *modes = "cpu,gpu_cpu,gpu_only";
   size_t n = 100000, warmup = 5000;
-  int warmed = 0;
   double payloads[4] = {2048, 16384}, intervals[8] = {0, 1, 10, 30};
   int np = 2, ni = 4;
   opts_t o = {.dispatcher = -1, .consumer = -1, .worker_base = -1, .workers = 8, .hiccup = -1, .waiting = 1};
@@ -386,6 +385,7 @@ int main(int argc, char **argv) {
   for (int mi = 0; mi < 4; ++mi) {
     if (!has_mode(modes, all[mi])) continue;
     if (mi > 0 && !have_gpu) continue;
+    int warmed = 0; /* one warm-up row per mode (each mode has its own path) */
     for (int k = 0; k < np; ++k)
       for (int j = 0; j < ni; ++j) {
         /* A process's first ~1,000 requests run slower (H200, 2 KiB GPU+CPU every 30 us: p99

@@ -65,8 +65,33 @@ extern "C" int cudaq__gate_alloc(void *user, uint64_t staging_bytes, cudaq_pipel
   return 0;
 }
 
+/* waits_at_gate: whatever the graph runs must come after the kernel that
+ * waits, so the graph has one root node, that kernel (through child graphs
+ * whose one root is again the next level's). cudaSuccess or
+ * cudaErrorInvalidValue. */
+static cudaError_t one_kernel_root(cudaGraph_t g) {
+  for (int depth = 0; depth < 16; ++depth) {
+    size_t n = 0;
+    cudaError_t e = cudaGraphGetRootNodes(g, nullptr, &n);
+    if (e != cudaSuccess) return e;
+    if (n != 1) return cudaErrorInvalidValue;
+    cudaGraphNode_t root;
+    e = cudaGraphGetRootNodes(g, &root, &n);
+    if (e != cudaSuccess) return e;
+    cudaGraphNodeType t;
+    e = cudaGraphNodeGetType(root, &t);
+    if (e != cudaSuccess) return e;
+    if (t == cudaGraphNodeTypeKernel) return cudaSuccess;
+    if (t != cudaGraphNodeTypeGraph) return cudaErrorInvalidValue;
+    e = cudaGraphChildGraphNodeGetGraph(root, &g);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaErrorInvalidValue;
+}
+
 /* self: the user graph waits at the gate itself (waits_at_gate): no gate
- * kernel in front of it. */
+ * kernel in front of it (its one root node must be the kernel that waits:
+ * cudaErrorInvalidValue otherwise). */
 extern "C" int cudaq__gate_graph(void *user, cudaGraph_t user_graph, const cudaq_pipeline_gate_t *a, int self,
                                  cudaStream_t s, cudaGraphExec_t *out) {
   (void)user;
@@ -79,7 +104,9 @@ extern "C" int cudaq__gate_graph(void *user, cudaGraph_t user_graph, const cudaq
   kp.gridDim = dim3(1);
   kp.blockDim = dim3(kThreads);
   kp.kernelParams = params;
-  cudaError_t e = cudaGraphCreate(&g, 0);
+  cudaError_t e = self ? one_kernel_root(user_graph) : cudaSuccess;
+  if (e != cudaSuccess) return (int)e;
+  e = cudaGraphCreate(&g, 0);
   if (e == cudaSuccess && !self) e = cudaGraphAddKernelNode(&gate, g, nullptr, 0, &kp);
   if (e == cudaSuccess) e = cudaGraphAddChildGraphNode(&child, g, self ? nullptr : &gate, self ? 0 : 1, user_graph);
   if (e == cudaSuccess && a->done_dev) {

@@ -578,7 +578,9 @@ static cudaq_status_t prelaunch_graphs(cudaq_pipeline_t *p) {
     int e = p->ops.gate_graph(p->ops.user, r->graph, &p->gate[w], r->waits_at_gate != 0, r->stream,
                               &pool->gate_exec[w]);
     if (e != 0)
-      return cudaq__fail(CUDAQ_ERR_CUDA, "%s: gpu_prelaunch: worker %u's gate graph: error %d", fn, w, e);
+      return cudaq__fail(CUDAQ_ERR_CUDA, "%s: gpu_prelaunch: worker %u's gate graph: error %d%s", fn, w, e,
+                         r->waits_at_gate ? " (with waits_at_gate the graph's one root node must be the "
+                                            "kernel that waits at the gate)" : "");
   }
   pool->prelaunch = (uint32_t)p->cfg.gpu_prelaunch < p->nworkers ? (uint32_t)p->cfg.gpu_prelaunch
                                                                    : p->nworkers;

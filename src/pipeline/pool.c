@@ -59,7 +59,7 @@ static int enqueue_job(cudaq__pool_t *p, uint32_t w, void *slot_dev) {
  * the word's high half (cudaq_pipeline_gate_word). R14, release: the slot's request bytes
  * (visible to this thread through A1) and everything stored before are in
  * host memory before the word changes; the gate kernel reads the word over
- * PCIe with an acquire (A14, gate.cu) and only then the slot, so it sees
+ * PCIe with an acquire (A14, cudaq__gate_pass in pipeline.h) and only then the slot, so it sees
  * them (x86 stores become visible in program order; device reads of pinned
  * memory are coherent). */
 static void open_gate(cudaq__pool_t *p, uint32_t w, uint32_t slot, uint64_t bytes) {

@@ -246,6 +246,38 @@ static int lying_factory(void *user, int id, cudaq_gpu_worker_resources_t *r) {
   r->waits_at_gate = 1;
   return rc;
 }
+/* waits_at_gate with another root node beside the kernel that waits (here
+ * an empty node): refused at start, the message says why. */
+static int two_roots_factory(void *user, int id, cudaq_gpu_worker_resources_t *r) {
+  int rc = pgs_factory(user, id, r);
+  cudaGraphNode_t extra;
+  if (rc == 0 && cudaGraphAddEmptyNode(&extra, r->graph, nullptr, 0) != cudaSuccess) rc = -1;
+  return rc;
+}
+static void test_waits_at_gate_needs_one_root(void **) {
+  pgs_stage *st = (pgs_stage *)calloc(1, sizeof *st);
+  st->payload = 256;
+  st->signal_ready = 1;
+  st->function_id = FN_PASS;
+  st->mailbox_read = 1;
+  st->self_gate = 1;
+  cudaq_pipeline_config_t cfg;
+  cudaq_pipeline_config_init(&cfg);
+  cfg.num_workers = 1;
+  cfg.num_slots = 8;
+  cfg.slot_size = 512;
+  cfg.gpu_prelaunch = 1;
+  cudaq_pipeline_t *p = NULL;
+  assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_set_gpu_stage(p, two_roots_factory, st), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_stage, NULL), CUDAQ_OK);
+  assert_int_not_equal(cudaq_pipeline_start(p), CUDAQ_OK);
+  assert_non_null(strstr(cudaq_last_error(), "one root node must be the kernel that waits"));
+  assert_int_equal(cudaq_pipeline_destroy(p), CUDAQ_OK);
+  pgs_release(st);
+  free(st);
+}
+
 static void test_waits_at_gate_needs_prelaunch(void **) {
   pgs_stage *st = (pgs_stage *)calloc(1, sizeof *st);
   st->payload = 256;
@@ -428,6 +460,7 @@ int main(void) {
       cmocka_unit_test(test_prelaunch),
       cmocka_unit_test(test_prelaunch_self_gated),
       cmocka_unit_test(test_waits_at_gate_needs_prelaunch),
+      cmocka_unit_test(test_waits_at_gate_needs_one_root),
       cmocka_unit_test(test_host_dispatcher_graph_workers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

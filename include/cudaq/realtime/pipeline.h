@@ -109,7 +109,8 @@ typedef struct {
    *     completion word (a stream write after a gate wakes late);
    *   - the RX ring's data and stride are multiples of 8 bytes (an
    *     external ring's too).
-   * A waiting gate kernel occupies one SM and one of the GPU's hardware
+   * A waiting gate kernel occupies one SM (a self-gated first kernel of N
+   * blocks: N) and one of the GPU's hardware
    * queues: keep the worker streams plus the process's other busy streams
    * within CUDA_DEVICE_MAX_CONNECTIONS (default 8; up to 32, set before the
    * first CUDA call). Beyond it streams share queues, and work enqueued on
@@ -477,7 +478,10 @@ static __device__ inline void cudaq__gate_copy_request(const uint8_t *slot, uint
     cudaq__gate_copy_items(src, dst, 0, want < cap ? (uint32_t)want : cap);
     return;
   }
-  const uint32_t first = cap < blockDim.x ? cap : blockDim.x;
+  /* At least the 24-byte header, whatever the block size. */
+  const uint32_t head = (uint32_t)((24 + sizeof(T) - 1) / sizeof(T));
+  const uint32_t per = blockDim.x > head ? blockDim.x : head;
+  const uint32_t first = cap < per ? cap : per;
   cudaq__gate_copy_items(src, dst, 0, first);
   __syncthreads(); /* the header's items are in staging */
   if (threadIdx.x == 0) {
@@ -494,6 +498,10 @@ static __device__ inline void cudaq__gate_copy_request(const uint8_t *slot, uint
 static __device__ inline const uint8_t *cudaq__gate_pass(const cudaq_pipeline_gate_t &g, int copy) {
   __shared__ uint32_t want, n_items;
   __shared__ const uint8_t *req;
+  /* The rule picks its leaders by x alone: a 2-D or 3-D launch would have
+   * several, and the ticket could move on before every block has read it
+   * (a hang). Refused loudly instead. */
+  if (blockDim.y * blockDim.z * gridDim.y * gridDim.z != 1) __trap();
   if (threadIdx.x == 0) {
     /* The last run's ticket: written by the previous run after all its
      * blocks read it (below), visible here by stream order. */
@@ -518,8 +526,8 @@ static __device__ inline const uint8_t *cudaq__gate_pass(const cudaq_pipeline_ga
       req = slot == g.nslots || copy ? g.staging_dev : g.ring_dev + (uint64_t)slot * g.stride;
     }
     __syncthreads();
-    if (slot == g.nslots) { /* released without a request: an empty one */
-      if (threadIdx.x < 6) reinterpret_cast<uint32_t *>(g.staging_dev)[threadIdx.x] = 0;
+    if (slot == g.nslots) { /* released without a request: an empty one (any block size) */
+      for (uint32_t i = threadIdx.x; i < 6; i += blockDim.x) reinterpret_cast<uint32_t *>(g.staging_dev)[i] = 0;
     } else if (copy) {
       const uint8_t *src = g.ring_dev + (uint64_t)slot * g.stride;
       if (((uintptr_t)g.ring_dev | g.stride | (uintptr_t)g.staging_dev) % 16 == 0)
@@ -550,7 +558,9 @@ static __device__ inline const uint8_t *cudaq__gate_pass(const cudaq_pipeline_ga
       *g.ticket_dev = my;
     } else {
       /* The last block past the gate records the run's ticket; every block
-       * has read the old one by then (its read comes before its count). */
+       * has read the old one by then: R16 / A16, the count's acq_rel, is
+       * each block's release of its ticket read and the last block's
+       * acquire of all of them before its write. */
       cuda::atomic_ref<uint32_t, cuda::thread_scope_device> n(*g.passed_dev);
       if (n.fetch_add(1u, cuda::memory_order_acq_rel) + 1u == gridDim.x) {
         n.store(0u, cuda::memory_order_relaxed);
@@ -567,11 +577,16 @@ static __device__ inline const uint8_t *cudaq__gate_pass(const cudaq_pipeline_ga
  * zeroed header, magic 0, arg_len 0. The pipeline's own gate kernel calls
  * it; a worker graph's first kernel may call it instead
  * (cudaq_gpu_worker_resources_t.waits_at_gate).
- * Every thread of every block of that kernel calls it once per run, before
- * anything reads the request. Block 0 waits for the gate word and copies
- * the request with all its threads; the other blocks wait (in device
- * memory) for block 0, so all of the kernel's blocks must be resident at
- * once (a grid of at most one wave). Uses a few words of shared memory. */
+ * Rules: a 1-D grid of 1-D blocks (anything else traps); every thread of
+ * every block calls it exactly once per run, before anything reads the
+ * request (a thread that returns early leaves its share uncopied; a second
+ * call waits for the next request); the kernel is its graph's only root
+ * node, everything else runs after it (start checks). Block 0 waits for
+ * the gate word and copies the request with all its threads; the other
+ * blocks wait (in device memory) for block 0, so all of the kernel's
+ * blocks must be resident at once (a grid of at most one wave; N blocks
+ * hold N SMs while they wait). Uses a few words of shared memory. The
+ * copy is also what mailbox_dev names, for the graph's later kernels. */
 static __device__ inline const uint8_t *cudaq_pipeline_gate_wait(const cudaq_pipeline_gate_t &g) {
   return cudaq__gate_pass(g, 1);
 }
@@ -582,7 +597,9 @@ static __device__ inline const uint8_t *cudaq_pipeline_gate_wait(const cudaq_pip
  * the empty request after a release at stop. Every read of it crosses
  * PCIe: for a first kernel that reads its request once, it saves the copy
  * into device memory and the pass of the copy's reads before the kernel's
- * own. Called as cudaq_pipeline_gate_wait (every thread of every block). */
+ * own. The same rules as cudaq_pipeline_gate_wait, but mailbox_dev then
+ * names no request: only this kernel knows where it is (pass it on if the
+ * graph's later kernels need it). */
 static __device__ inline const uint8_t *cudaq_pipeline_gate_wait_in_ring(const cudaq_pipeline_gate_t &g) {
   return cudaq__gate_pass(g, 0);
 }
