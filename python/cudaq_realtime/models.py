@@ -40,8 +40,9 @@ def _entry_coords(entry):
 def _layout_fits(path, graph):
     """The C library's rule (cudaq_predecoder_check_layout) on a model file:
     True where the model records the DEM's detector layout (up to one
-    translation), False where it records another one, None where it records
-    none, the DEM has no coordinates, or there is no NN engine to read it."""
+    translation), False where it records another one (or the DEM has no or
+    partial coordinates: nothing to compare with), None where it records
+    none or there is no NN engine to read it."""
     from . import _lib
     if not _lib.HAVE_NN:
         return None
@@ -69,13 +70,22 @@ def find_model(dem):
     detector layout the model file records (its `detector_coordinates`,
     compared by the C library's rule: the DEM's coordinates up to one
     translation; for a model without that record, the manifest circuit's
-    coordinates exactly). Raises LookupError naming what was looked for and
-    what is shipped when none fits."""
+    coordinates exactly). The first fitting entry of the manifest wins (a
+    directory with several models of one layout, e.g. two noise models:
+    pass the path). Raises LookupError naming what was looked for and what
+    there is when none fits, or when the DEM has no detector coordinates
+    (the X and Z models of one distance have the same detector count)."""
     if isinstance(dem, (str, bytes)):
         import stim
         dem = stim.DetectorErrorModel(dem.decode() if isinstance(dem, bytes) else dem)
     entries = manifest()["models"]
     nd, no = dem.num_detectors, dem.num_observables
+    if nd and not any(dem.get_detector_coordinates().values()):
+        raise LookupError(
+            f"cudaq_realtime: the detector error model has no detector coordinates ({nd} detectors), so "
+            "the model made for its circuit cannot be told apart from another layout of the same size "
+            "(the X and Z models of one distance, say). Use a DEM with coordinates (stim writes them), or "
+            "pass a model path: HybridDecoder(path, dem, check_layout=False).")
     coords = graph = None
     for e in entries:
         if e["num_detectors"] != nd or e["num_observables"] != no:
@@ -96,6 +106,6 @@ def find_model(dem):
     hint = (f" ({', '.join(near)} have {nd} detectors but a different detector layout, observable count "
             "or basis)" if near else "")
     raise LookupError(
-        f"cudaq_realtime: no shipped predecoder model fits this detector error model ({nd} detectors, "
-        f"{no} observables){hint}. The models are for stim's surface_code:rotated_memory_x/z circuits "
-        f"with rounds = distance: {shipped}. Pass a model path of your own to HybridDecoder instead.")
+        f"cudaq_realtime: no predecoder model in {models_dir()} fits this detector error model ({nd} "
+        f"detectors, {no} observables){hint}. Its models: {shipped}. Pass a model path of your own to "
+        "HybridDecoder instead.")

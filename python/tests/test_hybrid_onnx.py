@@ -34,7 +34,7 @@ def test_find_model_allows_a_shifted_layout():
 
 
 def test_find_model_refuses_other_circuits():
-    with pytest.raises(LookupError, match="no shipped predecoder model fits .*24 detectors"):
+    with pytest.raises(LookupError, match="no predecoder model in .* fits .*24 detectors"):
         cr.find_model(surface(3, 0.002).detector_error_model(decompose_errors=True))
     # d = 5 with 3 rounds: other detector count; rounds = 5 but the unrotated code: other layout.
     with pytest.raises(LookupError):
@@ -109,6 +109,8 @@ def test_hybrid_layout_unchecked_only_when_asked(d5z):
     d5 = os.path.join(cr.models_dir(), "predecoder_d5_z.onnx")
     with pytest.raises(cr.CudaqValueError, match="the DEM has no detector coordinates"):
         cr.HybridDecoder(d5, bare)
+    with pytest.raises(LookupError, match="has no detector coordinates .*check_layout=False"):
+        cr.HybridDecoder(None, bare)  # which shipped model: X and Z cannot be told apart
     shots, _ = sample(c, 30, seed=5)
     want = cr.HybridDecoder(d5, dem).decode_batch(shots)
     got = cr.HybridDecoder(d5, bare, check_layout=False).decode_batch(shots)

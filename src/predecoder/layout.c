@@ -104,12 +104,14 @@ cudaq_predecoder_status_t cudaq_predecoder_check_layout(const cudaq_nn_model_t *
     cudaq_predecoder__set_error(err, "the DEM has no detector coordinates: the model's detector layout "
                                 "(%s) cannot be checked, and a model made for another circuit with "
                                 "as many detectors gives wrong answers without an error; use a DEM "
-                                "with coordinates (stim writes them) or skip the check", task);
+                                "with coordinates (stim writes them) or skip the check "
+                                "(--skip_layout_check; Python check_layout=False)", task);
     return CUDAQ_PREDECODER_ERR_MODEL;
   }
   if (with < nd) {
     cudaq_predecoder__set_error(err, "the DEM gives coordinates to %u of its %u detectors: the model's "
-                                "detector layout (%s) cannot be checked", with, nd, task);
+                                "detector layout (%s) cannot be checked (--skip_layout_check; Python "
+                                "check_layout=False)", with, nd, task);
     return CUDAQ_PREDECODER_ERR_MODEL;
   }
   s = skip_ws(s);

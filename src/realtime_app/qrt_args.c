@@ -312,6 +312,11 @@ int qrt_check_mode_and_preset(opts_t *o) {
                     "pre-launch is retried on arrival, not answered with an error)\n");
     return 2;
   }
+  if (o->skip_layout_check && qrt_pd_kind_of(o->model) != QRT_PD_ONNX) {
+    fprintf(stderr, "qec-realtime: --skip_layout_check is for ONNX models (--model PATH or a "
+                    "preset's)\n");
+    return 2;
+  }
   if (o->gpu_engine_flag && o->mode != QRT_MODE_HYBRID) {
     fprintf(stderr, "qec-realtime: %s sets the GPU engine: it needs --mode hybrid (the CPU "
                     "executor runs FP32 and keeps no plan)\n", o->gpu_engine_flag);

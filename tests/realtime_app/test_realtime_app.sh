@@ -344,6 +344,8 @@ refusals)
     --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --model local --precision fp32
   expect_usage plan_cpu "--plan_dir sets the GPU engine" --dem "$DEM" --in "$DATA/shots.b8" \
     --in_format b8 --model none --plan_dir "$WORK"
+  expect_usage skip_no_model "--skip_layout_check is for ONNX models" --dem "$DEM" --in "$DATA/shots.b8" \
+    --in_format b8 --model local --skip_layout_check
   expect_usage interval "at most 1,000,000" --dem "$DEM" --in "$DATA/shots.b8" \
     --in_format b8 --interval_us 99999999999999
   expect_usage requests_range "is not a non-negative integer" --dem "$DEM" \

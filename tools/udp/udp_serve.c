@@ -117,6 +117,10 @@ int main(int argc, char **argv) {
 
   cudaq_dem_t *dem = NULL;
   cudaq_mwpm_graph_t *graph = NULL;
+  if (!check_layout && (s.echo || qrt_pd_kind_of(model) != QRT_PD_ONNX)) {
+    fprintf(stderr, "cudaq-udp-serve: --skip_layout_check is for an ONNX --model\n");
+    return 2;
+  }
   if (!s.echo) {
     cudaq_mwpm_error_t err;
     if (cudaq_dem_parse_file(dem_path, &dem, &err) != CUDAQ_MWPM_OK ||
