@@ -131,6 +131,42 @@ def spec_str(spec: dict) -> str:
 COORDS_KEY = "detector_coordinates"
 
 
+def layout_mismatch(recorded: str, dem_coords: dict, num_detectors: int):
+    """The C rule (cudaq_predecoder_check_layout) written again for the
+    Python reference (reference_eval.py), which must not lean on the C
+    library it checks: None where the DEM's detector coordinates equal the
+    recorded ones up to detector 0's translation (1e-6 relative), else a
+    sentence saying what differs. A DEM without coordinates, or with some
+    only, cannot be checked: that is a mismatch too."""
+    try:
+        rows = json.loads(recorded)
+        rows = [[float(v) for v in r] for r in rows]
+    except (ValueError, TypeError):
+        return f"model metadata '{COORDS_KEY}' is not a list of coordinate lists"
+    have = [list(dem_coords.get(i, [])) for i in range(num_detectors)]
+    with_coords = sum(1 for c in have if c)
+    if with_coords == 0:
+        return ("the DEM has no detector coordinates: the model's detector layout cannot be checked "
+                "(--skip_layout_check)")
+    if with_coords < num_detectors:
+        return (f"the DEM gives coordinates to {with_coords} of its {num_detectors} detectors: the "
+                "model's detector layout cannot be checked (--skip_layout_check)")
+    off = [0.0] * 16
+    for d, (c, v) in enumerate(zip(have, rows)):
+        same = len(c) == len(v)
+        for k in range(len(v) if same else 0):
+            if d == 0:
+                off[k] = c[k] - v[k]
+            want = v[k] + off[k]
+            same = same and abs(c[k] - want) <= 1e-6 * (1.0 + abs(want))
+        if not same:
+            return (f"the DEM's detector layout is not the model's: detector {d} is at {tuple(c)} in the "
+                    f"DEM, {tuple(v)} in the model")
+    if len(rows) != num_detectors:
+        return f"the model's layout has {len(rows)} detectors, the DEM {num_detectors}"
+    return None
+
+
 def coordinates_metadata(circuit: stim.Circuit) -> str:
     coords = circuit.get_detector_coordinates()
     rows = [[int(v) if float(v).is_integer() else float(v) for v in coords.get(i, [])]

@@ -86,6 +86,11 @@ def predict(args):
                                     num_observables=no if args.appended else 0)
     dets = np.ascontiguousarray(data[:, :nd], dtype=np.int32)
     sess = open_session(args.model, nd, no)
+    recorded = sess.get_modelmeta().custom_metadata_map.get(layout.COORDS_KEY)
+    if recorded is not None and not args.skip_layout_check:  # the rule qec-decode applies
+        why = layout.layout_mismatch(recorded, dem.get_detector_coordinates(), nd)
+        if why:
+            fail(f"{args.model}: {why}")
     residual = np.zeros((len(dets), nd), dtype=np.uint8)
     frame = np.zeros((len(dets), no), dtype=np.uint8)
     for i in range(len(dets)):
@@ -186,6 +191,9 @@ def main():
     p.add_argument("--weights_out", help="also write PyMatching's matching weight on each "
                    "residual (one per line), for tie checks")
     p.add_argument("--frame_out", help="also write the model's logical_frame (01), for tie checks")
+    p.add_argument("--skip_layout_check", action="store_true",
+                   help="do not compare the detector layout the model records with the DEM's "
+                        "coordinates (as qec-decode --skip_layout_check)")
     s = sub.add_parser("shots")
     s.add_argument("--manifest")
     s.add_argument("--model")
