@@ -9,8 +9,8 @@ The network comes from a training checkpoint (--ckpt) or from the Conv
 weights of an exported ONNX file (--onnx: every shipped file holds the whole
 network; its decision threshold is the default of --thresholds).
 
-Each point is basis:distance:p:shots[:seed] (rounds = distance; --noise si1000
-for SI1000 noise). Shots come from stim's circuit sampler (the circuit itself,
+Each point is basis:distance:p:shots[:seed[:rounds]] (rounds = distance unless
+given; --noise si1000 for SI1000 noise). Shots come from stim's circuit sampler (the circuit itself,
 not its error model) with seeds from --seed + 1000 x (the point's index) up, or
 from the point's own seed (the same seed and shots give the same shots: a
 paired comparison of two models), which training never uses
@@ -198,7 +198,7 @@ def main(argv=None):
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--ckpt", help="a training checkpoint (train.py)")
     src.add_argument("--onnx", help="an exported model: its Conv weights (every shipped file has them all)")
-    ap.add_argument("--points", required=True, help="basis:distance:p:shots,...")
+    ap.add_argument("--points", required=True, help="basis:distance:p:shots[:seed[:rounds]],...")
     ap.add_argument("--noise", default="depolarizing", choices=["depolarizing", "si1000"])
     ap.add_argument("--seed", type=int, default=900_000)
     ap.add_argument("--json")
@@ -225,8 +225,9 @@ def main(argv=None):
     with cf.ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         for k, pt in enumerate(a.points.split(",")):
             basis, d, p, shots, *own = pt.split(":")
-            seed = int(own[0]) if own else a.seed + 1000 * k
-            spec = L.circuit_spec(basis, int(d), int(d), float(p), a.noise)
+            seed = int(own[0]) if own and own[0] else a.seed + 1000 * k
+            rounds = int(own[1]) if len(own) > 1 else int(d)
+            spec = L.circuit_spec(basis, int(d), rounds, float(p), a.noise)
             t = time.time()
             ths = [float(x) for x in thresholds.split(",")]
             for r in run_point(model, spec, int(float(shots)), seed, pool, device, a.fp32, ths,

@@ -45,19 +45,21 @@ def uniform_noise(p: float) -> dict:
     return {k: p for k in NOISE_KEYS}
 
 
+def noise_spec(noise: str, p: float) -> dict:
+    """A spec's "noise": uniform circuit-level depolarizing, or SI1000, at strength p."""
+    if noise == "depolarizing":
+        return uniform_noise(p)
+    if noise == "si1000":
+        return {"model": "si1000", "p": p}
+    raise ValueError(f"unknown noise model {noise!r} (depolarizing, si1000)")
+
+
 def circuit_spec(basis: str, distance: int, rounds: int, p: float, noise: str = "depolarizing") -> dict:
     basis = basis.lower()
     if basis not in ("x", "z"):
         raise ValueError(f"basis must be x or z, got {basis!r}")
-    spec = {"task": f"surface_code:rotated_memory_{basis}", "distance": int(distance),
-            "rounds": int(rounds)}
-    if noise == "depolarizing":
-        spec["noise"] = uniform_noise(p)
-    elif noise == "si1000":
-        spec["noise"] = {"model": "si1000", "p": p}
-    else:
-        raise ValueError(f"unknown noise model {noise!r} (depolarizing, si1000)")
-    return spec
+    return {"task": f"surface_code:rotated_memory_{basis}", "distance": int(distance),
+            "rounds": int(rounds), "noise": noise_spec(noise, p)}
 
 
 def _si1000(clean: stim.Circuit, p: float) -> stim.Circuit:

@@ -21,7 +21,8 @@
            at that noise strength instead of the entry's: its detector layout
            depends only on task, distance and rounds) or from
            --task/--distance/--rounds/--p (stim's four circuit-level noise
-           parameters all = p). Writes OUT/circuit.dem
+           parameters all = p; --noise si1000 for SI1000 at strength p, also
+           with --manifest --p). Writes OUT/circuit.dem
            (detector_error_model(decompose_errors=True)), OUT/shots.b8
            (detection events), OUT/obs.01 (observable flips) and
            OUT/info.txt ("num_detectors N", "num_observables L", "shots S").
@@ -135,23 +136,28 @@ def shots(args):
             fail("--manifest needs --model")
         entry = manifest_entry(args.manifest, args.model)
         spec = dict(entry["circuit"])
+        if args.noise is not None and args.p is None:
+            fail("--noise sets the noise model at strength --p: give --p too")
         if args.p is not None:
-            # The entry's circuit at another strength: only where its noise is
-            # the uniform circuit-level kind --p means (never silently ignored).
+            # The entry's circuit at another strength: of the kind --noise names,
+            # else only where its noise is the uniform circuit-level kind --p
+            # means (never silently ignored).
             noise = spec.get("noise", {})
-            if set(noise) != set(layout.NOISE_KEYS) or len(set(noise.values())) != 1:
+            if args.noise is None and (set(noise) != set(layout.NOISE_KEYS) or len(set(noise.values())) != 1):
                 fail(f"--p: the manifest circuit of {args.model} has noise {json.dumps(noise)}, "
-                     "not the uniform circuit-level noise --p sets; leave --p out")
+                     "not the uniform circuit-level noise --p sets; leave --p out, or name the noise "
+                     "model (--noise si1000)")
             if not 0 < args.p < 0.5:
                 fail(f"--p {args.p}: a noise strength is in (0, 0.5)")
-            spec["noise"] = layout.uniform_noise(args.p)
+            spec["noise"] = layout.noise_spec(args.noise or "depolarizing", args.p)
     else:
         if args.task is None or args.distance is None or args.p is None:
             fail("give --manifest and --model, or --task, --distance and --p")
         if not 0 < args.p < 0.5:
             fail(f"--p {args.p}: a noise strength is in (0, 0.5)")
         spec = {"task": args.task, "distance": args.distance,
-                "rounds": args.rounds or args.distance, "noise": layout.uniform_noise(args.p)}
+                "rounds": args.rounds or args.distance,
+                "noise": layout.noise_spec(args.noise or "depolarizing", args.p)}
         entry = None
     circuit = layout.make_circuit(spec)
     dem = circuit.detector_error_model(decompose_errors=True)
@@ -201,6 +207,8 @@ def main():
     s.add_argument("--distance", type=int)
     s.add_argument("--rounds", type=int)
     s.add_argument("--p", type=float)
+    s.add_argument("--noise", choices=["depolarizing", "si1000"],
+                   help="the noise model at strength --p (default: circuit-level depolarizing)")
     s.add_argument("--shots", type=int, default=10000)
     s.add_argument("--seed", type=int, default=20261124)
     s.add_argument("--out", required=True)

@@ -4,8 +4,9 @@
     python3 train.py --out ckpt.pt --minutes 8 [--resume ckpt.pt] [--seed 1]
 
 One network for every distance and both bases (fully convolutional). Each
-step draws a circuit family (distance from --distances, basis X or Z, rounds =
-distance) and a batch of shots with per-shot noise strengths from --ps,
+step draws a circuit family (distance from --distances, basis from --bases,
+default X and Z, rounds = distance or --rounds R) and a batch of shots with
+per-shot noise strengths from --ps,
 sampled on the device (sampler.py). Loss: binary cross-entropy of the edge
 logits against the edge labels, over the edge slots that exist. Mixed
 precision (bf16 autocast) on a GPU. The run stops after --minutes (or
@@ -47,6 +48,10 @@ def parse(argv=None):
     ap.add_argument("--distances", default="5,7,9,11")
     ap.add_argument("--ps", default="0.001,0.002,0.003,0.0045,0.006,0.008")
     ap.add_argument("--noise", default="depolarizing", choices=["depolarizing", "si1000"])
+    ap.add_argument("--rounds", type=int, default=0,
+                    help="rounds of every circuit family (default 0: rounds = distance)")
+    ap.add_argument("--bases", default="xz", choices=["xz", "x", "z"],
+                    help="memory-experiment bases to train on (default both)")
     ap.add_argument("--cells-per-batch", type=int, default=300_000,
                     help="grid cells per batch (batch = this / cells of the distance's grid)")
     ap.add_argument("--lr", type=float, default=1e-3)
@@ -123,14 +128,15 @@ def main(argv=None):
     ps = [float(x) for x in args.ps.split(",")]
     t0 = time.time()
     with cf.ProcessPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
-        sources = [Source(b, d, d, ps, dev, args.noise, pool) for d in ds for b in "xz"]
+        sources = [Source(b, d, args.rounds or d, ps, dev, args.noise, pool) for d in ds for b in args.bases]
     geos = [net.Geometry(s.layout, dev) for s in sources]
     for s, g in zip(sources, geos):
         self_check(s, g, gen)
     print(f"setup {time.time() - t0:.1f} s: {len(sources)} circuit families, "
           f"{net.count_params(model)} parameters", flush=True)
-    # Fixed evaluation batch: the largest distance, Z basis, p = 0.003.
-    ev_src = max((s for s in sources if "memory_z" in s.specs[0]["task"]), key=lambda s: s.layout.shape)
+    # Fixed evaluation batch: the largest distance, Z basis (X if only X is trained), p = 0.003.
+    ev_src = max((s for s in sources if "memory_z" in s.specs[0]["task"] or args.bases == "x"),
+                 key=lambda s: s.layout.shape)
     ev_geo = geos[sources.index(ev_src)]
     eg = torch.Generator(device=dev)
     eg.manual_seed(777)
