@@ -101,11 +101,10 @@ cudaq_predecoder_status_t cudaq_predecoder_check_layout(const cudaq_nn_model_t *
   char task[96];
   model_task(model, task, sizeof task);
   if (with == 0) { /* a model of another circuit with as many detectors would run unnoticed */
-    cudaq_predecoder__set_error(err, "the DEM has no detector coordinates: the model's detector layout "
-                                "(%s) cannot be checked, and a model made for another circuit with "
-                                "as many detectors gives wrong answers without an error; use a DEM "
-                                "with coordinates (stim writes them) or skip the check "
-                                "(--skip_layout_check; Python check_layout=False)", task);
+    cudaq_predecoder__set_error(err, "the DEM has no detector coordinates, so the model's detector layout "
+                                "(%s) cannot be checked (a model of another circuit with as many "
+                                "detectors would answer wrongly): use a DEM with coordinates or skip "
+                                "the check (--skip_layout_check, check_layout=False)", task);
     return CUDAQ_PREDECODER_ERR_MODEL;
   }
   if (with < nd) {

@@ -45,7 +45,7 @@ cmp -s "$T/spaced.01" "$T/ident.01" || fail "layout_spaced.onnx and identity.onn
 # The DEM without its detector coordinates: a model that records its layout
 # cannot be checked, so it is refused, unless --skip_layout_check vouches for it.
 grep -v '^detector' "$DEM" > "$T/bare.dem"
-refuses "no coordinates" "the DEM has no detector coordinates: the model's detector layout" predict \
+refuses "no coordinates" "the DEM has no detector coordinates, so the model's detector layout" predict \
   --dem "$T/bare.dem" $SHOTS --predecoder "$D/layout_shifted.onnx"
 "$QD" predict --dem "$T/bare.dem" $SHOTS --predecoder "$D/layout_shifted.onnx" --skip_layout_check \
   --out "$T/bare.01" || fail "--skip_layout_check refused"

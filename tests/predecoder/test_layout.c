@@ -85,6 +85,7 @@ static void test_accepted(void **state) {
   assert_int_equal(cudaq_predecoder_check_layout(m, bare, &checked, &err), CUDAQ_PREDECODER_ERR_MODEL);
   assert_int_equal(checked, 0);
   assert_non_null(strstr(err.message, "the DEM has no detector coordinates"));
+  assert_non_null(strstr(err.message, "check_layout=False)")); /* the whole sentence fits */
   cudaq_nn_model_destroy(m);
   m = load("identity.onnx"); /* no layout recorded: nothing to compare, on either DEM */
   checked = -1;

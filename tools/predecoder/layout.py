@@ -148,7 +148,7 @@ def layout_mismatch(recorded: str, dem_coords: dict, num_detectors: int):
     have = [list(dem_coords.get(i, [])) for i in range(num_detectors)]
     with_coords = sum(1 for c in have if c)
     if with_coords == 0:
-        return ("the DEM has no detector coordinates: the model's detector layout cannot be checked "
+        return ("the DEM has no detector coordinates, so the model's detector layout cannot be checked "
                 "(--skip_layout_check)")
     if with_coords < num_detectors:
         return (f"the DEM gives coordinates to {with_coords} of its {num_detectors} detectors: the "
