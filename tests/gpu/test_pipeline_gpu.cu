@@ -254,50 +254,42 @@ static int two_roots_factory(void *user, int id, cudaq_gpu_worker_resources_t *r
   if (rc == 0 && cudaGraphAddEmptyNode(&extra, r->graph, nullptr, 0) != cudaSuccess) rc = -1;
   return rc;
 }
-static void test_waits_at_gate_needs_one_root(void **) {
+/* Starts a one-worker pipeline over factory f (its stage's kernel waiting at
+ * the gate itself when self_gate) and expects start to fail with `status`
+ * (0: any error) and a message containing `phrase`. */
+static void expect_start_refused(cudaq_gpu_stage_factory_t f, int self_gate, int prelaunch,
+                                 cudaq_status_t status, const char *phrase) {
   pgs_stage *st = (pgs_stage *)calloc(1, sizeof *st);
   st->payload = 256;
   st->signal_ready = 1;
   st->function_id = FN_PASS;
   st->mailbox_read = 1;
-  st->self_gate = 1;
+  st->self_gate = self_gate;
   cudaq_pipeline_config_t cfg;
   cudaq_pipeline_config_init(&cfg);
   cfg.num_workers = 1;
   cfg.num_slots = 8;
   cfg.slot_size = 512;
-  cfg.gpu_prelaunch = 1;
+  cfg.gpu_prelaunch = prelaunch;
   cudaq_pipeline_t *p = NULL;
   assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_OK);
-  assert_int_equal(cudaq_pipeline_set_gpu_stage(p, two_roots_factory, st), CUDAQ_OK);
+  assert_int_equal(cudaq_pipeline_set_gpu_stage(p, f, st), CUDAQ_OK);
   assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_stage, NULL), CUDAQ_OK);
-  assert_int_not_equal(cudaq_pipeline_start(p), CUDAQ_OK);
-  assert_non_null(strstr(cudaq_last_error(), "one root node must be the kernel that waits"));
+  cudaq_status_t got = cudaq_pipeline_start(p);
+  if (status) assert_int_equal(got, status);
+  else assert_int_not_equal(got, CUDAQ_OK);
+  assert_non_null(strstr(cudaq_last_error(), phrase));
   assert_int_equal(cudaq_pipeline_destroy(p), CUDAQ_OK);
   pgs_release(st);
   free(st);
 }
 
+static void test_waits_at_gate_needs_one_root(void **) {
+  expect_start_refused(two_roots_factory, 1, 1, CUDAQ_OK, "one root node must be the kernel that waits");
+}
+
 static void test_waits_at_gate_needs_prelaunch(void **) {
-  pgs_stage *st = (pgs_stage *)calloc(1, sizeof *st);
-  st->payload = 256;
-  st->signal_ready = 1;
-  st->function_id = FN_PASS;
-  st->mailbox_read = 1;
-  cudaq_pipeline_config_t cfg;
-  cudaq_pipeline_config_init(&cfg);
-  cfg.num_workers = 1;
-  cfg.num_slots = 8;
-  cfg.slot_size = 512;
-  cudaq_pipeline_t *p = NULL;
-  assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_OK);
-  assert_int_equal(cudaq_pipeline_set_gpu_stage(p, lying_factory, st), CUDAQ_OK);
-  assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_stage, NULL), CUDAQ_OK);
-  assert_int_equal(cudaq_pipeline_start(p), CUDAQ_ERR_INVALID_ARG);
-  assert_non_null(strstr(cudaq_last_error(), "waits_at_gate"));
-  assert_int_equal(cudaq_pipeline_destroy(p), CUDAQ_OK);
-  pgs_release(st);
-  free(st);
+  expect_start_refused(lying_factory, 0, 0, CUDAQ_ERR_INVALID_ARG, "waits_at_gate");
 }
 
 /* GRAPH_LAUNCH entries of a host-path cudaq_dispatcher_t go to real graph
