@@ -60,22 +60,13 @@ struct pgs_stage {
   int nw;
 };
 
-/* n items of src to dst by the whole grid, 8 loads per thread issued before
- * their stores (a plain loop waits for each load: 8 dependent L2 or PCIe
- * round trips for 16 KiB on one block). */
+/* n items of src to dst by the whole grid, loads in flight before their
+ * stores (pipeline.h's cudaq__copy_in_flight: a plain loop waits for each
+ * load, 8 dependent L2 or PCIe round trips for 16 KiB on one block). */
 template <typename T>
 __device__ void pgs_copy(const T *__restrict__ src, T *__restrict__ dst, size_t n) {
-  constexpr int K = 8;
-  const size_t stride = (size_t)gridDim.x * blockDim.x;
-  for (size_t base = blockIdx.x * (size_t)blockDim.x + threadIdx.x; base < n; base += K * stride) {
-    T v[K];
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-      if (base + k * stride < n) v[k] = src[base + k * stride];
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-      if (base + k * stride < n) dst[base + k * stride] = v[k];
-  }
+  cudaq__copy_in_flight<T, size_t>(src, dst, blockIdx.x * (size_t)blockDim.x + threadIdx.x, n,
+                                   (size_t)gridDim.x * blockDim.x);
 }
 
 /* The end of a passthrough kernel in GPU + CPU mode: the ready flag, once

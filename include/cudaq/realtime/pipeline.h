@@ -439,26 +439,30 @@ cudaq_status_t cudaq_host_release_worker(cudaq_dispatcher_t *dispatcher, uint32_
 #if defined(__CUDACC__)
 #include <cuda/atomic>
 
-/* Items [from, to) of src to dst, 8 loads per thread in flight before their
- * stores (reads of mapped memory cross PCIe: issue them together). */
+/* Items first, first + stride, ... below end of src to dst (the calling
+ * thread's share of a block- or grid-wide copy), 8 loads in flight before
+ * their stores: reads of mapped memory cross PCIe, and a plain loop would
+ * wait for each one in turn. */
+template <typename T, typename I>
+static __device__ inline void cudaq__copy_in_flight(const T *__restrict__ src, T *__restrict__ dst, I first, I end,
+                                                    I stride) {
+  constexpr int kInFlight = 8;
+  for (I base = first; base < end; base += kInFlight * stride) {
+    T v[kInFlight];
+#pragma unroll
+    for (int k = 0; k < kInFlight; ++k)
+      if (base + k * stride < end) v[k] = src[base + k * stride];
+#pragma unroll
+    for (int k = 0; k < kInFlight; ++k)
+      if (base + k * stride < end) dst[base + k * stride] = v[k];
+  }
+}
+
+/* Items [from, to) of src to dst by the whole block. */
 template <typename T>
 static __device__ inline void cudaq__gate_copy_items(const T *__restrict__ src, T *__restrict__ dst, uint32_t from,
                                                      uint32_t to) {
-  constexpr int kInFlight = 8;
-  const uint32_t n = blockDim.x;
-  for (uint32_t base = from; base < to; base += kInFlight * n) {
-    T v[kInFlight];
-#pragma unroll
-    for (int k = 0; k < kInFlight; ++k) {
-      const uint32_t i = base + k * n + threadIdx.x;
-      if (i < to) v[k] = src[i];
-    }
-#pragma unroll
-    for (int k = 0; k < kInFlight; ++k) {
-      const uint32_t i = base + k * n + threadIdx.x;
-      if (i < to) dst[i] = v[k];
-    }
-  }
+  cudaq__copy_in_flight<T, uint32_t>(src, dst, from + threadIdx.x, to, blockDim.x);
 }
 
 /* The request at slot (header, then arg_len bytes; at most staging_bytes)
