@@ -200,39 +200,22 @@ static int parse_format(const char *flag, const char *name, cudaq_sample_format_
  * one character per bit) and says the expected and found widths when not. */
 static int check_width(const char *path, cudaq_sample_format_t fmt, uint32_t nd, uint32_t nobs,
                        int appended) {
-  struct stat sb;
-  if (!path || !strcmp(path, "-") || stat(path, &sb) || !S_ISREG(sb.st_mode) || sb.st_size == 0)
+  const uint64_t bits = (uint64_t)nd + (appended ? nobs : 0);
+  uint64_t found = 0;
+  if (!path || !strcmp(path, "-") || !cudaq_sample_file_mismatch(path, fmt, bits, &found))
     return 0;
-  uint64_t bits = (uint64_t)nd + (appended ? nobs : 0);
   const char *what = appended ? " (detectors + appended observables)" : "";
-  if (fmt == CUDAQ_SAMPLE_B8) {
-    uint64_t rec = (bits + 7) / 8;
-    if (rec && (uint64_t)sb.st_size % rec) {
-      fprintf(stderr, "qec-decode: %s: b8 records of %llu bits%s are %llu bytes each, but the file "
-                      "has %lld bytes, not a multiple of %llu (is --in_format right?)\n",
-              path, (unsigned long long)bits, what, (unsigned long long)rec, (long long)sb.st_size,
-              (unsigned long long)rec);
-      return 1;
-    }
-    return 0;
-  }
-  if (fmt != CUDAQ_SAMPLE_01)
-    return 0;
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return 0; /* reported when opened for decoding */
-  uint64_t n = 0;
-  int c;
-  while ((c = fgetc(f)) != EOF && c != '\n' && c != '\r')
-    n++;
-  fclose(f);
-  if (n != bits) {
+  const uint64_t rec = (bits + 7) / 8;
+  if (fmt == CUDAQ_SAMPLE_B8)
+    fprintf(stderr, "qec-decode: %s: b8 records of %llu bits%s are %llu bytes each, but the file "
+                    "has %llu bytes, not a multiple of %llu (is --in_format right?)\n",
+            path, (unsigned long long)bits, what, (unsigned long long)rec, (unsigned long long)found,
+            (unsigned long long)rec);
+  else
     fprintf(stderr, "qec-decode: %s: the first 01 record has %llu bits, the DEM needs %llu%s "
-                    "(is --in_format right?)\n", path, (unsigned long long)n,
+                    "(is --in_format right?)\n", path, (unsigned long long)found,
             (unsigned long long)bits, what);
-    return 1;
-  }
-  return 0;
+  return 1;
 }
 
 /* The message for a shot that no set of errors explains. */

@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "mwpm_internal.h"
 
@@ -230,4 +231,34 @@ cudaq_mwpm_status_t cudaq_sample_write_obs(FILE *f, cudaq_sample_format_t fmt, u
     return CUDAQ_MWPM_ERR_INVALID_ARG;
   }
   return bad ? CUDAQ_MWPM_ERR_IO : CUDAQ_MWPM_OK;
+}
+
+int cudaq_sample_file_mismatch(const char *path, cudaq_sample_format_t fmt, uint64_t bits,
+                               uint64_t *found) {
+  struct stat sb;
+  if (!path || stat(path, &sb) || !S_ISREG(sb.st_mode) || sb.st_size == 0)
+    return 0;
+  if (fmt == CUDAQ_SAMPLE_B8) {
+    const uint64_t rec = (bits + 7) / 8, size = (uint64_t)sb.st_size;
+    if (!rec || size % rec == 0)
+      return 0;
+    if (found)
+      *found = size;
+    return 1;
+  }
+  if (fmt != CUDAQ_SAMPLE_01)
+    return 0;
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return 0; /* the caller's own open reports it */
+  uint64_t n = 0;
+  int c;
+  while ((c = getc(f)) != EOF && c != '\n' && c != '\r')
+    n++;
+  fclose(f);
+  if (n == bits)
+    return 0;
+  if (found)
+    *found = n;
+  return 1;
 }

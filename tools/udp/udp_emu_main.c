@@ -39,7 +39,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cudaq/qec/dem.h"
 #include "cudaq/qec/samples.h"
@@ -144,38 +143,28 @@ static void other_layout_hint(const layout_t *l) {
 }
 
 /* Checks a regular file's size (b8) or first record's width (01) against
- * its layout before reading it: the reader alone can only say that a
- * record is short or long. Returns 0, or 1 after a message saying what was
- * expected and, where the file fits the other layout (--shots), which flag
- * to change. */
+ * its layout before reading it (cudaq_sample_file_mismatch). Returns 0, or
+ * 1 after a message saying what was expected and, where the file fits the
+ * other layout (--shots), which flag to change. */
 static int check_layout(const layout_t *l) {
-  struct stat sb;
-  char exp[256];
-  if (stat(l->path, &sb) || !S_ISREG(sb.st_mode) || sb.st_size == 0) return 0;
-  expected(l, exp, sizeof exp);
   const uint64_t bits = (uint64_t)l->nd + l->no;
+  uint64_t found = 0;
+  if (!cudaq_sample_file_mismatch(l->path, l->fmt, bits, &found)) return 0;
+  char exp[256];
+  expected(l, exp, sizeof exp);
+  int alt;
   if (l->fmt == CUDAQ_SAMPLE_B8) {
-    const uint64_t rec = (bits + 7) / 8, alt_rec = (l->alt_bits + 7) / 8;
-    const uint64_t size = (uint64_t)sb.st_size;
-    if (!rec || size % rec == 0) return 0;
+    const uint64_t alt_rec = (l->alt_bits + 7) / 8;
     fprintf(stderr, "cudaq-udp-emu: %s %s: %llu bytes is not a whole number of b8 records of "
-                    "%llu bytes; %s", l->flag, l->path, (unsigned long long)size,
-            (unsigned long long)rec, exp);
-    if (alt_rec && size % alt_rec == 0) other_layout_hint(l);
-    fputc('\n', stderr);
-    return 1;
+                    "%llu bytes; %s", l->flag, l->path, (unsigned long long)found,
+            (unsigned long long)(bits + 7) / 8, exp);
+    alt = alt_rec && found % alt_rec == 0;
+  } else {
+    fprintf(stderr, "cudaq-udp-emu: %s %s: record 1 has %llu bits; %s", l->flag, l->path,
+            (unsigned long long)found, exp);
+    alt = l->alt_bits && found == l->alt_bits;
   }
-  if (l->fmt != CUDAQ_SAMPLE_01) return 0;
-  FILE *f = fopen(l->path, "rb");
-  if (!f) return 0; /* reported when opened for reading */
-  uint64_t n = 0;
-  int c;
-  while ((c = getc(f)) != EOF && c != '\n' && c != '\r') n++;
-  fclose(f);
-  if (n == bits) return 0;
-  fprintf(stderr, "cudaq-udp-emu: %s %s: record 1 has %llu bits; %s", l->flag, l->path,
-          (unsigned long long)n, exp);
-  if (l->alt_bits && n == l->alt_bits) other_layout_hint(l);
+  if (alt) other_layout_hint(l);
   fputc('\n', stderr);
   return 1;
 }

@@ -49,6 +49,16 @@ cudaq_mwpm_status_t cudaq_sample_reader_next(cudaq_sample_reader_t *r, uint32_t 
 /* Frees a reader (NULL ignored). */
 void cudaq_sample_reader_destroy(cudaq_sample_reader_t *r);
 
+/* Judges, before reading it, whether the file at `path` can hold records of
+ * `bits` bits in format fmt: b8, its size is a whole number of records;
+ * 01, its first record has `bits` characters. Returns 1 where it cannot,
+ * with *found the file's size in bytes (b8) or its first record's length
+ * (01); 0 where it can or this cannot tell (path NULL, not a regular file,
+ * empty, unreadable, dets). The readers alone can only say that a record
+ * is short or long, somewhere in the file. */
+int cudaq_sample_file_mismatch(const char *path, cudaq_sample_format_t fmt, uint64_t bits,
+                               uint64_t *found);
+
 /* Writes one record of num_obs observable bits. Returns CUDAQ_MWPM_OK;
  * CUDAQ_MWPM_ERR_IO; CUDAQ_MWPM_ERR_INVALID_ARG. */
 cudaq_mwpm_status_t cudaq_sample_write_obs(FILE *f, cudaq_sample_format_t fmt, uint64_t obs,
