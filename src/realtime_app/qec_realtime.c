@@ -337,11 +337,10 @@ static int run(const opts_t *o) {
   a.shots.no = dem->num_observables;
   cudaq_dem_destroy(dem);
   if (mst) { /* e.g. a probability above 1/2 with --enable_correlations: the message says which */
+    fprintf(stderr, "qec-realtime: %s", o->dem);
     if (err.line)
-      fprintf(stderr, "qec-realtime: %s:%zu: %s\n", o->dem, err.line,
-              err.message[0] ? err.message : cudaq_mwpm_status_str(mst));
-    else
-      fprintf(stderr, "qec-realtime: %s: %s\n", o->dem, err.message[0] ? err.message : cudaq_mwpm_status_str(mst));
+      fprintf(stderr, ":%zu", err.line);
+    fprintf(stderr, ": %s\n", err.message[0] ? err.message : cudaq_mwpm_status_str(mst));
     return 1;
   }
   int rc = 1;

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cudaq/qec/samples.h"
 #include "cudaq/realtime/bench_report.h"
 #include "cudaq/realtime/cudaq_realtime.h"
 #include "cudaq/realtime/pipeline.h"
@@ -29,6 +30,7 @@ typedef struct opts {
   const char *dem, *in, *obs_in, *out, *json, *model, *mode_name, *preset, *plan_dir;
   const char *gpu_engine_flag; /* the last of --precision / --plan_dir given, or NULL */
   const char *in_format, *obs_in_format, *out_format;
+  cudaq_sample_format_t in_fmt, obs_fmt, out_fmt; /* parsed by qrt_check_mode_and_preset */
   qrt_mode_t mode;
   qrt_payload_t payload;
   int appended, workers, slots, idle_yield, pin, fp16, compare_mwpm, prelaunch;

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cudaq/qec/samples.h"
 #include "qrt_app.h"
 
 void qrt_usage(FILE *f) {
@@ -326,15 +325,17 @@ int qrt_check_mode_and_preset(opts_t *o) {
     fprintf(stderr, "qec-realtime: --dem and --in are required (--help lists the flags)\n");
     return 2;
   }
-  const char *fmts[][2] = {{"--in_format", o->in_format}, {"--obs_in_format", o->obs_in_format},
-                           {"--out_format", o->out_format}};
-  for (size_t k = 0; k < sizeof fmts / sizeof fmts[0]; k++) {
-    cudaq_sample_format_t f;
-    if (cudaq_sample_format_parse(fmts[k][1], &f)) {
-      fprintf(stderr, "qec-realtime: %s is 01, b8 or dets, not '%s'\n", fmts[k][0], fmts[k][1]);
+  const struct {
+    const char *flag, *name;
+    cudaq_sample_format_t *out;
+  } fmts[] = {{"--in_format", o->in_format, &o->in_fmt},
+              {"--obs_in_format", o->obs_in_format, &o->obs_fmt},
+              {"--out_format", o->out_format, &o->out_fmt}};
+  for (size_t k = 0; k < sizeof fmts / sizeof fmts[0]; k++)
+    if (cudaq_sample_format_parse(fmts[k].name, fmts[k].out)) {
+      fprintf(stderr, "qec-realtime: %s is 01, b8 or dets, not '%s'\n", fmts[k].flag, fmts[k].name);
       return 2;
     }
-  }
   if (o->interval_us > 1e6) {
     fprintf(stderr, "qec-realtime: --interval_us %g: at most 1,000,000 (one request a second)\n",
             o->interval_us);

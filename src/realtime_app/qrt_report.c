@@ -166,11 +166,7 @@ void qrt_json_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
 }
 
 int qrt_write_predictions(const app_t *a) {
-  cudaq_sample_format_t fmt;
-  if (cudaq_sample_format_parse(a->o->out_format, &fmt)) {
-    fprintf(stderr, "qec-realtime: --out_format is 01, b8 or dets\n");
-    return 1;
-  }
+  const cudaq_sample_format_t fmt = a->o->out_fmt;
   FILE *f = fopen(a->o->out, "wb");
   if (!f) {
     fprintf(stderr, "qec-realtime: cannot open '%s'\n", a->o->out);

@@ -11,13 +11,8 @@
 
 /* Reads every record of a sample file: detectors into payloads (or, with
  * nd = 0, observables only into obs). Returns 0 or 1 after a message. */
-static int read_records(const char *path, const char *fmt_name, uint32_t nd, uint32_t nobs_rec,
+static int read_records(const char *path, cudaq_sample_format_t fmt, uint32_t nd, uint32_t nobs_rec,
                         shots_t *s, int obs_only) {
-  cudaq_sample_format_t fmt;
-  if (cudaq_sample_format_parse(fmt_name, &fmt)) {
-    fprintf(stderr, "qec-realtime: formats are 01, b8 or dets, not '%s'\n", fmt_name);
-    return 1;
-  }
   FILE *f = fopen(path, "rb");
   if (!f) {
     fprintf(stderr, "qec-realtime: cannot open '%s'\n", path);
@@ -84,7 +79,7 @@ done:
 }
 
 int qrt_load_shots(const opts_t *o, shots_t *s) {
-  if (read_records(o->in, o->in_format, s->nd, o->appended ? s->no : 0, s, 0))
+  if (read_records(o->in, o->in_fmt, s->nd, o->appended ? s->no : 0, s, 0))
     return 1;
   if (s->n == 0) {
     fprintf(stderr, "qec-realtime: %s holds no shots\n", o->in);
@@ -92,7 +87,7 @@ int qrt_load_shots(const opts_t *o, shots_t *s) {
   }
   s->have_obs = o->appended;
   if (o->obs_in && !o->appended) {
-    if (read_records(o->obs_in, o->obs_in_format, 0, s->no, s, 1))
+    if (read_records(o->obs_in, o->obs_fmt, 0, s->no, s, 1))
       return 1;
     s->have_obs = 1;
   }
