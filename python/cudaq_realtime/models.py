@@ -80,13 +80,14 @@ def find_model(dem):
         dem = stim.DetectorErrorModel(dem.decode() if isinstance(dem, bytes) else dem)
     entries = manifest()["models"]
     nd, no = dem.num_detectors, dem.num_observables
-    if nd and not any(dem.get_detector_coordinates().values()):
+    coords = dem.get_detector_coordinates()
+    if nd and not any(coords.values()):
         raise LookupError(
             f"cudaq_realtime: the detector error model has no detector coordinates ({nd} detectors), so "
             "the model made for its circuit cannot be told apart from another layout of the same size "
             "(the X and Z models of one distance, say). Use a DEM with coordinates (stim writes them), or "
             "pass a model path: HybridDecoder(path, dem, check_layout=False).")
-    coords = graph = None
+    graph = None
     for e in entries:
         if e["num_detectors"] != nd or e["num_observables"] != no:
             continue
@@ -96,8 +97,6 @@ def find_model(dem):
             graph = _Graph(str(dem).encode(), 0)
         fits = _layout_fits(path, graph)
         if fits is None:  # no record to compare: the manifest circuit's coordinates
-            if coords is None:
-                coords = dem.get_detector_coordinates()
             fits = _entry_coords(e) == coords
         if fits:
             return path

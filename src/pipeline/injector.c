@@ -34,6 +34,13 @@ cudaq_status_t cudaq_pipeline_injector_destroy(cudaq_pipeline_injector_t *inj) {
   return cudaq__ok();
 }
 
+/* A submit that found its slot busy (once per submit). */
+static void count_stall(cudaq_pipeline_injector_t *inj) {
+  uint64_t n = atomic_load_explicit(&inj->stalls, memory_order_relaxed) + 1;
+  atomic_store_explicit(&inj->stalls, n, memory_order_relaxed);
+  bump(&inj->p->stalls);
+}
+
 /* 1 accepted, 0 slot busy, -1 closed. */
 static int try_put(cudaq_pipeline_injector_t *inj, uint32_t function_id, const void *payload,
                    size_t size, uint64_t request_id) {
@@ -82,11 +89,7 @@ cudaq_status_t cudaq_pipeline_injector_try_submit(cudaq_pipeline_injector_t *inj
   if (st != CUDAQ_OK) return st;
   int r = try_put(inj, function_id, payload, payload_size, request_id);
   if (r < 0) return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: the pipeline is not running", fn);
-  if (r == 0) {
-    uint64_t n = atomic_load_explicit(&inj->stalls, memory_order_relaxed) + 1;
-    atomic_store_explicit(&inj->stalls, n, memory_order_relaxed);
-    bump(&inj->p->stalls);
-  }
+  if (r == 0) count_stall(inj);
   *out_accepted = r;
   return cudaq__ok();
 }
@@ -104,9 +107,7 @@ cudaq_status_t cudaq_pipeline_injector_submit(cudaq_pipeline_injector_t *inj, ui
     if (r < 0) return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: the pipeline is not running", fn);
     if (!counted) {
       counted = 1;
-      uint64_t n = atomic_load_explicit(&inj->stalls, memory_order_relaxed) + 1;
-      atomic_store_explicit(&inj->stalls, n, memory_order_relaxed);
-      bump(&inj->p->stalls);
+      count_stall(inj);
     }
     idle_wait(inj->p);
   }
