@@ -226,27 +226,33 @@ static double bench_device_call(bool coop, uint32_t payload, uint64_t n) {
 }
 
 /* prelaunch: the handler graph is launched ahead of its request and waits
- * at the gate (graph_echo_gated). */
-static double bench_graph(uint32_t payload, uint64_t n, bool prelaunch = false) {
+ * at the gate (graph_echo_gated); with instances > 1, that many
+ * instantiations over I/O contexts of their own take turns
+ * (cudaq_dispatch_graph_add_prelaunch_instance). */
+static double bench_graph(uint32_t payload, uint64_t n, bool prelaunch = false, uint32_t instances = 1) {
   const uint32_t slots = 32, slot_size = 64 + ((payload + 7) & ~7u);
   cudaq_ringbuffer_t rb;
   CQ(cudaq_host_ringbuffer_alloc(&rb, slots, slot_size, CUDAQ_RING_ALLOC_MAPPED));
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cudaq_graph_io_context *io;
-  CK(cudaMalloc(&io, sizeof *io));
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  if (prelaunch) graph_echo_gated<<<1, 32, 0, s>>>(io);
-  else graph_echo<<<1, 32, 0, s>>>(io);
-  CK(cudaStreamEndCapture(s, &g));
-  CK(cudaGraphInstantiateWithFlags(&ge, g, cudaGraphInstantiateFlagDeviceLaunch));
-  CK(cudaGraphUpload(ge, s));
+  cudaq_graph_io_context *ios[CUDAQ_GRAPH_PRELAUNCH_MAX_INSTANCES];
+  cudaGraph_t gs[CUDAQ_GRAPH_PRELAUNCH_MAX_INSTANCES];
+  cudaGraphExec_t ges[CUDAQ_GRAPH_PRELAUNCH_MAX_INSTANCES];
+  if (!prelaunch || instances < 1) instances = 1;
+  for (uint32_t k = 0; k < instances; ++k) {
+    CK(cudaMalloc(&ios[k], sizeof *ios[k]));
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    if (prelaunch) graph_echo_gated<<<1, 32, 0, s>>>(ios[k]);
+    else graph_echo<<<1, 32, 0, s>>>(ios[k]);
+    CK(cudaStreamEndCapture(s, &gs[k]));
+    CK(cudaGraphInstantiateWithFlags(&ges[k], gs[k], cudaGraphInstantiateFlagDeviceLaunch));
+    CK(cudaGraphUpload(ges[k], s));
+  }
   CK(cudaStreamSynchronize(s));
+  cudaq_graph_io_context *io = ios[0];
   cudaq_function_entry_t h;
   memset(&h, 0, sizeof h);
-  h.handler.graph_exec = ge;
+  h.handler.graph_exec = ges[0];
   h.function_id = FN_ECHO;
   h.dispatch_mode = CUDAQ_DISPATCH_GRAPH_LAUNCH;
   cudaq_function_entry_t *dt;
@@ -261,9 +267,11 @@ static double bench_graph(uint32_t payload, uint64_t n, bool prelaunch = false) 
   CK(cudaq_create_dispatch_graph_regular(rb.rx_flags, rb.tx_flags, rb.rx_data, rb.tx_data, rb.rx_stride_sz, rb.tx_stride_sz,
                                          dt, 1, io, flag, stats, slots, 1, 32, s, &ctx));
   if (prelaunch) CK(cudaq_dispatch_graph_set_prelaunch(ctx, FN_ECHO));
+  for (uint32_t k = 1; k < instances; ++k) CK(cudaq_dispatch_graph_add_prelaunch_instance(ctx, ges[k], ios[k]));
   CK(cudaq_launch_dispatch_graph(ctx, s));
-  char name[96];
-  snprintf(name, sizeof name, "graph-launch%s%s round trip", prelaunch ? ", pre-launched" : " (device-side)",
+  char name[96], inst[24] = "";
+  if (instances > 1) snprintf(inst, sizeof inst, " x%u", instances);
+  snprintf(name, sizeof name, "graph-launch%s%s%s round trip", prelaunch ? ", pre-launched" : " (device-side)", inst,
            g_gap_us > 0 ? ", paced" : "");
   double p50 = measure_ring(name, &rb, slots, payload, n);
   uint64_t failures = 0, relaunches = 0, hits = 0, cancelled = 0;
@@ -278,9 +286,11 @@ static double bench_graph(uint32_t payload, uint64_t n, bool prelaunch = false) 
   CQ(cudaq_dispatch_set_shutdown_flag(flag, 1));
   CK(cudaStreamSynchronize(s));
   CK(cudaq_destroy_dispatch_graph(ctx));
-  CK(cudaGraphExecDestroy(ge));
-  CK(cudaGraphDestroy(g));
-  CK(cudaFree(io));
+  for (uint32_t k = 0; k < instances; ++k) {
+    CK(cudaGraphExecDestroy(ges[k]));
+    CK(cudaGraphDestroy(gs[k]));
+    CK(cudaFree(ios[k]));
+  }
   CK(cudaFree(dt));
   CK(cudaFree(flag));
   CK(cudaFree(stats));
@@ -451,13 +461,18 @@ int main(int argc, char **argv) {
   double reg = bench_device_call(false, payload, n);
   double coop = bench_device_call(true, payload, n);
   double graph = bench_graph(payload, n);
-  /* The handler graph launched ahead of its request (pre-launch), back to
-   * back and paced; the paced on-arrival row beside it. */
+  /* The handler graph launched ahead of its request (pre-launch), alone and
+   * as two instances taking turns, back to back and paced; the paced
+   * on-arrival row beside them. */
   bench_graph(payload, n, true);
+  bench_graph(payload, n, true, 2);
+  bench_graph(payload, n, true, 3);
   if (interval > 0) {
     g_gap_us = interval;
     bench_graph(payload, n / 4);
     bench_graph(payload, n / 4, true);
+    bench_graph(payload, n / 4, true, 2);
+    bench_graph(payload, n / 4, true, 3);
     g_gap_us = 0;
   }
   double uni = bench_unified(payload, n);

@@ -12,7 +12,7 @@ C=${CARRY:-.gpucarry}
 case "$C" in .gpucarry*) ;; *) echo "gpu-pack.sh: CARRY must start with .gpucarry (git-ignored)" >&2; exit 2 ;; esac
 rm -rf "$C" && mkdir -p "$C"
 ALL="src/mwpm/qec-decode bench/nn/bench_nn_gpu src/realtime_app/qec-realtime
-    tests/test_gpu_dispatch tests/test_pipeline_gpu bench/bench_udp
+    tests/test_gpu_dispatch tests/test_graph_dispatch tests/test_pipeline_gpu bench/bench_udp
     bench/bench_gpu_dispatch bench/bench_pipeline tests/test_api tests/nn/test_nn_gpu"
 for b in ${BINS:-$ALL}; do
   strip -o "$C/$(basename $b)" "$B/$b" && xz -T0 -6 "$C/$(basename $b)"

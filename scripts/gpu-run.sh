@@ -31,7 +31,9 @@ cat "$OUT/smoke.log"
 if [ "$fails" -ne 0 ] && [ -z "${NO_SMOKE_STOP:-}" ]; then echo "gpu-run: smoke test failed, stopping"; exit 1; fi
 run test_gpu_dispatch "$B/tests/test_gpu_dispatch"
 tail -3 "$OUT/test_gpu_dispatch.log"
-grep -h "graph launch:" "$OUT/test_gpu_dispatch.log"
+run test_graph_dispatch "$B/tests/test_graph_dispatch"
+tail -3 "$OUT/test_graph_dispatch.log"
+grep -h "graph launch:\|graph pre-launch" "$OUT/test_graph_dispatch.log"
 for t in test_wire test_api test_host_slot test_host_dispatch test_host_stress; do have "tests/$t" && run "$t" "$B/tests/$t"; done
 
 # DISPATCH_BENCH_ARGS: e.g. "--ab 3" (interleaved A/B rounds of the dispatchers' switches)
@@ -48,6 +50,11 @@ if command -v compute-sanitizer >/dev/null; then
     STEP_TIMEOUT=${SAN_TIMEOUT:-300} run "sanitizer_$tool" env CUDAQ_TEST_SCALE="$SCALE_SAN" CUDAQ_TEST_SLOW=1 compute-sanitizer --tool "$tool" $( [ "$tool" = memcheck ] && echo --report-api-errors no ) \
       --error-exitcode 1 "$B/tests/test_gpu_dispatch"
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sanitizer_$tool.log" | tail -3
+    # the pre-launch instances test does not finish under racecheck (scripts/gpu-run-realtime.sh says why)
+    STEP_TIMEOUT=${SAN_TIMEOUT:-300} run "sanitizer_graph_$tool" env CUDAQ_TEST_SCALE="$SCALE_SAN" CUDAQ_TEST_SLOW=1 \
+      CUDAQ_TEST_SKIP="$([ "$tool" = racecheck ] && echo test_graph_prelaunch_instances)" compute-sanitizer --tool "$tool" \
+      $( [ "$tool" = memcheck ] && echo --report-api-errors no ) --error-exitcode 1 "$B/tests/test_graph_dispatch"
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sanitizer_graph_$tool.log" | tail -3
   done
 else
   echo "compute-sanitizer: not found on this machine"; fails=$((fails + 1))

@@ -63,6 +63,13 @@ static __device__ inline void cudaq__store_release_sys(uint64_t *p, uint64_t v) 
  * order between counters, only that each aligned 8-byte counter is read
  * whole, so relaxed device-scope atomics are enough; exact totals are read
  * after the kernel has exited (its completion orders every count). */
+/* The GPU's global nanosecond clock. */
+static __device__ inline uint64_t cudaq__globaltimer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 static __device__ inline void cudaq__bump(uint64_t *c) {
   atomicAdd(reinterpret_cast<unsigned long long *>(c), 1ull);
 }

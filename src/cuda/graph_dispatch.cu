@@ -11,6 +11,18 @@
  * result: a failure is answered with CUDAQ_RPC_ERR_LAUNCH_FAILED and
  * counted, never ignored.
  *
+ * Pre-launch (cudaq_dispatch_graph_set_prelaunch): while no request waits,
+ * the dispatcher launches the pre-launch entry's handler graph ahead, to
+ * wait at a gate in device memory; its request then only opens the gate.
+ * One graph executable runs one launch at a time, so back to back (the next
+ * request comes as soon as the previous answer is seen) one executable
+ * cannot be ready again in time: its next launch can start only once the
+ * previous execution has ended. Instances added with
+ * cudaq_dispatch_graph_add_prelaunch_instance (the same graph instantiated
+ * again over its own I/O context) take turns: while one serves a request
+ * the next is launched to wait, so back to back a request still finds a
+ * graph waiting. Each instance has its own staging copy and I/O context.
+ *
  * Running indefinitely: the device runtime allows a parent graph a bounded
  * number of fire-and-forget launches per execution (about 120; the count
  * resets when the parent graph is launched again). The dispatcher therefore
@@ -44,7 +56,9 @@ struct graph_params {
   uint64_t *stats;
   uint32_t num_slots;
   struct graph_state *state;
-  uint8_t *stage; /* device memory, STAGE_BYTES: the staged request the graph reads (NULL: A/B, never stage) */
+  uint8_t *stage; /* device memory, STAGE_BYTES per pre-launch instance: the staged request the graph
+                   * reads (instance k at k * STAGE_BYTES; other functions use instance 0's; NULL: A/B,
+                   * never stage) */
   uint8_t *scratch; /* device memory, zeroed: a cancelled pre-launch's TX flag (offset 0), RX slot (64) and TX slot */
 };
 
@@ -60,7 +74,21 @@ struct graph_state {
   uint32_t ticket;        /* the last gate ticket handed out (never 0) */
   uint64_t gate_hits;     /* requests served by a pre-launched graph */
   uint64_t cancelled;     /* pre-launches cancelled (at shutdown, or before the dispatcher's relaunch) */
-  uint32_t waiting;       /* 1 while a pre-launched graph waits at its gate (mirror of `armed`) */
+  uint32_t waiting;       /* pre-launched graphs waiting at their gates now (mirror of `n_armed`) */
+  /* Pre-launch instances beyond the table entry's own (instance 0: its
+   * graph_exec over the dispatcher's I/O context), from
+   * cudaq_dispatch_graph_add_prelaunch_instance. */
+  uint32_t n_extra;
+  cudaGraphExec_t extra_exec[CUDAQ_GRAPH_PRELAUNCH_MAX_INSTANCES - 1];
+  cudaq_graph_io_context *extra_io[CUDAQ_GRAPH_PRELAUNCH_MAX_INSTANCES - 1];
+};
+
+/* One pre-launch instance: a graph executable, the I/O context its kernels
+ * read, and its staging copy. */
+struct prelaunch_instance {
+  cudaGraphExec_t exec;
+  cudaq_graph_io_context *io;
+  uint8_t *stage;
 };
 
 /* Lane 0, before a launch of the pre-launch entry's graph: the next gate
@@ -104,12 +132,21 @@ __device__ void answer(const graph_params &p, uint32_t slot, int32_t status, uin
 constexpr uint32_t STAGE_WORDS_PER_LANE = 16;
 constexpr uint32_t STAGE_BYTES = 32u * STAGE_WORDS_PER_LANE * 4u; /* 2 KiB */
 
-/* Lane 0: a pre-launched graph still waits at its gate (shutdown, or the
- * dispatcher's own relaunch, which cannot start while a child runs): it
- * runs once on an empty request whose slots and TX flag are scratch
- * memory, and is counted. */
-__device__ void cancel_prelaunch(const graph_params &p, graph_state *gs, uint32_t ticket) {
-  cudaq_graph_io_context *io = p.io;
+/* An idle dispatcher arms a pre-launch instance while another one waits
+ * only after this long without a request (see the idle path). */
+constexpr uint64_t PRELAUNCH_IDLE_ARM_NS = 10000;
+
+/* How long a request waits for its I/O context to be freed (G3) and for its
+ * graph's previous execution to end before it is answered with
+ * CUDAQ_RPC_ERR_LAUNCH_FAILED: a clock, not a count of tries, so that a
+ * slowed device (compute-sanitizer) does not shorten it. */
+constexpr uint64_t GRAPH_WAIT_NS = 1000000000ull;
+
+/* Lane 0: a pre-launched graph (over `io`) still waits at its gate
+ * (shutdown, or the dispatcher's own relaunch, which cannot start while a
+ * child runs): it runs once on an empty request whose slots and TX flag are
+ * scratch memory, and is counted. */
+__device__ void cancel_prelaunch(const graph_params &p, graph_state *gs, cudaq_graph_io_context *io, uint32_t ticket) {
   cuda::atomic_ref<uint32_t, cuda::thread_scope_device> busy(io->busy);
   /* G3: the context is free (another function's graph may hold it). Not
    * bounded: overwriting the context under a running graph would lose its
@@ -129,7 +166,6 @@ __device__ void cancel_prelaunch(const graph_params &p, graph_state *gs, uint32_
   io->slot = CUDAQ_GRAPH_IO_CANCELLED;
   busy.store(1u, cuda::memory_order_relaxed);
   gs->cancelled++;
-  gs->waiting = 0;
   /* G5 (see the request path): the context above before the gate. */
   cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(io->gate).store(ticket, cuda::memory_order_release);
 }
@@ -145,18 +181,50 @@ __global__ void graph_dispatch_kernel(graph_params p) {
   const bool l0 = lane == 0;
   graph_state *gs = p.state;
   cudaq__device_state *c = gs->c;
-  cuda::atomic_ref<uint32_t, cuda::thread_scope_device> busy(p.io->busy);
   uint32_t slot = gs->next_slot, launched = 0, iter = 0;
   bool draining = false;
-  /* Pre-launch (cudaq_dispatch_graph_set_prelaunch), lane 0's state: the
-   * entry whose graph is launched ahead of its request, and whether a launch
-   * of it waits at the gate now (armed) with which ticket. */
+  /* Pre-launch (cudaq_dispatch_graph_set_prelaunch): the entry whose graph
+   * is launched ahead of its request and its instances (every lane builds
+   * the same list). Lane 0's state: instances are launched (armed) and
+   * serve in turn, so the ones waiting at their gates now are the n_armed
+   * from serve_inst on (cyclically), each with its ticket; a request goes
+   * to serve_inst (the longest waiting: its launch has long completed). */
   const cudaq_function_entry_t *pre =
       gs->prelaunch_fid ? cudaq__find_entry(p.table, p.table_count, gs->prelaunch_fid) : nullptr;
   if (!prelaunchable(pre)) pre = nullptr;
-  bool armed = false;
-  uint32_t armed_ticket = 0;
-  cuda::atomic_ref<uint32_t, cuda::thread_scope_device> gate(p.io->gate);
+  prelaunch_instance pool[CUDAQ_GRAPH_PRELAUNCH_MAX_INSTANCES];
+  uint32_t npool = 0;
+  if (pre) {
+    pool[0] = {pre->handler.graph_exec, p.io, p.stage};
+    npool = 1;
+    for (uint32_t k = 0; k < gs->n_extra && k + 1 < CUDAQ_GRAPH_PRELAUNCH_MAX_INSTANCES; ++k, ++npool)
+      pool[npool] = {gs->extra_exec[k], gs->extra_io[k], p.stage ? p.stage + (size_t)npool * STAGE_BYTES : nullptr};
+  }
+  uint32_t serve_inst = 0, n_armed = 0;
+  uint32_t armed_ticket[CUDAQ_GRAPH_PRELAUNCH_MAX_INSTANCES] = {};
+  uint64_t last_request_ns = 0; /* lane 0: when the last request was served (globaltimer) */
+  auto inst_after = [&](uint32_t k, uint32_t n) { return (k + n) % (npool ? npool : 1u); };
+  /* Lane 0: launches the next instance in turn to wait at its gate, if it
+   * is free (G3: its last request is done) and the launch budget allows.
+   * One try: a launch refused because that executable's previous execution
+   * is still finishing is tried again later (no back-off: the retry that
+   * succeeds first is what lets a paced request find its graph waiting, as
+   * measured). A device-side launch call takes the dispatcher ~2 us (H200),
+   * and its graph runs ~4 us later. */
+  auto try_arm = [&]() {
+    if (n_armed >= npool || launched + 1u >= CUDAQ_GRAPH_DISPATCH_RELAUNCH_EVERY) return;
+    const uint32_t k = inst_after(serve_inst, n_armed);
+    if (cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(pool[k].io->busy).load(cuda::memory_order_acquire) != 0)
+      return; /* G3 */
+    const uint32_t t = issue_ticket(pool[k].io, gs);
+    __threadfence(); /* the ticket before the child starts */
+    if (cudaGraphLaunch(pool[k].exec, cudaStreamGraphFireAndForget) == cudaSuccess) {
+      armed_ticket[k] = t;
+      ++n_armed;
+      ++launched;
+      gs->waiting = n_armed;
+    }
+  };
   uint32_t drain_left = 0;
   /* Where a later run resumes after a shutdown: the drain looks at every
    * slot once, but the producer's next slot is the one after the last
@@ -179,21 +247,14 @@ __global__ void graph_dispatch_kernel(graph_params p) {
       if (draining) {
         if (--drain_left == 0) break;
         slot = slot + 1 == p.num_slots ? 0 : slot + 1;
-      } else if (l0 && pre && !armed && launched + 1u < CUDAQ_GRAPH_DISPATCH_RELAUNCH_EVERY &&
-                 busy.load(cuda::memory_order_acquire) == 0) { /* G3: the previous request's graph is done */
-        /* Nothing to serve: launch the pre-launch entry's graph now, to wait
-         * at its gate. One try per idle poll: a launch refused because the
-         * previous execution is still finishing is tried again at the next
-         * (no back-off: the retry that succeeds first is what lets a paced
-         * request find its graph waiting, as measured). */
-        const uint32_t t = issue_ticket(p.io, gs);
-        __threadfence(); /* the ticket before the child starts */
-        if (cudaGraphLaunch(pre->handler.graph_exec, cudaStreamGraphFireAndForget) == cudaSuccess) {
-          armed = true;
-          armed_ticket = t;
-          ++launched;
-          gs->waiting = 1;
-        }
+      } else if (l0 && npool && (n_armed == 0 || cudaq__globaltimer_ns() - last_request_ns >= PRELAUNCH_IDLE_ARM_NS)) {
+        /* Nothing to serve: arm the next instance when none waits, or after
+         * a quiet spell. Not sooner while one waits: the instance that has
+         * just answered becomes free as its answer goes out, which is when a
+         * producer sending back to back sends the next request, and a launch
+         * call then would hold that request up; the request path arms the
+         * next instance instead, right after it has served one. */
+        try_arm();
       }
       launched = __shfl_sync(0xFFFFFFFFu, launched, 0); /* every lane's copy, as after a request */
       continue;
@@ -230,18 +291,30 @@ __global__ void graph_dispatch_kernel(graph_params p) {
       int32_t status = cudaq__entry_status(cudaq__arg_rule_of(e), e->dispatch_mode, e->handler.graph_exec != nullptr,
                                            CUDAQ_DISPATCH_GRAPH_LAUNCH, arg_len,
                                            p.rx_stride - CUDAQ_RPC_HEADER_SIZE);
+      /* The graph of the pre-launch entry (another id may share it) is
+       * served by one of its instances: the one waiting at its gate, else
+       * the next in turn, launched on arrival. Every other graph uses the
+       * dispatcher's I/O context and staging copy (instance 0's). */
+      const bool pre_graph = npool && e->handler.graph_exec == pool[0].exec;
+      uint32_t use = l0 && pre_graph ? serve_inst : 0u;
+      use = __shfl_sync(0xFFFFFFFFu, use, 0);
+      cudaq_graph_io_context *io = pre_graph ? pool[use].io : p.io;
+      uint8_t *stage = pre_graph ? pool[use].stage : p.stage;
+      cuda::atomic_ref<uint32_t, cuda::thread_scope_device> busy(io->busy);
       if (status == 0 && l0) {
-        /* G3 waits until the previous request's graph called
+        /* G3 waits until the previous request on this context called
          * cudaq_graph_io_complete (G2); acquire makes its context and
-         * staging reads done. Bounded (about 1 s): a graph that never
+         * staging reads done. Bounded (GRAPH_WAIT_NS): a graph that never
          * completes costs its later requests a LAUNCH_FAILED answer, not a
          * hung dispatcher. */
-        uint32_t spins = 0;
-        while (busy.load(cuda::memory_order_acquire) != 0 && spins < 10000000u) {
+        const uint64_t t0 = cudaq__globaltimer_ns();
+        while (busy.load(cuda::memory_order_acquire) != 0) {
+          if (cudaq__globaltimer_ns() - t0 > GRAPH_WAIT_NS) {
+            status = CUDAQ_RPC_ERR_LAUNCH_FAILED;
+            break;
+          }
           __nanosleep(100);
-          ++spins;
         }
-        if (spins == 10000000u) status = CUDAQ_RPC_ERR_LAUNCH_FAILED;
       }
       status = __shfl_sync(0xFFFFFFFFu, status, 0);
       __syncwarp(); /* lane 0's G3 acquire happens before every lane's staging stores below */
@@ -250,9 +323,9 @@ __global__ void graph_dispatch_kernel(graph_params p) {
        * barrier make them visible to lane 0 before it launches the graph
        * (which sees what its launching thread saw). */
       const uint32_t req_words = (CUDAQ_RPC_HEADER_SIZE + arg_len + 3u) / 4u;
-      const bool staged = status == 0 && p.stage && req_words <= read_words;
+      const bool staged = status == 0 && stage && req_words <= read_words;
       if (staged) {
-        uint32_t *dst = reinterpret_cast<uint32_t *>(p.stage);
+        uint32_t *dst = reinterpret_cast<uint32_t *>(stage);
 #pragma unroll
         for (uint32_t k = 0; k < STAGE_WORDS_PER_LANE; ++k) {
           const uint32_t w = lane + 32u * k;
@@ -263,8 +336,7 @@ __global__ void graph_dispatch_kernel(graph_params p) {
       __syncwarp();
       if (l0) {
         if (status == 0) {
-          cudaq_graph_io_context *io = p.io;
-          io->rx_slot = staged ? p.stage : p.rx_data + (size_t)slot * p.rx_stride;
+          io->rx_slot = staged ? stage : p.rx_data + (size_t)slot * p.rx_stride;
           io->tx_slot = p.tx_data + (size_t)slot * p.tx_stride;
           io->tx_flag = &p.tx_flags[slot];
           io->tx_flag_value = (uint64_t)(uintptr_t)io->tx_slot;
@@ -282,26 +354,28 @@ __global__ void graph_dispatch_kernel(graph_params p) {
            * request was too large to stage). R3, pairs with A3. */
           cudaq__store_release_sys(&p.rx_flags[slot], 0);
           __threadfence(); /* the context is complete before the child starts */
-          /* The graph of the pre-launch entry (another id may share it). */
-          const bool pre_graph = pre && e->handler.graph_exec == pre->handler.graph_exec;
-          if (pre_graph && armed) {
+          cuda::atomic_ref<uint32_t, cuda::thread_scope_device> gate(io->gate);
+          if (pre_graph && n_armed) {
             /* G5 opens the gate of the graph launched ahead: the context
              * (and the staged request) before it. Pairs with G4 in
              * cudaq_graph_io_wait. No launch on this request's path. */
-            gate.store(armed_ticket, cuda::memory_order_release);
-            armed = false;
+            gate.store(armed_ticket[use], cuda::memory_order_release);
+            serve_inst = inst_after(use, 1);
+            --n_armed;
             gs->gate_hits++;
-            gs->waiting = 0;
+            gs->waiting = n_armed;
           } else {
             if (pre_graph) { /* launched on arrival: its gate opens before its launch (G5 as above) */
               gate.store(issue_ticket(io, gs), cuda::memory_order_release);
+              serve_inst = inst_after(use, 1);
             }
+            const cudaGraphExec_t exec = pre_graph ? pool[use].exec : e->handler.graph_exec;
             /* The previous launch of this graph may still be finishing after
              * it freed the context (a graph runs one launch at a time): retry
-             * for a bounded time, then report the failure. */
+             * for a bounded time (GRAPH_WAIT_NS), then report the failure. */
             cudaError_t err = cudaErrorUnknown;
-            for (uint32_t tries = 0; tries < 100000; ++tries) {
-              err = cudaGraphLaunch(e->handler.graph_exec, cudaStreamGraphFireAndForget);
+            for (const uint64_t t0 = cudaq__globaltimer_ns(); cudaq__globaltimer_ns() - t0 <= GRAPH_WAIT_NS;) {
+              err = cudaGraphLaunch(exec, cudaStreamGraphFireAndForget);
               if (err == cudaSuccess) break;
               __nanosleep(100);
             }
@@ -319,6 +393,10 @@ __global__ void graph_dispatch_kernel(graph_params p) {
           cudaq__count_status(c, status);
         }
         cudaq__count_processed(c, p.stats, 1);
+        last_request_ns = cudaq__globaltimer_ns();
+        /* Served by an instance: arm the next one in turn now, while the
+         * answer to this request is still being made. */
+        if (pre_graph && status == 0) try_arm();
       }
       launched = __shfl_sync(0xFFFFFFFFu, launched, 0);
     }
@@ -329,8 +407,9 @@ __global__ void graph_dispatch_kernel(graph_params p) {
       int relaunched = 0;
       if (l0) {
         /* The tail launch starts only once every child has finished. */
-        if (armed) cancel_prelaunch(p, gs, armed_ticket);
-        armed = false;
+        for (; n_armed; --n_armed, serve_inst = inst_after(serve_inst, 1))
+          cancel_prelaunch(p, gs, pool[serve_inst].io, armed_ticket[serve_inst]);
+        gs->waiting = 0;
         gs->next_slot = slot; /* the tail launch resumes here */
         cudaError_t err = cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch);
         if (err == cudaSuccess) {
@@ -345,7 +424,9 @@ __global__ void graph_dispatch_kernel(graph_params p) {
     }
   }
   if (l0) {
-    if (armed) cancel_prelaunch(p, gs, armed_ticket);
+    for (; n_armed; --n_armed, serve_inst = inst_after(serve_inst, 1))
+      cancel_prelaunch(p, gs, pool[serve_inst].io, armed_ticket[serve_inst]);
+    gs->waiting = 0;
     gs->next_slot = draining ? resume : slot;
     gs->exited = 1;
   }
@@ -361,6 +442,11 @@ struct cudaq_dispatch_graph_context {
   uint8_t *scratch; /* a cancelled pre-launch's TX flag (offset 0), RX and TX slots */
   const cudaq_function_entry_t *table; /* device memory, the caller's */
   uint32_t table_count;
+  cudaq_graph_io_context *io; /* the dispatcher's I/O context (the caller's) */
+  /* host copies of the instances added (cudaq_dispatch_graph_add_prelaunch_instance) */
+  uint32_t n_extra;
+  cudaGraphExec_t extra_exec[CUDAQ_GRAPH_PRELAUNCH_MAX_INSTANCES - 1];
+  cudaq_graph_io_context *extra_io[CUDAQ_GRAPH_PRELAUNCH_MAX_INSTANCES - 1];
 };
 
 extern "C" cudaError_t cudaq_create_dispatch_graph_regular(
@@ -380,12 +466,13 @@ extern "C" cudaError_t cudaq_create_dispatch_graph_regular(
       static_cast<cudaq_dispatch_graph_context *>(calloc(1, sizeof *ctx));
   if (!ctx) return cudaErrorMemoryAllocation;
   cudaError_t e = cudaMalloc(&ctx->state, sizeof(graph_state));
-  if (e == cudaSuccess) e = cudaMalloc(&ctx->stage, STAGE_BYTES);
+  if (e == cudaSuccess) e = cudaMalloc(&ctx->stage, (size_t)STAGE_BYTES * CUDAQ_GRAPH_PRELAUNCH_MAX_INSTANCES);
   const size_t scratch_bytes = 64 + ((rx_stride_sz + 63) & ~size_t(63)) + tx_stride_sz;
   if (e == cudaSuccess) e = cudaMalloc(&ctx->scratch, scratch_bytes);
   if (e == cudaSuccess) e = cudaMemsetAsync(ctx->scratch, 0, scratch_bytes, stream);
   ctx->table = function_table;
   ctx->table_count = (uint32_t)func_count;
+  ctx->io = static_cast<cudaq_graph_io_context *>(graph_io_ctx);
   if (e == cudaSuccess) e = cudaMemsetAsync(ctx->state, 0, sizeof(graph_state), stream);
   if (e == cudaSuccess) e = cudaMemsetAsync(graph_io_ctx, 0, sizeof(cudaq_graph_io_context), stream);
   graph_params p;
@@ -478,6 +565,42 @@ extern "C" cudaError_t cudaq_dispatch_graph_set_prelaunch(cudaq_dispatch_graph_c
     if (!ok) return cudaErrorInvalidValue;
   }
   return cudaq__copy_private_stream(&context->state->prelaunch_fid, &function_id, sizeof function_id);
+}
+
+extern "C" cudaError_t cudaq_dispatch_graph_add_prelaunch_instance(cudaq_dispatch_graph_context *context,
+                                                                   cudaGraphExec_t graph_exec,
+                                                                   cudaq_graph_io_context *io) {
+  if (!context || !graph_exec || !io || io == context->io ||
+      context->n_extra + 1 >= CUDAQ_GRAPH_PRELAUNCH_MAX_INSTANCES)
+    return cudaErrorInvalidValue;
+  for (uint32_t k = 0; k < context->n_extra; ++k)
+    if (context->extra_exec[k] == graph_exec || context->extra_io[k] == io) return cudaErrorInvalidValue;
+  /* An instance must not be any entry's own executable: that one may be
+   * launched on arrival while the instance runs (one launch at a time). */
+  cudaq_function_entry_t *h =
+      static_cast<cudaq_function_entry_t *>(malloc(sizeof(cudaq_function_entry_t) * context->table_count));
+  if (!h) return cudaErrorMemoryAllocation;
+  cudaError_t e = cudaq__copy_private_stream(h, context->table, sizeof(cudaq_function_entry_t) * context->table_count);
+  bool clash = false;
+  for (uint32_t k = 0; e == cudaSuccess && k < context->table_count; ++k)
+    clash = clash || (h[k].dispatch_mode == CUDAQ_DISPATCH_GRAPH_LAUNCH && h[k].handler.graph_exec == graph_exec);
+  free(h);
+  if (e != cudaSuccess) return e;
+  if (clash) return cudaErrorInvalidValue;
+  const cudaq_graph_io_context zero = {}; /* free (busy 0), gate 0: no ticket is 0 */
+  e = cudaq__copy_private_stream(io, &zero, sizeof zero);
+  if (e != cudaSuccess) return e;
+  const uint32_t k = context->n_extra;
+  graph_state *d = context->state;
+  e = cudaq__copy_private_stream(&d->extra_exec[k], &graph_exec, sizeof graph_exec);
+  if (e == cudaSuccess) e = cudaq__copy_private_stream(&d->extra_io[k], &io, sizeof io);
+  const uint32_t n = k + 1;
+  if (e == cudaSuccess) e = cudaq__copy_private_stream(&d->n_extra, &n, sizeof n);
+  if (e != cudaSuccess) return e;
+  context->extra_exec[k] = graph_exec;
+  context->extra_io[k] = io;
+  context->n_extra = n;
+  return cudaSuccess;
 }
 
 extern "C" cudaError_t cudaq_dispatch_graph_get_prelaunch_info(cudaq_dispatch_graph_context *context,

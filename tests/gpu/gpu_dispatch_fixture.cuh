@@ -1,7 +1,7 @@
 /*
  * gpu_dispatch_fixture.cuh - the device handlers, function table, fixture
- * and request helpers of test_gpu_dispatch.cu (one translation unit; kept
- * apart so that each file stays a readable size).
+ * and request helpers of test_gpu_dispatch.cu and test_graph_dispatch.cu
+ * (included by each: one translation unit per test program).
  */
 #ifndef CUDAQ_TESTS_GPU_DISPATCH_FIXTURE_CUH
 #define CUDAQ_TESTS_GPU_DISPATCH_FIXTURE_CUH
@@ -39,15 +39,38 @@ extern "C" void cudaq__graph_debug_dump(cudaq_dispatch_graph_context *context);
 static cudaq_dispatch_graph_context *g_graph; /* the running graph dispatcher, for diagnostics */
 static const uint64_t *g_stats; /* the running dispatcher's stats, for diagnostics */
 static uint64_t g_wait_ns = 5000000000ull;
-static uint32_t scaled(uint32_t n) {
+static inline uint32_t scaled(uint32_t n) {
   uint32_t v = (uint32_t)(n * g_scale);
   return v < 8 ? 8 : v;
 }
 
-static uint64_t now_ns() {
+static inline uint64_t now_ns() {
   timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* A test program's start: 1 without a CUDA device (the caller prints
+ * nothing more and exits 77), else 0 after reading the environment:
+ * CUDAQ_TEST_SCALE, CUDAQ_TEST_SLOW (sanitizer runs are slow),
+ * CUDAQ_TEST_FILTER and CUDAQ_TEST_SKIP (tests to leave out, e.g. the
+ * graph-launch tests under synccheck, which does not support device-side
+ * launches and reports their barriers as divergent). */
+static inline int gpu_test_init(void) {
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    printf("skipped: no CUDA device\n");
+    return 1;
+  }
+  const char *sc = getenv("CUDAQ_TEST_SCALE");
+  if (sc) g_scale = atof(sc);
+  if (getenv("CUDAQ_TEST_SLOW")) g_wait_ns = 60000000000ull;
+  const char *filter = getenv("CUDAQ_TEST_FILTER");
+  if (filter) cmocka_set_test_filter(filter);
+  const char *skip = getenv("CUDAQ_TEST_SKIP");
+  if (skip) cmocka_set_skip_filter(skip);
+  CK(cudaSetDeviceFlags(cudaDeviceMapHost));
+  return 0;
 }
 
 /* ---- device handlers ---------------------------------------------------- */
@@ -159,7 +182,7 @@ struct fixture {
   uint32_t num_slots;
 };
 
-static void fixture_init(fixture *f, uint32_t num_slots, uint32_t slot_size, cudaq_kernel_type_t kt,
+static inline void fixture_init(fixture *f, uint32_t num_slots, uint32_t slot_size, cudaq_kernel_type_t kt,
                          uint32_t blocks, uint32_t threads, uint32_t ring_flags = 0) {
   memset(f, 0, sizeof *f);
   f->num_slots = num_slots;
@@ -195,7 +218,7 @@ static void fixture_init(fixture *f, uint32_t num_slots, uint32_t slot_size, cud
   assert_true(occ > 0);
 }
 
-static void fixture_fini(fixture *f) {
+static inline void fixture_fini(fixture *f) {
   assert_int_equal(cudaq_dispatcher_destroy(f->d), CUDAQ_OK);
   assert_int_equal(cudaq_dispatch_manager_destroy(f->mgr), CUDAQ_OK);
   assert_int_equal(cudaq_host_ringbuffer_free(&f->rb), CUDAQ_OK);
@@ -205,7 +228,7 @@ static void fixture_fini(fixture *f) {
 }
 
 
-static cudaq_tx_status_t wait_tx(const cudaq_ringbuffer_t *rb, uint32_t slot) {
+static inline cudaq_tx_status_t wait_tx(const cudaq_ringbuffer_t *rb, uint32_t slot) {
   uint64_t t0 = now_ns();
   cudaq_tx_status_t st;
   while ((st = cudaq_host_ringbuffer_poll_tx_flag(rb, slot, NULL)) == CUDAQ_TX_EMPTY ||
@@ -223,7 +246,7 @@ static cudaq_tx_status_t wait_tx(const cudaq_ringbuffer_t *rb, uint32_t slot) {
     }
   return st;
 }
-static void wait_rx_consumed(const cudaq_ringbuffer_t *rb, uint32_t slot) {
+static inline void wait_rx_consumed(const cudaq_ringbuffer_t *rb, uint32_t slot) {
   uint64_t t0 = now_ns();
   while (__atomic_load_n(&rb->rx_flags_host[slot], __ATOMIC_ACQUIRE) != 0)
     if (now_ns() - t0 > g_wait_ns) {
@@ -234,22 +257,22 @@ static void wait_rx_consumed(const cudaq_ringbuffer_t *rb, uint32_t slot) {
 /* Waits (bounded) until cudaq_dispatcher_get_processed reads `want` on a
  * running dispatcher: the device-call kernels mirror the count into
  * stats[0] at the first poll that finds no request. Returns the last read. */
-static uint64_t wait_processed(cudaq_dispatcher_t *d, uint64_t want) {
+static inline uint64_t wait_processed(cudaq_dispatcher_t *d, uint64_t want) {
   uint64_t t0 = now_ns(), n = 0;
   for (;;) {
     assert_int_equal(cudaq_dispatcher_get_processed(d, &n), CUDAQ_OK);
     if (n == want || now_ns() - t0 > g_wait_ns) return n;
   }
 }
-static cudaq_rpc_response_t read_resp(const cudaq_ringbuffer_t *rb, uint32_t slot) {
+static inline cudaq_rpc_response_t read_resp(const cudaq_ringbuffer_t *rb, uint32_t slot) {
   cudaq_rpc_response_t r;
   memcpy(&r, rb->tx_data_host + (size_t)slot * rb->tx_stride_sz, sizeof r);
   return r;
 }
-static const uint8_t *resp_payload(const cudaq_ringbuffer_t *rb, uint32_t slot) {
+static inline const uint8_t *resp_payload(const cudaq_ringbuffer_t *rb, uint32_t slot) {
   return rb->tx_data_host + (size_t)slot * rb->tx_stride_sz + CUDAQ_RPC_HEADER_SIZE;
 }
-static cudaq_tx_status_t roundtrip(fixture *f, uint32_t slot, uint32_t fn, const void *p, uint32_t len,
+static inline cudaq_tx_status_t roundtrip(fixture *f, uint32_t slot, uint32_t fn, const void *p, uint32_t len,
                                    uint32_t rid, uint64_t ptp) {
   assert_true(cudaq_host_ringbuffer_slot_available(&f->rb, slot));
   assert_int_equal(cudaq_host_ringbuffer_write_rpc_request(&f->rb, slot, fn, p, len, rid, ptp), CUDAQ_OK);
@@ -259,7 +282,7 @@ static cudaq_tx_status_t roundtrip(fixture *f, uint32_t slot, uint32_t fn, const
 
 /* Streams n requests over every slot (all slots in flight), alternating
  * echo / block_xor / sum32, and checks each response. */
-static void stream_and_check(fixture *f, uint32_t n) {
+static inline void stream_and_check(fixture *f, uint32_t n) {
   const uint32_t S = f->num_slots;
   uint32_t *rid_of = (uint32_t *)calloc(S, sizeof(uint32_t));
   for (uint32_t k = 0; k < n + S; ++k) {

@@ -160,12 +160,36 @@ cudaError_t cudaq_dispatch_graph_get_info(cudaq_dispatch_graph_context *context,
 cudaError_t cudaq_dispatch_graph_set_prelaunch(cudaq_dispatch_graph_context *context, uint32_t function_id);
 
 /* Requests served by a pre-launched graph, pre-launches cancelled (at
- * shutdown or at the dispatcher's own relaunch), and whether a pre-launched
- * graph waits at its gate now (out_waiting may be NULL). Extension, for
+ * shutdown or at the dispatcher's own relaunch), and how many pre-launched
+ * graphs wait at their gates now (0 or 1; up to the number of instances
+ * with cudaq_dispatch_graph_add_prelaunch_instance; out_waiting may be NULL). Extension, for
  * tests and benchmarks; a snapshot read while the dispatcher runs. */
 cudaError_t cudaq_dispatch_graph_get_prelaunch_info(cudaq_dispatch_graph_context *context,
                                                     uint64_t *out_gate_hits, uint64_t *out_cancelled,
                                                     int *out_waiting);
+
+/* More instances of the pre-launch entry's handler graph (extension): the
+ * same graph instantiated again (cudaGraphInstantiateFlagDeviceLaunch,
+ * uploaded) with its kernels reading `io`, an I/O context of its own in
+ * device memory (zeroed here). One executable runs one launch at a time, so
+ * with the entry's graph alone a request that comes right after the
+ * previous answer (back to back) finds no graph waiting, or one launched
+ * too recently to be running yet: the next launch can start only once the
+ * previous execution has ended. With instances, the dispatcher launches
+ * every idle one to wait (each ~5 us before it runs) and serves requests
+ * by the instances in turn, the longest waiting first, so back to back a
+ * request finds a graph that has long been waiting. The instance's graph, like the entry's, calls
+ * cudaq_graph_io_wait() first and ends with cudaq_graph_io_complete(), on
+ * its own `io`. At most CUDAQ_GRAPH_PRELAUNCH_MAX_INSTANCES - 1 instances
+ * besides the entry's graph. Call before the dispatch graph is launched;
+ * the instances serve only while pre-launch is on
+ * (cudaq_dispatch_graph_set_prelaunch). Returns cudaErrorInvalidValue for a
+ * NULL argument, the dispatcher's own I/O context, an executable or context
+ * already added, an executable that is a table entry's, or one instance
+ * too many. */
+#define CUDAQ_GRAPH_PRELAUNCH_MAX_INSTANCES 4u
+cudaError_t cudaq_dispatch_graph_add_prelaunch_instance(cudaq_dispatch_graph_context *context,
+                                                        cudaGraphExec_t graph_exec, cudaq_graph_io_context *io);
 
 #define CUDAQ_GRAPH_DISPATCH_RELAUNCH_EVERY 100u
 
