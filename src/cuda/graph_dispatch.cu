@@ -353,7 +353,6 @@ __global__ void graph_dispatch_kernel(graph_params p) {
            * the slot meanwhile (the graph may read the slot itself when the
            * request was too large to stage). R3, pairs with A3. */
           cudaq__store_release_sys(&p.rx_flags[slot], 0);
-          __threadfence(); /* the context is complete before the child starts */
           cuda::atomic_ref<uint32_t, cuda::thread_scope_device> gate(io->gate);
           if (pre_graph && n_armed) {
             /* G5 opens the gate of the graph launched ahead: the context
@@ -370,6 +369,8 @@ __global__ void graph_dispatch_kernel(graph_params p) {
               serve_inst = inst_after(use, 1);
             }
             const cudaGraphExec_t exec = pre_graph ? pool[use].exec : e->handler.graph_exec;
+            __threadfence(); /* the context is complete before the child starts (a gate hit needs no
+                              * fence here: G5's release orders the context before the gate) */
             /* The previous launch of this graph may still be finishing after
              * it freed the context (a graph runs one launch at a time): retry
              * for a bounded time (GRAPH_WAIT_NS), then report the failure. */
