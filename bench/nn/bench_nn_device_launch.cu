@@ -20,12 +20,16 @@
  *                   back and paced (one request --interval us after each
  *                   answer), each with the handler graph launched on
  *                   arrival and pre-launched (cudaq_dispatch_graph_set_prelaunch:
- *                   launched while the dispatcher waits, released by a gate);
+ *                   launched while the dispatcher waits, released by a gate),
+ *                   alone and as --instances handler graphs taking turns
+ *                   (cudaq_dispatch_graph_add_prelaunch_instance; each over
+ *                   an engine, buffers and I/O context of its own);
  *   host replay     cudaq_nn_gpu_launch + cudaStreamSynchronize (inference
  *                   only, inputs already on the GPU: bench_nn_gpu's figure);
  *   host run        cudaq_nn_gpu_run (copy in, replay, copy out, wait).
  *
  * Usage: bench_nn_device_launch MODEL.onnx [--requests N] [--plan DIR] [--cpu C] [--density P] [--interval US]
+ *        [--instances N]
  * Exit 77 without a GPU; 1 with a message when the engine's graph cannot be
  * launched from the device.
  */
@@ -60,19 +64,35 @@ struct io_bufs {
   uint32_t out_words[MAX_OUT];
 };
 
-/* Request payload -> the engine's input 0, one word per thread over as
- * many blocks as it takes: every load is issued at once (a request larger
- * than the dispatcher's 2 KiB staging copy is read across PCIe, where a
- * loop of dependent rounds would cost a round trip each). The dispatcher
- * checked the length against the handler's schema (in_words * 4 bytes). */
+/* Request payload -> the engine's input 0, in one block of COPY_THREADS
+ * threads with COPY_UNROLL loads each issued before their stores (a
+ * request larger than the dispatcher's 2 KiB staging copy is read across
+ * PCIe, where a loop of dependent rounds would cost a round trip each).
+ * One block: while it waits at its gate (pre-launched) it holds as little
+ * of the GPU as a waiting graph can, since another instance's inference
+ * may be running meanwhile (measured: a 9-block copy kernel waiting beside
+ * a d = 13 inference slowed it by ~18 us). The dispatcher checked the
+ * length against the handler's schema (in_words * 4 bytes). */
+constexpr uint32_t COPY_THREADS = 1024, COPY_UNROLL = 4;
 __global__ void k_copy_in(cudaq_graph_io_context *io, io_bufs b) {
   /* The pre-launched rows launch this graph ahead of its request: wait at
    * the gate (passes at once when launched on arrival). A cancelled launch
    * reads and answers scratch memory. */
   cudaq_graph_io_wait(io);
   const uint32_t *src = reinterpret_cast<const uint32_t *>(io->rx_slot + CUDAQ_RPC_HEADER_SIZE);
-  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < b.in_words) b.in[i] = src[i];
+  for (uint32_t base = 0; base < b.in_words; base += COPY_THREADS * COPY_UNROLL) {
+    uint32_t v[COPY_UNROLL];
+#pragma unroll
+    for (uint32_t u = 0; u < COPY_UNROLL; ++u) {
+      const uint32_t i = base + u * COPY_THREADS + threadIdx.x;
+      v[u] = i < b.in_words ? src[i] : 0u;
+    }
+#pragma unroll
+    for (uint32_t u = 0; u < COPY_UNROLL; ++u) {
+      const uint32_t i = base + u * COPY_THREADS + threadIdx.x;
+      if (i < b.in_words) b.in[i] = v[u];
+    }
+  }
 }
 
 /* Every output, in order, -> the TX slot's payload; then the response. */
@@ -85,6 +105,59 @@ __global__ void k_copy_out(cudaq_graph_io_context *io, io_bufs b) {
   }
   __syncthreads(); /* every result word is written before thread 0 publishes */
   if (threadIdx.x == 0) cudaq_graph_io_complete(io, 0, at * 4u);
+}
+
+/* One handler graph over one engine: copy in -> the engine's graph (child)
+ * -> copy out, reading its own I/O context. */
+struct handler {
+  cudaq_nn_gpu_t *g;
+  io_bufs b;
+  cudaq_graph_io_context *io;
+  cudaGraph_t hg;
+  cudaGraphExec_t hge;
+};
+
+/* The engine's bindings as the copy kernels see them. */
+static io_bufs engine_bufs(cudaq_nn_gpu_t *g, uint32_t in_words, const std::vector<size_t> &out_sz) {
+  io_bufs b = {};
+  b.in = static_cast<uint32_t *>(cudaq_nn_gpu_input(g, 0));
+  b.in_words = in_words;
+  b.n_out = (int)out_sz.size();
+  for (size_t k = 0; k < out_sz.size(); ++k) {
+    b.out[k] = static_cast<const uint32_t *>(cudaq_nn_gpu_output(g, k));
+    b.out_words[k] = (uint32_t)(out_sz[k] / 4);
+  }
+  return b;
+}
+
+/* Builds h's I/O context and handler graph (instantiated for device launch
+ * and uploaded); false with a message when the engine's graph cannot be
+ * launched from the device. */
+static bool build_handler(handler &h, cudaStream_t s) {
+  CK(cudaMalloc(&h.io, sizeof *h.io));
+  CK(cudaMemset(h.io, 0, sizeof *h.io));
+  CK(cudaGraphCreate(&h.hg, 0));
+  cudaGraphNode_t n_in, n_nn, n_outn;
+  cudaKernelNodeParams kp = {};
+  void *args[] = {&h.io, &h.b};
+  kp.func = (void *)k_copy_in;
+  kp.gridDim = dim3(1);
+  kp.blockDim = dim3(COPY_THREADS);
+  kp.kernelParams = args;
+  CK(cudaGraphAddKernelNode(&n_in, h.hg, nullptr, 0, &kp));
+  CK(cudaGraphAddChildGraphNode(&n_nn, h.hg, &n_in, 1, (cudaGraph_t)cudaq_nn_gpu_graph(h.g)));
+  kp.func = (void *)k_copy_out;
+  kp.gridDim = dim3(1);
+  kp.blockDim = dim3(256);
+  CK(cudaGraphAddKernelNode(&n_outn, h.hg, &n_nn, 1, &kp));
+  cudaError_t ie = cudaGraphInstantiateWithFlags(&h.hge, h.hg, cudaGraphInstantiateFlagDeviceLaunch);
+  if (ie != cudaSuccess) {
+    fprintf(stderr, "the engine's graph cannot be launched from the device: %s\n", cudaGetErrorString(ie));
+    return false;
+  }
+  CK(cudaGraphUpload(h.hge, s));
+  CK(cudaStreamSynchronize(s));
+  return true;
 }
 
 static uint64_t now_ns() { return bench_now_ns(); }
@@ -100,20 +173,23 @@ int main(int argc, char **argv) {
   int cpu = 2;
   double density = 0.03;
   double interval = 30.0; /* the paced rows' gap, us (0: none) */
+  uint32_t instances = 2;  /* handler graphs taking turns in the instance rows (1: no such rows) */
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--requests") && i + 1 < argc) n = (uint32_t)atoi(argv[++i]);
     else if (!strcmp(argv[i], "--plan") && i + 1 < argc) plan_dir = argv[++i];
     else if (!strcmp(argv[i], "--cpu") && i + 1 < argc) cpu = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--density") && i + 1 < argc) density = atof(argv[++i]);
     else if (!strcmp(argv[i], "--interval") && i + 1 < argc) interval = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--instances") && i + 1 < argc) instances = (uint32_t)atoi(argv[++i]);
     else if (argv[i][0] != '-' && !model_path) model_path = argv[i];
     else {
       fprintf(stderr, "usage: %s MODEL.onnx [--requests N] [--plan DIR] [--cpu C] [--density P] [--interval US]\n", argv[0]);
       return 2;
     }
   }
-  if (!model_path || n == 0) {
-    fprintf(stderr, "usage: %s MODEL.onnx [--requests N] [--plan DIR] [--cpu C] [--density P] [--interval US]\n", argv[0]);
+  if (!model_path || n == 0 || instances < 1 || instances > CUDAQ_GRAPH_PRELAUNCH_MAX_INSTANCES) {
+    fprintf(stderr, "usage: %s MODEL.onnx [--requests N] [--plan DIR] [--cpu C] [--density P] [--interval US] "
+            "[--instances 1..%u]\n", argv[0], CUDAQ_GRAPH_PRELAUNCH_MAX_INSTANCES);
     return 2;
   }
   int ndev = 0;
@@ -151,10 +227,6 @@ int main(int argc, char **argv) {
     fprintf(stderr, "engine: %s\n", err.message);
     return 1;
   }
-  io_bufs b = {};
-  b.in = static_cast<uint32_t *>(cudaq_nn_gpu_input(g, 0));
-  b.in_words = (uint32_t)(bin.size_bytes / 4);
-  b.n_out = (int)n_out;
   size_t out_bytes = 0;
   std::vector<size_t> out_sz(n_out);
   for (size_t k = 0; k < n_out; ++k) {
@@ -165,10 +237,9 @@ int main(int argc, char **argv) {
       return 1;
     }
     out_sz[k] = ob.size_bytes;
-    b.out[k] = static_cast<const uint32_t *>(cudaq_nn_gpu_output(g, k));
-    b.out_words[k] = (uint32_t)(ob.size_bytes / 4);
     out_bytes += ob.size_bytes;
   }
+  const io_bufs b = engine_bufs(g, (uint32_t)(bin.size_bytes / 4), out_sz);
 
   /* Inputs (events at the given density) and the host-run reference. */
   const int K = 64;
@@ -220,31 +291,21 @@ int main(int argc, char **argv) {
   }
   report("host run (copy in, replay, copy out, wait)", lat);
 
-  /* The handler graph: copy in -> the engine's graph (child) -> copy out. */
-  cudaq_graph_io_context *io;
-  CK(cudaMalloc(&io, sizeof *io));
-  cudaGraph_t hg;
-  CK(cudaGraphCreate(&hg, 0));
-  cudaGraphNode_t n_in, n_nn, n_outn;
-  cudaKernelNodeParams kp = {};
-  void *args[] = {&io, &b};
-  kp.func = (void *)k_copy_in;
-  kp.gridDim = dim3((b.in_words + 255) / 256);
-  kp.blockDim = dim3(256);
-  kp.kernelParams = args;
-  CK(cudaGraphAddKernelNode(&n_in, hg, nullptr, 0, &kp));
-  CK(cudaGraphAddChildGraphNode(&n_nn, hg, &n_in, 1, (cudaGraph_t)cudaq_nn_gpu_graph(g)));
-  kp.func = (void *)k_copy_out;
-  kp.gridDim = dim3(1);
-  CK(cudaGraphAddKernelNode(&n_outn, hg, &n_nn, 1, &kp));
-  cudaGraphExec_t hge;
-  cudaError_t ie = cudaGraphInstantiateWithFlags(&hge, hg, cudaGraphInstantiateFlagDeviceLaunch);
-  if (ie != cudaSuccess) {
-    fprintf(stderr, "the engine's graph cannot be launched from the device: %s\n", cudaGetErrorString(ie));
-    return 1;
+  /* The handler graphs: the first over the engine above; each further
+   * instance over an engine of its own (instances run at once: one serves
+   * while the next waits at its gate), the same plan. */
+  std::vector<handler> hs(instances);
+  for (uint32_t k = 0; k < instances; ++k) {
+    hs[k].g = g;
+    if (k > 0 && cudaq_nn_gpu_create(m, &o, &hs[k].g, &err) != CUDAQ_NN_OK) {
+      fprintf(stderr, "engine %u: %s\n", k, err.message);
+      return 1;
+    }
+    hs[k].b = k ? engine_bufs(hs[k].g, b.in_words, out_sz) : b;
+    if (!build_handler(hs[k], s)) return 1;
   }
-  CK(cudaGraphUpload(hge, s));
-  CK(cudaStreamSynchronize(s));
+  cudaq_graph_io_context *io = hs[0].io;
+  const cudaGraphExec_t hge = hs[0].hge;
 
   /* Ring, function table (schema: exactly the model's input), dispatcher. */
   const uint32_t slots = 8;
@@ -280,11 +341,12 @@ int main(int argc, char **argv) {
    * requests back to back or one every gap_us after the last answer (a
    * decoding window arriving every d rounds). */
   uint64_t wrong = 0, errors = 0;
-  auto row = [&](bool pre, double gap_us) {
+  auto row = [&](bool pre, double gap_us, uint32_t ninst) {
     cudaq_dispatch_graph_context *ctx;
     CK(cudaq_create_dispatch_graph_regular(rb.rx_flags, rb.tx_flags, rb.rx_data, rb.tx_data, rb.rx_stride_sz,
                                            rb.tx_stride_sz, dt, 1, io, flag, stats, slots, 1, 32, ds, &ctx));
     if (pre) CK(cudaq_dispatch_graph_set_prelaunch(ctx, FN_PREDECODE));
+    for (uint32_t k = 1; pre && k < ninst; ++k) CK(cudaq_dispatch_graph_add_prelaunch_instance(ctx, hs[k].hge, hs[k].io));
     CK(cudaq_launch_dispatch_graph(ctx, ds));
     uint64_t tnext = 0;
     for (uint32_t w = 0; w < n + 500; ++w) {
@@ -316,7 +378,9 @@ int main(int argc, char **argv) {
       tnext = t1 + (uint64_t)(gap_us * 1000.0);
     }
     char name[96];
-    snprintf(name, sizeof name, "device launch%s, %s", pre ? ", pre-launched" : "",
+    char inst[24] = "";
+    if (pre && ninst > 1) snprintf(inst, sizeof inst, " x%u", ninst);
+    snprintf(name, sizeof name, "device launch%s%s, %s", pre ? ", pre-launched" : "", inst,
              gap_us > 0 ? "paced" : "back to back");
     report(name, lat);
     uint64_t failures = 0, relaunches = 0, hits = 0, cancelled = 0;
@@ -329,16 +393,24 @@ int main(int argc, char **argv) {
     CK(cudaq_destroy_dispatch_graph(ctx));
     if (cudaq_dispatch_set_shutdown_flag(flag, 0) != CUDAQ_OK) exit(1);
   };
-  for (bool pre : {false, true}) row(pre, 0.0);
+  auto rows = [&](double gap_us) {
+    row(false, gap_us, 1);
+    row(true, gap_us, 1);
+    if (instances > 1) row(true, gap_us, instances);
+  };
+  rows(0.0);
   if (interval > 0) {
     printf("paced rows: one request %.0f us after each answer\n", interval);
-    for (bool pre : {false, true}) row(pre, interval);
+    rows(interval);
   }
   printf("answers: %llu error statuses, %llu differ from the host run\n", (unsigned long long)errors,
          (unsigned long long)wrong);
-  CK(cudaGraphExecDestroy(hge));
-  CK(cudaGraphDestroy(hg));
-  CK(cudaFree(io));
+  for (uint32_t k = 0; k < instances; ++k) {
+    CK(cudaGraphExecDestroy(hs[k].hge));
+    CK(cudaGraphDestroy(hs[k].hg));
+    CK(cudaFree(hs[k].io));
+    if (k > 0) cudaq_nn_gpu_destroy(hs[k].g);
+  }
   CK(cudaFree(dt));
   CK(cudaFree(flag));
   CK(cudaFree(stats));

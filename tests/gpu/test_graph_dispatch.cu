@@ -244,6 +244,47 @@ static void prelaunch_check(cudaq_ringbuffer_t *rb, uint32_t slot, uint32_t k) {
   cudaq_host_ringbuffer_clear_slot(rb, slot);
 }
 
+/* Waits until `want` pre-launched graphs wait at their gates. The
+ * dispatcher arms only below its relaunch point: if it sits there, requests
+ * to the other function (requests *k on, answered and checked) make it
+ * relaunch and arm. Returns the cancelled count read once they wait. */
+static uint64_t wait_armed(cudaq_dispatch_graph_context *ctx, cudaq_ringbuffer_t *rb, uint32_t S, uint32_t *k,
+                           int want) {
+  int waiting = 0;
+  uint64_t hits = 0, cancelled = 0;
+  for (int tries = 0; tries < 5 && waiting < want; ++tries) {
+    const uint64_t t = now_ns();
+    do
+      CK(cudaq_dispatch_graph_get_prelaunch_info(ctx, &hits, &cancelled, &waiting));
+    while (waiting < want && now_ns() - t < g_wait_ns / 5);
+    if (waiting < want) {
+      g_prelaunch_all_other = true;
+      prelaunch_send(rb, *k % S, *k);
+      prelaunch_check(rb, *k % S, *k);
+      g_prelaunch_all_other = false;
+      ++*k;
+    }
+  }
+  CK(cudaq_dispatch_graph_get_prelaunch_info(ctx, &hits, &cancelled, &waiting));
+  assert_int_equal(waiting, want);
+  return cancelled;
+}
+
+/* The end of a pre-launch test: shutdown, no launch failed, and the
+ * dispatcher's count is every request once (cancelled launches are not
+ * requests). */
+static void graph_stop_expect_processed(cudaq_dispatch_graph_context *ctx, int *flag, cudaStream_t s,
+                                        const uint64_t *stats, uint64_t requests) {
+  assert_int_equal(cudaq_dispatch_set_shutdown_flag(flag, 1), CUDAQ_OK);
+  CK(cudaStreamSynchronize(s));
+  uint64_t failures = 0, relaunches = 0;
+  CK(cudaq_dispatch_graph_get_info(ctx, &failures, &relaunches));
+  assert_int_equal(failures, 0);
+  cudaq_dispatcher_counters_t c;
+  CK(cudaq_dispatch_kernel_get_counters(stats, &c));
+  assert_int_equal(c.processed, requests);
+}
+
 /* Extension cudaq_dispatch_graph_set_prelaunch (dispatch_kernel.h): the
  * handler graph of one function is launched while the dispatcher waits and
  * released by its gate when the request comes. Requests paced 30 us apart
@@ -311,24 +352,8 @@ static void test_graph_prelaunch(void **) {
    * graph must be cancelled (not hang the relaunch), every answer right. */
   {
     int waiting = 0;
-    uint64_t c0 = 0, c1 = 0;
-    /* The dispatcher arms only below its relaunch point: if it sits there,
-     * one request to the other function makes it relaunch (and arm). */
-    for (int tries = 0; tries < 3 && !waiting; ++tries) {
-      const uint64_t t = now_ns();
-      do
-        CK(cudaq_dispatch_graph_get_prelaunch_info(ctx, &hits, &c0, &waiting));
-      while (!waiting && now_ns() - t < g_wait_ns / 5);
-      if (!waiting) {
-        g_prelaunch_all_other = true;
-        prelaunch_send(&rb, k % S, k);
-        prelaunch_check(&rb, k % S, k);
-        g_prelaunch_all_other = false;
-        ++k;
-      }
-    }
-    assert_int_equal(waiting, 1);
-    CK(cudaq_dispatch_graph_get_prelaunch_info(ctx, &hits, &c0, &waiting));
+    uint64_t c1 = 0;
+    const uint64_t c0 = wait_armed(ctx, &rb, S, &k, 1);
     g_prelaunch_all_other = true;
     for (uint32_t j = 0; j < CUDAQ_GRAPH_DISPATCH_RELAUNCH_EVERY + 10; ++j, ++k) {
       prelaunch_send(&rb, k % S, k);
@@ -375,14 +400,7 @@ static void test_graph_prelaunch(void **) {
       prelaunch_check(&rb, k % S, k);
     }
   }
-  assert_int_equal(cudaq_dispatch_set_shutdown_flag(flag, 1), CUDAQ_OK);
-  CK(cudaStreamSynchronize(s));
-  uint64_t failures = 0, relaunches = 0;
-  CK(cudaq_dispatch_graph_get_info(ctx, &failures, &relaunches));
-  assert_int_equal(failures, 0);
-  cudaq_dispatcher_counters_t c;
-  CK(cudaq_dispatch_kernel_get_counters(stats, &c));
-  assert_int_equal(c.processed, k); /* every request once; cancelled launches are not requests */
+  graph_stop_expect_processed(ctx, flag, s, stats, k);
   CK(cudaGraphExecDestroy(ge1));
   CK(cudaGraphExecDestroy(ge2));
   CK(cudaGraphDestroy(g1));
@@ -499,24 +517,8 @@ static void test_graph_prelaunch_instances(void **) {
   /* Idle, every instance is launched to wait at its gate; shutdown cancels
    * each once; then a restart. */
   int waiting = 0;
-  uint64_t c0 = 0, c1 = 0;
-  /* The dispatcher arms only below its relaunch point: if it sits there,
-   * requests to the other function make it relaunch (and arm). */
-  for (int tries = 0; tries < 5 && waiting < (int)NI; ++tries) {
-    const uint64_t t = now_ns();
-    do
-      CK(cudaq_dispatch_graph_get_prelaunch_info(ctx, &hits, &c0, &waiting));
-    while (waiting < (int)NI && now_ns() - t < g_wait_ns / 5);
-    if (waiting < (int)NI) {
-      g_prelaunch_all_other = true;
-      prelaunch_send(&rb, k % S, k);
-      prelaunch_check(&rb, k % S, k);
-      g_prelaunch_all_other = false;
-      ++k;
-    }
-  }
-  CK(cudaq_dispatch_graph_get_prelaunch_info(ctx, &hits, &c0, &waiting));
-  assert_int_equal(waiting, NI);
+  uint64_t c1 = 0;
+  const uint64_t c0 = wait_armed(ctx, &rb, S, &k, (int)NI);
   assert_int_equal(cudaq_dispatch_set_shutdown_flag(flag, 1), CUDAQ_OK);
   CK(cudaStreamSynchronize(s));
   CK(cudaq_dispatch_graph_get_prelaunch_info(ctx, &hits, &c1, &waiting));
@@ -530,14 +532,7 @@ static void test_graph_prelaunch_instances(void **) {
     prelaunch_send(&rb, k % S, k);
     prelaunch_check(&rb, k % S, k);
   }
-  assert_int_equal(cudaq_dispatch_set_shutdown_flag(flag, 1), CUDAQ_OK);
-  CK(cudaStreamSynchronize(s));
-  uint64_t failures = 0, relaunches = 0;
-  CK(cudaq_dispatch_graph_get_info(ctx, &failures, &relaunches));
-  assert_int_equal(failures, 0);
-  cudaq_dispatcher_counters_t c;
-  CK(cudaq_dispatch_kernel_get_counters(stats, &c));
-  assert_int_equal(c.processed, k);
+  graph_stop_expect_processed(ctx, flag, s, stats, k);
   unsigned long long sv[5];
   CK(cudaMemcpy(sv, served, sizeof sv, cudaMemcpyDeviceToHost));
   printf("graph pre-launch instances: served %llu / %llu / %llu of %u\n", sv[0], sv[1], sv[2], echo);

@@ -178,9 +178,15 @@ cudaError_t cudaq_dispatch_graph_get_prelaunch_info(cudaq_dispatch_graph_context
  * previous execution has ended. With instances, the dispatcher launches
  * every idle one to wait (each ~5 us before it runs) and serves requests
  * by the instances in turn, the longest waiting first, so back to back a
- * request finds a graph that has long been waiting. The instance's graph, like the entry's, calls
- * cudaq_graph_io_wait() first and ends with cudaq_graph_io_complete(), on
- * its own `io`. At most CUDAQ_GRAPH_PRELAUNCH_MAX_INSTANCES - 1 instances
+ * request finds a graph that has long been waiting. The instance's graph,
+ * like the entry's, calls cudaq_graph_io_wait() first and ends with
+ * cudaq_graph_io_complete(), on its own `io`; instances run at the same
+ * time, so each needs its own working buffers too. A waiting instance
+ * shares the GPU with the one computing: keep its gated first kernel to one
+ * small block (a 9-block one waiting beside a d = 13 predecoder slowed the
+ * inference by ~18 us on an H200). Instances pay off when the handler is
+ * short beside the ~5 us launch; beside a 50 us inference they gain nothing
+ * back to back. At most CUDAQ_GRAPH_PRELAUNCH_MAX_INSTANCES - 1 instances
  * besides the entry's graph. Call before the dispatch graph is launched;
  * the instances serve only while pre-launch is on
  * (cudaq_dispatch_graph_set_prelaunch). Returns cudaErrorInvalidValue for a
