@@ -26,7 +26,9 @@
  * same, but the graph's kernel (one block) waits at the gate itself
  * (waits_at_gate, cudaq_pipeline_gate_wait): no gate kernel before it;
  * --stage selfgate_ring: the same reading the request in the ring
- * (cudaq_pipeline_gate_wait_in_ring), not its copy;
+ * (cudaq_pipeline_gate_wait_in_ring), not its copy; --gate_blocks N (default
+ * 1): the self-gated kernel's blocks (block 0 waits at the gate, the others
+ * for it in device memory; each copies its share);
  * --waiting N (default 1)
  * graphs wait at once; CUDA_DEVICE_MAX_CONNECTIONS is raised to 32 (unless
  * set) so that each waiting worker has a hardware queue. Each GPU row also reports the
@@ -42,7 +44,7 @@
  *   bench_pipeline [--modes cpu,gpu_cpu,gpu_only,gpu_only_hostfn] [--requests N]
  *                  [--payloads 2048,16384] [--intervals 0,1,10,30]
  *                  [--workers W] [--cpus D,C,W0] [--yield]
- *                  [--stage dma|mailbox|prelaunch|selfgate|selfgate_ring] [--waiting N] [--hiccup CPU]
+ *                  [--stage dma|mailbox|prelaunch|selfgate|selfgate_ring] [--gate_blocks N] [--waiting N] [--hiccup CPU]
  *                  [--warmup N]
  */
 #ifndef _GNU_SOURCE
@@ -106,6 +108,7 @@ typedef struct {
   int mailbox;   /* --stage mailbox or prelaunch */
   int prelaunch; /* --stage prelaunch or selfgate */
   int self_gate; /* --stage selfgate or selfgate_ring */
+  int gate_blocks; /* --gate_blocks N: the self-gated kernel's blocks (default 1) */
   int gate_in_ring; /* --stage selfgate_ring */
   int waiting;   /* --waiting N: the config's gpu_prelaunch with --stage prelaunch */
   int hiccup;  /* --hiccup CPU, or -1 */
@@ -171,7 +174,7 @@ static void run_one(const char *mode, size_t payload, double interval_us, size_t
   if (cpu) cudaq_pipeline_set_cpu_stage(p, cpu_stage, &r);
 #ifdef CUDAQ_BENCH_GPU
   if (gpu) {
-    bench_gpu_set_payload(payload, cpu, o->mailbox, !o->prelaunch, o->self_gate, o->gate_in_ring);
+    bench_gpu_set_payload(payload, cpu, o->mailbox, !o->prelaunch, o->self_gate ? o->gate_blocks : 0, o->gate_in_ring);
     cudaq_pipeline_set_gpu_stage(p, bench_gpu_factory, NULL);
   }
 #endif
@@ -232,8 +235,16 @@ static void run_one(const char *mode, size_t payload, double interval_us, size_t
   char iv[16];
   if (step) snprintf(iv, sizeof iv, "%gus", interval_us);
   else snprintf(iv, sizeof iv, "flat-out");
-  snprintf(name, sizeof name, "%s%s%s %zuB %s end-to-end", mode,
-           gpu && o->gate_in_ring ? "[selfgate_ring]" : gpu && o->self_gate ? "[selfgate]" : gpu && o->prelaunch ? "[prelaunch]" : gpu && o->mailbox ? "[mailbox]" : "",
+  char stage[40];
+  snprintf(stage, sizeof stage, "%s", gpu && o->gate_in_ring ? "[selfgate_ring" : gpu && o->self_gate ? "[selfgate"
+                                      : gpu && o->prelaunch ? "[prelaunch]" : gpu && o->mailbox ? "[mailbox]" : "");
+  if (gpu && o->self_gate) {
+    char blocks[16] = "";
+    if (o->gate_blocks > 1) snprintf(blocks, sizeof blocks, " x%d", o->gate_blocks);
+    strncat(stage, blocks, sizeof stage - strlen(stage) - 2);
+    strcat(stage, "]");
+  }
+  snprintf(name, sizeof name, "%s%s%s %zuB %s end-to-end", mode, stage,
            used == CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE ? "[stream-write]"
            : used == CUDAQ_GPU_ONLY_COMPLETION_HOST_FUNC  ? "[host-fn]"
                                                           : "",
@@ -306,7 +317,8 @@ int main(int argc, char **argv) {
   size_t n = 100000, warmup = 5000;
   double payloads[4] = {2048, 16384}, intervals[8] = {0, 1, 10, 30};
   int np = 2, ni = 4;
-  opts_t o = {.dispatcher = -1, .consumer = -1, .worker_base = -1, .workers = 8, .hiccup = -1, .waiting = 1};
+  opts_t o = {.dispatcher = -1, .consumer = -1, .worker_base = -1, .workers = 8, .hiccup = -1, .waiting = 1,
+              .gate_blocks = 1};
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--modes") && i + 1 < argc) modes = argv[++i];
     else if (!strcmp(argv[i], "--requests") && i + 1 < argc) n = strtoull(argv[++i], NULL, 10);
@@ -332,7 +344,13 @@ int main(int argc, char **argv) {
       o.self_gate = !strcmp(v, "selfgate") || o.gate_in_ring;
       o.prelaunch = !strcmp(v, "prelaunch") || o.self_gate;
     } else if (!strcmp(argv[i], "--hiccup") && i + 1 < argc) o.hiccup = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--waiting") && i + 1 < argc) {
+    else if (!strcmp(argv[i], "--gate_blocks") && i + 1 < argc) {
+      o.gate_blocks = atoi(argv[++i]);
+      if (o.gate_blocks < 1 || o.gate_blocks > 64) {
+        fprintf(stderr, "bench_pipeline: --gate_blocks is 1 to 64 (with --stage selfgate or selfgate_ring)\n");
+        return 2;
+      }
+    } else if (!strcmp(argv[i], "--waiting") && i + 1 < argc) {
       o.waiting = atoi(argv[++i]);
       if (o.waiting < 1) {
         fprintf(stderr, "bench_pipeline: --waiting is 1 or more (with --stage prelaunch)\n");
@@ -342,8 +360,8 @@ int main(int argc, char **argv) {
     else {
       fprintf(stderr, "usage: %s [--modes cpu,gpu_cpu,gpu_only,gpu_only_hostfn] [--requests N] "
                       "[--payloads 2048,16384] [--intervals 0,1,10,30] [--workers W] [--cpus D,C,W0] "
-                      "[--yield] [--stage dma|mailbox|prelaunch|selfgate|selfgate_ring] [--waiting N] [--hiccup CPU] "
-                      "[--warmup N]\n", argv[0]);
+                      "[--yield] [--stage dma|mailbox|prelaunch|selfgate|selfgate_ring] [--gate_blocks N] "
+                      "[--waiting N] [--hiccup CPU] [--warmup N]\n", argv[0]);
       return 2;
     }
   }

@@ -40,15 +40,15 @@ int bench_gpu_factory(void *user, int worker_id, cudaq_gpu_worker_resources_t *r
 }
 
 /* timed: time the dispatcher's launch calls (pre- and post-launch
- * callbacks; not with gpu_prelaunch, which refuses callbacks). self_gate:
- * the kernel (one block) waits at the gate itself (gpu_prelaunch), reading
- * the request's copy or, with gate_in_ring, the ring. */
+ * callbacks; not with gpu_prelaunch, which refuses callbacks). self_gate
+ * = N > 0: the kernel (N blocks) waits at the gate itself (gpu_prelaunch),
+ * reading the request's copy or, with gate_in_ring, the ring. */
 void bench_gpu_set_payload(size_t bytes, int signal_ready, int mailbox_read, int timed, int self_gate,
                            int gate_in_ring) {
   g_stage.payload = bytes;
   g_stage.signal_ready = signal_ready;
   g_stage.mailbox_read = mailbox_read;
-  g_stage.self_gate = self_gate ? 1 : 0;
+  g_stage.self_gate = self_gate > 0 ? self_gate : 0;
   g_stage.gate_in_ring = gate_in_ring;
   g_stage.function_id = 0x5a5a0001u;
   g_stage.now = timed ? now_ns_fn : NULL;
