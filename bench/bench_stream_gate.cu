@@ -35,6 +35,7 @@
 
 #include "bench_common.h"
 #include "bench_cuda_check.h"
+#include "cudaq/realtime/pipeline.h"
 
 typedef CUresult (*wait_value32_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 static wait_value32_fn g_wait;
@@ -77,15 +78,9 @@ __device__ __forceinline__ void gate_kernel_dev_body(const uint32_t *gate, uint3
   }
   __syncthreads();
   if (!src) return;
-  constexpr int kMax = 8;
-  uint4 v[kMax];
-  const size_t stride = (size_t)gridDim.x * blockDim.x, first = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-#pragma unroll
-  for (int k = 0; k < kMax; ++k)
-    if (first + k * stride < n16) v[k] = src[first + k * stride];
-#pragma unroll
-  for (int k = 0; k < kMax; ++k)
-    if (first + k * stride < n16) dst[first + k * stride] = v[k];
+  /* The pipeline's grid-wide copy with its loads in flight (pipeline.h). */
+  cudaq__copy_in_flight<uint4, size_t>(src, dst, blockIdx.x * (size_t)blockDim.x + threadIdx.x, n16,
+                                       (size_t)gridDim.x * blockDim.x);
 }
 
 enum { LAUNCH = 0, WAIT_VALUE = 1, KERNEL_GATE = 2, GRAPH_GATE = 3, GRAPH_GATE_LOADS = 4, IN_KERNEL = 5 };

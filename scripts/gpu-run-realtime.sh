@@ -35,10 +35,6 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 C=${CARRY:-.gpucarry}
 BUILD=$C source scripts/gpu-common.sh
-# Under racecheck the pre-launch instances test does not finish (its instances wait at their
-# gates spinning, and the tool runs them far slower than the dispatcher's bounded waits
-# assume): it is left out of racecheck runs (memcheck runs it; it uses no shared memory).
-GRAPH_RACECHECK_SKIP=test_graph_prelaunch_instances
 mkdir -p /tmp/plans
 unpack_xz "$C" /tmp/rtbin
 install_wheels

@@ -301,7 +301,7 @@ int main(int argc, char **argv) {
       fprintf(stderr, "engine %u: %s\n", k, err.message);
       return 1;
     }
-    hs[k].b = k ? engine_bufs(hs[k].g, b.in_words, out_sz) : b;
+    hs[k].b = engine_bufs(hs[k].g, b.in_words, out_sz);
     if (!build_handler(hs[k], s)) return 1;
   }
   cudaq_graph_io_context *io = hs[0].io;

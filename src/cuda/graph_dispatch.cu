@@ -225,6 +225,12 @@ __global__ void graph_dispatch_kernel(graph_params p) {
       gs->waiting = n_armed;
     }
   };
+  /* Lane 0, before a relaunch or exit: every waiting instance cancelled. */
+  auto cancel_armed = [&]() {
+    for (; n_armed; --n_armed, serve_inst = inst_after(serve_inst, 1))
+      cancel_prelaunch(p, gs, pool[serve_inst].io, armed_ticket[serve_inst]);
+    gs->waiting = 0;
+  };
   uint32_t drain_left = 0;
   /* Where a later run resumes after a shutdown: the drain looks at every
    * slot once, but the producer's next slot is the one after the last
@@ -408,9 +414,7 @@ __global__ void graph_dispatch_kernel(graph_params p) {
       int relaunched = 0;
       if (l0) {
         /* The tail launch starts only once every child has finished. */
-        for (; n_armed; --n_armed, serve_inst = inst_after(serve_inst, 1))
-          cancel_prelaunch(p, gs, pool[serve_inst].io, armed_ticket[serve_inst]);
-        gs->waiting = 0;
+        cancel_armed();
         gs->next_slot = slot; /* the tail launch resumes here */
         cudaError_t err = cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch);
         if (err == cudaSuccess) {
@@ -425,9 +429,7 @@ __global__ void graph_dispatch_kernel(graph_params p) {
     }
   }
   if (l0) {
-    for (; n_armed; --n_armed, serve_inst = inst_after(serve_inst, 1))
-      cancel_prelaunch(p, gs, pool[serve_inst].io, armed_ticket[serve_inst]);
-    gs->waiting = 0;
+    cancel_armed();
     gs->next_slot = draining ? resume : slot;
     gs->exited = 1;
   }
