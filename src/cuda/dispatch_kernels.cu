@@ -44,6 +44,9 @@ constexpr uint32_t PREFETCH_WORDS_PER_LANE = 4; /* the polling warp reads 32 x 4
  * the largest slots); the occupancy queries assume it, so a grid sized
  * from them always fits. */
 constexpr size_t MAX_LAUNCH_SMEM = (CUDAQ_RPC_HEADER_SIZE + MAX_STAGE_BYTES + 15) & ~size_t(15);
+/* Handler shared memory a cooperative launch may ask for (the device's
+ * limit decides whether it fits beside the staging area). */
+constexpr size_t MAX_HANDLER_SMEM = 227 * 1024;
 
 enum : uint32_t { CMD_NONE = 0, CMD_CALL = 1, CMD_ANSWER = 2, CMD_DROP = 3, CMD_EXIT = 4 };
 
@@ -63,7 +66,13 @@ struct dispatch_params {
   uint32_t stage_bytes;    /* shared-memory staging area: header + payload, multiple of 16 */
   uint32_t prefetch_bytes; /* bytes of a slot the polling warp reads in one step (<= stage_bytes) */
   uint32_t count_every;    /* answered requests the leader counts before adding them to `processed` */
+  uint32_t no_stage;       /* cooperative, cudaq_dispatch_coop_options_t.args_in_slot: args = the RX slot */
+  uint32_t handler_smem;   /* dynamic shared memory after the staging area lent to handlers (bytes) */
 };
+
+/* Offset of the handlers' shared memory in the dynamic shared memory (the
+ * staging area's size), set by every thread at kernel start. */
+__shared__ uint32_t handler_smem_off;
 
 /* A function-table entry reduced to what the loop reads. */
 struct cached_entry {
@@ -353,6 +362,7 @@ __device__ void dispatch_loop(const dispatch_params &p) {
    * request is broadcast: the polling warp's prefetch; other blocks of the
    * cooperative grid stage everything after the header themselves. */
   const uint32_t have = poll_block ? p.prefetch_bytes : CUDAQ_RPC_HEADER_SIZE;
+  handler_smem_off = p.stage_bytes; /* read by cudaq_dispatch_handler_smem (same value from every thread) */
   request_state *st = Coop ? &p.state->bcast : &st_shared;
   cg::grid_group grid = cg::this_grid();
   auto barrier = [&]() {
@@ -394,7 +404,8 @@ __device__ void dispatch_loop(const dispatch_params &p) {
     if (cmd == CMD_EXIT) break;
 
     if (cmd == CMD_CALL) {
-      const void *args = stage_payload(p, st, stage, have);
+      const void *args = Coop && p.no_stage ? p.rx_data + (size_t)st->slot * p.rx_stride + CUDAQ_RPC_HEADER_SIZE
+                                            : stage_payload(p, st, stage, have);
       barrier();
       uint32_t len = 0;
       uint8_t *result = p.tx_data + (size_t)st->slot * p.tx_stride + CUDAQ_RPC_HEADER_SIZE;
@@ -513,7 +524,7 @@ void launch(volatile uint64_t *rx_flags, volatile uint64_t *tx_flags, uint8_t *r
             uint8_t *tx_data, size_t rx_stride_sz, size_t tx_stride_sz,
             cudaq_function_entry_t *function_table, size_t func_count, volatile int *shutdown_flag,
             uint64_t *stats, size_t num_slots, uint32_t num_blocks, uint32_t threads_per_block,
-            cudaStream_t stream) {
+            const cudaq_dispatch_coop_options_t *opt, cudaStream_t stream) {
   dispatch_params p;
   p.rx_flags = const_cast<uint64_t *>(rx_flags);
   p.tx_flags = const_cast<uint64_t *>(tx_flags);
@@ -530,7 +541,8 @@ void launch(volatile uint64_t *rx_flags, volatile uint64_t *tx_flags, uint8_t *r
       num_slots == 0 || num_slots > UINT32_MAX || func_count > UINT32_MAX ||
       rx_stride_sz < CUDAQ_RPC_HEADER_SIZE || tx_stride_sz < CUDAQ_RPC_HEADER_SIZE ||
       rx_stride_sz % 4 || tx_stride_sz % 4 || rx_stride_sz > UINT32_MAX || tx_stride_sz > UINT32_MAX ||
-      threads_per_block < 32 || threads_per_block % 32 || num_blocks == 0) {
+      threads_per_block < 32 || threads_per_block % 32 || num_blocks == 0 ||
+      (opt && opt->handler_smem_bytes > MAX_HANDLER_SMEM)) {
     cudaq__report_bad_launch();
     return;
   }
@@ -554,8 +566,14 @@ void launch(volatile uint64_t *rx_flags, volatile uint64_t *tx_flags, uint8_t *r
     const long v = strtol(ce, nullptr, 10);
     if (v >= 1 && v <= 1 << 20) p.count_every = (uint32_t)v;
   }
-  const size_t smem = p.stage_bytes;
+  p.no_stage = opt && opt->args_in_slot ? 1u : 0u;
+  p.handler_smem = opt ? (uint32_t)((opt->handler_smem_bytes + 15) & ~size_t(15)) : 0u;
+  const size_t smem = (size_t)p.stage_bytes + p.handler_smem;
   static_assert(MAX_LAUNCH_SMEM <= 48 * 1024, "staging beyond 48 KiB needs cudaFuncSetAttribute");
+  if (Coop && smem > 48 * 1024 &&
+      cudaFuncSetAttribute(dispatch_kernel_cooperative, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
+          cudaSuccess)
+    return; /* the error stays for cudaGetLastError() */
   if (Coop) {
     void *args[] = {&p};
     cudaLaunchCooperativeKernel((const void *)dispatch_kernel_cooperative, dim3(num_blocks),
@@ -616,7 +634,7 @@ extern "C" void cudaq_launch_dispatch_kernel_regular(
     size_t func_count, volatile int *shutdown_flag, uint64_t *stats, size_t num_slots,
     uint32_t num_blocks, uint32_t threads_per_block, cudaStream_t stream) {
   launch<false>(rx_flags, tx_flags, rx_data, tx_data, rx_stride_sz, tx_stride_sz, function_table,
-                func_count, shutdown_flag, stats, num_slots, num_blocks, threads_per_block, stream);
+                func_count, shutdown_flag, stats, num_slots, num_blocks, threads_per_block, nullptr, stream);
 }
 
 extern "C" void cudaq_launch_dispatch_kernel_cooperative(
@@ -625,7 +643,22 @@ extern "C" void cudaq_launch_dispatch_kernel_cooperative(
     size_t func_count, volatile int *shutdown_flag, uint64_t *stats, size_t num_slots,
     uint32_t num_blocks, uint32_t threads_per_block, cudaStream_t stream) {
   launch<true>(rx_flags, tx_flags, rx_data, tx_data, rx_stride_sz, tx_stride_sz, function_table,
-               func_count, shutdown_flag, stats, num_slots, num_blocks, threads_per_block, stream);
+               func_count, shutdown_flag, stats, num_slots, num_blocks, threads_per_block, nullptr, stream);
+}
+
+extern "C" void cudaq_launch_dispatch_kernel_cooperative_ex(
+    volatile uint64_t *rx_flags, volatile uint64_t *tx_flags, uint8_t *rx_data, uint8_t *tx_data,
+    size_t rx_stride_sz, size_t tx_stride_sz, cudaq_function_entry_t *function_table,
+    size_t func_count, volatile int *shutdown_flag, uint64_t *stats, size_t num_slots,
+    uint32_t num_blocks, uint32_t threads_per_block, const cudaq_dispatch_coop_options_t *options,
+    cudaStream_t stream) {
+  launch<true>(rx_flags, tx_flags, rx_data, tx_data, rx_stride_sz, tx_stride_sz, function_table,
+               func_count, shutdown_flag, stats, num_slots, num_blocks, threads_per_block, options, stream);
+}
+
+extern "C" __device__ void *cudaq_dispatch_handler_smem(void) {
+  extern __shared__ __align__(16) uint8_t stage[];
+  return stage + handler_smem_off;
 }
 
 extern "C" cudaError_t cudaq_dispatch_kernel_query_occupancy(int *out_blocks, uint32_t threads_per_block) {
@@ -633,6 +666,25 @@ extern "C" cudaError_t cudaq_dispatch_kernel_query_occupancy(int *out_blocks, ui
   *out_blocks = 0;
   cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(out_blocks, dispatch_kernel_regular,
                                                                 (int)threads_per_block, MAX_LAUNCH_SMEM);
+  if (e != cudaSuccess) *out_blocks = 0;
+  return e;
+}
+
+extern "C" cudaError_t cudaq_dispatch_kernel_cooperative_query_occupancy_ex(int *out_blocks,
+                                                                            uint32_t threads_per_block,
+                                                                            size_t rx_stride_sz,
+                                                                            size_t handler_smem_bytes) {
+  if (!out_blocks) return cudaErrorInvalidValue;
+  *out_blocks = 0;
+  if (handler_smem_bytes > MAX_HANDLER_SMEM) return cudaErrorInvalidValue;
+  const size_t want = rx_stride_sz < CUDAQ_RPC_HEADER_SIZE + MAX_STAGE_BYTES ? rx_stride_sz
+                                                                             : CUDAQ_RPC_HEADER_SIZE + MAX_STAGE_BYTES;
+  const size_t smem = ((want + 15) & ~size_t(15)) + ((handler_smem_bytes + 15) & ~size_t(15));
+  cudaError_t e = cudaFuncSetAttribute(dispatch_kernel_cooperative, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)(smem > 48 * 1024 ? smem : 48 * 1024));
+  if (e == cudaSuccess)
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(out_blocks, dispatch_kernel_cooperative, (int)threads_per_block,
+                                                      smem);
   if (e != cudaSuccess) *out_blocks = 0;
   return e;
 }

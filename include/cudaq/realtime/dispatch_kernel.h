@@ -58,6 +58,40 @@ void cudaq_launch_dispatch_kernel_cooperative(
     size_t func_count, volatile int *shutdown_flag, uint64_t *stats, size_t num_slots,
     uint32_t num_blocks, uint32_t threads_per_block, cudaStream_t stream);
 
+/* Cooperative launch options (extension). */
+typedef struct cudaq_dispatch_coop_options {
+  /* Dynamic shared memory lent to handlers, per block, after the staging
+   * area; a handler finds it at cudaq_dispatch_handler_smem() (16-byte
+   * aligned). At most 227 KiB; what fits beside the staging area depends
+   * on the device (query with cudaq_dispatch_kernel_cooperative_query_occupancy_ex). */
+  size_t handler_smem_bytes;
+  /* Nonzero: no block stages the payload; every block's args point to the
+   * request in the RX slot. For handlers that read each payload byte once
+   * across the grid (each block staging all of it would read the payload
+   * gridDim.x times, across PCIe when the ring is in host memory). */
+  int args_in_slot;
+} cudaq_dispatch_coop_options_t;
+
+/* cudaq_launch_dispatch_kernel_cooperative with options (NULL: none). */
+void cudaq_launch_dispatch_kernel_cooperative_ex(
+    volatile uint64_t *rx_flags, volatile uint64_t *tx_flags, uint8_t *rx_data, uint8_t *tx_data,
+    size_t rx_stride_sz, size_t tx_stride_sz, cudaq_function_entry_t *function_table,
+    size_t func_count, volatile int *shutdown_flag, uint64_t *stats, size_t num_slots,
+    uint32_t num_blocks, uint32_t threads_per_block, const cudaq_dispatch_coop_options_t *options,
+    cudaStream_t stream);
+
+/* Max active blocks per SM of the cooperative kernel for a block size, a
+ * slot stride (the staging area) and handler shared memory (extension). */
+cudaError_t cudaq_dispatch_kernel_cooperative_query_occupancy_ex(int *out_blocks, uint32_t threads_per_block,
+                                                                size_t rx_stride_sz, size_t handler_smem_bytes);
+
+#ifdef __CUDACC__
+/* The handler shared memory of the calling block (cooperative launch with
+ * cudaq_dispatch_coop_options_t.handler_smem_bytes; device code linked
+ * with relocatable device code). */
+__device__ void *cudaq_dispatch_handler_smem(void);
+#endif
+
 /* Max active blocks per SM of each kernel for a block size, assuming the
  * largest staging area a launch uses (32 KiB of shared memory), so a grid
  * sized from it always fits; also forces the module to load eagerly (call
