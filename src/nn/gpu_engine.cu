@@ -544,7 +544,7 @@ cudaq_nn_status_t nng_plan_stacks(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
     size_t acc_floats = 0;
     /* Test hooks: CUDAQ_NN_STACK_BN, CUDAQ_NN_STACK_KS fix the work split. */
     const char *fbn = getenv("CUDAQ_NN_STACK_BN"), *fks = getenv("CUDAQ_NN_STACK_KS");
-    if (!ok || !nnk_stack_plan(layers, st->L, sms, fbn ? atoi(fbn) : 0, fks ? atoi(fks) : 0, &st->s, &st->smem,
+    if (!ok || !nnk_stack_plan(layers, st->L, sms, fbn ? atoi(fbn) : 0, fks ? atoi(fks) : 0, 0, &st->s, &st->smem,
                                &acc_floats))
       continue;
     int bps = 0;
@@ -873,5 +873,6 @@ cudaq_nn_status_t cudaq_nn_gpu_describe(const cudaq_nn_gpu_t *g, char *buf, size
     used += (size_t)w;
     if (st->s.prof) used += describe_stack_profile(g, st, buf + used, len - used);
   }
+  if (used < len) used += nng_describe_devprog(g, buf + used, len - used);
   return CUDAQ_NN_OK;
 }

@@ -123,6 +123,12 @@ struct cudaq_nn_gpu {
   cudaGraphExec_t exec;
   cudaq_nn_plan_state_t plan_state;
   char key[512]; /* plan header: model, GPU, versions, precision, mode */
+  /* cudaq_nn_gpu_device_program (gpu_devprog_build.cu): built once, or NULL */
+  cudaq_nn_device_program_t *devprog;
+  cudaq_nn_device_program_info_t devprog_info;
+  unsigned long long *devprog_prof; /* its profile stamps (CUDAQ_NN_DEVPROG_PROF), or NULL */
+  int devprog_steps;
+  unsigned char devprog_kind[32]; /* each step's DP_* kind (gpu_devprog.h) */
 };
 
 #define CK(call)                                                                          \
@@ -169,6 +175,9 @@ int nng_stacks_on(const cudaq_nn_gpu *g);
 /* Finds the chains that may run as one kernel and prepares them (after
  * plan_layouts; gpu_engine.cu). */
 cudaq_nn_status_t nng_plan_stacks(cudaq_nn_gpu *g, cudaq_nn_error_t *err);
+/* The device program's line for cudaq_nn_gpu_describe (and its last call's
+ * profile with CUDAQ_NN_DEVPROG_PROF=1); bytes written (gpu_devprog_build.cu). */
+size_t nng_describe_devprog(const cudaq_nn_gpu *g, char *buf, size_t len);
 /* Graph passes (gpu_fuse.cu); off with CUDAQ_NN_NO_FUSE set (A/B measurements). */
 int nng_fuse_off(void);
 /* producer[v]: the node writing value v, or -1. */

@@ -1,6 +1,7 @@
 /* Element access and elementwise arithmetic of the NN GPU engine, shared by
- * the thin kernels (gpu_kernels.cu) and the epilogues and input gathers of
- * the channels-last convolution (gpu_conv_cl.cu): one home for the rules by
+ * the thin kernels (gpu_kernels.cu), the epilogues and input gathers of
+ * the channels-last convolution (gpu_conv_cl.cu) and the device program
+ * (gpu_devprog.cu): one home for the rules by
  * which a value of each element type is read, computed and stored. Float
  * tensors are stored as float or __half; arithmetic is in float, integer
  * arithmetic in 64 bits. Element types are the ONNX numbers. */
@@ -274,6 +275,49 @@ __device__ __noinline__ unsigned short cast_to_half_bits(const void *p, int dt, 
   const int64_t off[3] = {idx, 0, 0};
   ew_apply(NN_OP_CAST, 0, in, dts, off, &h, CUDAQ_NN_FLOAT16, 0);
   return __half_as_ushort(h);
+}
+
+/* Element i of an elementwise node. */
+__device__ void ew_at(const nnk_elementwise &p, int64_t i) {
+  int64_t off[3] = {0, 0, 0}, r = i;
+  if (p.flat & NNK_EW_FLAT) { /* every input is contiguous (offset i) or a scalar (offset 0) */
+    for (int k = 0; k < 3; k++) off[k] = (p.flat >> k) & 1 ? i : 0;
+  } else {
+    for (int d = p.rank - 1; d >= 0; d--) {
+      int64_t c = r % p.dims[d];
+      r /= p.dims[d];
+      off[0] += c * p.strides[0][d];
+      off[1] += c * p.strides[1][d];
+      off[2] += c * p.strides[2][d];
+    }
+  }
+  ew_apply(p.op, p.gelu_tanh, p.in, p.in_dt, off, p.out, p.out_dt, i);
+}
+
+/* Element i of an index-map copy. */
+__device__ void move_at(const nnk_move &p, int64_t i) {
+  if (p.in_dt) { /* with an absorbed Cast: element by element, as the Cast node converts */
+    const int k = p.src_in[i];
+    const void *in[3] = {p.in[k], NULL, NULL};
+    const int dt[3] = {p.in_dt[k], 0, 0};
+    const int64_t off[3] = {p.src_idx[i], 0, 0};
+    ew_apply(NN_OP_CAST, 0, in, dt, off, p.out, p.out_dt, i);
+    return;
+  }
+  const char *src = static_cast<const char *>(p.in[p.src_in[i]]) + (int64_t)p.src_idx[i] * p.elem_size;
+  char *dst = static_cast<char *>(p.out) + i * p.elem_size;
+  switch (p.elem_size) {
+    case 1: *dst = *src; break;
+    case 2: *reinterpret_cast<uint16_t *>(dst) = *reinterpret_cast<const uint16_t *>(src); break;
+    case 4: *reinterpret_cast<uint32_t *>(dst) = *reinterpret_cast<const uint32_t *>(src); break;
+    default: *reinterpret_cast<uint64_t *>(dst) = *reinterpret_cast<const uint64_t *>(src); break;
+  }
+}
+
+/* Element i of a type conversion (an input or output binding). */
+__device__ __forceinline__ void convert_at(const void *in, int in_dt, void *out, int out_dt, int64_t i) {
+  if (is_float(in_dt)) stf(out, out_dt, i, ldf(in, in_dt, i));
+  else sti(out, out_dt, i, ldi(in, in_dt, i));
 }
 
 }  // namespace

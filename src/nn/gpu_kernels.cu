@@ -9,23 +9,6 @@
 
 namespace {
 
-/* Element i of an elementwise node. */
-__device__ void ew_at(const nnk_elementwise &p, int64_t i) {
-  int64_t off[3] = {0, 0, 0}, r = i;
-  if (p.flat & NNK_EW_FLAT) { /* every input is contiguous (offset i) or a scalar (offset 0) */
-    for (int k = 0; k < 3; k++) off[k] = (p.flat >> k) & 1 ? i : 0;
-  } else {
-    for (int d = p.rank - 1; d >= 0; d--) {
-      int64_t c = r % p.dims[d];
-      r /= p.dims[d];
-      off[0] += c * p.strides[0][d];
-      off[1] += c * p.strides[1][d];
-      off[2] += c * p.strides[2][d];
-    }
-  }
-  ew_apply(p.op, p.gelu_tanh, p.in, p.in_dt, off, p.out, p.out_dt, i);
-}
-
 __global__ void k_fused(nnk_fused p) {
   nnk_pdl_begin();
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < p.n; i += (int64_t)gridDim.x * blockDim.x)
@@ -36,26 +19,6 @@ __global__ void k_elementwise(nnk_elementwise p) {
   nnk_pdl_begin();
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < p.n; i += (int64_t)gridDim.x * blockDim.x)
     ew_at(p, i);
-}
-
-/* Element i of an index-map copy. */
-__device__ void move_at(const nnk_move &p, int64_t i) {
-  if (p.in_dt) { /* with an absorbed Cast: element by element, as the Cast node converts */
-    const int k = p.src_in[i];
-    const void *in[3] = {p.in[k], NULL, NULL};
-    const int dt[3] = {p.in_dt[k], 0, 0};
-    const int64_t off[3] = {p.src_idx[i], 0, 0};
-    ew_apply(NN_OP_CAST, 0, in, dt, off, p.out, p.out_dt, i);
-    return;
-  }
-  const char *src = static_cast<const char *>(p.in[p.src_in[i]]) + (int64_t)p.src_idx[i] * p.elem_size;
-  char *dst = static_cast<char *>(p.out) + i * p.elem_size;
-  switch (p.elem_size) {
-    case 1: *dst = *src; break;
-    case 2: *reinterpret_cast<uint16_t *>(dst) = *reinterpret_cast<const uint16_t *>(src); break;
-    case 4: *reinterpret_cast<uint32_t *>(dst) = *reinterpret_cast<const uint32_t *>(src); break;
-    default: *reinterpret_cast<uint64_t *>(dst) = *reinterpret_cast<const uint64_t *>(src); break;
-  }
 }
 
 __global__ void k_move(nnk_move p) {
@@ -409,11 +372,6 @@ __global__ void k_gemm(nnk_gemm_pair q) {
    * them to local memory). */
   if (q.n > 1 && blockIdx.x >= q.split) gemm_part<T>(q.p[1], blockIdx.x - q.split, gridDim.x - q.split);
   else gemm_part<T>(q.p[0], blockIdx.x, q.n > 1 ? q.split : gridDim.x);
-}
-
-__device__ __forceinline__ void convert_at(const void *in, int in_dt, void *out, int out_dt, int64_t i) {
-  if (is_float(in_dt)) stf(out, out_dt, i, ldf(in, in_dt, i));
-  else sti(out, out_dt, i, ldi(in, in_dt, i));
 }
 
 __global__ void k_convert(const void *in, int in_dt, void *out, int out_dt, int64_t n) {

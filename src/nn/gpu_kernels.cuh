@@ -344,9 +344,11 @@ void nnk_stack_pack_weights(const nnk_conv &p, const float *w, __half *out);
 /* 1 and *s, *smem, *acc_floats filled when the chain can run on a grid of
  * at most sms CTAs; 0 when it cannot. force_bn (16 or 32) and force_ks
  * (the largest divisor of a layer's 16-channel blocks up to it) fix the
- * work split for tests; 0 leaves it to the cost model. */
-int nnk_stack_plan(const nnk_conv *const *layers, int L, int sms, int force_bn, int force_ks, nnk_stack *s,
-                   size_t *smem, size_t *acc_floats);
+ * work split for tests; 0 leaves it to the cost model. smem_limit bounds
+ * *smem (0: the kernel's limit, 227 KiB; the device program plans below it
+ * to leave room for its caller's shared memory). */
+int nnk_stack_plan(const nnk_conv *const *layers, int L, int sms, int force_bn, int force_ks, size_t smem_limit,
+                   nnk_stack *s, size_t *smem, size_t *acc_floats);
 /* Sets the kernel's shared-memory limit; *blocks_per_sm at smem bytes. */
 cudaError_t nnk_stack_setup(size_t smem, int *blocks_per_sm);
 cudaError_t nnk_launch_stack(const nnk_stack &s, size_t smem, cudaStream_t st);

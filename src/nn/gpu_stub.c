@@ -34,3 +34,9 @@ cudaq_nn_status_t cudaq_nn_gpu_describe(const cudaq_nn_gpu_t *gpu, char *buf, si
   (void)gpu; (void)buf; (void)len;
   return CUDAQ_NN_ERR_INVALID_ARG;
 }
+cudaq_nn_status_t cudaq_nn_gpu_device_program(cudaq_nn_gpu_t *gpu, size_t smem_limit,
+                                              cudaq_nn_device_program_info_t *out, cudaq_nn_error_t *err) {
+  (void)gpu; (void)smem_limit; (void)out;
+  nn__set_error(err, "built without CUDA");
+  return CUDAQ_NN_ERR_NO_DEVICE;
+}

@@ -131,6 +131,42 @@ cudaq_nn_plan_state_t cudaq_nn_gpu_plan_state(const cudaq_nn_gpu_t *gpu);
  * CUDAQ_NN_ERR_INVALID_ARG. */
 cudaq_nn_status_t cudaq_nn_gpu_describe(const cudaq_nn_gpu_t *gpu, char *buf, size_t len);
 
+/* ---- the model as a device function (extension, issues 11 and 12) ------ */
+
+/* A device program runs the engine's inference inside a kernel of the
+ * caller's, with no launch: the persistent cooperative dispatch kernel
+ * calls it as a DEVICE_CALL handler (cudaq/nn/device_program.cuh). It is
+ * the engine's own plan (input copy, the convolutions as one stack, the
+ * fused tail, conversions), each step run by the whole grid with a grid
+ * barrier between steps. Opaque; lives in device memory owned by the
+ * engine. */
+typedef struct cudaq_nn_device_program cudaq_nn_device_program_t;
+
+typedef struct cudaq_nn_device_program_info {
+  const cudaq_nn_device_program_t *program; /* device pointer, for cudaq_nn_device_program_call */
+  unsigned threads_per_block; /* every block of the calling grid must have exactly this many */
+  size_t smem_bytes;          /* dynamic shared memory each block lends the call (16-byte aligned) */
+  unsigned useful_blocks;     /* blocks beyond this only wait at the barriers */
+  size_t input_bytes;         /* input 0 (INT32, the predecoder's events) */
+  size_t output_bytes;        /* every output, concatenated in output order */
+} cudaq_nn_device_program_info_t;
+
+/* Builds (once; later calls return the same program) the device program of
+ * an engine created with precision FP16 and conv_impl CUDAQ_NN_CONV_STACK,
+ * with its convolutions planned anew to use at most smem_limit bytes of
+ * shared memory per block (0: 160 KiB), so that the calling kernel's own
+ * shared memory fits beside them. The model must have one INT32 input, its
+ * convolutions must form one stack (a chain of 3x3x3 / 1x1x1 "same"
+ * layers), and every other step must be a copy, a conversion or the fused
+ * predecoder tail. The program shares the engine's buffers, and a kernel
+ * serving it holds most of the SMs' shared memory: never launch the
+ * engine's graph while such a kernel runs (the graph's stack kernel would
+ * wait for it). Returns
+ * CUDAQ_NN_OK; CUDAQ_NN_ERR_INVALID_ARG (NULL); CUDAQ_NN_ERR_UNSUPPORTED with
+ * err naming what does not fit; CUDAQ_NN_ERR_CUDA; CUDAQ_NN_ERR_NO_MEMORY. */
+cudaq_nn_status_t cudaq_nn_gpu_device_program(cudaq_nn_gpu_t *gpu, size_t smem_limit,
+                                              cudaq_nn_device_program_info_t *out, cudaq_nn_error_t *err);
+
 #ifdef __cplusplus
 }
 #endif
