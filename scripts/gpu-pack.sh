@@ -13,7 +13,8 @@ case "$C" in .gpucarry*) ;; *) echo "gpu-pack.sh: CARRY must start with .gpucarr
 rm -rf "$C" && mkdir -p "$C"
 ALL="src/mwpm/qec-decode bench/nn/bench_nn_gpu src/realtime_app/qec-realtime
     tests/test_gpu_dispatch tests/test_graph_dispatch tests/test_pipeline_gpu bench/bench_udp
-    bench/bench_gpu_dispatch bench/bench_pipeline tests/test_api tests/nn/test_nn_gpu"
+    bench/bench_gpu_dispatch bench/bench_pipeline tests/test_api tests/nn/test_nn_gpu
+    tests/nn/test_nn_device_program"
 for b in ${BINS:-$ALL}; do
   strip -o "$C/$(basename $b)" "$B/$b" && xz -T0 -6 "$C/$(basename $b)"
 done

@@ -21,7 +21,7 @@ STEP_TIMEOUT_DEFAULT=${STEP_TIMEOUT_DEFAULT:-300}
 source "$(dirname "$0")/gpu-common.sh"
 PY=${PYTHON:-python3}
 cudnn_path "$PY"
-for f in "$B"/tests/nn/test_nn_gpu.xz "$B"/bench/nn/bench_nn_gpu.xz; do
+for f in "$B"/tests/nn/test_nn_gpu.xz "$B"/bench/nn/bench_nn_gpu.xz "$B"/tests/nn/test_nn_device_program.xz; do
   [ -e "$f" ] && [ ! -e "${f%.xz}" ] && xz -dkc "$f" > "${f%.xz}" && chmod +x "${f%.xz}"
 done
 {
@@ -37,6 +37,11 @@ if [ -z "${NO_TEST:-}" ]; then
   run nn_gpu_tail "$B/tests/nn/test_nn_gpu" --shipped-tail models predecoder_d5_z.onnx predecoder_d5_x.onnx \
     predecoder_d7_z.onnx predecoder_d13_x.onnx
   grep -E "^(ok|FAIL|PASSED|FAILED)" "$OUT/nn_gpu_tail.log"
+  # The inference as a device function, served as a DEVICE_CALL handler (nn_device_program in ctest).
+  if [ -x "$B/tests/nn/test_nn_device_program" ]; then
+    run nn_device_program "$B/tests/nn/test_nn_device_program" models
+    grep -E "positions|PASSED|FAILED" "$OUT/nn_device_program.log"
+  fi
 fi
 # memcheck checks device memory accesses; API errors are not reported by
 # default (SAN_API_ERRORS=explicit to see them) because cuDNN probes with

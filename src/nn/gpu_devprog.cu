@@ -96,7 +96,7 @@ extern "C" __device__ int cudaq_nn_device_program_call(const cudaq_nn_device_pro
   /* Input 0 into the engine's buffer, every load of a thread issued before
    * its stores (the input may be across PCIe), each value checked. */
   const uint32_t *src = static_cast<const uint32_t *>(in);
-  unsigned bad = 0;
+  bool bad = false;
   for (int64_t base = first; base < p.in_words; base += 4 * stride) {
     uint32_t v[4];
 #pragma unroll
@@ -104,16 +104,16 @@ extern "C" __device__ int cudaq_nn_device_program_call(const cudaq_nn_device_pro
 #pragma unroll
     for (int u = 0; u < 4; u++)
       if (base + u * stride < p.in_words) {
-        bad |= v[u] > 1u;
+        bad |= v[u] > 1u; /* also negative values (unsigned) */
         p.in[base + u * stride] = (int32_t)v[u];
       }
   }
-  if (__syncthreads_or(bad) && threadIdx.x == 0) atomicAdd(p.bad, 1u);
-  grid.sync(); /* the input and the bad count, grid-wide */
+  if (bad) atomicOr(p.bad, 1u); /* only on bad input: no block reduction on the common path */
+  grid.sync(); /* the input and the bad flag, grid-wide */
   if (*reinterpret_cast<volatile unsigned *>(p.bad)) {
-    grid.sync(); /* every thread has read the count */
+    grid.sync(); /* every thread has read the flag */
     if (blockIdx.x == 0 && threadIdx.x == 0) *p.bad = 0u;
-    grid.sync(); /* the reset before any later call's count */
+    grid.sync(); /* the reset before any later call's flag */
     return CUDAQ_NN_DEVICE_ERR_INPUT_VALUE;
   }
 

@@ -38,7 +38,7 @@ struct cudaq_nn_device_program {
   const uint32_t *out[NNK_DEVPROG_MAX_OUT]; /* the engine's outputs, 4-byte words */
   uint32_t out_words[NNK_DEVPROG_MAX_OUT];
   uint32_t out_bytes;
-  unsigned *bad; /* device word: blocks that saw an input other than 0 / 1 in the current call */
+  unsigned *bad; /* device word: nonzero when a thread saw an input other than 0 / 1 in the current call */
   /* NULL, or (CUDAQ_NN_DEVPROG_PROF=1 at build) the last call's GPU clock
    * stamps (ns) of block 0's thread 0: [0] entry, [1] input copied and
    * checked, [2 + k] step k's barrier passed, [2 + n_steps] outputs written

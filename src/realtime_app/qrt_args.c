@@ -248,10 +248,11 @@ int qrt_check_mode_and_preset(opts_t *o) {
     o->mode = QRT_MODE_PASSTHROUGH;
   else if (!strcmp(o->mode_name, "device_call")) {
     fprintf(stderr, "qec-realtime: --mode device_call (the predecoder as a DEVICE_CALL handler "
-                    "inside the persistent dispatch kernel) is not built: the NN engine runs a "
-                    "model as separate kernels, not as a device function; "
-                    "bench/nn/bench_nn_device_launch measures the predecoder launched as a graph "
-                    "from the persistent dispatch kernel instead\n");
+                    "inside the persistent dispatch kernel) is not offered: measured 2x (d = 5, 7) to "
+                    "4x (d = 13) slower than the predecoder's graph launched from the dispatcher "
+                    "(bench/results/nn-device-call-h200-2026-11-27.md); the library has it "
+                    "(cudaq_nn_gpu_device_program, cudaq/nn/device_program.cuh, "
+                    "bench/nn/bench_nn_device_call); use --mode hybrid\n");
     return 2;
   } else {
     fprintf(stderr, "qec-realtime: --mode is cpu, hybrid or passthrough, not '%s'\n",

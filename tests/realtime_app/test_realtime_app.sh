@@ -311,7 +311,7 @@ refusals)
     --mode hybrid
   expect_refusal passthrough_model "runs no predecoder" --dem "$DEM" --in "$DATA/shots.b8" \
     --mode passthrough --model local
-  expect_refusal device_call "not built" --dem "$DEM" --in "$DATA/shots.b8" --mode device_call
+  expect_refusal device_call "not offered" --dem "$DEM" --in "$DATA/shots.b8" --mode device_call
   expect_refusal mode "is cpu, hybrid or passthrough" --dem "$DEM" --in "$DATA/shots.b8" --mode fast
   expect_refusal payload "int32 or bits" --dem "$DEM" --in "$DATA/shots.b8" --payload bytes
   expect_refusal preset_name "d5, d7, d9, d13, d21 or d31" --preset d6
