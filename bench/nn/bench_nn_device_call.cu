@@ -7,23 +7,27 @@
  *
  * Per request: the host writes the detection events (INT32) into an RX slot
  * of a ring in mapped host memory and signals it; the cooperative dispatch
- * kernel (cudaq_launch_dispatch_kernel_cooperative_ex, every block of the
- * grid resident) parses it and calls cudaq_nn_device_program_handler with
- * every thread of the grid, which runs the engine's plan (input copy, the
- * convolutions as one stack, the tail) with grid barriers between steps and
- * writes the outputs into the TX slot; the kernel publishes the response.
+ * kernel (every block of the grid resident) parses it and runs
+ * cudaq_nn_device_program_handler with every thread of the grid, either
+ * compiled into the loop (cudaq_nn_launch_dispatch_kernel) or through its
+ * function pointer (cudaq_launch_dispatch_kernel_cooperative_ex). The
+ * handler runs the engine's plan (input copy, the convolutions as one
+ * stack, the tail) with grid barriers between steps and writes the outputs
+ * into the TX slot; the kernel publishes the response.
  * No launch and no host API call per request. Every answer is compared with
  * the same engine's graph run from the host on the same events.
  *
  * Rows (one run, one GPU; us): the host's graph replay of an AUTO engine
  * (the engine's fastest per-layer kernels) and of the STACK engine whose
  * plan the program runs (inference only, inputs on the GPU); the device
- * call round trip, back to back and paced (one request --interval us after
- * each answer). Compare with bench_nn_device_launch (graph launch from the
- * persistent dispatcher) in the same visit.
+ * call round trip for each of the two kernels, back to back and paced (one
+ * request --interval us after each answer). Compare with
+ * bench_nn_device_launch (graph launch from the persistent dispatcher) in
+ * the same visit.
  *
  * Usage: bench_nn_device_call MODEL.onnx [--requests N] [--plan DIR] [--cpu C]
  *        [--density P] [--interval US] [--blocks B] [--smem BYTES] [--stack_only]
+ *        [--kernel inline|pointer|both]
  * Exit 77 without a GPU; 1 with a message on any error status or an answer
  * outside FP16 agreement (more than 0.01% of positions differing).
  */
@@ -81,6 +85,7 @@ int main(int argc, char **argv) {
   double density = 0.03, interval = 30.0;
   size_t smem_limit = 0;
   int stack_only = 0; /* no AUTO engine (its tuning is slow under compute-sanitizer) */
+  int kernels = 3;    /* --kernel: 1 inline, 2 by pointer, 3 both */
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--requests") && i + 1 < argc) n = (uint32_t)atoi(argv[++i]);
     else if (!strcmp(argv[i], "--plan") && i + 1 < argc) plan_dir = argv[++i];
@@ -90,12 +95,17 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--blocks") && i + 1 < argc) blocks = (uint32_t)atoi(argv[++i]);
     else if (!strcmp(argv[i], "--smem") && i + 1 < argc) smem_limit = (size_t)atol(argv[++i]);
     else if (!strcmp(argv[i], "--stack_only")) stack_only = 1;
+    else if (!strcmp(argv[i], "--kernel") && i + 1 < argc) {
+      ++i;
+      kernels = !strcmp(argv[i], "inline") ? 1 : !strcmp(argv[i], "pointer") ? 2 : !strcmp(argv[i], "both") ? 3 : 0;
+      if (!kernels) model_path = NULL, i = argc;
+    }
     else if (argv[i][0] != '-' && !model_path) model_path = argv[i];
     else model_path = NULL, i = argc;
   }
   if (!model_path || n == 0) {
     fprintf(stderr, "usage: %s MODEL.onnx [--requests N] [--plan DIR] [--cpu C] [--density P] [--interval US] "
-            "[--blocks B] [--smem BYTES] [--stack_only]\n", argv[0]);
+            "[--blocks B] [--smem BYTES] [--stack_only] [--kernel inline|pointer|both]\n", argv[0]);
     return 2;
   }
   int ndev = 0;
@@ -165,7 +175,11 @@ int main(int argc, char **argv) {
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   const uint32_t slots = 8;
   const uint32_t stride = (uint32_t)((CUDAQ_RPC_HEADER_SIZE + std::max(in_bytes, out_bytes) + 63) & ~(size_t)63);
-  CK(cudaq_dispatch_kernel_cooperative_query_occupancy_ex(&per_sm, info.threads_per_block, stride, info.smem_bytes));
+  int per_sm_ptr = 0;
+  CK(cudaq_nn_dispatch_kernel_query_occupancy(&per_sm, stride, info.smem_bytes));
+  CK(cudaq_dispatch_kernel_cooperative_query_occupancy_ex(&per_sm_ptr, info.threads_per_block, stride,
+                                                          info.smem_bytes));
+  per_sm = std::min(per_sm, per_sm_ptr);
   if (per_sm < 1) {
     fprintf(stderr, "the dispatch kernel with %zu bytes of handler shared memory does not fit an SM\n", info.smem_bytes);
     return 1;
@@ -196,12 +210,7 @@ int main(int argc, char **argv) {
   if (cudaq_dispatch_set_shutdown_flag(flag, 0) != CUDAQ_OK) return 1;
   cudaStream_t ds;
   CK(cudaStreamCreateWithFlags(&ds, cudaStreamNonBlocking));
-  cudaq_dispatch_coop_options_t co = {info.smem_bytes, 1};
-  cudaq_launch_dispatch_kernel_cooperative_ex(rb.rx_flags, rb.tx_flags, rb.rx_data, rb.tx_data, rb.rx_stride_sz,
-                                              rb.tx_stride_sz, dt, 1, flag, stats, slots, grid,
-                                              info.threads_per_block, &co, ds);
-  CK(cudaGetLastError());
-
+  const cudaq_dispatch_coop_options_t co = {info.smem_bytes, 1};
   uint64_t errors = 0, differ = 0, positions = 0, w = 0;
   auto row = [&](double gap_us) {
     uint64_t tnext = 0;
@@ -242,27 +251,44 @@ int main(int argc, char **argv) {
       tnext = t1 + (uint64_t)(gap_us * 1000.0);
     }
   };
-  row(0.0);
-  report("device call (cooperative dispatch kernel), back to back", lat);
-  if (interval > 0) {
-    row(interval);
-    char name[96];
-    snprintf(name, sizeof name, "device call, paced (%.0f us after each answer)", interval);
+  /* Two dispatch kernels: the library's cooperative kernel, which calls the
+   * handler through its function pointer, and cudaq_nn_launch_dispatch_kernel,
+   * the same loop with the handler compiled in. */
+  cudaq_dispatcher_counters_t c = {};
+  for (int inl = 1; inl >= 0; --inl) {
+    if (!(kernels & (inl ? 1 : 2))) continue;
+    if (inl)
+      cudaq_nn_launch_dispatch_kernel(rb.rx_flags, rb.tx_flags, rb.rx_data, rb.tx_data, rb.rx_stride_sz,
+                                      rb.tx_stride_sz, dt, 1, flag, stats, slots, grid, &co, ds);
+    else
+      cudaq_launch_dispatch_kernel_cooperative_ex(rb.rx_flags, rb.tx_flags, rb.rx_data, rb.tx_data, rb.rx_stride_sz,
+                                                  rb.tx_stride_sz, dt, 1, flag, stats, slots, grid,
+                                                  info.threads_per_block, &co, ds);
+    CK(cudaGetLastError());
+    const char *how = inl ? "handler inline" : "handler by pointer";
+    char name[128];
+    row(0.0);
+    snprintf(name, sizeof name, "device call (%s), back to back", how);
     report(name, lat);
+    if (interval > 0) {
+      row(interval);
+      snprintf(name, sizeof name, "device call (%s), paced %.0f us", how, interval);
+      report(name, lat);
+    }
+    if (cudaq_dispatch_set_shutdown_flag(flag, 1) != CUDAQ_OK) return 1;
+    CK(cudaStreamSynchronize(ds));
+    CK(cudaq_dispatch_kernel_get_counters(stats, &c));
+    if (cudaq_dispatch_set_shutdown_flag(flag, 0) != CUDAQ_OK) return 1;
+    if (inl) { /* the last call's profile with the handler inline */
+      static char desc[16384];
+      const char *dp = cudaq_nn_gpu_describe(g, desc, sizeof desc) == CUDAQ_NN_OK ? strstr(desc, "device program:") : NULL;
+      if (dp) printf("%s", dp); /* with CUDAQ_NN_DEVPROG_PROF=1: the last call's steps */
+    }
   }
-  if (cudaq_dispatch_set_shutdown_flag(flag, 1) != CUDAQ_OK) return 1;
-  CK(cudaStreamSynchronize(ds));
-  cudaq_dispatcher_counters_t c;
-  CK(cudaq_dispatch_kernel_get_counters(stats, &c));
   printf("answers: %llu error statuses, %llu of %llu positions differ from the STACK engine's graph run; "
          "dispatcher: %llu processed, %llu handler errors\n",
          (unsigned long long)errors, (unsigned long long)differ, (unsigned long long)positions,
          (unsigned long long)c.processed, (unsigned long long)c.handler_errors);
-  static char desc[16384];
-  if (cudaq_nn_gpu_describe(g, desc, sizeof desc) == CUDAQ_NN_OK) {
-    const char *dp = strstr(desc, "device program:");
-    if (dp) printf("%s", dp); /* with CUDAQ_NN_DEVPROG_PROF=1: the last call's steps */
-  }
   CK(cudaFree(dt));
   CK(cudaFree(flag));
   CK(cudaFree(stats));

@@ -23,6 +23,7 @@
 
 #include "cudaq/nn/device_program.cuh"
 #include "cudaq/realtime/dispatch_kernel.h"
+#include "dispatch_loop.cuh" /* src/cuda: the dispatch loop, instantiated here with the handler inline */
 #include "gpu_devprog.h"
 #include "gpu_ew.cuh"
 #include "gpu_stack.cuh"
@@ -81,10 +82,13 @@ __device__ void run_step(const cudaq_nn_device_program &p, const nnk_devprog_ste
 
 }  // namespace
 
-extern "C" __device__ int cudaq_nn_device_program_call(const cudaq_nn_device_program_t *program, const void *in,
-                                                       uint32_t in_len, void *out, uint32_t max_out,
-                                                       uint32_t *out_len, void *smem) {
-  const cudaq_nn_device_program &p = *program;
+namespace {
+
+/* The program's body, compiled into its callers: the extern function below
+ * (an ABI call when reached through a function pointer) and the dispatch
+ * loop that runs the handler inline (nn_dispatch_kernel). */
+__device__ __forceinline__ int program_call(const cudaq_nn_device_program &p, const void *in, uint32_t in_len,
+                                            void *out, uint32_t max_out, uint32_t *out_len, void *smem) {
   /* Uniform checks: every thread returns the same status, no barrier passed. */
   if (blockDim.x != NNK_DEVPROG_THREADS || blockDim.y != 1 || blockDim.z != 1) return CUDAQ_NN_DEVICE_ERR_LAUNCH;
   if (in_len != p.in_words * 4u) return CUDAQ_NN_DEVICE_ERR_INPUT_LEN;
@@ -137,6 +141,14 @@ extern "C" __device__ int cudaq_nn_device_program_call(const cudaq_nn_device_pro
   return 0;
 }
 
+}  // namespace
+
+extern "C" __device__ int cudaq_nn_device_program_call(const cudaq_nn_device_program_t *program, const void *in,
+                                                       uint32_t in_len, void *out, uint32_t max_out,
+                                                       uint32_t *out_len, void *smem) {
+  return program_call(*program, in, in_len, out, max_out, out_len, smem);
+}
+
 /* ---- the DEVICE_CALL handler --------------------------------------------- */
 
 namespace {
@@ -149,8 +161,7 @@ extern "C" __device__ int cudaq_nn_device_program_handler(const void *args, void
                                                           uint32_t max_result_len, uint32_t *result_len) {
   const cudaq_nn_device_program_t *p = bound_program;
   if (!p) return CUDAQ_NN_DEVICE_ERR_UNBOUND;
-  return cudaq_nn_device_program_call(p, args, arg_len, result, max_result_len, result_len,
-                                      cudaq_dispatch_handler_smem());
+  return program_call(*p, args, arg_len, result, max_result_len, result_len, cudaq_dispatch_handler_smem());
 }
 
 namespace {
@@ -184,4 +195,63 @@ extern "C" cudaq_nn_status_t cudaq_nn_device_program_entry(const cudaq_nn_device
   entry->schema.results[0].num_elements = (uint32_t)(info->output_bytes / 4);
   entry->schema.results[0].size_bytes = (uint32_t)info->output_bytes;
   return CUDAQ_NN_OK;
+}
+
+/* ---- the dispatch loop with the handler compiled in ------------------------ */
+
+namespace {
+
+/* Entries whose handler is cudaq_nn_device_program_handler run the bound
+ * program inline; other entries through their pointer. */
+struct nn_inline {
+  static __device__ __forceinline__ bool inline_call(cudaq_device_rpc_fn_t fn) {
+    return fn == cudaq_nn_device_program_handler;
+  }
+  static __device__ __forceinline__ int32_t call(const void *args, void *result, uint32_t len, uint32_t max,
+                                                 uint32_t *rl) {
+    const cudaq_nn_device_program_t *p = bound_program;
+    if (!p) return CUDAQ_NN_DEVICE_ERR_UNBOUND;
+    return program_call(*p, args, len, result, max, rl, handler_smem_here());
+  }
+};
+
+__global__ void __launch_bounds__(NNK_DEVPROG_THREADS, 1) nn_dispatch_kernel(cudaq__dispatch_params p) {
+  dispatch_loop<true, nn_inline>(p);
+}
+
+}  // namespace
+
+extern "C" void cudaq_nn_launch_dispatch_kernel(volatile uint64_t *rx_flags, volatile uint64_t *tx_flags,
+                                                uint8_t *rx_data, uint8_t *tx_data, size_t rx_stride_sz,
+                                                size_t tx_stride_sz, cudaq_function_entry_t *function_table,
+                                                size_t func_count, volatile int *shutdown_flag, uint64_t *stats,
+                                                size_t num_slots, uint32_t num_blocks,
+                                                const cudaq_dispatch_coop_options_t *options, cudaStream_t stream) {
+  cudaq__dispatch_params p;
+  if (!cudaq__dispatch_prepare(true, rx_flags, tx_flags, rx_data, tx_data, rx_stride_sz, tx_stride_sz, function_table,
+                               func_count, shutdown_flag, stats, num_slots, num_blocks, NNK_DEVPROG_THREADS, options,
+                               &p))
+    return;
+  const size_t smem = (size_t)p.stage_bytes + p.handler_smem;
+  if (cudaFuncSetAttribute(nn_dispatch_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           (int)(smem > 48 * 1024 ? smem : 48 * 1024)) != cudaSuccess)
+    return; /* the error stays for cudaGetLastError() */
+  void *args[] = {&p};
+  cudaLaunchCooperativeKernel((const void *)nn_dispatch_kernel, dim3(num_blocks), dim3(NNK_DEVPROG_THREADS), args,
+                              smem, stream);
+}
+
+extern "C" cudaError_t cudaq_nn_dispatch_kernel_query_occupancy(int *out_blocks, size_t rx_stride_sz,
+                                                                size_t handler_smem_bytes) {
+  if (!out_blocks) return cudaErrorInvalidValue;
+  *out_blocks = 0;
+  const size_t want = rx_stride_sz < CUDAQ_RPC_HEADER_SIZE + MAX_STAGE_BYTES ? rx_stride_sz
+                                                                             : CUDAQ_RPC_HEADER_SIZE + MAX_STAGE_BYTES;
+  const size_t smem = ((want + 15) & ~size_t(15)) + ((handler_smem_bytes + 15) & ~size_t(15));
+  cudaError_t e = cudaFuncSetAttribute(nn_dispatch_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)(smem > 48 * 1024 ? smem : 48 * 1024));
+  if (e == cudaSuccess)
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(out_blocks, nn_dispatch_kernel, NNK_DEVPROG_THREADS, smem);
+  if (e != cudaSuccess) *out_blocks = 0;
+  return e;
 }

@@ -13,6 +13,7 @@
 
 #include "cudaq/nn/gpu_engine.h"
 #include "cudaq/realtime/cudaq_realtime.h"
+#include "cudaq/realtime/dispatch_kernel.h"
 
 /* Statuses of cudaq_nn_device_program_call besides 0 (positive, so that a
  * DEVICE_CALL handler returning them is told apart from the dispatcher's
@@ -56,5 +57,24 @@ extern "C" __device__ int cudaq_nn_device_program_handler(const void *args, void
 extern "C" cudaq_nn_status_t cudaq_nn_device_program_entry(const cudaq_nn_device_program_info_t *info,
                                                            uint32_t function_id, cudaq_function_entry_t *entry,
                                                            cudaq_nn_error_t *err);
+
+/* The cooperative dispatch kernel (cudaq_launch_dispatch_kernel_cooperative_ex's
+ * loop, same arguments and options) with cudaq_nn_device_program_handler
+ * compiled in: entries pointing at it run the bound program inline, not
+ * through a function-pointer call (which makes the program an ABI function:
+ * spilled registers, slower); any other entry through its pointer as usual.
+ * Blocks of 256 threads (the program's threads_per_block). Errors are
+ * reported through cudaGetLastError(), as for the library's launch helpers.
+ * Counters: cudaq_dispatch_kernel_get_counters(stats, ...). */
+extern "C" void cudaq_nn_launch_dispatch_kernel(volatile uint64_t *rx_flags, volatile uint64_t *tx_flags,
+                                                uint8_t *rx_data, uint8_t *tx_data, size_t rx_stride_sz,
+                                                size_t tx_stride_sz, cudaq_function_entry_t *function_table,
+                                                size_t func_count, volatile int *shutdown_flag, uint64_t *stats,
+                                                size_t num_slots, uint32_t num_blocks,
+                                                const cudaq_dispatch_coop_options_t *options, cudaStream_t stream);
+
+/* Its blocks per SM for a slot stride and handler shared memory. */
+extern "C" cudaError_t cudaq_nn_dispatch_kernel_query_occupancy(int *out_blocks, size_t rx_stride_sz,
+                                                                size_t handler_smem_bytes);
 
 #endif /* CUDAQ_NN_DEVICE_PROGRAM_CUH */

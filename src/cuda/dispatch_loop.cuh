@@ -1,0 +1,459 @@
+/*
+ * dispatch_loop.cuh - the persistent dispatch loop of the device-call
+ * kernels (regular and cooperative) and its helpers: included by
+ * dispatch_kernels.cu, which defines the kernels and their launch layer, and
+ * by code that instantiates the loop with a handler compiled in
+ * (dispatch_loop<Coop, Inline>: src/nn/gpu_devprog.cu). Internal.
+ *
+ * Memory ordering: the GPU never does read-modify-write on host memory
+ * (hostNativeAtomicSupported is 0 on the measured machine): flags are only
+ * loaded (acquire) and stored (release) with system scope. Each
+ * acquire/release pair is labelled at both ends (A1/R1 ... in
+ * cudaq_realtime.h's ring functions).
+ */
+#ifndef CUDAQ_DISPATCH_LOOP_CUH
+#define CUDAQ_DISPATCH_LOOP_CUH
+
+#include <cooperative_groups.h>
+#include <cuda/atomic>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cudaq/realtime/dispatch_kernel.h"
+#include "dispatch_internal.cuh"
+
+/* One launch's parameters (the kernel's only argument). */
+struct cudaq__dispatch_params {
+  uint64_t *rx_flags;
+  uint64_t *tx_flags;
+  uint8_t *rx_data;
+  uint8_t *tx_data;
+  uint32_t rx_stride;
+  uint32_t tx_stride;
+  const cudaq_function_entry_t *table;
+  uint32_t table_count;
+  int *shutdown;
+  uint64_t *stats;
+  cudaq__device_state *state;
+  uint32_t num_slots;
+  uint32_t stage_bytes;    /* shared-memory staging area: header + payload, multiple of 16 */
+  uint32_t prefetch_bytes; /* bytes of a slot the polling warp reads in one step (<= stage_bytes) */
+  uint32_t count_every;    /* answered requests the leader counts before adding them to `processed` */
+  uint32_t no_stage;       /* cooperative, cudaq_dispatch_coop_options_t.args_in_slot: args = the RX slot */
+  uint32_t handler_smem;   /* dynamic shared memory after the staging area lent to handlers (bytes) */
+};
+
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr uint32_t SHUTDOWN_POLL_INTERVAL = 64; /* loop iterations between shutdown checks */
+constexpr uint32_t IDLE_SCAN_INTERVAL = 256;    /* idle polls between out-of-order scans */
+constexpr uint32_t COUNT_EVERY = 64;            /* default dispatch_params.count_every */
+constexpr uint32_t REMIRROR_POLLS = 32;         /* idle polls before stats[0] is written again */
+constexpr uint32_t MAX_CACHED_ENTRIES = 16;     /* function-table entries kept in shared memory */
+constexpr uint32_t MAX_STAGE_BYTES = 32 * 1024; /* request (header + payload) staged in shared memory up to this */
+constexpr uint32_t PREFETCH_WORDS_PER_LANE = 4; /* the polling warp reads 32 x 4 words = 512 bytes at once */
+/* The most dynamic shared memory a launch asks for (the staging area of
+ * the largest slots); the occupancy queries assume it, so a grid sized
+ * from them always fits. */
+constexpr size_t MAX_LAUNCH_SMEM = (CUDAQ_RPC_HEADER_SIZE + MAX_STAGE_BYTES + 15) & ~size_t(15);
+/* Handler shared memory a cooperative launch may ask for (the device's
+ * limit decides whether it fits beside the staging area). */
+constexpr size_t MAX_HANDLER_SMEM = 227 * 1024;
+
+enum : uint32_t { CMD_NONE = 0, CMD_CALL = 1, CMD_ANSWER = 2, CMD_DROP = 3, CMD_EXIT = 4 };
+
+using dispatch_params = cudaq__dispatch_params;
+
+/* Offset of the handlers' shared memory in the dynamic shared memory (the
+ * staging area's size), set by every thread at kernel start. */
+__shared__ uint32_t handler_smem_off;
+
+/* The calling block's handler shared memory, as cudaq_dispatch_handler_smem
+ * returns it for the library's kernels, for a loop instantiated in another
+ * translation unit (each has its own handler_smem_off). */
+__device__ __forceinline__ void *handler_smem_here() {
+  extern __shared__ __align__(16) uint8_t stage[];
+  return stage + handler_smem_off;
+}
+
+/* A function-table entry reduced to what the loop reads. */
+struct cached_entry {
+  uint32_t function_id;
+  uint32_t mode;
+  cudaq__arg_rule rule;
+  cudaq_device_rpc_fn_t fn;
+};
+
+using request_state = cudaq__request_state;
+
+__device__ inline int load_relaxed_sys(int *p) {
+  return cuda::atomic_ref<int, cuda::thread_scope_system>(*p).load(cuda::memory_order_relaxed);
+}
+
+__device__ inline cached_entry make_entry(const cudaq_function_entry_t &e) {
+  cached_entry c;
+  c.function_id = e.function_id;
+  c.mode = e.dispatch_mode;
+  c.rule = cudaq__arg_rule_of(&e);
+  c.fn = reinterpret_cast<cudaq_device_rpc_fn_t>(e.handler.device_fn_ptr);
+  return c;
+}
+
+/* cudaq__find_entry's rule (the first entry with the id) over the whole
+ * table: the cache holds entries 0..cached-1 in table order, so searching
+ * it first and then the rest of the table finds the same entry. */
+__device__ uint32_t find_entry(const cached_entry *cache, uint32_t cached, const dispatch_params &p,
+                               uint32_t function_id, cached_entry *out) {
+  if (const cached_entry *c = cudaq__find_entry(cache, cached, function_id)) {
+    *out = *c;
+    return 1;
+  }
+  /* Tables larger than the cache. */
+  if (const cudaq_function_entry_t *e = cudaq__find_entry(p.table + cached, p.table_count - cached, function_id)) {
+    *out = make_entry(*e);
+    return 1;
+  }
+  return 0;
+}
+
+__device__ void cache_table(const dispatch_params &p, cached_entry *cache, uint32_t *cached) {
+  uint32_t n = p.table_count < MAX_CACHED_ENTRIES ? p.table_count : MAX_CACHED_ENTRIES;
+  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) cache[i] = make_entry(p.table[i]);
+  if (threadIdx.x == 0) *cached = n;
+}
+
+/* Leader: adds the requests answered since the last flush to `processed`
+ * and mirrors the total into stats[0] (cudaq__count_processed's rule: the
+ * mirror may lag; the last block to leave writes the exact total). The
+ * returning atomic costs an L2 round trip, so it is not paid between a
+ * response and the next poll: only every count_every answers, at the first
+ * poll that finds no request, and on exit. So stats[0] is exact whenever
+ * the dispatcher has been idle for one poll (about a microsecond), and lags
+ * by fewer than count_every requests while requests arrive back to back.
+ * Measured (H100, bench_gpu_dispatch --call-rounds 3): device-call p50
+ * 5.37-5.41 us against 5.65-5.93 with the count per request
+ * (CUDAQ_DISPATCH_COUNT_EVERY=1). */
+__device__ void flush_count(const dispatch_params &p, uint32_t *pending) {
+  if (*pending == 0) return;
+  cudaq__count_processed(p.state, p.stats, *pending);
+  *pending = 0;
+}
+
+/* Leader: stores the current total of `processed` into stats[0]. */
+__device__ void mirror_total(const dispatch_params &p) {
+  const uint64_t n = cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(p.state->processed)
+                         .load(cuda::memory_order_relaxed);
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p.stats).store(n, cuda::memory_order_relaxed);
+}
+
+/* Warp 0 of the leader block polls. Lane 0 watches the current slot; every
+ * IDLE_SCAN_INTERVAL idle polls all lanes look at up to 32 of this block's
+ * slots at once (one PCIe round trip) so a request signalled out of ring
+ * order is found. Returns the ready slot, or UINT32_MAX when shutdown is
+ * seen. Every lane of warp 0 must call it; on return every lane is ordered
+ * after the acquire that found the slot (__syncwarp), so any lane may read
+ * the request. */
+__device__ uint32_t poll_ready_slot(const dispatch_params &p, uint32_t slot, uint32_t first,
+                                    uint32_t step, uint32_t *iter, uint32_t *pending) {
+  const uint32_t lane = threadIdx.x & 31u;
+  const uint32_t my_slots = (p.num_slots - first + step - 1) / step; /* slots of this block */
+  uint32_t idle = 0, window = 0;
+  for (;;) {
+    /* Checked every SHUTDOWN_POLL_INTERVAL calls and idle polls alike, so
+     * a dispatcher that is never idle still stops. */
+    if (++*iter % SHUTDOWN_POLL_INTERVAL == 0) {
+      int stop = lane == 0 ? load_relaxed_sys(p.shutdown) : 0;
+      if (__shfl_sync(0xFFFFFFFFu, stop, 0)) return UINT32_MAX;
+    }
+    uint32_t found = UINT32_MAX;
+    if (lane == 0) {
+      /* The fence before each poll makes the poll see a new flag sooner
+       * (measured: the floor's round trip drops from 3.2 to 2.3 us on an
+       * H100; see bench/results). A1 pairs with R1 in
+       * cudaq_host_ringbuffer_signal_slot: a nonzero flag makes the
+       * request bytes visible to this thread. */
+      __threadfence_system();
+      if (cudaq__load_acquire_sys(&p.rx_flags[slot]) != 0) found = slot;
+    }
+    found = __shfl_sync(0xFFFFFFFFu, found, 0);
+    if (found != UINT32_MAX) {
+      __syncwarp(); /* lane 0's acquire (A1) happens before every lane's reads of the request */
+      return found;
+    }
+    /* The first poll that finds nothing: the requests answered since the
+     * last flush go to `processed` now, off any request's path. */
+    if (idle == 0 && lane == 0) flush_count(p, pending);
+    /* Several polling blocks flush on their own, and two blocks' mirror
+     * stores may land out of order: after REMIRROR_POLLS idle polls each
+     * block mirrors the total again, so an idle dispatcher's stats[0] ends
+     * exact without a stop. */
+    if (idle == REMIRROR_POLLS && lane == 0) mirror_total(p);
+    if (++idle % IDLE_SCAN_INTERVAL == 0 && my_slots > 1) {
+      /* Out-of-order scan: lane i checks the i-th slot of a window of this
+       * block's slots; the lowest set lane wins. */
+      uint32_t k = window + lane;
+      uint32_t s = first + (k % my_slots) * step;
+      /* A1, pairs with R1 in cudaq_host_ringbuffer_signal_slot, done by the
+       * lane that checks the slot (not lane 0). */
+      bool set = lane < my_slots && cudaq__load_acquire_sys(&p.rx_flags[s]) != 0;
+      uint32_t mask = __ballot_sync(0xFFFFFFFFu, set);
+      window = (window + 32u) % my_slots;
+      if (mask) {
+        /* The ballot and shfl move values, not memory order: this barrier
+         * (memory ordering among the warp's lanes) makes the winning lane's
+         * A1 happen before every lane's reads of the request
+         * (prefetch_request), so R1's request bytes are visible to them. */
+        __syncwarp();
+        return __shfl_sync(0xFFFFFFFFu, s, __ffs(mask) - 1);
+      }
+    }
+  }
+}
+
+/* Polling warp: reads the first prefetch_bytes of the slot (header and the
+ * start of the payload) into the staging area, every load issued at once:
+ * one PCIe round trip instead of one for the header and one for the
+ * payload. Bytes past arg_len are read too and never used. */
+__device__ void prefetch_request(const dispatch_params &p, uint32_t slot, uint8_t *stage) {
+  const uint32_t *src = reinterpret_cast<const uint32_t *>(p.rx_data + (size_t)slot * p.rx_stride);
+  uint32_t *dst = reinterpret_cast<uint32_t *>(stage);
+  const uint32_t words = p.prefetch_bytes / 4u, lane = threadIdx.x & 31u;
+  uint32_t v[PREFETCH_WORDS_PER_LANE];
+#pragma unroll
+  for (uint32_t k = 0; k < PREFETCH_WORDS_PER_LANE; ++k) {
+    const uint32_t w = lane + 32u * k;
+    v[k] = w < words ? src[w] : 0u;
+  }
+#pragma unroll
+  for (uint32_t k = 0; k < PREFETCH_WORDS_PER_LANE; ++k) {
+    const uint32_t w = lane + 32u * k;
+    if (w < words) dst[w] = v[k];
+  }
+  __syncwarp(); /* the staged header is visible to lane 0 */
+}
+
+/* Leader: checks the staged header of `slot`, fills st, and hands the RX
+ * slot back for every request it keeps (flag order below). */
+__device__ void parse_request(const dispatch_params &p, const cached_entry *cache, uint32_t cached,
+                              uint32_t slot, const uint8_t *stage, request_state *st) {
+  const uint32_t *h = reinterpret_cast<const uint32_t *>(stage);
+  const uint32_t w0 = h[0], w1 = h[1], w2 = h[2];
+  st->slot = slot;
+  st->arg_len = w2;
+  st->request_id = h[3];
+  st->ptp = (uint64_t)h[4] | ((uint64_t)h[5] << 32);
+  st->fn = nullptr;
+  if (w0 != CUDAQ_RPC_MAGIC_REQUEST) {
+    st->cmd = CMD_DROP;
+    st->drop_kind = 0;
+    return;
+  }
+  cached_entry e;
+  if (!find_entry(cache, cached, p, w1, &e)) {
+    st->cmd = CMD_DROP;
+    st->drop_kind = 1;
+    return;
+  }
+  st->cmd = CMD_ANSWER;
+  /* Flag order: TX = in flight -> RX = 0 (here) -> TX = the response (the
+   * last store, in finish_request). Measured on an H100 over PCIe
+   * (hostNativeAtomicSupported 0): when the kernel stored the TX flag and
+   * then cleared the RX flag, the host never saw the TX store nor the
+   * response bytes written before it (requests answered back to back were
+   * lost; one at a time they were not). With the response published by the
+   * last store, every response arrives. The in-flight marker keeps the
+   * producer (which reuses a slot only when both flags are 0) off the slot
+   * from here until the response, so the rest of the payload may still be
+   * read after RX is cleared.
+   * The marker itself publishes nothing: a relaxed store, ordered before
+   * the RX clear by R3's release. */
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(p.tx_flags[slot])
+      .store(CUDAQ_TX_FLAG_IN_FLIGHT, cuda::memory_order_relaxed);
+  /* R3 hands the RX slot back (after the in-flight marker); pairs with A3
+   * in slot_available / cudaq_host_ringbuffer_slot_available. */
+  cudaq__store_release_sys(&p.rx_flags[slot], 0);
+  const int32_t status = cudaq__entry_status(e.rule, e.mode, e.fn != nullptr, CUDAQ_DISPATCH_DEVICE_CALL, w2,
+                                             p.rx_stride - CUDAQ_RPC_HEADER_SIZE);
+  if (status) st->status = status;
+  else {
+    st->cmd = CMD_CALL;
+    st->fn = e.fn;
+  }
+}
+
+/* Completes the staged copy of the payload with every thread of the block
+ * (4-byte loads issued together); `have` bytes of the slot are staged
+ * already. Returns the args pointer for handlers. */
+__device__ const void *stage_payload(const dispatch_params &p, const request_state *st, uint8_t *stage,
+                                     uint32_t have) {
+  const uint8_t *slot = p.rx_data + (size_t)st->slot * p.rx_stride;
+  const uint32_t end = CUDAQ_RPC_HEADER_SIZE + st->arg_len;
+  if (end > p.stage_bytes) return slot + CUDAQ_RPC_HEADER_SIZE; /* too large to stage: read in place */
+  const uint32_t words = (end + 3u) / 4u;
+  const uint32_t *s32 = reinterpret_cast<const uint32_t *>(slot);
+  uint32_t *d32 = reinterpret_cast<uint32_t *>(stage);
+  for (uint32_t i = have / 4u + threadIdx.x; i < words; i += blockDim.x) d32[i] = s32[i];
+  return stage + CUDAQ_RPC_HEADER_SIZE;
+}
+
+/* Warp 0 of the polling block: writes the response header, publishes TX,
+ * counts. The header's six words go out as one warp store (lanes 0-5)
+ * instead of six stores of one thread. status and result_len are lane 0's. */
+__device__ void finish_request(const dispatch_params &p, const request_state *st, int32_t status,
+                               uint32_t result_len, uint32_t *pending) {
+  const uint32_t lane = threadIdx.x & 31u;
+  status = __shfl_sync(0xFFFFFFFFu, status, 0);
+  result_len = __shfl_sync(0xFFFFFFFFu, result_len, 0);
+  uint8_t *tx = p.tx_data + (size_t)st->slot * p.tx_stride;
+  uint32_t *h = reinterpret_cast<uint32_t *>(tx);
+  const uint32_t words[6] = {CUDAQ_RPC_MAGIC_RESPONSE, (uint32_t)status, result_len, st->request_id,
+                             (uint32_t)st->ptp, (uint32_t)(st->ptp >> 32)};
+  if (lane < 6) h[lane] = words[lane];
+  /* Memory ordering among the warp's lanes: lanes 1-5's header words
+   * happen before lane 0's R2 below. */
+  __syncwarp();
+  if (lane == 0) {
+    /* R2 publishes the response (header by lanes 0-5, result bytes by the
+     * block, ordered before this by __syncwarp and the preceding barrier);
+     * the last flag store of the request (see parse_request). Pairs with A2
+     * in cudaq_host_ringbuffer_poll_tx_flag. */
+    cudaq__store_release_sys(&p.tx_flags[st->slot], (uint64_t)(uintptr_t)tx);
+    cudaq__count_status(p.state, status);
+    if (++*pending >= p.count_every) flush_count(p, pending);
+  }
+}
+
+__device__ void drop_request(const dispatch_params &p, const request_state *st) {
+  cudaq__store_release_sys(&p.rx_flags[st->slot], 0); /* R3: consumed, no response */
+  cudaq__bump(st->drop_kind == 0 ? &p.state->dropped_bad_magic : &p.state->dropped_unknown_function);
+}
+
+/* Leader, once per polling block on exit: the last block to leave writes
+ * the exact processed total into stats[0] (see cudaq__count_processed). */
+__device__ void leave(const dispatch_params &p, uint32_t polling_blocks, uint32_t *pending) {
+  cudaq__device_state *c = p.state;
+  flush_count(p, pending);
+  __threadfence(); /* this block's counts and stats[0] store come before its exit count */
+  const uint32_t gone = atomicAdd(&c->exited_blocks, 1u) + 1u;
+  __threadfence(); /* and the other blocks' before the total read below */
+  if (gone == polling_blocks) {
+    const uint64_t total = atomicAdd(reinterpret_cast<unsigned long long *>(&c->processed), 0ull);
+    cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p.stats).store(total, cuda::memory_order_relaxed);
+  }
+}
+
+/* One persistent loop. Regular: each block serves slots blockIdx.x +
+ * k * gridDim.x and its own threads run the handler; the request is
+ * broadcast in shared memory. Cooperative: block 0 polls, the whole grid
+ * runs the handler; the request is broadcast through device memory
+ * (grid.sync() orders it). */
+/* A DEVICE_CALL entry's handler called through its function pointer. */
+struct call_by_pointer {
+  static __device__ __forceinline__ bool inline_call(cudaq_device_rpc_fn_t) { return false; }
+  static __device__ __forceinline__ int32_t call(const void *, void *, uint32_t, uint32_t, uint32_t *) { return 0; }
+};
+
+template <bool Coop, typename Inline = call_by_pointer>
+__device__ void dispatch_loop(const dispatch_params &p) {
+  extern __shared__ __align__(16) uint8_t stage[];
+  __shared__ cached_entry cache[MAX_CACHED_ENTRIES];
+  __shared__ uint32_t cached;
+  __shared__ request_state st_shared;
+
+  const uint32_t first = Coop ? 0u : blockIdx.x;
+  const uint32_t step = Coop ? 1u : gridDim.x;
+  if (first >= p.num_slots) return; /* more blocks than slots: nothing to serve */
+  const uint32_t polling_blocks = Coop ? 1u : (gridDim.x < p.num_slots ? gridDim.x : p.num_slots);
+  const bool poll_block = !Coop || blockIdx.x == 0;
+  const bool leader = poll_block && threadIdx.x == 0;
+  /* Bytes of the request already in this block's staging area once the
+   * request is broadcast: the polling warp's prefetch; other blocks of the
+   * cooperative grid stage everything after the header themselves. */
+  const uint32_t have = poll_block ? p.prefetch_bytes : CUDAQ_RPC_HEADER_SIZE;
+  handler_smem_off = p.stage_bytes; /* read by cudaq_dispatch_handler_smem (same value from every thread) */
+  request_state *st = Coop ? &p.state->bcast : &st_shared;
+  cg::grid_group grid = cg::this_grid();
+  auto barrier = [&]() {
+    if (Coop) grid.sync(); else __syncthreads();
+  };
+
+  cache_table(p, cache, &cached);
+  __syncthreads();
+  uint32_t slot = first, iter = 0, draining = 0, drain_left = 0;
+  uint32_t pending = 0; /* leader: answered, not yet added to `processed` (flush_count) */
+
+  for (;;) {
+    if (poll_block && threadIdx.x < 32) {
+      uint32_t s = UINT32_MAX;
+      if (!draining) {
+        s = poll_ready_slot(p, slot, first, step, &iter, &pending);
+        if (s == UINT32_MAX) { /* shutdown: answer what is already signalled */
+          draining = 1;
+          drain_left = (p.num_slots - first + step - 1) / step;
+        }
+      }
+      if (draining) { /* one lap over this block's slots, in ring order */
+        while (drain_left > 0 && s == UINT32_MAX) {
+          uint32_t ready = threadIdx.x == 0 && cudaq__load_acquire_sys(&p.rx_flags[slot]) != 0; /* A1 (R1) */
+          if (__shfl_sync(0xFFFFFFFFu, ready, 0)) s = slot;
+          else slot = slot + step < p.num_slots ? slot + step : first;
+          --drain_left;
+        }
+        __syncwarp(); /* lane 0's A1 happens before the prefetch of every lane */
+      }
+      if (s != UINT32_MAX) prefetch_request(p, s, stage);
+      if (leader) {
+        if (s == UINT32_MAX) st->cmd = CMD_EXIT;
+        else parse_request(p, cache, cached, s, stage, st);
+      }
+    }
+    barrier();
+    const uint32_t cmd = st->cmd;
+    if (cmd == CMD_EXIT) break;
+
+    if (cmd == CMD_CALL) {
+      const void *args = Coop && p.no_stage ? p.rx_data + (size_t)st->slot * p.rx_stride + CUDAQ_RPC_HEADER_SIZE
+                                            : stage_payload(p, st, stage, have);
+      barrier();
+      uint32_t len = 0;
+      uint8_t *result = p.tx_data + (size_t)st->slot * p.tx_stride + CUDAQ_RPC_HEADER_SIZE;
+      /* A kernel instantiated with an Inline handler runs its entries' handler
+       * compiled into the loop (no function-pointer call); every other entry
+       * through its pointer. */
+      int32_t status = Inline::inline_call(st->fn)
+                           ? Inline::call(args, result, st->arg_len, p.tx_stride - CUDAQ_RPC_HEADER_SIZE, &len)
+                           : st->fn(args, result, st->arg_len, p.tx_stride - CUDAQ_RPC_HEADER_SIZE, &len);
+      barrier(); /* every result byte is written */
+      if (poll_block && threadIdx.x < 32) {
+        if (len > p.tx_stride - CUDAQ_RPC_HEADER_SIZE) {
+          status = CUDAQ_RPC_ERR_RESULT_TOO_LARGE;
+          len = 0;
+        }
+        finish_request(p, st, status, len, &pending); /* lane 0's status and len */
+      }
+    } else if (cmd == CMD_ANSWER) {
+      if (poll_block && threadIdx.x < 32) finish_request(p, st, st->status, 0, &pending);
+    } else if (leader) {
+      drop_request(p, st);
+    }
+    if (poll_block && threadIdx.x < 32) slot = st->slot + step < p.num_slots ? st->slot + step : first;
+    barrier(); /* nobody overwrites the request before every thread has read it */
+  }
+  if (leader) leave(p, polling_blocks, &pending);
+}
+
+}  // namespace
+
+/* Validates a device-call launch's arguments and fills its parameters (the
+ * staging area, the counters' device state, options); false after
+ * reporting a bad launch through cudaGetLastError (dispatch_kernels.cu). */
+bool cudaq__dispatch_prepare(bool coop, volatile uint64_t *rx_flags, volatile uint64_t *tx_flags, uint8_t *rx_data,
+                             uint8_t *tx_data, size_t rx_stride_sz, size_t tx_stride_sz,
+                             cudaq_function_entry_t *function_table, size_t func_count, volatile int *shutdown_flag,
+                             uint64_t *stats, size_t num_slots, uint32_t num_blocks, uint32_t threads_per_block,
+                             const cudaq_dispatch_coop_options_t *opt, cudaq__dispatch_params *out);
+
+#endif
