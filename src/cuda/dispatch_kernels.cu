@@ -135,9 +135,7 @@ void launch(volatile uint64_t *rx_flags, volatile uint64_t *tx_flags, uint8_t *r
     return;
   const size_t smem = (size_t)p.stage_bytes + p.handler_smem;
   static_assert(MAX_LAUNCH_SMEM <= 48 * 1024, "staging beyond 48 KiB needs cudaFuncSetAttribute");
-  if (Coop && smem > 48 * 1024 &&
-      cudaFuncSetAttribute(dispatch_kernel_cooperative, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
-          cudaSuccess)
+  if (Coop && smem > 48 * 1024 && cudaq__coop_set_smem(dispatch_kernel_cooperative, smem) != cudaSuccess)
     return; /* the error stays for cudaGetLastError() */
   if (Coop) {
     void *args[] = {&p};
@@ -185,9 +183,7 @@ bool cudaq__dispatch_prepare(bool coop, volatile uint64_t *rx_flags, volatile ui
   /* Staging area: the whole request up to MAX_STAGE_BYTES of payload,
    * rounded up to 16 bytes (never read past the slot: staging stops at
    * header + arg_len). The polling warp prefetches up to 512 bytes. */
-  const size_t want = rx_stride_sz < CUDAQ_RPC_HEADER_SIZE + MAX_STAGE_BYTES ? rx_stride_sz
-                                                                             : CUDAQ_RPC_HEADER_SIZE + MAX_STAGE_BYTES;
-  p.stage_bytes = (uint32_t)((want + 15) & ~size_t(15));
+  p.stage_bytes = cudaq__dispatch_stage_bytes(rx_stride_sz);
   const size_t pre = 32u * PREFETCH_WORDS_PER_LANE * 4u;
   p.prefetch_bytes = (uint32_t)(rx_stride_sz < pre ? rx_stride_sz : pre);
   /* A/B of the batched count (bench_gpu_dispatch): CUDAQ_DISPATCH_COUNT_EVERY=1
@@ -291,19 +287,8 @@ extern "C" cudaError_t cudaq_dispatch_kernel_cooperative_query_occupancy_ex(int 
                                                                             uint32_t threads_per_block,
                                                                             size_t rx_stride_sz,
                                                                             size_t handler_smem_bytes) {
-  if (!out_blocks) return cudaErrorInvalidValue;
-  *out_blocks = 0;
-  if (handler_smem_bytes > MAX_HANDLER_SMEM) return cudaErrorInvalidValue;
-  const size_t want = rx_stride_sz < CUDAQ_RPC_HEADER_SIZE + MAX_STAGE_BYTES ? rx_stride_sz
-                                                                             : CUDAQ_RPC_HEADER_SIZE + MAX_STAGE_BYTES;
-  const size_t smem = ((want + 15) & ~size_t(15)) + ((handler_smem_bytes + 15) & ~size_t(15));
-  cudaError_t e = cudaFuncSetAttribute(dispatch_kernel_cooperative, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)(smem > 48 * 1024 ? smem : 48 * 1024));
-  if (e == cudaSuccess)
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(out_blocks, dispatch_kernel_cooperative, (int)threads_per_block,
-                                                      smem);
-  if (e != cudaSuccess) *out_blocks = 0;
-  return e;
+  return cudaq__coop_occupancy(dispatch_kernel_cooperative, out_blocks, threads_per_block, rx_stride_sz,
+                               handler_smem_bytes);
 }
 
 extern "C" cudaError_t cudaq_dispatch_kernel_cooperative_query_occupancy(int *out_blocks,

@@ -456,4 +456,37 @@ bool cudaq__dispatch_prepare(bool coop, volatile uint64_t *rx_flags, volatile ui
                              uint64_t *stats, size_t num_slots, uint32_t num_blocks, uint32_t threads_per_block,
                              const cudaq_dispatch_coop_options_t *opt, cudaq__dispatch_params *out);
 
+/* The staging area of a launch over slots of rx_stride_sz bytes (header +
+ * payload up to MAX_STAGE_BYTES, rounded up to 16 bytes): one home for the
+ * rule, used by prepare and the occupancy queries. */
+inline uint32_t cudaq__dispatch_stage_bytes(size_t rx_stride_sz) {
+  const size_t want = rx_stride_sz < CUDAQ_RPC_HEADER_SIZE + MAX_STAGE_BYTES ? rx_stride_sz
+                                                                             : CUDAQ_RPC_HEADER_SIZE + MAX_STAGE_BYTES;
+  return (uint32_t)((want + 15) & ~size_t(15));
+}
+
+/* A cooperative dispatch kernel's dynamic shared memory: its limit raised
+ * where it passes the default 48 KiB. */
+template <typename Kernel>
+cudaError_t cudaq__coop_set_smem(Kernel kernel, size_t smem) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              (int)(smem > 48 * 1024 ? smem : 48 * 1024));
+}
+
+/* Blocks per SM of a cooperative dispatch kernel for a slot stride and
+ * handler shared memory (the occupancy queries of both libraries). */
+template <typename Kernel>
+cudaError_t cudaq__coop_occupancy(Kernel kernel, int *out_blocks, uint32_t threads_per_block, size_t rx_stride_sz,
+                                  size_t handler_smem_bytes) {
+  if (!out_blocks) return cudaErrorInvalidValue;
+  *out_blocks = 0;
+  if (handler_smem_bytes > MAX_HANDLER_SMEM) return cudaErrorInvalidValue;
+  const size_t smem = cudaq__dispatch_stage_bytes(rx_stride_sz) + ((handler_smem_bytes + 15) & ~size_t(15));
+  cudaError_t e = cudaq__coop_set_smem(kernel, smem);
+  if (e == cudaSuccess)
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(out_blocks, kernel, (int)threads_per_block, smem);
+  if (e != cudaSuccess) *out_blocks = 0;
+  return e;
+}
+
 #endif

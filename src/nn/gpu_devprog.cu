@@ -233,9 +233,7 @@ extern "C" void cudaq_nn_launch_dispatch_kernel(volatile uint64_t *rx_flags, vol
                                &p))
     return;
   const size_t smem = (size_t)p.stage_bytes + p.handler_smem;
-  if (cudaFuncSetAttribute(nn_dispatch_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           (int)(smem > 48 * 1024 ? smem : 48 * 1024)) != cudaSuccess)
-    return; /* the error stays for cudaGetLastError() */
+  if (cudaq__coop_set_smem(nn_dispatch_kernel, smem) != cudaSuccess) return; /* the error stays for cudaGetLastError() */
   void *args[] = {&p};
   cudaLaunchCooperativeKernel((const void *)nn_dispatch_kernel, dim3(num_blocks), dim3(NNK_DEVPROG_THREADS), args,
                               smem, stream);
@@ -243,15 +241,5 @@ extern "C" void cudaq_nn_launch_dispatch_kernel(volatile uint64_t *rx_flags, vol
 
 extern "C" cudaError_t cudaq_nn_dispatch_kernel_query_occupancy(int *out_blocks, size_t rx_stride_sz,
                                                                 size_t handler_smem_bytes) {
-  if (!out_blocks) return cudaErrorInvalidValue;
-  *out_blocks = 0;
-  const size_t want = rx_stride_sz < CUDAQ_RPC_HEADER_SIZE + MAX_STAGE_BYTES ? rx_stride_sz
-                                                                             : CUDAQ_RPC_HEADER_SIZE + MAX_STAGE_BYTES;
-  const size_t smem = ((want + 15) & ~size_t(15)) + ((handler_smem_bytes + 15) & ~size_t(15));
-  cudaError_t e = cudaFuncSetAttribute(nn_dispatch_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)(smem > 48 * 1024 ? smem : 48 * 1024));
-  if (e == cudaSuccess)
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(out_blocks, nn_dispatch_kernel, NNK_DEVPROG_THREADS, smem);
-  if (e != cudaSuccess) *out_blocks = 0;
-  return e;
+  return cudaq__coop_occupancy(nn_dispatch_kernel, out_blocks, NNK_DEVPROG_THREADS, rx_stride_sz, handler_smem_bytes);
 }
