@@ -206,13 +206,15 @@ if has sanitize_all; then
     [ "$tool" != racecheck ] &&
       san qec_decode_gpu -- "$QD" count_mistakes --dem /tmp/rt-d5s/circuit.dem --in /tmp/rt-d5s/shots.b8 \
         --in_format b8 --obs_in /tmp/rt-d5s/obs.01 --predecoder models/predecoder_d5_z.onnx --device gpu
-    # The inference as a device function inside the cooperative dispatch kernel (when packed;
-    # racecheck: the bench on a few requests, the STACK engine only, in place of the test).
-    if [ -x /tmp/rtbin/test_nn_device_program ] && [ "$tool" != racecheck ]; then
+    # The inference as a device function inside the cooperative dispatch kernel (when packed):
+    # memcheck on test_nn_device_program (both kernels); synccheck and racecheck on the bench with
+    # the handler compiled in, a few calls (through the function pointer, synccheck reports barrier
+    # divergence inside the called program: bench/results/nn-device-call-h200-2026-11-27.md).
+    if [ "$tool" = memcheck ] && [ -x /tmp/rtbin/test_nn_device_program ]; then
       san test_nn_device_program -- /tmp/rtbin/test_nn_device_program models
-    elif [ -x /tmp/rtbin/bench_nn_device_call ]; then
-      san bench_nn_device_call -- /tmp/rtbin/bench_nn_device_call models/predecoder_d5_z.onnx --requests 20 \
-        --interval 0 --stack_only
+    elif [ "$tool" != memcheck ] && [ -x /tmp/rtbin/bench_nn_device_call ]; then
+      san bench_nn_device_call -- /tmp/rtbin/bench_nn_device_call models/predecoder_d5_z.onnx --requests 10 \
+        --warmup 0 --interval 0 --stack_only --kernel inline
     fi
     nnf=${SAN_NN_FILTER:-predecoder,conv3d_tc_odd,gather,mlp_head}
     [ "$tool" = racecheck ] && nnf=${SAN_NN_FILTER_RACE:-conv3d_tc_odd}

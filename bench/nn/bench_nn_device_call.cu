@@ -27,7 +27,7 @@
  *
  * Usage: bench_nn_device_call MODEL.onnx [--requests N] [--plan DIR] [--cpu C]
  *        [--density P] [--interval US] [--blocks B] [--smem BYTES] [--stack_only]
- *        [--kernel inline|pointer|both]
+ *        [--kernel inline|pointer|both] [--warmup N]
  * Exit 77 without a GPU; 1 with a message on any error status or an answer
  * outside FP16 agreement (more than 0.01% of positions differing).
  */
@@ -86,6 +86,7 @@ int main(int argc, char **argv) {
   size_t smem_limit = 0;
   int stack_only = 0; /* no AUTO engine (its tuning is slow under compute-sanitizer) */
   int kernels = 3;    /* --kernel: 1 inline, 2 by pointer, 3 both */
+  uint32_t warmup = 500; /* untimed requests before each row (--warmup; 0 under compute-sanitizer) */
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--requests") && i + 1 < argc) n = (uint32_t)atoi(argv[++i]);
     else if (!strcmp(argv[i], "--plan") && i + 1 < argc) plan_dir = argv[++i];
@@ -95,6 +96,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--blocks") && i + 1 < argc) blocks = (uint32_t)atoi(argv[++i]);
     else if (!strcmp(argv[i], "--smem") && i + 1 < argc) smem_limit = (size_t)atol(argv[++i]);
     else if (!strcmp(argv[i], "--stack_only")) stack_only = 1;
+    else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = (uint32_t)atoi(argv[++i]);
     else if (!strcmp(argv[i], "--kernel") && i + 1 < argc) {
       ++i;
       kernels = !strcmp(argv[i], "inline") ? 1 : !strcmp(argv[i], "pointer") ? 2 : !strcmp(argv[i], "both") ? 3 : 0;
@@ -105,7 +107,7 @@ int main(int argc, char **argv) {
   }
   if (!model_path || n == 0) {
     fprintf(stderr, "usage: %s MODEL.onnx [--requests N] [--plan DIR] [--cpu C] [--density P] [--interval US] "
-            "[--blocks B] [--smem BYTES] [--stack_only] [--kernel inline|pointer|both]\n", argv[0]);
+            "[--blocks B] [--smem BYTES] [--stack_only] [--kernel inline|pointer|both] [--warmup N]\n", argv[0]);
     return 2;
   }
   int ndev = 0;
@@ -160,11 +162,11 @@ int main(int argc, char **argv) {
   bench_print_header();
   for (int e = stack_only; e < 2; ++e) {
     cudaq_nn_gpu_t *ge = e ? g : ga;
-    for (uint32_t i = 0; i < n + 500; ++i) {
+    for (uint32_t i = 0; i < n + warmup; ++i) {
       const uint64_t t0 = bench_now_ns();
       if (cudaq_nn_gpu_launch(ge, s) != CUDAQ_NN_OK) exit(1);
       CK(cudaStreamSynchronize(s));
-      if (i >= 500) lat[i - 500] = bench_now_ns() - t0;
+      if (i >= warmup) lat[i - warmup] = bench_now_ns() - t0;
     }
     report(e ? "host replay, STACK engine (the program's plan)" : "host replay, AUTO engine", lat);
   }
@@ -214,7 +216,7 @@ int main(int argc, char **argv) {
   uint64_t errors = 0, differ = 0, positions = 0, w = 0;
   auto row = [&](double gap_us) {
     uint64_t tnext = 0;
-    for (uint32_t i = 0; i < n + 500; ++i, ++w) {
+    for (uint32_t i = 0; i < n + warmup; ++i, ++w) {
       const uint32_t slot = (uint32_t)(w % slots);
       const int k = (int)(w % K);
       while (bench_now_ns() < tnext) {
@@ -236,7 +238,7 @@ int main(int argc, char **argv) {
       const uint64_t t1 = bench_now_ns();
       const uint8_t *tx = rb.tx_data_host + (size_t)slot * rb.tx_stride_sz;
       const cudaq_rpc_response_t *r = (const cudaq_rpc_response_t *)tx;
-      if (i >= 500) lat[i - 500] = t1 - t0;
+      if (i >= warmup) lat[i - warmup] = t1 - t0;
       if (r->status != 0 || r->request_id != (uint32_t)w || r->result_len != out_bytes) {
         if (errors++ < 5)
           fprintf(stderr, "request %llu: status %d, result_len %u\n", (unsigned long long)w, (int)r->status,
