@@ -248,7 +248,7 @@ int qrt_check_mode_and_preset(opts_t *o) {
     o->mode = QRT_MODE_PASSTHROUGH;
   else if (!strcmp(o->mode_name, "device_call")) {
     fprintf(stderr, "qec-realtime: --mode device_call (the predecoder as a DEVICE_CALL handler "
-                    "inside the persistent dispatch kernel) is not offered: measured 1.8x (d = 5) to "
+                    "inside the persistent dispatch kernel) is not offered: measured 1.6x (d = 7) to "
                     "3.4x (d = 13) slower than the predecoder's graph launched from the dispatcher "
                     "(bench/results/nn-device-call-h200-2026-11-27.md); the library has it "
                     "(cudaq_nn_gpu_device_program, cudaq/nn/device_program.cuh, "
