@@ -124,6 +124,11 @@ cudaq_nn_status_t cudaq_nn_gpu_device_program(cudaq_nn_gpu_t *g, size_t smem_lim
     }
     hp->step[hp->n_steps++] = d;
   }
+  if (rc == CUDAQ_NN_OK && hp->n_steps == 0) {
+    /* The call's input check relies on a grid barrier after it (each step ends with one). */
+    nn__set_error(err, "the model computes nothing on the GPU (its outputs are its input or constants)");
+    rc = CUDAQ_NN_ERR_UNSUPPORTED;
+  }
   cudaq_nn_device_program_info_t info;
   memset(&info, 0, sizeof info);
   if (rc == CUDAQ_NN_OK) {
