@@ -133,17 +133,9 @@ void launch(volatile uint64_t *rx_flags, volatile uint64_t *tx_flags, uint8_t *r
   if (!cudaq__dispatch_prepare(Coop, rx_flags, tx_flags, rx_data, tx_data, rx_stride_sz, tx_stride_sz, function_table,
                                func_count, shutdown_flag, stats, num_slots, num_blocks, threads_per_block, opt, &p))
     return;
-  const size_t smem = (size_t)p.stage_bytes + p.handler_smem;
   static_assert(MAX_LAUNCH_SMEM <= 48 * 1024, "staging beyond 48 KiB needs cudaFuncSetAttribute");
-  if (Coop && smem > 48 * 1024 && cudaq__coop_set_smem(dispatch_kernel_cooperative, smem) != cudaSuccess)
-    return; /* the error stays for cudaGetLastError() */
-  if (Coop) {
-    void *args[] = {&p};
-    cudaLaunchCooperativeKernel((const void *)dispatch_kernel_cooperative, dim3(num_blocks),
-                                dim3(threads_per_block), args, smem, stream);
-  } else {
-    dispatch_kernel_regular<<<num_blocks, threads_per_block, smem, stream>>>(p);
-  }
+  if (Coop) cudaq__coop_launch(dispatch_kernel_cooperative, p, num_blocks, threads_per_block, stream);
+  else dispatch_kernel_regular<<<num_blocks, threads_per_block, p.stage_bytes, stream>>>(p); /* no handler smem */
 }
 
 } // namespace
@@ -269,10 +261,7 @@ extern "C" void cudaq_launch_dispatch_kernel_cooperative_ex(
                func_count, shutdown_flag, stats, num_slots, num_blocks, threads_per_block, options, stream);
 }
 
-extern "C" __device__ void *cudaq_dispatch_handler_smem(void) {
-  extern __shared__ __align__(16) uint8_t stage[];
-  return stage + handler_smem_off;
-}
+extern "C" __device__ void *cudaq_dispatch_handler_smem(void) { return handler_smem_here(); }
 
 extern "C" cudaError_t cudaq_dispatch_kernel_query_occupancy(int *out_blocks, uint32_t threads_per_block) {
   if (!out_blocks) return cudaErrorInvalidValue;

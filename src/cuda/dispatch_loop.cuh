@@ -71,9 +71,9 @@ using dispatch_params = cudaq__dispatch_params;
  * staging area's size), set by every thread at kernel start. */
 __shared__ uint32_t handler_smem_off;
 
-/* The calling block's handler shared memory, as cudaq_dispatch_handler_smem
- * returns it for the library's kernels, for a loop instantiated in another
- * translation unit (each has its own handler_smem_off). */
+/* The calling block's handler shared memory, for the kernels of the
+ * translation unit that includes this (each has its own handler_smem_off):
+ * cudaq_dispatch_handler_smem returns it for the library's kernels. */
 __device__ __forceinline__ void *handler_smem_here() {
   extern __shared__ __align__(16) uint8_t stage[];
   return stage + handler_smem_off;
@@ -471,6 +471,18 @@ template <typename Kernel>
 cudaError_t cudaq__coop_set_smem(Kernel kernel, size_t smem) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               (int)(smem > 48 * 1024 ? smem : 48 * 1024));
+}
+
+/* Launches a cooperative dispatch kernel over prepared parameters (its
+ * shared memory: the staging area and the handlers' share). Errors stay
+ * for cudaGetLastError(), as for the launch helpers. */
+template <typename Kernel>
+void cudaq__coop_launch(Kernel kernel, cudaq__dispatch_params &p, uint32_t num_blocks, uint32_t threads_per_block,
+                        cudaStream_t stream) {
+  const size_t smem = (size_t)p.stage_bytes + p.handler_smem;
+  if (smem > 48 * 1024 && cudaq__coop_set_smem(kernel, smem) != cudaSuccess) return;
+  void *args[] = {&p};
+  cudaLaunchCooperativeKernel((const void *)kernel, dim3(num_blocks), dim3(threads_per_block), args, smem, stream);
 }
 
 /* Blocks per SM of a cooperative dispatch kernel for a slot stride and

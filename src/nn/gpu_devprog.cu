@@ -80,10 +80,6 @@ __device__ void run_step(const cudaq_nn_device_program &p, const nnk_devprog_ste
   }
 }
 
-}  // namespace
-
-namespace {
-
 /* The program's body, compiled into its callers: the extern function below
  * (an ABI call when reached through a function pointer) and the dispatch
  * loop that runs the handler inline (nn_dispatch_kernel). */
@@ -155,13 +151,20 @@ namespace {
 /* The program the handler runs (cudaq_nn_device_program_entry); written by
  * the host before the dispatch kernel starts. */
 __device__ const cudaq_nn_device_program_t *bound_program;
+
+/* The handler's body, called through the pointer or compiled into the loop
+ * (nn_inline); smem is the calling block's handler shared memory. */
+__device__ __forceinline__ int run_bound(const void *args, void *result, uint32_t arg_len, uint32_t max_result_len,
+                                         uint32_t *result_len, void *smem) {
+  const cudaq_nn_device_program_t *p = bound_program;
+  if (!p) return CUDAQ_NN_DEVICE_ERR_UNBOUND;
+  return program_call(*p, args, arg_len, result, max_result_len, result_len, smem);
+}
 }  // namespace
 
 extern "C" __device__ int cudaq_nn_device_program_handler(const void *args, void *result, uint32_t arg_len,
                                                           uint32_t max_result_len, uint32_t *result_len) {
-  const cudaq_nn_device_program_t *p = bound_program;
-  if (!p) return CUDAQ_NN_DEVICE_ERR_UNBOUND;
-  return program_call(*p, args, arg_len, result, max_result_len, result_len, cudaq_dispatch_handler_smem());
+  return run_bound(args, result, arg_len, max_result_len, result_len, cudaq_dispatch_handler_smem());
 }
 
 namespace {
@@ -209,9 +212,7 @@ struct nn_inline {
   }
   static __device__ __forceinline__ int32_t call(const void *args, void *result, uint32_t len, uint32_t max,
                                                  uint32_t *rl) {
-    const cudaq_nn_device_program_t *p = bound_program;
-    if (!p) return CUDAQ_NN_DEVICE_ERR_UNBOUND;
-    return program_call(*p, args, len, result, max, rl, handler_smem_here());
+    return run_bound(args, result, len, max, rl, handler_smem_here());
   }
 };
 
@@ -228,15 +229,9 @@ extern "C" void cudaq_nn_launch_dispatch_kernel(volatile uint64_t *rx_flags, vol
                                                 size_t num_slots, uint32_t num_blocks,
                                                 const cudaq_dispatch_coop_options_t *options, cudaStream_t stream) {
   cudaq__dispatch_params p;
-  if (!cudaq__dispatch_prepare(true, rx_flags, tx_flags, rx_data, tx_data, rx_stride_sz, tx_stride_sz, function_table,
-                               func_count, shutdown_flag, stats, num_slots, num_blocks, NNK_DEVPROG_THREADS, options,
-                               &p))
-    return;
-  const size_t smem = (size_t)p.stage_bytes + p.handler_smem;
-  if (cudaq__coop_set_smem(nn_dispatch_kernel, smem) != cudaSuccess) return; /* the error stays for cudaGetLastError() */
-  void *args[] = {&p};
-  cudaLaunchCooperativeKernel((const void *)nn_dispatch_kernel, dim3(num_blocks), dim3(NNK_DEVPROG_THREADS), args,
-                              smem, stream);
+  if (cudaq__dispatch_prepare(true, rx_flags, tx_flags, rx_data, tx_data, rx_stride_sz, tx_stride_sz, function_table,
+                              func_count, shutdown_flag, stats, num_slots, num_blocks, NNK_DEVPROG_THREADS, options, &p))
+    cudaq__coop_launch(nn_dispatch_kernel, p, num_blocks, NNK_DEVPROG_THREADS, stream);
 }
 
 extern "C" cudaError_t cudaq_nn_dispatch_kernel_query_occupancy(int *out_blocks, size_t rx_stride_sz,

@@ -8,7 +8,7 @@
 #include "cudaq/nn/gpu_engine.h"
 #include "gpu_kernels.cuh"
 
-#define NNK_DEVPROG_MAX_STEPS 24 /* <= the engine's devprog_kind[32] */
+#define NNK_DEVPROG_MAX_STEPS 24
 #define NNK_DEVPROG_MAX_OUT 4
 #define NNK_DEVPROG_THREADS 256 /* the stack's and the tail's block size */
 #define NNK_DEVPROG_DEFAULT_SMEM (160u * 1024u)

@@ -57,7 +57,7 @@ cudaq_nn_status_t cudaq_nn_gpu_device_program(cudaq_nn_gpu_t *g, size_t smem_lim
     nn__set_error(err, "NULL argument");
     return CUDAQ_NN_ERR_INVALID_ARG;
   }
-  if (g->devprog) {
+  if (g->devprog_host) {
     *out = g->devprog_info;
     return CUDAQ_NN_OK;
   }
@@ -173,38 +173,40 @@ cudaq_nn_status_t cudaq_nn_gpu_device_program(cudaq_nn_gpu_t *g, size_t smem_lim
       rc = CUDAQ_NN_ERR_CUDA;
     }
   }
-  unsigned long long *hp_prof = hp->prof;
-  const int hp_steps = hp->n_steps;
-  for (int k = 0; k < hp->n_steps; k++) g->devprog_kind[k] = (unsigned char)hp->step[k].kind;
-  free(hp);
-  if (rc != CUDAQ_NN_OK) return rc;
+  if (rc != CUDAQ_NN_OK) {
+    free(hp);
+    return rc;
+  }
   info.program = (const cudaq_nn_device_program_t *)dp;
-  g->devprog = (cudaq_nn_device_program_t *)dp;
-  g->devprog_prof = hp_prof;
-  g->devprog_steps = hp_steps;
+  g->devprog_host = hp;
   g->devprog_info = info;
   *out = info;
   return CUDAQ_NN_OK;
 }
 
+/* Bytes snprintf wrote into len (its return w), clamped as the buffer holds them. */
+static size_t written(int w, size_t len) { return w < 0 ? 0 : (size_t)w < len ? (size_t)w : len - 1; }
+
 size_t nng_describe_devprog(const cudaq_nn_gpu *g, char *buf, size_t len) {
-  if (!g->devprog || len == 0) return 0;
+  const cudaq_nn_device_program *hp = g->devprog_host;
+  if (!hp || len == 0) return 0;
   const cudaq_nn_device_program_info_t *i = &g->devprog_info;
-  int w = snprintf(buf, len, "device program: %d steps, %u threads x up to %u useful blocks, %zu B smem per block\n",
-                   g->devprog_steps, i->threads_per_block, i->useful_blocks, i->smem_bytes);
-  size_t used = w < 0 ? 0 : (size_t)w < len ? (size_t)w : len - 1;
-  if (!g->devprog_prof) return used;
+  size_t used = written(snprintf(buf, len, "device program: %d steps, %u threads x up to %u useful blocks, %zu B smem per "
+                                           "block\n", hp->n_steps, i->threads_per_block, i->useful_blocks, i->smem_bytes),
+                        len);
+  if (!hp->prof) return used;
   unsigned long long t[NNK_DEVPROG_PROF_SLOTS];
-  if (cudaMemcpy(t, g->devprog_prof, sizeof t, cudaMemcpyDeviceToHost) != cudaSuccess || t[0] == 0) return used;
-  w = snprintf(buf + used, len - used, "  last call (us): input %.2f", (t[1] - t[0]) / 1e3);
-  used += w < 0 ? 0 : (size_t)w < len - used ? (size_t)w : len - used - 1;
-  for (int k = 0; k <= g->devprog_steps && used + 1 < len; k++) {
+  if (cudaMemcpy(t, hp->prof, sizeof t, cudaMemcpyDeviceToHost) != cudaSuccess || t[0] == 0) return used;
+  used += written(snprintf(buf + used, len - used, "  last call (us): input %.2f", (t[1] - t[0]) / 1e3), len - used);
+  static const char *const names[] = {"?", "elementwise", "fused", "copy", "conversion", "stack", "tail"};
+  for (int k = 0; k <= hp->n_steps && used + 1 < len; k++) {
     const double us = (t[2 + k] - t[1 + k]) / 1e3;
-    static const char *const names[] = {"?", "elementwise", "fused", "copy", "conversion", "stack", "tail"};
-    const int kind = k < g->devprog_steps ? g->devprog_kind[k] : 0;
-    w = k < g->devprog_steps ? snprintf(buf + used, len - used, ", %s %.2f", names[kind <= DP_TAIL ? kind : 0], us)
-                             : snprintf(buf + used, len - used, ", outputs %.2f\n", us);
-    used += w < 0 ? 0 : (size_t)w < len - used ? (size_t)w : len - used - 1;
+    if (k < hp->n_steps) {
+      const int kind = hp->step[k].kind;
+      used += written(snprintf(buf + used, len - used, ", %s %.2f", names[kind <= DP_TAIL ? kind : 0], us), len - used);
+    } else {
+      used += written(snprintf(buf + used, len - used, ", outputs %.2f\n", us), len - used);
+    }
   }
   return used;
 }

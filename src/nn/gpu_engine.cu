@@ -746,6 +746,7 @@ void cudaq_nn_gpu_destroy(cudaq_nn_gpu_t *g) {
   free(g->steps);
   free(g->convs);
   free(g->stacks);
+  free(g->devprog_host);
   free(g->dev);
   free(g->sdt);
   free(g->alloc_out);

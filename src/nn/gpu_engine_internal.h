@@ -123,12 +123,11 @@ struct cudaq_nn_gpu {
   cudaGraphExec_t exec;
   cudaq_nn_plan_state_t plan_state;
   char key[512]; /* plan header: model, GPU, versions, precision, mode */
-  /* cudaq_nn_gpu_device_program (gpu_devprog_build.cu): built once, or NULL */
-  cudaq_nn_device_program_t *devprog;
+  /* cudaq_nn_gpu_device_program (gpu_devprog_build.cu): the host copy of
+   * the program once built (NULL before), and what the call returned (the
+   * device copy: devprog_info.program). */
+  cudaq_nn_device_program_t *devprog_host;
   cudaq_nn_device_program_info_t devprog_info;
-  unsigned long long *devprog_prof; /* its profile stamps (CUDAQ_NN_DEVPROG_PROF), or NULL */
-  int devprog_steps;
-  unsigned char devprog_kind[32]; /* each step's DP_* kind (gpu_devprog.h) */
 };
 
 #define CK(call)                                                                          \
