@@ -312,6 +312,9 @@ int main(int argc, char **argv) {
     return 77;
   }
   if (argc > 1) g_models = argv[1];
+  /* CUDAQ_TEST_FILTER=test_d5_z runs one test (as the dispatch tests' fixture) */
+  const char *filter = getenv("CUDAQ_TEST_FILTER");
+  if (filter && *filter) cmocka_set_test_filter(filter);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_refusals),      cmocka_unit_test(test_d5_z),  cmocka_unit_test(test_d5_z_by_pointer),
       cmocka_unit_test(test_d5_x_staged),   cmocka_unit_test(test_d13_x), cmocka_unit_test(test_wrong_block_size),
