@@ -203,7 +203,17 @@ static void on_complete(void *user, const cudaq_completion_t *c) {
     QRT_RANGE_POP();
     return;
   }
-  a->answered[i] = 1;
+  /* A_dl pairs with R_dl in run: an answer harvested at or after the
+   * deadline is timed out (spec section 13: completed means answered in
+   * time), whatever it says; stop's drain delivers such answers. */
+  if (t >= cudaq__load_acquire_u64(&a->deadline_ns)) {
+    a->answered[i] = QRT_ANSWER_LATE;
+    a->late++;
+    cudaq_bench_mark_timeout(a->bench, i);
+    QRT_RANGE_POP();
+    return;
+  }
+  a->answered[i] = QRT_ANSWER_ERROR;
   const uint8_t *slot = a->ring.tx_data_host + (size_t)c->slot * a->ring.tx_stride_sz;
   cudaq_rpc_response_t h;
   memcpy(&h, slot, sizeof h);
@@ -214,7 +224,7 @@ static void on_complete(void *user, const cudaq_completion_t *c) {
     memcpy(&r, slot + CUDAQ_RPC_HEADER_SIZE, sizeof r);
     a->status_count[r.status >= 0 && r.status < ST_RPC ? r.status : ST_RPC]++;
     if (r.status == QRT_OK) {
-      a->answered[i] = 2; /* answered with a prediction */
+      a->answered[i] = QRT_ANSWER_OK; /* answered with a prediction */
       a->prediction[i] = r.prediction;
       a->decoded++;
       a->events_before += r.events_in;
@@ -276,7 +286,7 @@ static int compare_mwpm(app_t *a, const cudaq_mwpm_graph_t *g) {
     goto out;
   }
   for (uint64_t i = 0; i < a->submitted; i++) {
-    if (a->answered[i] != 2)
+    if (a->answered[i] != QRT_ANSWER_OK)
       continue;
     const size_t s = (size_t)(i % a->shots.n);
     if (!have[s]) {
@@ -333,6 +343,7 @@ static int run(const opts_t *o) {
   app_t a;
   memset(&a, 0, sizeof a);
   a.o = o;
+  a.deadline_ns = UINT64_MAX; /* no answer is late until the FPGA thread is done */
   a.shots.nd = dem->num_detectors;
   a.shots.no = dem->num_observables;
   cudaq_dem_destroy(dem);
@@ -500,7 +511,12 @@ static int run(const opts_t *o) {
   }
   pthread_join(fpga, NULL);
   fpga_started = 0;
+  /* R_dl publishes the deadline; pairs with A_dl in on_complete. Answers
+   * harvested from then on (the rest of the wait cannot see any; stop's
+   * drain can) are timed out, so the counts, the latencies and the wall
+   * time all end at the deadline. */
   uint64_t deadline = cudaq_bench_now_ns() + o->timeout_ms * 1000000ull;
+  cudaq__store_release_u64(&a.deadline_ns, deadline);
   while (cudaq__load_acquire_u64(&a.completed) < cudaq__load_acquire_u64(&a.submitted) &&
          cudaq_bench_now_ns() < deadline) {
     struct timespec ts = {0, 200000};
@@ -510,9 +526,9 @@ static int run(const opts_t *o) {
   cudaq_status_t stop_st = cudaq_pipeline_stop(p); /* drains what was signalled; joins the consumer */
   if (stop_st)
     fprintf(stderr, "qec-realtime: pipeline stop: %s\n", cudaq_last_error());
-  uint64_t timed_out = 0;
+  uint64_t timed_out = a.late; /* answered after the deadline: marked by the consumer */
   for (uint64_t i = 0; i < a.submitted; i++)
-    if (!a.answered[i]) {
+    if (a.answered[i] == QRT_ANSWER_NONE) {
       cudaq_bench_mark_timeout(a.bench, i);
       timed_out++;
     }
@@ -546,9 +562,16 @@ static int run(const opts_t *o) {
   }
   if (o->out && qrt_write_predictions(&a))
     rc = 1;
-  /* Exit status 3: the run lost or duplicated a request, or stop failed. */
-  if (!rc && (timed_out || a.duplicates || a.unknown_ids || a.completed != a.submitted || stop_st))
+  /* Exit status 3: the run lost or duplicated a request (a timeout counts:
+   * answered late is not answered), or stop failed. */
+  if (!rc && (timed_out || a.duplicates || a.unknown_ids || a.completed != a.submitted || stop_st)) {
+    fprintf(stderr, "qec-realtime: %llu of %llu requests not answered in time (--timeout_ms %llu), "
+                    "%llu duplicate and %llu unknown answers%s\n",
+            (unsigned long long)timed_out, (unsigned long long)a.submitted,
+            (unsigned long long)o->timeout_ms, (unsigned long long)a.duplicates,
+            (unsigned long long)a.unknown_ids, stop_st ? ", the pipeline did not stop cleanly" : "");
     rc = 3;
+  }
 done:
   if (fpga_started)
     pthread_join(fpga, NULL);

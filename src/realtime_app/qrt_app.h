@@ -66,6 +66,8 @@ int qrt_load_shots(const opts_t *o, shots_t *s);
 void qrt_free_shots(shots_t *s);
 
 enum { ST_RPC = 5, ST_COUNT = 6 }; /* status counters: QRT_* 0..4, then RPC-level errors */
+/* app_t.answered[i]: what became of request i */
+enum { QRT_ANSWER_NONE = 0, QRT_ANSWER_ERROR = 1, QRT_ANSWER_OK = 2, QRT_ANSWER_LATE = 3 };
 
 typedef struct app {
   const opts_t *o;
@@ -85,9 +87,14 @@ typedef struct app {
   uint64_t stalls;        /* FPGA thread; read after join */
   uint64_t corrupted;     /* FPGA thread; read after join */
   uint64_t *sent_ptp;     /* per request, FPGA thread; read by the consumer after A2 */
+  /* main -> consumer: answers harvested at or after this time (set once the
+   * FPGA thread is done: last send + --timeout_ms) count as timed out, not
+   * completed (R_dl / A_dl) */
+  volatile uint64_t deadline_ns;
   /* consumer thread (completion handler) -> main */
-  volatile uint64_t completed;
-  uint8_t *answered;      /* per request */
+  volatile uint64_t completed; /* answered before the deadline */
+  uint64_t late;          /* answered at or after the deadline (timed out) */
+  uint8_t *answered;      /* per request: QRT_ANSWER_* */
   uint64_t *prediction;   /* per request */
   uint64_t status_count[ST_COUNT];
   uint64_t duplicates, unknown_ids, ptp_mismatches;

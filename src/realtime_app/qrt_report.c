@@ -40,6 +40,11 @@ void qrt_print_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
           (unsigned long long)a->submitted, (unsigned long long)a->completed,
           (unsigned long long)a->status_count[0], (unsigned long long)qrt_errors_of(a),
           (unsigned long long)timed_out, (unsigned long long)a->duplicates);
+  if (timed_out)
+    fprintf(f, "timed out: %llu requests not answered within --timeout_ms %llu (ms) of the last send "
+               "(%llu of them answered later, while the pipeline stopped: not completed, not in "
+               "the latencies)\n", (unsigned long long)timed_out,
+            (unsigned long long)a->o->timeout_ms, (unsigned long long)a->late);
   fprintf(f, "errors by status:");
   for (int k = 1; k < ST_COUNT; k++)
     fprintf(f, " %s %llu", status_names[k], (unsigned long long)a->status_count[k]);
@@ -101,14 +106,14 @@ void qrt_json_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
              "\"shots_in_file\": %zu, \"interval_us\": %.3f,\n", a->o->workers, a->shots.nd,
           a->shots.no, a->shots.n, a->o->interval_us);
   fprintf(f, "\"counts\": {\"submitted\": %llu, \"completed\": %llu, \"ok\": %llu, "
-             "\"errors\": %llu, \"timed_out\": %llu, \"duplicates\": %llu, \"unknown_ids\": %llu, "
+             "\"errors\": %llu, \"timed_out\": %llu, \"answered_late\": %llu, \"duplicates\": %llu, \"unknown_ids\": %llu, "
              "\"corrupted\": %llu, \"backpressure_stalls\": %llu, \"worker_stalls\": %llu, "
              "\"dropped\": %llu, \"ptp_mismatches\": %llu, \"prelaunched\": %llu, "
              "\"prelaunch_failures\": %llu},\n",
           (unsigned long long)a->submitted, (unsigned long long)a->completed,
           (unsigned long long)a->status_count[0], (unsigned long long)qrt_errors_of(a),
-          (unsigned long long)timed_out, (unsigned long long)a->duplicates,
-          (unsigned long long)a->unknown_ids, (unsigned long long)a->corrupted,
+          (unsigned long long)timed_out, (unsigned long long)a->late,
+          (unsigned long long)a->duplicates, (unsigned long long)a->unknown_ids, (unsigned long long)a->corrupted,
           (unsigned long long)a->stalls, (unsigned long long)ps->worker_stalls,
           (unsigned long long)ps->dropped, (unsigned long long)a->ptp_mismatches,
           (unsigned long long)ps->prelaunched, (unsigned long long)ps->prelaunch_failures);

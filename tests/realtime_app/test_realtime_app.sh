@@ -2,7 +2,8 @@
 # End-to-end tests of qec-realtime on the d=5 shots of the predecoder_data
 # fixture (tests/predecoder: 10^4 shots, circuit.dem, obs.01).
 #   test_realtime_app.sh QEC_REALTIME QEC_DECODE DATA_DIR WORK_DIR MODELS_DIR CASE
-# CASE: none | local | onnx_d5 | correlated | bits | bad_payload | fault | duration | refusals (CPU-only mode)
+# CASE: none | local | onnx_d5 | correlated | bits | bad_payload | fault | duration | timeout |
+#       refusals (CPU-only mode)
 #       gpu_hybrid | gpu_passthrough | gpu_fault | gpu_launch_fault (GPU modes; exit 77
 #       "skipped: no CUDA device" without one)
 set -u
@@ -277,6 +278,32 @@ duration)
     fail "flat-out duration run: submitted/completed '$n' (expected equal, > 100)"
   grep -q '^backpressure stalls [1-9]' "$WORK/load.txt" || fail "flat out into 4 slots: no backpressure counted"
   echo "stop under load: $1 requests, all answered"
+  ;;
+timeout)
+  # Answers that arrive after the deadline (--timeout_ms after the last send)
+  # are timed out, not completed, even though stopping the pipeline drains
+  # them: 40 requests for the d = 5 model on the CPU executor (several ms
+  # each) on one worker with --timeout_ms 0 cannot all be answered in time.
+  # Exit 3, completed + timed out = submitted, the late ones counted, and the
+  # bench's completed count (its latencies, its throughput) is the report's.
+  "$RT" --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --model "$MODELS/predecoder_d5_z.onnx" \
+    --requests 40 --slots 64 --workers 1 --timeout_ms 0 --progress_s 0 --compare_mwpm 0 \
+    --json "$WORK/late.json" >"$WORK/late.txt" 2>"$WORK/late.err"
+  rc=$?
+  cat "$WORK/late.txt" "$WORK/late.err"
+  [ $rc -eq 3 ] || fail "late answers: exit $rc, not 3"
+  grep -q "not answered in time (--timeout_ms 0)" "$WORK/late.err" || fail "late answers: no message"
+  n=$(sed -n 's/^requests: submitted 40, completed \([0-9]*\), .* timed out \([0-9]*\), duplicates 0$/\1 \2/p' "$WORK/late.txt")
+  set -- $n
+  [ $# -eq 2 ] && [ $(($1 + $2)) -eq 40 ] && [ "$2" -gt 0 ] || fail "late answers: completed / timed out '$n'"
+  grep -q "^  Completed:  $1\$" "$WORK/late.txt" || fail "late answers: the bench counts other completions"
+  grep -q "^timed out: $2 requests not answered within --timeout_ms 0 (ms) of the last send ([1-9][0-9]* of them answered later" \
+    "$WORK/late.txt" || fail "late answers: no timed-out line"
+  python3 -c 'import json, sys
+c = json.load(open(sys.argv[1]))["counts"]
+assert c["completed"] + c["timed_out"] == 40 and c["answered_late"] > 0, c' "$WORK/late.json" ||
+    fail "late answers: JSON counts"
+  echo "timeout: $1 completed in time, $2 timed out"
   ;;
 refusals)
   # expect_refusal NAME PATTERN ARGS...: exit non-zero, stderr matches PATTERN.
