@@ -115,6 +115,17 @@ static cudaq_mwpm_status_t next_b8(cudaq_sample_reader_t *r, uint32_t *events, s
     return ferror(r->f) ? CUDAQ_MWPM_ERR_IO : CUDAQ_MWPM_EOF;
   if (got != r->nbytes)
     return fmt_err(r, err, "b8 format: truncated record");
+  /* Bits past the record's width, up to its last byte's end, are padding
+   * and must be 0 (PyMatching refuses them too): a set one means records of
+   * another width, e.g. a file of 8-bit records read for 6 bits. */
+  const unsigned used = (unsigned)(width % 8), pad = used ? r->buf[r->nbytes - 1] >> used : 0;
+  if (pad) {
+    cudaq_mwpm__set_error(err, r->record, "record %zu: b8 format: bit %zu is set, but a record "
+                          "has %zu bits (%u detectors + %u observables): its padding bits must be "
+                          "0 (records of another width?)", r->record,
+                          width + (size_t)__builtin_ctz(pad), width, r->num_dets, r->num_obs);
+    return CUDAQ_MWPM_ERR_FORMAT;
+  }
   for (size_t b = 0; b < r->nbytes; b++) {
     unsigned v = r->buf[b];
     while (v) {

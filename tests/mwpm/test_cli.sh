@@ -86,6 +86,17 @@ printf 'error(0.1) D0\nerror(0.1) D0 D1\nerror(0.1) D1 D2 ^ D9\n' > "$T/ten.dem"
 printf '\001\002\003' > "$T/three.b8"
 expect "b8 width" "b8 records of 10 bits are 2 bytes each, but the file has 3 bytes" \
   predict --dem "$T/ten.dem" --in "$T/three.b8"
+# b8 padding bits (past the record's width) must be 0, as PyMatching says:
+# 2-detector records are 1 byte, bit 2 of record 2 set; observables too.
+printf '\001\004' > "$T/pad.b8"
+expect "b8 padding bit" "record 2: b8 format: bit 2 is set, but a record has 2 bits" \
+  predict --dem "$T/ok.dem" --in "$T/pad.b8"
+printf 'error(0.1) D0 L0\nerror(0.1) D0 D1\n' > "$T/okobs.dem"
+printf '\000\000' > "$T/zero.b8"
+printf '\001\002' > "$T/obspad.b8"
+expect "b8 observable padding bit" "obs_in: record 2: b8 format: bit 1 is set, but a record has 1 bits" \
+  count_mistakes --dem "$T/okobs.dem" --in "$T/zero.b8" --in_format b8 --obs_in "$T/obspad.b8" \
+  --obs_in_format b8
 expect "missing --in file" "cannot open '$T/none.b8': No such file or directory" \
   predict --dem "$T/ok.dem" --in "$T/none.b8"
 expect "missing --dem file" "cannot open --dem '$T/none.dem': No such file or directory" \

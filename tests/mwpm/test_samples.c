@@ -108,6 +108,47 @@ static void test_bad_input(void **state) {
   assert_int_equal(cudaq_sample_format_parse("r8", &f), CUDAQ_MWPM_ERR_INVALID_ARG);
 }
 
+/* b8 padding bits (past the record's width, up to its last byte's end) must
+ * be 0: a set one names the record and the bit. Records of 6 bits: 0x3f is
+ * fine, 0x80 sets bit 7. Observables-only records (1 bit) the same. */
+static void test_b8_padding(void **state) {
+  (void)state;
+  uint32_t ev[4][8];
+  size_t nev[4], count;
+  uint64_t obs[4];
+  cudaq_mwpm_status_t last;
+  read_all(from_bytes("\x3f\x01", 2), CUDAQ_SAMPLE_B8, 6, 0, ev, nev, obs, &count, &last);
+  assert_int_equal(last, CUDAQ_MWPM_EOF);
+  assert_int_equal(count, 2);
+  assert_int_equal(nev[0], 6);
+  const struct {
+    const char *data;
+    uint32_t nd, no;
+    const char *msg;
+  } bad[] = {
+      {"\x3f\x81", 6, 0, "record 2: b8 format: bit 7 is set, but a record has 6 bits "
+                         "(6 detectors + 0 observables)"},
+      {"\x01\x40", 5, 1, "record 2: b8 format: bit 6 is set, but a record has 6 bits "
+                         "(5 detectors + 1 observables)"},
+      {"\x00\x02", 0, 1, "record 2: b8 format: bit 1 is set, but a record has 1 bits "
+                         "(0 detectors + 1 observables)"},
+  };
+  for (size_t c = 0; c < sizeof bad / sizeof bad[0]; c++) {
+    cudaq_sample_reader_t *r;
+    FILE *f = from_bytes(bad[c].data, 2);
+    assert_int_equal(cudaq_sample_reader_create(f, CUDAQ_SAMPLE_B8, bad[c].nd, bad[c].no, &r),
+                     CUDAQ_MWPM_OK);
+    cudaq_mwpm_error_t err;
+    size_t ne;
+    uint64_t o;
+    assert_int_equal(cudaq_sample_reader_next(r, ev[0], &ne, &o, &err), CUDAQ_MWPM_OK);
+    assert_int_equal(cudaq_sample_reader_next(r, ev[0], &ne, &o, &err), CUDAQ_MWPM_ERR_FORMAT);
+    assert_non_null(strstr(err.message, bad[c].msg));
+    cudaq_sample_reader_destroy(r);
+    fclose(f);
+  }
+}
+
 static void test_writers(void **state) {
   (void)state;
   FILE *f = tmpfile();
@@ -193,6 +234,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_formats_agree),
       cmocka_unit_test(test_bad_input),
+      cmocka_unit_test(test_b8_padding),
       cmocka_unit_test(test_writers),
       cmocka_unit_test(test_threads),
   };

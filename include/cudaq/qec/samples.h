@@ -40,7 +40,8 @@ cudaq_mwpm_status_t cudaq_sample_reader_create(FILE *f, cudaq_sample_format_t fm
  * num_dets of them) into events, their count into *num_events, and its
  * observable bits into *obs. Returns CUDAQ_MWPM_OK; CUDAQ_MWPM_EOF (no more
  * records); CUDAQ_MWPM_ERR_FORMAT (err says which record and why: bad
- * character, short record, index out of range); CUDAQ_MWPM_ERR_IO;
+ * character, short record, index out of range, a b8 padding bit set);
+ * CUDAQ_MWPM_ERR_IO;
  * CUDAQ_MWPM_ERR_INVALID_ARG. err may be NULL. */
 cudaq_mwpm_status_t cudaq_sample_reader_next(cudaq_sample_reader_t *r, uint32_t *events,
                                              size_t *num_events, uint64_t *obs,
