@@ -195,26 +195,14 @@ static int parse_format(const char *flag, const char *name, cudaq_sample_format_
   return 1;
 }
 
-/* Before decoding a regular input file: checks that its record width fits
- * the DEM (b8: the size is a whole number of records; 01: the first line has
- * one character per bit) and says the expected and found widths when not. */
+/* Before decoding a regular input file: checks that its records fit the DEM
+ * (cudaq_sample_file_check) and says why not. */
 static int check_width(const char *path, cudaq_sample_format_t fmt, uint32_t nd, uint32_t nobs,
-                       int appended) {
-  const uint64_t bits = (uint64_t)nd + (appended ? nobs : 0);
-  uint64_t found = 0;
-  if (!path || !strcmp(path, "-") || !cudaq_sample_file_mismatch(path, fmt, bits, &found))
+                       const char *format_flag) {
+  char msg[1024];
+  if (!cudaq_sample_file_check(path, fmt, nd, nobs, format_flag, msg, sizeof msg))
     return 0;
-  const char *what = appended ? " (detectors + appended observables)" : "";
-  const uint64_t rec = (bits + 7) / 8;
-  if (fmt == CUDAQ_SAMPLE_B8)
-    fprintf(stderr, "qec-decode: %s: b8 records of %llu bits%s are %llu bytes each, but the file "
-                    "has %llu bytes, not a multiple of %llu (is --in_format right?)\n",
-            path, (unsigned long long)bits, what, (unsigned long long)rec, (unsigned long long)found,
-            (unsigned long long)rec);
-  else
-    fprintf(stderr, "qec-decode: %s: the first 01 record has %llu bits, the DEM needs %llu%s "
-                    "(is --in_format right?)\n", path, (unsigned long long)found,
-            (unsigned long long)bits, what);
+  fprintf(stderr, "qec-decode: %s\n", msg);
   return 1;
 }
 
@@ -668,8 +656,8 @@ static int run(const opts_t *o) {
   cudaq_sample_reader_t *rd = NULL, *ord = NULL;
   uint32_t *events = malloc(((size_t)nd + 1) * sizeof *events);
   FILE *fin = NULL, *fout = NULL, *fobs = NULL, *fjson = NULL;
-  if (check_width(o->in, in_fmt, nd, no, o->appended) ||
-      (o->obs_in && !o->appended && check_width(o->obs_in, obs_fmt, 0, no, 1)))
+  if (check_width(o->in, in_fmt, nd, o->appended ? no : 0, "--in_format") ||
+      (o->obs_in && !o->appended && check_width(o->obs_in, obs_fmt, 0, no, "--obs_in_format")))
     goto done;
   if (make_predecoder(o, g, nd, no, &onnx_opts, &local_opts, &r))
     goto done;

@@ -2,6 +2,7 @@
 #include "cudaq/qec/samples.h"
 
 #include <ctype.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -272,4 +273,79 @@ int cudaq_sample_file_mismatch(const char *path, cudaq_sample_format_t fmt, uint
   if (found)
     *found = n;
   return 1;
+}
+
+/* Whether the regular file at path is 01 text: only '0', '1', '\r' and
+ * '\n' bytes, ending with '\n', every line of the same non-zero length (its
+ * '0'/'1' characters). Then *lines and *len say what it holds. Reads up to
+ * the first other byte, so a real b8 file costs a few bytes. */
+static int looks_like_01(const char *path, uint64_t *lines, uint64_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return 0;
+  unsigned char buf[65536];
+  uint64_t n = 0, first = 0, cur = 0;
+  int ok = 1, last = -1;
+  size_t got;
+  while (ok && (got = fread(buf, 1, sizeof buf, f)) > 0)
+    for (size_t i = 0; i < got && ok; i++) {
+      const unsigned char c = buf[i];
+      last = c;
+      if (c == '0' || c == '1')
+        cur++;
+      else if (c == '\n') {
+        if (n == 0)
+          first = cur;
+        ok = cur > 0 && cur == first;
+        n++;
+        cur = 0;
+      } else if (c != '\r')
+        ok = 0;
+    }
+  ok = ok && !ferror(f) && last == '\n' && n > 0;
+  fclose(f);
+  *lines = n;
+  *len = first;
+  return ok;
+}
+
+static int check_msg(char *msg, size_t cap, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  if (msg && cap)
+    vsnprintf(msg, cap, fmt, ap);
+  va_end(ap);
+  return 1;
+}
+
+int cudaq_sample_file_check(const char *path, cudaq_sample_format_t fmt, uint32_t num_dets,
+                            uint32_t num_obs, const char *format_flag, char *msg, size_t cap) {
+  if (!path || !strcmp(path, "-"))
+    return 0;
+  const uint64_t bits = (uint64_t)num_dets + num_obs, rec = (bits + 7) / 8;
+  const char *what = !num_obs ? "" : !num_dets ? " (observables)"
+                                               : " (detectors + appended observables)";
+  const char *flag = format_flag ? format_flag : "the format";
+  struct stat sb;
+  uint64_t lines = 0, len = 0, found = 0;
+  if (fmt == CUDAQ_SAMPLE_B8 && !stat(path, &sb) && S_ISREG(sb.st_mode) && sb.st_size > 0 &&
+      looks_like_01(path, &lines, &len)) {
+    if (len == bits)
+      return check_msg(msg, cap, "%s: read as b8, but it is 01 text (%llu lines of %llu '0'/'1' "
+                       "characters): give %s 01", path, (unsigned long long)lines,
+                       (unsigned long long)len, flag);
+    return check_msg(msg, cap, "%s: read as b8, but it is 01 text (%llu lines of %llu '0'/'1' "
+                     "characters; the DEM needs %llu bits a record%s): is %s 01, and is the DEM "
+                     "right?", path, (unsigned long long)lines, (unsigned long long)len,
+                     (unsigned long long)bits, what, flag);
+  }
+  if (!cudaq_sample_file_mismatch(path, fmt, bits, &found))
+    return 0;
+  if (fmt == CUDAQ_SAMPLE_B8)
+    return check_msg(msg, cap, "%s: b8 records of %llu bits%s are %llu bytes each, but the file "
+                     "has %llu bytes, not a multiple of %llu (is %s right?)", path,
+                     (unsigned long long)bits, what, (unsigned long long)rec,
+                     (unsigned long long)found, (unsigned long long)rec, flag);
+  return check_msg(msg, cap, "%s: the first 01 record has %llu bits, the DEM needs %llu%s (is %s "
+                   "right?)", path, (unsigned long long)found, (unsigned long long)bits, what, flag);
 }

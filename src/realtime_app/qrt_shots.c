@@ -78,8 +78,23 @@ done:
   return rc;
 }
 
+/* The tools' shared check of a regular file's record width (and of a 01
+ * file read as b8) before reading it. Returns 0, or 1 after a message. */
+static int check_file(const char *path, cudaq_sample_format_t fmt, uint32_t nd, uint32_t nobs,
+                      const char *format_flag) {
+  char msg[1024];
+  if (!cudaq_sample_file_check(path, fmt, nd, nobs, format_flag, msg, sizeof msg))
+    return 0;
+  fprintf(stderr, "qec-realtime: %s\n", msg);
+  return 1;
+}
+
 int qrt_load_shots(const opts_t *o, shots_t *s) {
-  if (read_records(o->in, o->in_fmt, s->nd, o->appended ? s->no : 0, s, 0))
+  const uint32_t appended = o->appended ? s->no : 0;
+  if (check_file(o->in, o->in_fmt, s->nd, appended, "--in_format") ||
+      (o->obs_in && !o->appended &&
+       check_file(o->obs_in, o->obs_fmt, 0, s->no, "--obs_in_format")) ||
+      read_records(o->in, o->in_fmt, s->nd, appended, s, 0))
     return 1;
   if (s->n == 0) {
     fprintf(stderr, "qec-realtime: %s holds no shots\n", o->in);

@@ -86,12 +86,21 @@ printf 'error(0.1) D0\nerror(0.1) D0 D1\nerror(0.1) D1 D2 ^ D9\n' > "$T/ten.dem"
 printf '\001\002\003' > "$T/three.b8"
 expect "b8 width" "b8 records of 10 bits are 2 bytes each, but the file has 3 bytes" \
   predict --dem "$T/ten.dem" --in "$T/three.b8"
+# A 01 file read as b8 (predict's default) is refused whatever its size
+# (6 bytes would be 6 records of 2 detectors).
+printf '01\n10\n' > "$T/two.01"
+expect "01 read as b8" "two.01: read as b8, but it is 01 text (2 lines of 2 '0'/'1' characters): give --in_format 01" \
+  predict --dem "$T/ok.dem" --in "$T/two.01"
+# An observables-only file is named as such (not 'detectors + appended observables').
+printf 'error(0.1) D0 L0\nerror(0.1) D0 D1\n' > "$T/okobs.dem"
+printf '00\n' > "$T/obswide.01"
+expect "observables file width" "the first 01 record has 2 bits, the DEM needs 1 (observables) (is --obs_in_format right?)" \
+  count_mistakes --dem "$T/okobs.dem" --in "$T/two.01" --obs_in "$T/obswide.01"
 # b8 padding bits (past the record's width) must be 0, as PyMatching says:
 # 2-detector records are 1 byte, bit 2 of record 2 set; observables too.
 printf '\001\004' > "$T/pad.b8"
 expect "b8 padding bit" "record 2: b8 format: bit 2 is set, but a record has 2 bits" \
   predict --dem "$T/ok.dem" --in "$T/pad.b8"
-printf 'error(0.1) D0 L0\nerror(0.1) D0 D1\n' > "$T/okobs.dem"
 printf '\000\000' > "$T/zero.b8"
 printf '\001\002' > "$T/obspad.b8"
 expect "b8 observable padding bit" "obs_in: record 2: b8 format: bit 1 is set, but a record has 1 bits" \

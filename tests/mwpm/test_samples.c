@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -149,6 +150,53 @@ static void test_b8_padding(void **state) {
   }
 }
 
+/* Writes n bytes to a new temporary file; its path into path (>= 32 bytes). */
+static void temp_file(char *path, const void *data, size_t n) {
+  strcpy(path, "/tmp/test_samples_XXXXXX");
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  FILE *f = fdopen(fd, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(data, 1, n, f), n);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* cudaq_sample_file_check: what each tool checks before reading a file. */
+static void test_file_check(void **state) {
+  (void)state;
+  char p[64], msg[512];
+  /* 01 text read as b8: refused whatever its size (6 bytes = 3 records of 2
+   * bytes for 10 or 16 bits), with the --in_format 01 hint. */
+  temp_file(p, "01\n11\n", 6);
+  assert_int_equal(cudaq_sample_file_check(p, CUDAQ_SAMPLE_B8, 2, 0, "--in_format", msg, sizeof msg), 1);
+  assert_non_null(strstr(msg, "read as b8, but it is 01 text (2 lines of 2 '0'/'1' characters): "
+                              "give --in_format 01"));
+  assert_int_equal(cudaq_sample_file_check(p, CUDAQ_SAMPLE_B8, 16, 0, "--in_format", msg, sizeof msg), 1);
+  assert_non_null(strstr(msg, "the DEM needs 16 bits a record"));
+  /* As 01 it fits; as 01 of 3 bits it does not. */
+  assert_int_equal(cudaq_sample_file_check(p, CUDAQ_SAMPLE_01, 2, 0, "--in_format", msg, sizeof msg), 0);
+  assert_int_equal(cudaq_sample_file_check(p, CUDAQ_SAMPLE_01, 2, 1, "--in_format", msg, sizeof msg), 1);
+  assert_non_null(strstr(msg, "the first 01 record has 2 bits, the DEM needs 3 (detectors + "
+                              "appended observables) (is --in_format right?)"));
+  assert_int_equal(cudaq_sample_file_check(p, CUDAQ_SAMPLE_01, 0, 1, "--obs_in_format", msg, sizeof msg), 1);
+  assert_non_null(strstr(msg, "the DEM needs 1 (observables) (is --obs_in_format right?)"));
+  remove(p);
+  /* Lines of different lengths, or another byte: not 01 text, so real b8. */
+  temp_file(p, "01\n1\n", 5);
+  assert_int_equal(cudaq_sample_file_check(p, CUDAQ_SAMPLE_B8, 8, 0, "--in_format", msg, sizeof msg), 0);
+  remove(p);
+  temp_file(p, "01\n1\x02\n", 6);
+  assert_int_equal(cudaq_sample_file_check(p, CUDAQ_SAMPLE_B8, 8, 0, "--in_format", msg, sizeof msg), 0);
+  assert_int_equal(cudaq_sample_file_check(p, CUDAQ_SAMPLE_B8, 33, 0, "--in_format", msg, sizeof msg), 1);
+  assert_non_null(strstr(msg, "b8 records of 33 bits are 5 bytes each, but the file has 6 bytes"));
+  remove(p);
+  /* No path, stdin, or a missing file: cannot tell. */
+  assert_int_equal(cudaq_sample_file_check(NULL, CUDAQ_SAMPLE_B8, 8, 0, NULL, msg, sizeof msg), 0);
+  assert_int_equal(cudaq_sample_file_check("-", CUDAQ_SAMPLE_B8, 8, 0, NULL, msg, sizeof msg), 0);
+  assert_int_equal(cudaq_sample_file_check("/nonexistent/x", CUDAQ_SAMPLE_B8, 9, 0, NULL, msg,
+                                           sizeof msg), 0);
+}
+
 static void test_writers(void **state) {
   (void)state;
   FILE *f = tmpfile();
@@ -235,6 +283,7 @@ int main(void) {
       cmocka_unit_test(test_formats_agree),
       cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_b8_padding),
+      cmocka_unit_test(test_file_check),
       cmocka_unit_test(test_writers),
       cmocka_unit_test(test_threads),
   };

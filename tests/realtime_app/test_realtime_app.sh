@@ -316,7 +316,9 @@ refusals)
   # A 01 shot file of 119 detectors for a DEM of 120.
   awk 'BEGIN { for (i = 0; i < 5; i++) { s = ""; for (k = 0; k < 119; k++) s = s "0"; print s } }' \
     >"$WORK/narrow.01"
-  expect_refusal width "120 detectors" --dem "$DEM" --in "$WORK/narrow.01"
+  expect_refusal width "the first 01 record has 119 bits, the DEM needs 120" --dem "$DEM" --in "$WORK/narrow.01"
+  # A 01 file read as b8: refused whatever its size, with the fix.
+  printf '000000\n000000\n' >"$WORK/six.01"
   # b8 records of 8 bits read for a DEM of 6 detectors (1 byte either way):
   # the set padding bit is named with its record.
   printf 'error(0.1) D0 L0\nerror(0.1) D0 D1\nerror(0.1) D1 D2\nerror(0.1) D2 D3\nerror(0.1) D3 D4\nerror(0.1) D4 D5\nerror(0.1) D5\n' \
@@ -324,6 +326,10 @@ refusals)
   printf '\003\200' >"$WORK/eight.b8"
   expect_refusal padding "eight.b8: record 2: b8 format: bit 7 is set, but a record has 6 bits" \
     --dem "$WORK/six.dem" --in "$WORK/eight.b8" --in_format b8
+  expect_refusal b8_01 "six.01: read as b8, but it is 01 text (2 lines of 6 '0'/'1' characters): give --in_format 01" \
+    --dem "$WORK/six.dem" --in "$WORK/six.01" --in_format b8
+  expect_refusal obs_width "the DEM needs 1 (observables) (is --obs_in_format right?)" \
+    --dem "$WORK/six.dem" --in "$WORK/six.01" --obs_in "$WORK/six.01"
   # A model whose I/O does not fit: the d=7 model (336 detectors) on the d=5 DEM.
   expect_refusal model "--model .*predecoder_d7_z.onnx" --dem "$DEM" --in "$DATA/shots.b8" \
     --in_format b8 --model "$MODELS/predecoder_d7_z.onnx"

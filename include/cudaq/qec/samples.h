@@ -60,6 +60,21 @@ void cudaq_sample_reader_destroy(cudaq_sample_reader_t *r);
 int cudaq_sample_file_mismatch(const char *path, cudaq_sample_format_t fmt, uint64_t bits,
                                uint64_t *found);
 
+/* The check both command-line tools make before reading a sample file: can
+ * the regular file at `path` hold records of num_dets detector bits followed
+ * by num_obs observable bits (num_dets = 0: an observables-only file) in
+ * format fmt? Not where: b8, the file is 01 text (only '0', '1', '\n' bytes,
+ * every line of one length: the common mistake of reading a 01 file as b8,
+ * whatever its size) or its size is not a whole number of records; 01, its
+ * first record has another width (cudaq_sample_file_mismatch). Returns 1
+ * with a message in msg (cap bytes; the path, the expected and the found
+ * widths, and format_flag, e.g. "--in_format", as the likely fix); 0 where
+ * the file fits or this cannot tell (path NULL or "-", not a regular file,
+ * empty, dets). b8 records of another width that happen to divide the size
+ * and leave no padding bit set cannot be told apart from good ones. */
+int cudaq_sample_file_check(const char *path, cudaq_sample_format_t fmt, uint32_t num_dets,
+                            uint32_t num_obs, const char *format_flag, char *msg, size_t cap);
+
 /* Writes one record of num_obs observable bits. Returns CUDAQ_MWPM_OK;
  * CUDAQ_MWPM_ERR_IO; CUDAQ_MWPM_ERR_INVALID_ARG. */
 cudaq_mwpm_status_t cudaq_sample_write_obs(FILE *f, cudaq_sample_format_t fmt, uint64_t obs,
