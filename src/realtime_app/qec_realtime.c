@@ -570,7 +570,26 @@ static int run(const opts_t *o) {
             (unsigned long long)timed_out, (unsigned long long)a.submitted,
             (unsigned long long)o->timeout_ms, (unsigned long long)a.duplicates,
             (unsigned long long)a.unknown_ids, stop_st ? ", the pipeline did not stop cleanly" : "");
+    if (o->out)
+      fprintf(stderr, "qec-realtime: --out records of requests without a prediction (not "
+                      "answered in time, or answered with an error status) are 0\n");
     rc = 3;
+  }
+  /* Exit status 4: every request answered in time, some with an error status. */
+  const uint64_t errors = qrt_errors_of(&a);
+  if (!rc && errors) {
+    fprintf(stderr, "qec-realtime: %llu of %llu requests answered with an error status (errors by "
+                    "status in the report)%s; the first (0-based request numbers, request i is "
+                    "shot i mod %zu of the file):", (unsigned long long)errors,
+            (unsigned long long)a.submitted,
+            o->out ? ", no prediction: their --out records are 0" : "", a.shots.n);
+    for (uint64_t i = 0, shown = 0; i < a.submitted && shown < 10; i++)
+      if (a.answered[i] == QRT_ANSWER_ERROR) {
+        fprintf(stderr, " %llu", (unsigned long long)i);
+        shown++;
+      }
+    fputc('\n', stderr);
+    rc = 4;
   }
 done:
   if (fpga_started)

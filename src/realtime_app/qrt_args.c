@@ -70,7 +70,8 @@ void qrt_usage(FILE *f) {
       "  --idle_yield 0|1           idle threads sched_yield() (default: 1 when the threads\n"
       "                             outnumber the CPUs)\n"
       "output:\n"
-      "  --out FILE                 predictions, one record per request in request order\n"
+      "  --out FILE                 predictions, one record per request in request order (0\n"
+      "                             for a request answered with an error or timed out)\n"
       "  --out_format 01|b8|dets    (default 01)\n"
       "  --json FILE                the report as JSON (tools/realtime/plot_latency.py draws\n"
       "                             its latency histogram)\n"
@@ -84,7 +85,9 @@ void qrt_usage(FILE *f) {
       "  --fail_launch_every K      GPU modes: every K-th graph launch fails (cudaErrorLaunch-\n"
       "                             Failure, not launched): that request is answered with the\n"
       "                             RPC error status and counted\n"
-      "  --help\n",
+      "  --help\n"
+      "exit status: 0 all answered in time with a prediction, 1 start-up or I/O failure, 2 bad\n"
+      "flags, 3 a request timed out, lost or duplicated, 4 some answered with an error status\n",
       f);
 }
 

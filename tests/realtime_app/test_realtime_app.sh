@@ -2,7 +2,7 @@
 # End-to-end tests of qec-realtime on the d=5 shots of the predecoder_data
 # fixture (tests/predecoder: 10^4 shots, circuit.dem, obs.01).
 #   test_realtime_app.sh QEC_REALTIME QEC_DECODE DATA_DIR WORK_DIR MODELS_DIR CASE
-# CASE: none | local | onnx_d5 | correlated | bits | bad_payload | fault | duration | timeout |
+# CASE: none | local | onnx_d5 | correlated | bits | bad_payload | fault | duration | failed | timeout |
 #       refusals (CPU-only mode)
 #       gpu_hybrid | gpu_passthrough | gpu_fault | gpu_launch_fault (GPU modes; exit 77
 #       "skipped: no CUDA device" without one)
@@ -14,13 +14,15 @@ rm -rf "$WORK" && mkdir -p "$WORK" || fail "cannot make $WORK"
 DEM=$DATA/circuit.dem
 
 # run_ok NAME N ARGS...: qec-realtime must exit 0 with N requests submitted and
-# completed, none timed out or duplicated.
-run_ok() {
-  name=$1 n=$2; shift 2
+# completed, none timed out or duplicated. run_rc RC NAME N ARGS...: the same,
+# exit RC (4: some requests answered with an error status).
+run_ok() { run_rc 0 "$@"; }
+run_rc() {
+  want=$1 name=$2 n=$3; shift 3
   "$RT" "$@" --json "$WORK/$name.json" >"$WORK/$name.txt" 2>"$WORK/$name.err"
   rc=$?
   cat "$WORK/$name.txt"
-  [ $rc -eq 0 ] || { cat "$WORK/$name.err" >&2; fail "$name: exit $rc"; }
+  [ $rc -eq "$want" ] || { cat "$WORK/$name.err" >&2; fail "$name: exit $rc, not $want"; }
   grep -q "^requests: submitted $n, completed $n, .* timed out 0, duplicates 0$" "$WORK/$name.txt" ||
     fail "$name: not every one of $n requests answered once"
 }
@@ -121,7 +123,7 @@ bits)
     --payload bits --out "$WORK/bits.01"
   same_predictions bits "$WORK/ref.01"
   grep -q 'bit-packed payload' "$WORK/bits.txt" || fail "report does not name the payload"
-  run_ok bits_bad 700 --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --payload bits \
+  run_rc 4 bits_bad 700 --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --payload bits \
     --requests 700 --corrupt_every 7
   grep -q '^errors by status: bad_length 100 bad_value 0 ' "$WORK/bits_bad.txt" ||
     fail "short bit-packed payloads not counted as 100"
@@ -140,8 +142,8 @@ fault|gpu_fault)
   set -- --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --obs_in "$DATA/obs.01" --model "$M"
   if [ "$CASE" = gpu_fault ]; then
     skip_without_gpu
-    run_ok cpu 10000 "$@" --workers 2 --out "$WORK/cpu.01"
-    run_ok gpu 10000 "$@" --mode hybrid --precision fp32 --workers 4 --out "$WORK/gpu.01"
+    run_rc 4 cpu 10000 "$@" --workers 2 --out "$WORK/cpu.01"
+    run_rc 4 gpu 10000 "$@" --mode hybrid --precision fp32 --workers 4 --out "$WORK/gpu.01"
     for r in cpu gpu; do
       sed -n 's/^errors by status: //p' "$WORK/$r.txt" >"$WORK/$r.errors"
     done
@@ -150,7 +152,7 @@ fault|gpu_fault)
     cmp "$WORK/cpu.01" "$WORK/gpu.01" || fail "GPU answers differ from the CPU's"
     r=gpu
   else
-    run_ok cpu 10000 "$@" --workers 2 --out "$WORK/cpu.01"
+    run_rc 4 cpu 10000 "$@" --workers 2 --out "$WORK/cpu.01"
     r=cpu
   fi
   n=$(sed -n 's/^errors by status: bad_length 0 bad_value 0 predecoder \([0-9]*\) mwpm 0 rpc 0 .*/\1/p' "$WORK/$r.txt")
@@ -178,7 +180,7 @@ gpu_launch_fault)
       fail "qec-decode predict $*"
     awk 'NR % 7 == 0 { print "0"; next } { print }' "$WORK/ref.$mode.01" >"$WORK/want.$mode.01"
     if [ $mode = hybrid ]; then set -- --model "$M" --precision fp32; fi
-    run_ok "$mode" $n --dem "$DEM" --in "$WORK/shots.b8" --in_format b8 --obs_in "$WORK/obs.01" \
+    run_rc 4 "$mode" $n --dem "$DEM" --in "$WORK/shots.b8" --in_format b8 --obs_in "$WORK/obs.01" \
       --mode $mode "$@" --workers 4 --fail_launch_every 7 --out "$WORK/$mode.01"
     grep -q "^errors by status: bad_length 0 bad_value 0 predecoder 0 mwpm 0 rpc $bad " "$WORK/$mode.txt" ||
       fail "$mode: failed launches not counted as $bad RPC errors"
@@ -244,7 +246,7 @@ gpu_hybrid|gpu_passthrough)
   pre=$(sed -n 's/^pre-launched graphs: \([0-9]*\) requests found .* failed re-arms 0, released at stop 1$/\1/p' "$WORK/$mode.pre.txt")
   [ -n "$pre" ] && [ "$pre" -gt 0 ] && [ "$pre" -le $n ] ||
     fail "$mode --prelaunch: pre-launch counts wrong ($(grep '^pre-launched' "$WORK/$mode.pre.txt"))"
-  run_ok "$mode.bad" 2000 --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --mode "$mode" "$@" \
+  run_rc 4 "$mode.bad" 2000 --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --mode "$mode" "$@" \
     --requests 2000 --corrupt_every 7 --slots 8
   grep -q '^errors by status: bad_length 142 bad_value 143 predecoder 0 mwpm 0 rpc 0 ' \
     "$WORK/$mode.bad.txt" || fail "bad payloads not counted as 142 + 143"
@@ -252,8 +254,11 @@ gpu_hybrid|gpu_passthrough)
 bad_payload)
   # Every 7th of 2,000 requests is bad (value 2, or 4 bytes short): each is
   # answered with an error status and counted; the others decode normally.
-  run_ok bad 2000 --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --obs_in "$DATA/obs.01" \
-    --requests 2000 --corrupt_every 7 --slots 8
+  run_rc 4 bad 2000 --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --obs_in "$DATA/obs.01" \
+    --requests 2000 --corrupt_every 7 --slots 8 --out "$WORK/bad.01"
+  grep -q "^qec-realtime: 285 of 2000 requests answered with an error status .* their --out records are 0; .*: 6 13 20 27 34 41 48 55 62 69$" \
+    "$WORK/bad.err" || { cat "$WORK/bad.err" >&2; fail "exit 4 message"; }
+  [ "$(wc -l <"$WORK/bad.01")" -eq 2000 ] || fail "--out: not one record per request"
   grep -q '^errors by status: bad_length 142 bad_value 143 predecoder 0 mwpm 0 rpc 0 (corrupted on purpose 285)$' \
     "$WORK/bad.txt" || fail "bad payloads not counted as 142 + 143"
   grep -q ', ok 1715, errors 285,' "$WORK/bad.txt" || fail "ok / errors counts"
@@ -278,6 +283,20 @@ duration)
     fail "flat-out duration run: submitted/completed '$n' (expected equal, > 100)"
   grep -q '^backpressure stalls [1-9]' "$WORK/load.txt" || fail "flat out into 4 slots: no backpressure counted"
   echo "stop under load: $1 requests, all answered"
+  ;;
+failed)
+  # A request MWPM cannot decode (D2 has no edge: no solution, status 4) is
+  # answered with its error status, counted, and makes the exit status 4;
+  # its --out record is 0 (request order kept) and stderr names it.
+  printf 'error(0.1) D0 D1 L0\nerror(0.1) D0\ndetector D2\n' >"$WORK/iso.dem"
+  printf '000\n110\n001\n' >"$WORK/iso.01" && printf '0\n1\n0\n' >"$WORK/iso.o.01"
+  run_rc 4 iso 3 --dem "$WORK/iso.dem" --in "$WORK/iso.01" --obs_in "$WORK/iso.o.01" \
+    --out "$WORK/iso_out.01" --workers 1
+  grep -q '^errors by status: bad_length 0 bad_value 0 predecoder 0 mwpm 1 rpc 0 ' "$WORK/iso.txt" ||
+    fail "iso: the MWPM failure not counted"
+  grep -q "^qec-realtime: 1 of 3 requests answered with an error status .*their --out records are 0; .*: 2$" \
+    "$WORK/iso.err" || { cat "$WORK/iso.err" >&2; fail "iso: exit 4 message"; }
+  printf '0\n1\n0\n' | cmp - "$WORK/iso_out.01" || fail "iso: --out records"
   ;;
 timeout)
   # Answers that arrive after the deadline (--timeout_ms after the last send)
