@@ -607,6 +607,11 @@ static int run(const opts_t *o) {
     return 2;
   }
   gopt.enable_correlations = o->correlations;
+  const char *conflict = cudaq_sample_obs_flags_conflict(o->appended, o->obs_in != NULL);
+  if (conflict) {
+    fprintf(stderr, "qec-decode: %s\n", conflict);
+    return 2;
+  }
   if (!cmd_predict && !o->appended && !o->obs_in) {
     fprintf(stderr, "qec-decode: count_mistakes needs --obs_in or "
                     "--in_includes_appended_observables\n");
@@ -657,7 +662,7 @@ static int run(const opts_t *o) {
   uint32_t *events = malloc(((size_t)nd + 1) * sizeof *events);
   FILE *fin = NULL, *fout = NULL, *fobs = NULL, *fjson = NULL;
   if (check_width(o->in, in_fmt, nd, o->appended ? no : 0, "--in_format") ||
-      (o->obs_in && !o->appended && check_width(o->obs_in, obs_fmt, 0, no, "--obs_in_format")))
+      (o->obs_in && check_width(o->obs_in, obs_fmt, 0, no, "--obs_in_format")))
     goto done;
   if (make_predecoder(o, g, nd, no, &onnx_opts, &local_opts, &r))
     goto done;
@@ -667,9 +672,9 @@ static int run(const opts_t *o) {
   }
   fin = open_or(o->in, "rb", stdin);
   fout = open_or(o->out, "wb", stdout);
-  fobs = o->obs_in && !o->appended ? open_or(o->obs_in, "rb", NULL) : NULL;
+  fobs = o->obs_in ? open_or(o->obs_in, "rb", NULL) : NULL;
   fjson = o->json ? open_or(o->json, "w", NULL) : NULL;
-  if (!events || !fin || !fout || (o->obs_in && !o->appended && !fobs) || (o->json && !fjson))
+  if (!events || !fin || !fout || (o->obs_in && !fobs) || (o->json && !fjson))
     goto done;
   if (cudaq_mwpm_decoder_create(g, &r.dec) ||
       cudaq_sample_reader_create(fin, in_fmt, nd, o->appended ? no : 0, &rd) ||

@@ -349,3 +349,9 @@ int cudaq_sample_file_check(const char *path, cudaq_sample_format_t fmt, uint32_
   return check_msg(msg, cap, "%s: the first 01 record has %llu bits, the DEM needs %llu%s (is %s "
                    "right?)", path, (unsigned long long)found, (unsigned long long)bits, what, flag);
 }
+
+const char *cudaq_sample_obs_flags_conflict(int appended, int obs_in) {
+  return appended && obs_in ? "--obs_in and --in_includes_appended_observables both give the "
+                              "observables: use one"
+                            : NULL;
+}

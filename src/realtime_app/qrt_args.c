@@ -326,6 +326,11 @@ int qrt_check_mode_and_preset(opts_t *o) {
                     "executor runs FP32 and keeps no plan)\n", o->gpu_engine_flag);
     return 2;
   }
+  const char *conflict = cudaq_sample_obs_flags_conflict(o->appended, o->obs_in != NULL);
+  if (conflict) {
+    fprintf(stderr, "qec-realtime: %s\n", conflict);
+    return 2;
+  }
   if (!o->dem || !o->in) {
     fprintf(stderr, "qec-realtime: --dem and --in are required (--help lists the flags)\n");
     return 2;

@@ -92,8 +92,7 @@ static int check_file(const char *path, cudaq_sample_format_t fmt, uint32_t nd, 
 int qrt_load_shots(const opts_t *o, shots_t *s) {
   const uint32_t appended = o->appended ? s->no : 0;
   if (check_file(o->in, o->in_fmt, s->nd, appended, "--in_format") ||
-      (o->obs_in && !o->appended &&
-       check_file(o->obs_in, o->obs_fmt, 0, s->no, "--obs_in_format")) ||
+      (o->obs_in && check_file(o->obs_in, o->obs_fmt, 0, s->no, "--obs_in_format")) ||
       read_records(o->in, o->in_fmt, s->nd, appended, s, 0))
     return 1;
   if (s->n == 0) {
@@ -101,7 +100,7 @@ int qrt_load_shots(const opts_t *o, shots_t *s) {
     return 1;
   }
   s->have_obs = o->appended;
-  if (o->obs_in && !o->appended) {
+  if (o->obs_in) { /* not with --in_includes_appended_observables: refused */
     if (read_records(o->obs_in, o->obs_fmt, 0, s->no, s, 1))
       return 1;
     s->have_obs = 1;

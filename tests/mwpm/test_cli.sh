@@ -96,6 +96,12 @@ printf 'error(0.1) D0 L0\nerror(0.1) D0 D1\n' > "$T/okobs.dem"
 printf '00\n' > "$T/obswide.01"
 expect "observables file width" "the first 01 record has 2 bits, the DEM needs 1 (observables) (is --obs_in_format right?)" \
   count_mistakes --dem "$T/okobs.dem" --in "$T/two.01" --obs_in "$T/obswide.01"
+# Two sources of the true observables: refused (exit 2), never one ignored.
+rc=0; "$QD" count_mistakes --dem "$T/okobs.dem" --in "$T/two.01" --in_includes_appended_observables \
+  --obs_in "$T/obswide.01" > /dev/null 2> "$T/err" || rc=$?
+[ $rc -eq 2 ] && grep -qF -- "--obs_in and --in_includes_appended_observables both give the observables: use one" "$T/err" ||
+  fail "--obs_in with appended observables: exit $rc, $(cat "$T/err")"
+pass=$((pass + 1))
 # b8 padding bits (past the record's width) must be 0, as PyMatching says:
 # 2-detector records are 1 byte, bit 2 of record 2 set; observables too.
 printf '\001\004' > "$T/pad.b8"

@@ -397,6 +397,9 @@ refusals)
   }
   expect_usage out_format "--out_format is 01, b8 or dets, not 'r8'" --dem "$DEM" \
     --in "$DATA/shots.b8" --in_format b8 --model none --out "$WORK/never.r8" --out_format r8
+  expect_usage obs_twice "--obs_in and --in_includes_appended_observables both give the observables" \
+    --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --obs_in "$DATA/obs.01" \
+    --in_includes_appended_observables
   expect_usage in_format "--in_format is 01, b8 or dets, not 'r8'" --dem "$DEM" \
     --in "$DATA/shots.b8" --in_format r8
   expect_usage precision_cpu "--precision sets the GPU engine: it needs --mode hybrid" \

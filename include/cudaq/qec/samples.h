@@ -75,6 +75,11 @@ int cudaq_sample_file_mismatch(const char *path, cudaq_sample_format_t fmt, uint
 int cudaq_sample_file_check(const char *path, cudaq_sample_format_t fmt, uint32_t num_dets,
                             uint32_t num_obs, const char *format_flag, char *msg, size_t cap);
 
+/* The tools' rule for the true observables: from --obs_in or appended to the
+ * detection events (--in_includes_appended_observables), never both (one
+ * would be ignored). Returns the message for the conflict, or NULL. */
+const char *cudaq_sample_obs_flags_conflict(int appended, int obs_in);
+
 /* Writes one record of num_obs observable bits. Returns CUDAQ_MWPM_OK;
  * CUDAQ_MWPM_ERR_IO; CUDAQ_MWPM_ERR_INVALID_ARG. */
 cudaq_mwpm_status_t cudaq_sample_write_obs(FILE *f, cudaq_sample_format_t fmt, uint64_t obs,
