@@ -170,20 +170,12 @@ static int parse_args(int argc, char **argv, opts_t *o) {
   return 0;
 }
 
-static FILE *open_or(const char *path, const char *mode, FILE *dflt) {
-  if (!path || !strcmp(path, "-"))
-    return dflt;
-  FILE *f = fopen(path, mode);
-  if (!f) {
-    fprintf(stderr, "qec-decode: cannot open '%s': %s\n", path, strerror(errno));
-    return NULL;
-  }
-  struct stat sb; /* fopen opens a directory for reading; its reads then fail with EISDIR */
-  if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
-    fprintf(stderr, "qec-decode: cannot read '%s': %s\n", path, strerror(EISDIR));
-    fclose(f);
-    return NULL;
-  }
+/* Opens the file of a flag (cudaq_sample_open: "-" or none is dflt). */
+static FILE *open_or(const char *flag, const char *path, const char *mode, FILE *dflt) {
+  char msg[1024];
+  FILE *f = cudaq_sample_open(path, mode, dflt, flag, msg, sizeof msg);
+  if (!f)
+    fprintf(stderr, "qec-decode: %s\n", msg);
   return f;
 }
 
@@ -626,11 +618,9 @@ static int run(const opts_t *o) {
                     "--predecoder\n");
     return 2;
   }
-  FILE *probe = fopen(o->dem, "rb"); /* the OS's reason, which the parser does not give */
-  if (!probe) {
-    fprintf(stderr, "qec-decode: cannot open --dem '%s': %s\n", o->dem, strerror(errno));
+  FILE *probe = open_or("--dem", o->dem, "rb", NULL); /* the OS's reason, which the parser does not give */
+  if (!probe)
     return 1;
-  }
   fclose(probe);
   cudaq_mwpm_error_t err;
   cudaq_dem_t *dem = NULL;
@@ -670,10 +660,10 @@ static int run(const opts_t *o) {
     fprintf(stderr, "qec-decode: out of memory\n");
     goto done;
   }
-  fin = open_or(o->in, "rb", stdin);
-  fout = open_or(o->out, "wb", stdout);
-  fobs = o->obs_in ? open_or(o->obs_in, "rb", NULL) : NULL;
-  fjson = o->json ? open_or(o->json, "w", NULL) : NULL;
+  fin = open_or("--in", o->in, "rb", stdin);
+  fout = open_or("--out", o->out, "wb", stdout);
+  fobs = o->obs_in ? open_or("--obs_in", o->obs_in, "rb", NULL) : NULL;
+  fjson = o->json ? open_or("--json", o->json, "w", NULL) : NULL;
   if (!events || !fin || !fout || (o->obs_in && !fobs) || (o->json && !fjson))
     goto done;
   if (cudaq_mwpm_decoder_create(g, &r.dec) ||

@@ -1,7 +1,9 @@
 /* Readers and writers for stim's 01, b8 and dets sample formats. */
+#define _POSIX_C_SOURCE 200809L
 #include "cudaq/qec/samples.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -354,4 +356,31 @@ const char *cudaq_sample_obs_flags_conflict(int appended, int obs_in) {
   return appended && obs_in ? "--obs_in and --in_includes_appended_observables both give the "
                               "observables: use one"
                             : NULL;
+}
+
+FILE *cudaq_sample_open(const char *path, const char *mode, FILE *dflt, const char *flag,
+                        char *msg, size_t cap) {
+  if (msg && cap)
+    msg[0] = '\0';
+  if (!mode)
+    return NULL;
+  if (!flag)
+    flag = "file";
+  if (!path || !strcmp(path, "-")) {
+    if (!dflt)
+      check_msg(msg, cap, "%s cannot be '-' (stdin or stdout): give a file", flag);
+    return dflt;
+  }
+  FILE *f = fopen(path, mode);
+  if (!f) {
+    check_msg(msg, cap, "cannot open %s '%s': %s", flag, path, strerror(errno));
+    return NULL;
+  }
+  struct stat sb;
+  if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    check_msg(msg, cap, "cannot read %s '%s': %s", flag, path, strerror(EISDIR));
+    fclose(f);
+    return NULL;
+  }
+  return f;
 }

@@ -324,13 +324,43 @@ static uint64_t rss_peak_kib(void) {
   return kib;
 }
 
+/* Closes --out and --json; 1 after a message where a write failed. */
+static int close_outputs(app_t *a) {
+  int rc = 0;
+  if (a->out_f && fclose(a->out_f)) {
+    fprintf(stderr, "qec-realtime: write error on --out '%s'\n", a->o->out);
+    rc = 1;
+  }
+  if (a->json_f && fclose(a->json_f)) {
+    fprintf(stderr, "qec-realtime: write error on --json '%s'\n", a->o->json);
+    rc = 1;
+  }
+  a->out_f = a->json_f = NULL;
+  return rc;
+}
+
 static int run(const opts_t *o) {
+  app_t a;
+  memset(&a, 0, sizeof a);
+  a.o = o;
+  /* The files of the run, opened before anything else: a path that cannot
+   * be written fails now, not after the run. */
+  FILE *probe = qrt_open("--dem", o->dem, "rb", NULL); /* the OS's reason */
+  if (!probe)
+    return 1;
+  fclose(probe);
+  if ((o->out && !(a.out_f = qrt_open("--out", o->out, "wb", NULL))) ||
+      (o->json && !(a.json_f = qrt_open("--json", o->json, "w", NULL)))) {
+    close_outputs(&a);
+    return 1;
+  }
   cudaq_mwpm_error_t err;
   err.message[0] = '\0';
   err.line = 0;
   cudaq_dem_t *dem = NULL;
   cudaq_mwpm_status_t mst = cudaq_dem_parse_file(o->dem, &dem, &err);
   if (mst) {
+    close_outputs(&a);
     fprintf(stderr, "qec-realtime: %s:%zu: %s\n", o->dem, err.line,
             err.message[0] ? err.message : cudaq_mwpm_status_str(mst));
     return 1;
@@ -340,14 +370,12 @@ static int run(const opts_t *o) {
   cudaq_mwpm_graph_options_init(&gopts);
   gopts.enable_correlations = o->correlations; /* the workers decode correlated on such a graph */
   mst = cudaq_mwpm_graph_from_dem(dem, &gopts, &g, &err);
-  app_t a;
-  memset(&a, 0, sizeof a);
-  a.o = o;
   a.deadline_ns = UINT64_MAX; /* no answer is late until the FPGA thread is done */
   a.shots.nd = dem->num_detectors;
   a.shots.no = dem->num_observables;
   cudaq_dem_destroy(dem);
   if (mst) { /* e.g. a probability above 1/2 with --enable_correlations: the message says which */
+    close_outputs(&a);
     fprintf(stderr, "qec-realtime: %s", o->dem);
     if (err.line)
       fprintf(stderr, ":%zu", err.line);
@@ -547,20 +575,11 @@ static int run(const opts_t *o) {
   if (a.shots.have_obs && o->compare_mwpm != 0 && compare_mwpm(&a, g))
     rc = 1;
   qrt_print_report(stdout, &a, &st, &ps, timed_out, pd);
-  if (o->json) {
-    FILE *jf = fopen(o->json, "w");
-    if (!jf) {
-      fprintf(stderr, "qec-realtime: cannot open '%s'\n", o->json);
-      rc = 1;
-    } else {
-      qrt_json_report(jf, &a, &st, &ps, timed_out, pd);
-      if (fclose(jf)) {
-        fprintf(stderr, "qec-realtime: write error on '%s'\n", o->json);
-        rc = 1;
-      }
-    }
-  }
-  if (o->out && qrt_write_predictions(&a))
+  if (a.json_f)
+    qrt_json_report(a.json_f, &a, &st, &ps, timed_out, pd);
+  if (a.out_f && qrt_write_predictions(&a))
+    rc = 1;
+  if (close_outputs(&a))
     rc = 1;
   /* Exit status 3: the run lost or duplicated a request (a timeout counts:
    * answered late is not answered), or stop failed. */
@@ -613,6 +632,7 @@ done:
   free(a.sent_ptp);
   free(a.bad_payload);
   qrt_free_shots(&a.shots);
+  close_outputs(&a); /* a start-up failure: left empty */
   fflush(stdout);
   return rc;
 }

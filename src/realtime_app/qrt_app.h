@@ -64,6 +64,10 @@ typedef struct shots {
  * Returns 0 or 1 after a message. */
 int qrt_load_shots(const opts_t *o, shots_t *s);
 void qrt_free_shots(shots_t *s);
+/* Opens the file of a flag ("-": dflt, NULL where the flag takes no stream;
+ * cudaq_sample_open, as qec-decode); NULL after a message naming the flag,
+ * the path and the system's reason. */
+FILE *qrt_open(const char *flag, const char *path, const char *mode, FILE *dflt);
 
 enum { ST_RPC = 5, ST_COUNT = 6 }; /* status counters: QRT_* 0..4, then RPC-level errors */
 /* app_t.answered[i]: what became of request i */
@@ -107,6 +111,7 @@ typedef struct app {
   size_t gpu_bytes;
   const char *gpu_name, *engine_describe;
   double run_s;
+  FILE *out_f, *json_f; /* --out, --json: opened at start-up, written after the run */
 } app_t;
 
 /* The report: text (stdout) and JSON (--json). pd names the predecoder. */
@@ -116,7 +121,8 @@ void qrt_json_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
                      const cudaq_pipeline_stats_t *ps, uint64_t timed_out, const char *pd);
 uint64_t qrt_errors_of(const app_t *a);
 const char *qrt_mode_name(qrt_mode_t m);
-/* --out: predictions in request order. Returns 0 or 1 after a message. */
+/* --out (a->out_f): predictions in request order. Returns 0 or 1 after a
+ * message. */
 int qrt_write_predictions(const app_t *a);
 
 #endif

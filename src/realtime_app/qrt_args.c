@@ -18,7 +18,7 @@ void qrt_usage(FILE *f) {
       "\n"
       "input (PyMatching's flags):\n"
       "  --dem FILE                 detector error model (stim)\n"
-      "  --in FILE                  detection events, one shot per record\n"
+      "  --in FILE                  detection events, one shot per record ('-': stdin)\n"
       "  --in_format 01|b8|dets     (default 01)\n"
       "  --in_includes_appended_observables\n"
       "  --obs_in FILE              true observables (for the logical error rate)\n"
@@ -329,6 +329,10 @@ int qrt_check_mode_and_preset(opts_t *o) {
   const char *conflict = cudaq_sample_obs_flags_conflict(o->appended, o->obs_in != NULL);
   if (conflict) {
     fprintf(stderr, "qec-realtime: %s\n", conflict);
+    return 2;
+  }
+  if (o->in && o->obs_in && !strcmp(o->in, "-") && !strcmp(o->obs_in, "-")) {
+    fprintf(stderr, "qec-realtime: --in and --obs_in cannot both be '-' (stdin)\n");
     return 2;
   }
   if (!o->dem || !o->in) {

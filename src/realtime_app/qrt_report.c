@@ -172,16 +172,11 @@ void qrt_json_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
 
 int qrt_write_predictions(const app_t *a) {
   const cudaq_sample_format_t fmt = a->o->out_fmt;
-  FILE *f = fopen(a->o->out, "wb");
-  if (!f) {
-    fprintf(stderr, "qec-realtime: cannot open '%s'\n", a->o->out);
-    return 1;
-  }
   int rc = 0;
   for (uint64_t i = 0; i < a->submitted && !rc; i++)
-    rc = cudaq_sample_write_obs(f, fmt, a->prediction[i], a->shots.no) != CUDAQ_MWPM_OK;
-  if (fclose(f) || rc) {
-    fprintf(stderr, "qec-realtime: write error on '%s'\n", a->o->out);
+    rc = cudaq_sample_write_obs(a->out_f, fmt, a->prediction[i], a->shots.no) != CUDAQ_MWPM_OK;
+  if (fflush(a->out_f) || rc) {
+    fprintf(stderr, "qec-realtime: write error on --out '%s'\n", a->o->out);
     return 1;
   }
   return 0;

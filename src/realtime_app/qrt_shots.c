@@ -11,13 +11,11 @@
 
 /* Reads every record of a sample file: detectors into payloads (or, with
  * nd = 0, observables only into obs). Returns 0 or 1 after a message. */
-static int read_records(const char *path, cudaq_sample_format_t fmt, uint32_t nd, uint32_t nobs_rec,
-                        shots_t *s, int obs_only) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    fprintf(stderr, "qec-realtime: cannot open '%s'\n", path);
+static int read_records(const char *flag, const char *path, cudaq_sample_format_t fmt, uint32_t nd,
+                        uint32_t nobs_rec, shots_t *s, int obs_only) {
+  FILE *f = qrt_open(flag, path, "rb", stdin);
+  if (!f)
     return 1;
-  }
   cudaq_sample_reader_t *rd = NULL;
   uint32_t *ev = malloc(((size_t)s->nd + 1) * sizeof *ev);
   int rc = 1;
@@ -74,8 +72,17 @@ static int read_records(const char *path, cudaq_sample_format_t fmt, uint32_t nd
 done:
   cudaq_sample_reader_destroy(rd);
   free(ev);
-  fclose(f);
+  if (f != stdin)
+    fclose(f);
   return rc;
+}
+
+FILE *qrt_open(const char *flag, const char *path, const char *mode, FILE *dflt) {
+  char msg[1024];
+  FILE *f = cudaq_sample_open(path, mode, dflt, flag, msg, sizeof msg);
+  if (!f)
+    fprintf(stderr, "qec-realtime: %s\n", msg);
+  return f;
 }
 
 /* The tools' shared check of a regular file's record width (and of a 01
@@ -93,7 +100,7 @@ int qrt_load_shots(const opts_t *o, shots_t *s) {
   const uint32_t appended = o->appended ? s->no : 0;
   if (check_file(o->in, o->in_fmt, s->nd, appended, "--in_format") ||
       (o->obs_in && check_file(o->obs_in, o->obs_fmt, 0, s->no, "--obs_in_format")) ||
-      read_records(o->in, o->in_fmt, s->nd, appended, s, 0))
+      read_records("--in", o->in, o->in_fmt, s->nd, appended, s, 0))
     return 1;
   if (s->n == 0) {
     fprintf(stderr, "qec-realtime: %s holds no shots\n", o->in);
@@ -101,7 +108,7 @@ int qrt_load_shots(const opts_t *o, shots_t *s) {
   }
   s->have_obs = o->appended;
   if (o->obs_in) { /* not with --in_includes_appended_observables: refused */
-    if (read_records(o->obs_in, o->obs_fmt, 0, s->no, s, 1))
+    if (read_records("--obs_in", o->obs_in, o->obs_fmt, 0, s->no, s, 1))
       return 1;
     s->have_obs = 1;
   }

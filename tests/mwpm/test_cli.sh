@@ -49,7 +49,7 @@ if "$QD" bogus --dem "$T/ok.dem" 2> /dev/null; then fail "unknown command accept
 rc=0; "$QD" frobnicate 2> "$T/err" || rc=$?
 [ $rc -eq 2 ] && grep -q "unknown command 'frobnicate'" "$T/err" || fail "frobnicate: exit $rc, $(cat "$T/err")"
 if "$QD" predict --dem "$T/ok.dem" --in "$T" 2> "$T/err" > /dev/null; then fail "directory input accepted"; fi
-grep -q "cannot read '$T': Is a directory" "$T/err" || fail "directory message: $(cat "$T/err")"
+grep -q "cannot read --in '$T': Is a directory" "$T/err" || fail "directory message: $(cat "$T/err")"
 if "$QD" predict 2> /dev/null; then fail "missing --dem accepted"; fi
 pass=$((pass + 4))
 
@@ -112,8 +112,12 @@ printf '\001\002' > "$T/obspad.b8"
 expect "b8 observable padding bit" "obs_in: record 2: b8 format: bit 1 is set, but a record has 1 bits" \
   count_mistakes --dem "$T/okobs.dem" --in "$T/zero.b8" --in_format b8 --obs_in "$T/obspad.b8" \
   --obs_in_format b8
-expect "missing --in file" "cannot open '$T/none.b8': No such file or directory" \
+expect "missing --in file" "cannot open --in '$T/none.b8': No such file or directory" \
   predict --dem "$T/ok.dem" --in "$T/none.b8"
+expect "missing --out directory" "cannot open --out '$T/none/p.01': No such file or directory" \
+  predict --dem "$T/ok.dem" --in "$T/pad.b8" --out "$T/none/p.01"
+expect "--obs_in -" "--obs_in cannot be '-' (stdin or stdout): give a file" \
+  count_mistakes --dem "$T/ok.dem" --in "$T/two.01" --obs_in -
 expect "missing --dem file" "cannot open --dem '$T/none.dem': No such file or directory" \
   predict --dem "$T/none.dem"
 printf 'error(0.1) D0 D1\nerror(0.1) D1 D2\n' > "$T/noboundary.dem"

@@ -379,6 +379,25 @@ refusals)
   expect_refusal obs_count "has 5 records, the shot file 10000" --dem "$DEM" --in "$DATA/shots.b8" \
     --in_format b8 --obs_in "$WORK/obs5.01"
   expect_refusal pin "this machine has" --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --pin 1000
+  # Files: the flag, the path and the system's reason; --out and --json are
+  # opened at start-up, so a bad path fails before the run (no report).
+  expect_refusal in_missing "cannot open --in '$WORK/none.b8': No such file or directory" \
+    --dem "$DEM" --in "$WORK/none.b8" --in_format b8
+  expect_refusal in_dir "cannot read --in '$WORK': Is a directory" --dem "$DEM" --in "$WORK"
+  expect_refusal dem_missing "cannot open --dem '$WORK/none.dem': No such file or directory" \
+    --dem "$WORK/none.dem" --in "$DATA/shots.b8"
+  for f in out json; do
+    expect_refusal "${f}_dir" "cannot open --$f '$WORK/nodir/x': No such file or directory" \
+      --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --duration_s 2 --"$f" "$WORK/nodir/x"
+    [ ! -s "$WORK/${f}_dir.txt" ] || fail "--$f to a bad path: the run went ahead"
+  done
+  expect_refusal out_stdout "--out cannot be '-'" --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --out -
+  # --in - reads stdin: the same predictions as from the file.
+  head -c 1500 "$DATA/shots.b8" >"$WORK/s100.b8"
+  "$RT" --dem "$DEM" --in - --in_format b8 --out "$WORK/stdin.01" --progress_s 0 <"$WORK/s100.b8" \
+    >"$WORK/stdin.txt" 2>&1 || { cat "$WORK/stdin.txt" >&2; fail "--in -"; }
+  "$QD" predict --dem "$DEM" --in "$WORK/s100.b8" --out "$WORK/stdin_ref.01" || fail "qec-decode predict"
+  cmp "$WORK/stdin.01" "$WORK/stdin_ref.01" || fail "--in -: predictions differ"
   expect_refusal flag "unknown argument" --dem "$DEM" --in x --bogus 1
   expect_refusal fail_launch_cpu "needs --mode hybrid or passthrough" --dem "$DEM" --in "$DATA/shots.b8" \
     --in_format b8 --fail_launch_every 7
@@ -400,6 +419,7 @@ refusals)
   expect_usage obs_twice "--obs_in and --in_includes_appended_observables both give the observables" \
     --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --obs_in "$DATA/obs.01" \
     --in_includes_appended_observables
+  expect_usage stdin_twice "--in and --obs_in cannot both be '-'" --dem "$DEM" --in - --obs_in -
   expect_usage in_format "--in_format is 01, b8 or dets, not 'r8'" --dem "$DEM" \
     --in "$DATA/shots.b8" --in_format r8
   expect_usage precision_cpu "--precision sets the GPU engine: it needs --mode hybrid" \

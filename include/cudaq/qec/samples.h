@@ -75,6 +75,15 @@ int cudaq_sample_file_mismatch(const char *path, cudaq_sample_format_t fmt, uint
 int cudaq_sample_file_check(const char *path, cudaq_sample_format_t fmt, uint32_t num_dets,
                             uint32_t num_obs, const char *format_flag, char *msg, size_t cap);
 
+/* Opens a file named by a command-line flag, as both tools do: path NULL or
+ * "-" gives dflt (stdin / stdout; NULL where the flag takes no stream); a
+ * directory is refused (fopen opens one for reading, and its reads fail).
+ * Returns the stream, or NULL with "cannot open FLAG 'PATH': <the system's
+ * reason>" (or "cannot read ... Is a directory", or "FLAG cannot be '-'")
+ * in msg (cap bytes). */
+FILE *cudaq_sample_open(const char *path, const char *mode, FILE *dflt, const char *flag,
+                        char *msg, size_t cap);
+
 /* The tools' rule for the true observables: from --obs_in or appended to the
  * detection events (--in_includes_appended_observables), never both (one
  * would be ignored). Returns the message for the conflict, or NULL. */
