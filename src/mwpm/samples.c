@@ -180,18 +180,17 @@ static cudaq_mwpm_status_t next_dets(cudaq_sample_reader_t *r, uint32_t *events,
     if (kind == 'D') {
       if (v >= r->num_dets)
         return fmt_err(r, err, "dets format: detector index out of range");
-      /* A detector listed twice cancels; keep the list duplicate-free. */
+      /* A token names a set bit: listed twice it is still set (stim's
+       * reader); the list stays duplicate-free. */
       size_t j = 0;
       while (j < *ne && events[j] != (uint32_t)v)
         j++;
-      if (j < *ne)
-        events[j] = events[--(*ne)];
-      else
+      if (j == *ne)
         events[(*ne)++] = (uint32_t)v;
     } else {
       if (v >= r->num_obs)
         return fmt_err(r, err, "dets format: observable index out of range");
-      *obs ^= 1ull << v;
+      *obs |= 1ull << v;
     }
   }
   if (ferror(r->f))

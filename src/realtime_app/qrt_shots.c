@@ -59,7 +59,7 @@ static int read_records(const char *flag, const char *path, cudaq_sample_format_
     int32_t *row = s->payload + n * s->nd;
     memset(row, 0, s->nd * sizeof *row);
     for (size_t k = 0; k < ne; k++)
-      row[ev[k]] ^= 1; /* a detector listed twice cancels, as the decoders do */
+      row[ev[k]] = 1; /* the reader lists each set detector once */
     s->obs[n++] = obs;
   }
   if (obs_only && n != s->n) {

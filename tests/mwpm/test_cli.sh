@@ -53,6 +53,25 @@ grep -q "cannot read --in '$T': Is a directory" "$T/err" || fail "directory mess
 if "$QD" predict 2> /dev/null; then fail "missing --dem accepted"; fi
 pass=$((pass + 4))
 
+# dets with a token repeated: set once, as stim's reader reads it (PyMatching's
+# command line fails on such a file, so the reference is stim's reader and
+# PyMatching's decode_batch).
+printf 'error(0.1) D0 L0\nerror(0.1) D0 D1\nerror(0.1) D1\n' > "$T/dup.dem"
+printf 'shot D1 D1\nshot D0 D0 D1\nshot D0 D0\n' > "$T/dup.dets"
+printf 'shot D1 D1 L0 L0\nshot D0 D0 D1\nshot D0 D0 L0 L0\n' > "$T/dupapp.dets"
+"$VENV/bin/python" -c "
+import sys, stim, pymatching
+d = stim.read_shot_data_file(path=sys.argv[2], format='dets', num_detectors=2)
+m = pymatching.Matching.from_detector_error_model(stim.DetectorErrorModel(open(sys.argv[1]).read()))
+sys.stdout.write(''.join(str(int(p[0])) + '\\n' for p in m.decode_batch(d)))" \
+  "$T/dup.dem" "$T/dup.dets" > "$T/dup.want" || fail "stim reference for repeated dets tokens"
+"$QD" predict --dem "$T/dup.dem" --in "$T/dup.dets" --in_format dets > "$T/dup.got" ||
+  fail "dets repeated tokens: exit $?"
+cmp -s "$T/dup.got" "$T/dup.want" || fail "dets repeated tokens: $(cat "$T/dup.got") not $(cat "$T/dup.want")"
+"$QD" count_mistakes --dem "$T/dup.dem" --in "$T/dupapp.dets" --in_format dets \
+  --in_includes_appended_observables > "$T/dup.got" || fail "dets repeated tokens appended: exit $?"
+[ "$(cat "$T/dup.got")" = "1 / 3" ] || fail "dets repeated tokens appended: $(cat "$T/dup.got"), not 1 / 3"
+pass=$((pass + 2))
 # PyMatching 2.4's defaults: predict reads b8, count_mistakes reads 01 (the
 # same argument lists without --in_format give the same outputs).
 for n in x_d3_p0.005; do

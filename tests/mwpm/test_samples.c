@@ -74,6 +74,27 @@ static void test_formats_agree(void **state) {
   }
 }
 
+/* dets: a token names a set bit, as stim's reader reads it: a detector or
+ * observable listed twice is set once, not cancelled. */
+static void test_dets_repeated(void **state) {
+  (void)state;
+  const char *dets = "shot D3 D3\nshot D1 L0 D0 D1 L0 D1\n";
+  uint32_t ev[4][8];
+  size_t nev[4], n;
+  uint64_t obs[4];
+  cudaq_mwpm_status_t last;
+  read_all(from_bytes(dets, strlen(dets)), CUDAQ_SAMPLE_DETS, 5, 1, ev, nev, obs, &n, &last);
+  assert_int_equal(last, CUDAQ_MWPM_EOF);
+  assert_int_equal(n, 2);
+  assert_int_equal(nev[0], 1);
+  assert_int_equal(ev[0][0], 3);
+  assert_int_equal(obs[0], 0);
+  assert_int_equal(nev[1], 2);
+  assert_int_equal(ev[1][0], 1);
+  assert_int_equal(ev[1][1], 0);
+  assert_int_equal(obs[1], 1);
+}
+
 static void expect_format_error(cudaq_sample_format_t fmt, const char *data, size_t n) {
   uint32_t ev[4][8];
   size_t nev[4], count;
@@ -283,6 +304,7 @@ int main(void) {
       cmocka_unit_test(test_formats_agree),
       cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_b8_padding),
+      cmocka_unit_test(test_dets_repeated),
       cmocka_unit_test(test_file_check),
       cmocka_unit_test(test_writers),
       cmocka_unit_test(test_threads),

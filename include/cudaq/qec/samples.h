@@ -4,7 +4,9 @@
  * A record holds num_dets detector bits followed by num_obs observable bits
  * (observables appended to detection events, or an observables-only file
  * with num_dets = 0). In the dets format, D# tokens are detectors and L#
- * tokens observables.
+ * tokens observables; a token names a set bit, so one listed twice is set
+ * (stim's reader), and the detector list the reader returns has no
+ * duplicates.
  */
 #ifndef CUDAQ_QEC_SAMPLES_H
 #define CUDAQ_QEC_SAMPLES_H
