@@ -21,6 +21,15 @@ static rate_t rate_of(uint64_t k, uint64_t n) {
 /* x / y, NaN when y is 0. */
 static double ratio(double x, double y) { return y != 0.0 ? x / y : NAN; }
 
+/* x with fmt (one double conversion and its unit), or "n/a" where x is not
+ * a number (no shots, no events, nothing timed). */
+static void text_num(FILE *f, const char *fmt, double x) {
+  if (isfinite(x))
+    fprintf(f, fmt, x);
+  else
+    fputs("n/a", f);
+}
+
 static void print_rate(FILE *f, const char *what, uint64_t k, uint64_t n) {
   rate_t r = rate_of(k, n);
   if (!r.ok) {
@@ -43,17 +52,27 @@ cudaq_predecoder_status_t cudaq_predecoder_report_print(FILE *f, const cudaq_pre
   print_rate(f, "MWPM alone:       ", r->mistakes_mwpm, r->shots);
   fprintf(f, "shots where predecoder + MWPM and MWPM alone disagree: %llu\n",
           (unsigned long long)r->disagreements);
-  double before = ratio((double)r->events_before, n), after = ratio((double)r->events_after, n);
-  fprintf(f, "detection events per shot: %.4f before, %.4f after (after / before %.4f)\n", before,
-          after, ratio((double)r->events_after, (double)r->events_before));
+  fputs("detection events per shot: ", f);
+  text_num(f, "%.4f", ratio((double)r->events_before, n));
+  fputs(" before, ", f);
+  text_num(f, "%.4f", ratio((double)r->events_after, n));
+  fputs(" after (after / before ", f);
+  text_num(f, "%.4f", ratio((double)r->events_after, (double)r->events_before));
+  fputs(")\n", f);
   double tn = r->mwpm_timed_shots ? (double)r->mwpm_timed_shots : n;
   double raw = 1e6 * ratio(r->mwpm_raw_s, tn), res = 1e6 * ratio(r->mwpm_residual_s, tn);
-  fprintf(f, "MWPM time per shot: %.3f us on raw events, %.3f us on residual events "
-             "(speedup %.2fx)", raw, res, ratio(raw, res));
+  fputs("MWPM time per shot: ", f);
+  text_num(f, "%.3f us", raw);
+  fputs(" on raw events, ", f);
+  text_num(f, "%.3f us", res);
+  fputs(" on residual events (speedup ", f);
+  text_num(f, "%.2fx", ratio(raw, res));
+  fputc(')', f);
   if (r->mwpm_timed_shots)
     fprintf(f, " over %llu shots decoded back to back", (unsigned long long)r->mwpm_timed_shots);
+  fputs("\ninference time per shot: ", f);
+  text_num(f, "%.3f us", 1e6 * ratio(r->inference_s, n));
   fputc('\n', f);
-  fprintf(f, "inference time per shot: %.3f us\n", 1e6 * ratio(r->inference_s, n));
   return CUDAQ_PREDECODER_OK;
 }
 

@@ -81,14 +81,17 @@ void qrt_print_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
             a->shots.have_obs ? "no request decoded" : "no --obs_in");
   if (a->mwpm_alone_judged &&
       !cudaq_wilson_interval(a->mwpm_alone_mistakes, a->mwpm_alone_judged, CUDAQ_WILSON_Z95, &lo,
-                             &hi))
-    fprintf(f, "%sMWPM alone on the same requests: %.6g (%llu / %llu) [%.6g, %.6g]; ratio %.3f; "
+                             &hi)) {
+    char ratio[32] = "n/a"; /* MWPM alone made no mistake */
+    if (a->mwpm_alone_mistakes)
+      snprintf(ratio, sizeof ratio, "%.3f", (double)a->mistakes / (double)a->mwpm_alone_mistakes);
+    fprintf(f, "%sMWPM alone on the same requests: %.6g (%llu / %llu) [%.6g, %.6g]; ratio %s; "
                "predictions differ on %llu\n", a->o->correlations ? "correlated " : "",
             (double)a->mwpm_alone_mistakes / (double)a->mwpm_alone_judged,
             (unsigned long long)a->mwpm_alone_mistakes,
-            (unsigned long long)a->mwpm_alone_judged, lo, hi,
-            a->mwpm_alone_mistakes ? (double)a->mistakes / (double)a->mwpm_alone_mistakes : NAN,
+            (unsigned long long)a->mwpm_alone_judged, lo, hi, ratio,
             (unsigned long long)a->disagreements);
+  }
 }
 
 void qrt_json_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,

@@ -120,6 +120,15 @@ static void test_report_text(void **state) {
   expect(s, "predecoder: models/d\"5\".onnx\n");
   expect(s, "predecoder + MWPM: no shots");
   free(s);
+  /* No shots, no events, nothing timed: n/a, never nan. */
+  r.events_before = r.events_after = 0;
+  r.mwpm_raw_s = r.mwpm_residual_s = r.inference_s = 0;
+  s = render(&r, 0);
+  expect(s, "detection events per shot: n/a before, n/a after (after / before n/a)\n");
+  expect(s, "MWPM time per shot: n/a on raw events, n/a on residual events (speedup n/a)\n");
+  expect(s, "inference time per shot: n/a\n");
+  assert_null(strstr(s, "nan"));
+  free(s);
   assert_int_equal(cudaq_predecoder_report_print(NULL, &r), CUDAQ_PREDECODER_ERR_INVALID_ARG);
   assert_int_equal(cudaq_predecoder_report_print(stdout, NULL), CUDAQ_PREDECODER_ERR_INVALID_ARG);
 }

@@ -297,6 +297,10 @@ failed)
   grep -q "^qec-realtime: 1 of 3 requests answered with an error status .*their --out records are 0; .*: 2$" \
     "$WORK/iso.err" || { cat "$WORK/iso.err" >&2; fail "iso: exit 4 message"; }
   printf '0\n1\n0\n' | cmp - "$WORK/iso_out.01" || fail "iso: --out records"
+  # MWPM alone made no mistake on the 2 decoded shots: its ratio is n/a, not nan.
+  grep -q '^MWPM alone on the same requests: 0 (0 / 2) .*; ratio n/a; predictions differ on 0$' \
+    "$WORK/iso.txt" || fail "iso: MWPM-alone line"
+  ! grep -qi 'nan' "$WORK/iso.txt" || fail "iso: nan in the report"
   ;;
 timeout)
   # Answers that arrive after the deadline (--timeout_ms after the last send)
