@@ -33,11 +33,16 @@
 
 #ifdef CUDAQ_HAVE_CBLAS
 #include <cblas.h>
-/* OpenBLAS's own (re)initialisation, exported by the library but not in its
- * headers: gotoblas_quit releases its buffers, gotoblas_init picks the core
- * kernels again (reading OPENBLAS_CORETYPE). */
-void gotoblas_init(void);
-void gotoblas_quit(void);
+/* OpenBLAS's kernel selection (DYNAMIC_ARCH builds, as Debian's), exported
+ * by the library but not in its headers: gotoblas_dynamic_quit forgets the
+ * kernel table, gotoblas_dynamic_init picks it again (reading
+ * OPENBLAS_CORETYPE). Only the table: not gotoblas_quit / gotoblas_init,
+ * which also tear down and restart the thread server and the buffers, and
+ * whose second teardown at exit crashed the process on a 16-core machine
+ * (test_nn_gpu and every CPU-executor user exited with SIGSEGV after their
+ * work on the H200 host, 2026-11-27; not with OPENBLAS_NUM_THREADS=1). */
+void gotoblas_dynamic_init(void);
+void gotoblas_dynamic_quit(void);
 #endif
 
 /* The core kernels OpenBLAS runs (Debian's build picks them at start-up).
@@ -60,7 +65,11 @@ static void blas_pick_core(void) {
   const char *core = openblas_get_corename();
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   const char *keep = getenv("CUDAQ_NN_BLAS_KEEP");
-  if (core && !strcmp(core, "Prescott") && !getenv("OPENBLAS_CORETYPE") && !(keep && !strcmp(keep, "1"))) {
+  /* CUDAQ_NN_BLAS_REPICK=1 (a test hook): choose again whatever OpenBLAS
+   * chose, so that a machine whose CPU OpenBLAS knows runs this path too. */
+  const char *repick = getenv("CUDAQ_NN_BLAS_REPICK");
+  const int fallback = core && (!strcmp(core, "Prescott") || (repick && !strcmp(repick, "1")));
+  if (fallback && !getenv("OPENBLAS_CORETYPE") && !(keep && !strcmp(keep, "1"))) {
     __builtin_cpu_init();
     /* __builtin_cpu_supports also checks that the OS saves the wider registers */
     const int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -69,8 +78,8 @@ static void blas_pick_core(void) {
     const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     const char *want = avx512 ? "SkylakeX" : avx2 ? "Haswell" : NULL;
     if (want && !setenv("OPENBLAS_CORETYPE", want, 0)) {
-      gotoblas_quit();
-      gotoblas_init(); /* reads OPENBLAS_CORETYPE */
+      gotoblas_dynamic_quit();
+      gotoblas_dynamic_init(); /* reads OPENBLAS_CORETYPE */
       core = openblas_get_corename();
       unsetenv("OPENBLAS_CORETYPE"); /* not inherited by child processes or another OpenBLAS */
     }
