@@ -706,6 +706,58 @@ def tail_cases(g):
     # kernel's 1,024 blocks, so blocks take a second output in their grid-stride loop.
     row_sums("tail_grid_stride", 300, 1100, 130)
 
+def first_fold_cases(g):
+    """A first convolution folded into the next one's input window
+    (gpu_first.cu): its input a copy of run-time channels beside constant
+    ones, the constant part and the bias folded at engine create, the run-time
+    part computed where the wgmma brick stages its window. Generated last."""
+    F, I32 = TP.FLOAT, TP.INT32
+    r = g.rng
+
+    def w(cout, cin):
+        return (r.standard_normal([cout, cin, 3, 3, 3]) / np.sqrt(cin * 27)).astype(np.float32)
+
+    def b(c):
+        return (r.standard_normal([c]) * 0.1).astype(np.float32)
+
+    p1 = dict(kernel_shape=[3, 3, 3], pads=[1] * 6)
+    # two run-time channels (values -1 .. 2) beside a constant real-valued one; partial bricks
+    x = r.choice([-1, 0, 0, 0, 1, 1, 2], size=[1, 2, 5, 9, 10]).astype(np.int32)
+    g.case("first_fold_concat",
+           [node("Cast", ["x"], ["xf"], to=F), node("Concat", ["xf", "c"], ["xin"], axis=1),
+            node("Conv", ["xin", "w0", "b0"], ["c0"], **p1), node("Relu", ["c0"], ["r0"]),
+            node("Conv", ["r0", "w1", "b1"], ["c1"], **p1), node("Relu", ["c1"], ["r1"]),
+            node("Conv", ["r1", "w2", "b2"], ["y"], **p1)],
+           [("x", I32, [1, 2, 5, 9, 10])], [("y", F)],
+           [init("c", r.standard_normal([1, 1, 5, 9, 10]).astype(np.float32)), init("w0", w(32, 3)),
+            init("b0", b(32)), init("w1", w(24, 32)), init("b1", b(24)), init("w2", w(3, 24)), init("b2", b(3))],
+           feeds={"x": x})
+    # a predecoder's front: events gathered onto the grid (empty sites read an
+    # appended zero), two constant 0/1 site masks, 64 and 40 channels (a partial block)
+    T, H, W = 6, 9, 10
+    sites = np.sort(r.choice(T * H * W, size=300, replace=False))
+    gidx = np.full(T * H * W, 300, dtype=np.int64)
+    gidx[sites] = np.arange(300)
+    masks = np.zeros([1, 2, T, H, W], dtype=np.float32)
+    flat = masks.reshape(2, -1)
+    flat[0, sites[::2]] = 1.0
+    flat[1, sites[1::2]] = 1.0
+    ev = (r.random([1, 300]) < 0.2).astype(np.int32)
+    g.case("first_fold_gather",
+           [node("Cast", ["x"], ["xf"], to=F), node("Concat", ["xf", "zero"], ["xz"], axis=1),
+            node("Gather", ["xz", "gidx"], ["xg"], axis=1), node("Reshape", ["xg", "shape"], ["xr"]),
+            node("Concat", ["xr", "masks"], ["xin"], axis=1),
+            node("Conv", ["xin", "w0", "b0"], ["c0"], **p1), node("Relu", ["c0"], ["r0"]),
+            node("Conv", ["r0", "w1", "b1"], ["c1"], **p1), node("Relu", ["c1"], ["r1"]),
+            node("Conv", ["r1", "w2", "b2"], ["y"], **p1)],
+           [("x", I32, [1, 300])], [("y", F)],
+           [init("zero", np.zeros([1, 1], dtype=np.float32)), init("gidx", gidx),
+            init("shape", np.array([1, 1, T, H, W], dtype=np.int64)), init("masks", masks),
+            init("w0", w(64, 3)), init("b0", b(64)), init("w1", w(40, 64)), init("b1", b(40)),
+            init("w2", w(5, 40)), init("b2", b(5))],
+           feeds={"x": ev})
+
+
 def gen(args):
     os.makedirs(args.out, exist_ok=True)
     g = Gen(args.out)
@@ -719,6 +771,7 @@ def gen(args):
     stack_cases(g)
     fuse_gemm_cases(g)
     tail_cases(g)
+    first_fold_cases(g)
     with open(os.path.join(args.out, "cases.txt"), "w") as f:
         f.write("\n".join(g.manifest) + "\n")
     print(f"onnx_reference: {len(g.manifest)} cases in {args.out}")

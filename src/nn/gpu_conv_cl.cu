@@ -549,6 +549,11 @@ int nnk_cl_algo_ok(const nnk_conv &p, int in_cl, int algo) {
   return cl_smem_bytes(cfg, split, stages, a, in_cl) <= CL_MAX_SMEM;
 }
 
+int nnk_cl_first_ok(const nnk_conv &p, int algo, int cd) {
+  return algo >= NNK_CL_WG_BASE && algo < NNK_CL_ALL_ALGOS && nnk_cl_supported(p, 1) &&
+         wg_first_ok(p, algo - NNK_CL_WG_BASE, cd);
+}
+
 size_t nnk_cl_weight_elems(const nnk_conv &p, int in_cl) {
   cl_args a;
   cl_fill(p, in_cl, NULL, NULL, 1, &a);
@@ -573,6 +578,7 @@ void nnk_cl_pack_weights(const nnk_conv &p, int in_cl, const float *w, __half *o
 cudaError_t nnk_launch_cl(const nnk_conv &p, int in_cl, int out_cl, const __half *w, const float *b, int algo,
                           cudaStream_t s, const nnk_conv_fuse *f) {
   if (f && ((f->x_idx && in_cl) || (f->epi && out_cl))) return cudaErrorInvalidValue;
+  if (f && f->first.b && !nnk_cl_first_ok(p, algo, f->first.cd)) return cudaErrorInvalidValue; /* wgmma only */
   if ((int64_t)p.out3[0] * p.out3[1] * p.out3[2] == 0 || p.M == 0 || p.N == 0) return cudaSuccess;
   if (!nnk_cl_algo_ok(p, in_cl, algo)) return cudaErrorInvalidConfiguration;
   if (!in_cl && reinterpret_cast<uintptr_t>(p.x) % 2 != 0) return cudaErrorInvalidConfiguration;

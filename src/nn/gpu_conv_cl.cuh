@@ -218,6 +218,9 @@ inline void cl_fill(const nnk_conv &p, int in_cl, const __half *w, const float *
  * j = algo - NNK_CL_WG_BASE. */
 int wg_algo_ok(const nnk_conv &p, int in_cl, int j);
 cudaError_t wg_launch(const cl_args &a, int j, int out_cl, int batch, cudaStream_t s);
+/* Whether wgmma algo j runs p with a first layer of cd dynamic channels
+ * folded into its window (nnk_first; batch 1, shared memory). */
+int wg_first_ok(const nnk_conv &p, int j, int cd);
 /* The split of wgmma algo j (cluster size). */
 int wg_split(int j);
 /* The wgmma kernel's weight order (where cl_brick_shape holds it follows

@@ -71,6 +71,131 @@ __device__ __forceinline__ void wg_group_mmas(float (&d)[BN / 2], uint64_t da0, 
 #endif
 }
 
+/* A folded first layer (a.f.first, nnk_first): shared memory after the
+ * mbarriers holds its dynamic inputs around the window ((PD + 4) x 12 x 12
+ * cells per channel, FP32), per window cell a 27-bit mask of the taps that
+ * see a nonzero input, and the dynamic channels' weights for the CTA's
+ * channel blocks (FP32, [cd][27][blocks x 32], copied before the PDL wait).
+ * The constant term b is read per window slot, in FP32 (H200, A/B in one
+ * visit: 0.5-1.5 us faster per model than copying it into the window as
+ * FP16 before the PDL wait and adding in place). */
+constexpr int WG_FR = WG_HW + 2; /* rows and columns of the first layer's input region */
+__host__ __device__ constexpr int wg_first_cells(int pd) { return (pd + 4) * WG_FR * WG_FR; }
+__host__ __device__ constexpr size_t wg_first_bytes(int pd, int cd, int ncbl) {
+  return 16 + (size_t)cd * ((size_t)wg_first_cells(pd) * 4 + (size_t)wg_cells(pd) * 4 + (size_t)27 * ncbl * CL_BK * 4);
+}
+/* Elements of idx each thread loads before the PDL wait (constants). */
+template <int PD> __host__ __device__ constexpr int wg_first_pre() {
+  return (NNK_FIRST_MAX_CD * wg_first_cells(PD) + PD * 128 - 1) / (PD * 128);
+}
+/* Byte offset of that region: after the weight ring, the windows and the R mbarriers, 16-aligned. */
+__host__ __device__ inline size_t wg_first_off(const cl_args &a, int r, int step_bytes, int wcells) {
+  return ((size_t)r * WG_G * step_bytes + (size_t)ncbl_max(a) * 4 * wcells * 16 + (size_t)r * 8 + 15) / 16 * 16;
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* The first layer's region cell r of dynamic channel cd: its element of x,
+ * or -1 (zero: outside the grid, or no dynamic source there). */
+template <int PD>
+__device__ __forceinline__ int wg_first_src(const cl_args &a, int i, int bz0, int by0, int bx0) {
+  constexpr int RC = wg_first_cells(PD);
+  const nnk_first &f = a.f.first;
+  if (i >= f.cd * RC) return -1;
+  const int cd = i / RC, r = i - cd * RC;
+  const int id = bz0 - a.pad0[0] - 1 + r / (WG_FR * WG_FR), ih = by0 - a.pad0[1] - 1 + (r / WG_FR) % WG_FR,
+            iw = bx0 - a.pad0[2] - 1 + r % WG_FR;
+  if ((unsigned)id >= (unsigned)a.D || (unsigned)ih >= (unsigned)a.H || (unsigned)iw >= (unsigned)a.W) return -1;
+  return f.idx[(size_t)cd * a.D * a.H * a.W + ((size_t)id * a.H + ih) * a.W + iw];
+}
+
+/* The dynamic channels' weights of blocks cb_begin .. + ncbl into shared
+ * memory ws (16-byte copies; constants, issued before the PDL wait). */
+__device__ __forceinline__ void wg_first_weights(const cl_args &a, uint32_t ws_u, int cb_begin, int ncbl, int tid,
+                                                 int threads) {
+  const nnk_first &f = a.f.first;
+  const int per_row = ncbl * CL_BK / 4; /* 16-byte chunks per (cd, tap) row */
+  for (int i = tid; i < f.cd * 27 * per_row; i += threads) {
+    const int row = i / per_row, k = i - row * per_row, ch = cb_begin * CL_BK + k * 4;
+    const bool ok = ch < a.C;
+    nnk_cp_async16(ws_u + (uint32_t)(i * 16), ok ? f.w + (size_t)row * f.ld + ch : f.w, ok ? 16 : 0);
+  }
+}
+
+/* After the weights' copies: the dynamic inputs around the window (pre[k]:
+ * wg_first_src of element tid + k THREADS), the masks, then each window
+ * slot of the CTA's blocks: act(b + sum_taps w x) as FP16, zero outside the
+ * grid or past the channels (the next layer's padding). */
+template <int PD>
+__device__ __forceinline__ void wg_first_window(const cl_args &a, unsigned char *fsm, unsigned char *win,
+                                                const int (&pre)[wg_first_pre<PD>()], int bz0, int by0, int bx0,
+                                                int cb_begin, int ncbl, int tid) {
+  constexpr int THREADS = PD * 128, HW = WG_HW, FR = WG_FR, RC = wg_first_cells(PD), WCELLS = wg_cells(PD);
+  const nnk_first &f = a.f.first;
+  float *xs = reinterpret_cast<float *>(fsm);                   /* [cd][RC] */
+  uint32_t *msk = reinterpret_cast<uint32_t *>(xs + f.cd * RC); /* [cd][WCELLS] */
+  const float *ws = reinterpret_cast<const float *>(msk + f.cd * WCELLS); /* [cd][27][ncbl x 32] */
+#pragma unroll
+  for (int k = 0; k < wg_first_pre<PD>(); k++) {
+    const int i = tid + k * THREADS;
+    if (i >= f.cd * RC) break;
+    float v = 0.0f;
+    if (pre[k] >= 0) {
+      v = ldf(f.x, f.x_dt, pre[k]);
+      if (f.half_x) v = __half2float(__float2half(v));
+    }
+    xs[i] = v;
+  }
+  __syncthreads(); /* the region is staged before the masks read it */
+  for (int i = tid; i < f.cd * WCELLS; i += THREADS) {
+    const int cd = i / WCELLS, c = i - cd * WCELLS;
+    const float *xb = xs + cd * RC + ((c / (HW * HW)) * FR + (c / HW) % HW) * FR + c % HW;
+    uint32_t m = 0;
+#pragma unroll
+    for (int t = 0; t < 27; t++) m |= (xb[((t / 9) * FR + (t / 3) % 3) * FR + t % 3] != 0.0f ? 1u : 0u) << t;
+    msk[i] = m; /* NaN counts as nonzero */
+  }
+  nnk_cp_async_wait<0>(); /* this thread's copies of the weights */
+  __syncthreads(); /* the masks, and everyone's copies, before the slots are computed */
+  const int row = ncbl * CL_BK;
+  for (int i = tid; i < ncbl * 4 * WCELLS; i += THREADS) {
+    const int q = i & 3, c = (i >> 2) % WCELLS, cbl = (i >> 2) / WCELLS;
+    const int hz = c / (HW * HW), hy = (c / HW) % HW, hx = c % HW;
+    const int id = bz0 - a.pad0[0] + hz, ih = by0 - a.pad0[1] + hy, iw = bx0 - a.pad0[2] + hx;
+    const int chl = cbl * CL_BK + q * 8; /* channel within the CTA's blocks */
+    uint4 *slot = reinterpret_cast<uint4 *>(win + ((size_t)(cbl * 4 + q) * WCELLS + c) * 16);
+    if ((unsigned)id >= (unsigned)a.D || (unsigned)ih >= (unsigned)a.H || (unsigned)iw >= (unsigned)a.W ||
+        cb_begin * CL_BK + chl >= a.C) {
+      *slot = make_uint4(0u, 0u, 0u, 0u);
+      continue;
+    }
+    const float4 *bp =
+        reinterpret_cast<const float4 *>(f.b + (((size_t)id * a.H + ih) * a.W + iw) * f.ld + cb_begin * CL_BK + chl);
+    const float4 b0 = __ldg(bp), b1 = __ldg(bp + 1);
+    float v[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+    for (int cd = 0; cd < f.cd; cd++) {
+      const float *xb = xs + cd * RC + (hz * FR + hy) * FR + hx;
+      for (uint32_t m = msk[cd * WCELLS + c]; m; m &= m - 1) {
+        const int t = __ffs((int)m) - 1;
+        const float xv = xb[(t / 9 * FR + (t / 3) % 3) * FR + t % 3];
+        const float4 *wp = reinterpret_cast<const float4 *>(ws + (cd * 27 + t) * row + chl);
+        const float4 w0 = wp[0], w1 = wp[1];
+        v[0] += xv * w0.x, v[1] += xv * w0.y, v[2] += xv * w0.z, v[3] += xv * w0.w;
+        v[4] += xv * w1.x, v[5] += xv * w1.y, v[6] += xv * w1.z, v[7] += xv * w1.w;
+      }
+    }
+    uint32_t h[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      float lo = v[2 * k], hi = v[2 * k + 1];
+      if (f.relu) lo = nnk_relu_nan(lo), hi = nnk_relu_nan(hi);
+      const __half2 p2 = __floats2half2_rn(lo, hi);
+      h[k] = *reinterpret_cast<const uint32_t *>(&p2);
+    }
+    *slot = make_uint4(h[0], h[1], h[2], h[3]);
+  }
+}
+#endif
+
 template <int PD, int BN, int R, bool OUT_CL>
 __global__ void __launch_bounds__(PD * 128) k_conv_wg(cl_args a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -136,11 +261,23 @@ __global__ void __launch_bounds__(PD * 128) k_conv_wg(cl_args a) {
     /* The first R groups of weights (constants) before the PDL wait. */
     for (int g = 0; g < R && g < ngroups; g++) issue_group(g, g);
   }
+  const bool first = a.f.first.b != nullptr;
+  int pre[wg_first_pre<PD>()];
+  const size_t first_off = wg_first_off(a, R, STEP_B, WCELLS);
+  if (first) { /* constants: the weights, the region's source indices */
+    wg_first_weights(a, bs_u + (uint32_t)(first_off + wg_first_bytes(PD, a.f.first.cd, 0) - 16), cb_begin, ncbl, tid,
+                     THREADS);
+    nnk_cp_async_commit();
+#pragma unroll
+    for (int k = 0; k < wg_first_pre<PD>(); k++) pre[k] = wg_first_src<PD>(a, tid + k * THREADS, bz0, by0, bx0);
+  }
   __syncthreads(); /* the mbarriers are initialised before anyone waits on them */
   nnk_pdl_wait();
-  /* The window: thread tid copies quarter q = tid % 4 of its cells (tid / 4
-   * + k THREADS / 4) in every channel block. */
-  {
+  if (first) {
+    wg_first_window<PD>(a, cl_smem + first_off, cl_smem + R * G * STEP_B, pre, bz0, by0, bx0, cb_begin, ncbl, tid);
+  } else {
+    /* The window: thread tid copies quarter q = tid % 4 of its cells (tid /
+     * 4 + k THREADS / 4) in every channel block. */
     const int q = tid & 3;
     for (int cell = tid >> 2; cell < WCELLS; cell += THREADS / 4) {
       const int hz = cell / (HW * HW), hy = (cell / HW) % HW, hx = cell % HW;
@@ -154,11 +291,12 @@ __global__ void __launch_bounds__(PD * 128) k_conv_wg(cl_args a) {
         nnk_cp_async16(dst + (uint32_t)(cbl * 4 * WCELLS * 16), ok ? src + cbl * CL_BK : a.x, ok ? 16 : 0);
       }
     }
+    nnk_cp_async_commit();
   }
-  nnk_cp_async_commit();
 
-  /* The window: this thread's copies landed and are visible to the async
-   * proxy the wgmmas read through; the barrier publishes everyone's. */
+  /* The window: this thread's copies (or, folded, its stores) landed and are
+   * visible to the async proxy the wgmmas read through; the barrier
+   * publishes everyone's. */
   nnk_cp_async_wait<0>();
   nnk_fence_proxy_async();
   __syncthreads();
@@ -207,8 +345,9 @@ __global__ void __launch_bounds__(PD * 128) k_conv_wg(cl_args a) {
 size_t wg_smem_bytes(int cfg, int split, const cl_args &a) {
   const wg_cfg &c = kWgCfg[cfg];
   const size_t ncbl = (size_t)(a.ncb + split - 1) / split;
-  /* B buffers, windows, mbarriers */
-  const size_t pipe = (size_t)c.r * WG_G * c.bn * CL_BK * 2 + ncbl * 4 * wg_cells(c.pd) * 16 + (size_t)c.r * 8;
+  /* B buffers, windows, mbarriers (then a folded first layer's region and masks) */
+  const size_t pipe = (size_t)c.r * WG_G * c.bn * CL_BK * 2 + ncbl * 4 * wg_cells(c.pd) * 16 + (size_t)c.r * 8 +
+                      (a.f.first.b ? wg_first_bytes(c.pd, a.f.first.cd, (int)ncbl) : 0);
   const size_t red = split > 1 ? (size_t)c.pd * 64 * (c.bn + 4) * 4 : 0;
   return pipe > red ? pipe : red;
 }
@@ -266,6 +405,17 @@ int wg_algo_ok(const nnk_conv &p, int in_cl, int j) {
   cl_args a;
   cl_fill(p, in_cl, NULL, NULL, split, &a);
   if (split > 1 && (!device_has_clusters() || split > a.ncb)) return 0;
+  return wg_smem_bytes(cfg, split, a) <= CL_MAX_SMEM;
+}
+
+int wg_first_ok(const nnk_conv &p, int j, int cd) {
+  if (!wg_algo_ok(p, 1, j) || cd < 1 || cd > NNK_FIRST_MAX_CD || p.N != 1) return 0;
+  const int cfg = j % NNK_CL_WG_CONFIGS, split = wg_split(j);
+  cl_args a;
+  nnk_conv_fuse f = {};
+  f.first.b = reinterpret_cast<const float *>(16); /* only its presence counts here */
+  f.first.cd = cd;
+  cl_fill(p, 1, NULL, NULL, split, &a, &f);
   return wg_smem_bytes(cfg, split, a) <= CL_MAX_SMEM;
 }
 

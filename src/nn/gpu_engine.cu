@@ -689,6 +689,7 @@ static cudaq_nn_status_t create_engine(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
   TRY(nng_plan_stacks(g, err));
   TRY(nng_make_key(g, g->opts.device, err));
   TRY(nng_select_algorithms(g, err));
+  TRY(nng_fold_first_layers(g, err));
   nng_fuse_after_tuning(g);
   nng_pair_gemms(g);
   return capture(g, err);
@@ -839,7 +840,7 @@ cudaq_nn_status_t cudaq_nn_gpu_describe(const cudaq_nn_gpu_t *g, char *buf, size
     const nn_node_t *node = &g->m->nodes[c->node];
     int w = snprintf(buf + used, len - used,
                      "conv #%d '%s' (%dx%dx%d -> %d ch, %dx%dx%d out%s): own %.2f us, cudnn %.2f us, tc %.2f us,"
-                     " cl %.2f us, cl chain %.2f us -> %s %d%s%s\n",
+                     " cl %.2f us, cl chain %.2f us -> %s %d%s%s%s\n",
                      i, node->name, c->p.C, c->p.k[0], c->p.k[1], c->p.M, c->p.out3[0], c->p.out3[1],
                      c->p.out3[2], c->p.relu ? ", +relu" : "", c->t_own, c->t_cudnn, c->t_tc, c->t_cl, c->t_cl_chain,
                      c->impl == IMPL_CUDNN         ? "cudnn algo"
@@ -848,7 +849,9 @@ cudaq_nn_status_t cudaq_nn_gpu_describe(const cudaq_nn_gpu_t *g, char *buf, size
                      : c->impl == IMPL_CL          ? "cl algo"
                      : c->impl == IMPL_STACK       ? "stack"
                                                    : "own",
-                     c->algo, c->in_cl ? ", in NDHWC" : "", c->out_cl ? ", out NDHWC" : "");
+                     c->algo, c->in_cl ? ", in NDHWC" : "", c->out_cl ? ", out NDHWC" : "",
+                     c->folded_into ? ", folded into the next one's window (no launch)"
+                     : c->cf.first.b ? ", first layer folded into its window" : "");
     if (w < 0) break;
     used += (size_t)w;
   }

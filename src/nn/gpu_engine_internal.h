@@ -47,6 +47,7 @@ struct conv_state {
   nnk_conv_fuse cf;                 /* IMPL_CL after tuning: input copy map, epilogue (gpu_fuse.cu) */
   float t_cl, t_cl_chain;           /* their times, < 0 when not measured */
   int stack;      /* the stack (gpu_stack.cu) this convolution belongs to, or -1 */
+  int folded_into; /* nng_fold_first_layers: 1 + the convolution whose window computes this one, or 0 */
   __half *st_w;   /* weights packed for the stack kernel, or NULL where a layer cannot run in one */
   cudnnTensorDescriptor_t xd, yd;
   cudnnFilterDescriptor_t wd;
@@ -192,6 +193,18 @@ void nng_plan_copy_absorb(const cudaq_nn_model_t *m, const int *producer, unsign
  * of type dts[src[i]] (*n_bufs <= 255 buffers). */
 cudaq_nn_status_t nng_copy_map(const cudaq_nn_gpu *g, const int *producer, const unsigned char *absorbed, int ni,
                                uint8_t *src, int64_t *idx, const void **bufs, int *dts, int *n_bufs);
+/* Whether every reader of value v is one of the n model nodes in chain,
+ * and v is no graph output (aliases: readers through reshape-like nodes
+ * count as their readers; gpu_fuse.cu). */
+int nng_read_by_chain(const cudaq_nn_model_t *m, int v, const int *chain, int n, int aliases);
+/* After tuning: a copy (ST_MOVE) read only by a 3 x 3 x 3 "same"
+ * convolution read only by a wgmma brick convolution; the copy's channels
+ * that come from constants (a predecoder's site masks) and the first
+ * convolution's bias are folded into a per-cell term at create, and the
+ * first layer is computed where the second stages its input window
+ * (nnk_first): the copy's and the first convolution's steps go (gpu_first.cu).
+ * Off with CUDAQ_NN_NO_FIRST=1 (A/B) or CUDAQ_NN_NO_FUSE. */
+cudaq_nn_status_t nng_fold_first_layers(cudaq_nn_gpu *g, cudaq_nn_error_t *err);
 /* Merges chains of elementwise steps into ST_FUSED steps, and a chain that
  * reads a matrix product's result only into that product's epilogue. */
 void nng_fuse_elementwise(cudaq_nn_gpu *g);

@@ -415,6 +415,10 @@ int reaches(const cudaq_nn_model_t *m, const int *producer, int from, int target
 
 }  // namespace
 
+int nng_read_by_chain(const cudaq_nn_model_t *m, int v, const int *chain, int n, int aliases) {
+  return read_by_chain(m, v, chain, n, aliases);
+}
+
 int nng_gemm_fuse_off(const char *pass) {
   if (nng_fuse_off() || getenv("CUDAQ_NN_NO_GEMM_FUSE")) return 1;
   if (strcmp(pass, "chains")) return 0;

@@ -295,15 +295,34 @@ void nnk_cl_pack_weights(const nnk_conv &p, int in_cl, const float *w, __half *o
  * input read through a copy map (x_idx set; x_dts set where buffers hold
  * other types, converted as Cast does) and an elementwise chain run on each
  * NCDHW result (epi set, in device memory; the chain's seed is the FP16 result). */
+/* A first layer folded into the wgmma brick's input window (b set;
+ * nng_fold_first_layers, gpu_first.cu): the convolution's NDHWC input is
+ * act(b[cell] + sum over the dynamic channels and the 27 taps of w * x),
+ * the first layer (3 x 3 x 3, stride 1, "same" padding 1) computed where
+ * the window is staged; its constant input channels (a predecoder's site
+ * masks) and its bias are folded into b at engine create. Batch 1. */
+#define NNK_FIRST_MAX_CD 2
+struct nnk_first {
+  const float *b;     /* [cells][ld]: bias + the constant channels' part at each first-layer output cell */
+  const float *w;     /* [cd][27][ld]: the dynamic channels' weights (ld = M, a multiple of 8) */
+  const int32_t *idx; /* [cd][cells]: the element of x at that channel and cell, or -1 (zero) */
+  const void *x;      /* the dynamic channels' source (a graph input, e.g. INT32 detection events) */
+  int x_dt, half_x;   /* x's element type; half_x: values rounded to FP16 first, as the copy they replace */
+  int cd, ld, relu;   /* dynamic channels (<= NNK_FIRST_MAX_CD), row length of b and w, ReLU after */
+};
 struct nnk_conv_fuse {
   const void *const *x_bufs;
   const uint8_t *x_src;
   const int32_t *x_idx;
   const int8_t *x_dts;
   const nnk_fused *epi;
+  nnk_first first;
 };
 cudaError_t nnk_launch_cl(const nnk_conv &p, int in_cl, int out_cl, const __half *w, const float *b, int algo,
                           cudaStream_t s, const nnk_conv_fuse *f = NULL);
+/* Whether wgmma algo `algo` runs p (NDHWC input) with a first layer of cd
+ * dynamic channels folded into its window (shared memory and shape). */
+int nnk_cl_first_ok(const nnk_conv &p, int algo, int cd);
 
 /* A chain of convolutions as one persistent cooperative kernel, FP16 only
  * (src/nn/gpu_stack.cu): layer l reads layer l-1's result (layer 0 an

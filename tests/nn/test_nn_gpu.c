@@ -267,6 +267,48 @@ static void check_cl_algos(void) {
   }
 }
 
+/* A first layer folded into the next convolution's window (gpu_first.cu,
+ * nng_fold_first_layers): the second convolution pinned to each wgmma
+ * algorithm in turn (the first layer to a tile), on a copy of two run-time
+ * channels (values -1 .. 2) beside a real-valued constant one, and on a
+ * predecoder's front (events gathered onto a grid with empty sites, two
+ * constant site masks, a partial channel block); every engine where the
+ * fold applied runs twice against the CPU executor. On a device without
+ * the wgmma kernels (compute capability other than 9.0) nothing folds. */
+static void check_first_fold(void) {
+  static const char *models[] = {"first_fold_concat", "first_fold_gather"};
+  int dev = 0, major = 0, minor = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
+    if (!selected(models[mi]) || getenv("CUDAQ_NN_CL_ALGO")) continue;
+    io_t io;
+    cudaq_nn_model_t *m = load_case(models[mi], &io);
+    if (!m) continue;
+    int ran = 0;
+    for (int k = 111; k < 135; k++) { /* NNK_CL_WG_BASE .. NNK_CL_ALL_ALGOS - 1 (src/nn/gpu_kernels.cuh) */
+      char ks[32], what[300];
+      snprintf(ks, sizeof ks, "%d,0", k);
+      setenv("CUDAQ_NN_CL_ALGO", ks, 1);
+      snprintf(what, sizeof what, "%.200s fp16 first layer folded, cl algo %d", models[mi], k);
+      ran += run_forced(m, &io, CUDAQ_NN_CONV_CL, "first layer folded into its window", 2, what);
+    }
+    /* The A/B switch turns it off. */
+    setenv("CUDAQ_NN_CL_ALGO", "111,0", 1);
+    setenv("CUDAQ_NN_NO_FIRST", "1", 1);
+    CHECK(!run_forced(m, &io, CUDAQ_NN_CONV_CL, "first layer folded", 1, "CUDAQ_NN_NO_FIRST=1"),
+          "%s: folded with CUDAQ_NN_NO_FIRST=1", models[mi]);
+    unsetenv("CUDAQ_NN_NO_FIRST");
+    unsetenv("CUDAQ_NN_CL_ALGO");
+    CHECK(ran >= (major * 10 + minor == 90 && !getenv("CUDAQ_NN_NO_FUSE") ? 2 : 0),
+          "%s: the fold applied with only %d wgmma algorithms", models[mi], ran);
+    printf("ok      %s: folded first layer under %d wgmma algorithms matches the CPU\n", models[mi], ran);
+    io_free(&io);
+    cudaq_nn_model_destroy(m);
+  }
+}
+
 /* The stack kernel (gpu_stack.cu) with every work split the tests can force
  * (CUDAQ_NN_STACK_BN 16/32 x CUDAQ_NN_STACK_KS 1/2/4/8: column blocks, K
  * slices added between layers with red.add) on chains with partial bricks,
@@ -336,7 +378,10 @@ static void check_model(const char *name) {
   }
   /* The convolution fusions after tuning are opt-in: on for the model that checks them. */
   const int conv_fuse = !strcmp(name, "fuse_conv_io") && !getenv("CUDAQ_NN_CONV_FUSE");
-  if (conv_fuse) setenv("CUDAQ_NN_CONV_FUSE", "1", 1);
+  if (conv_fuse) { /* its two kernels: the first-layer fold (gpu_first.cu) would take the copy first */
+    setenv("CUDAQ_NN_CONV_FUSE", "1", 1);
+    setenv("CUDAQ_NN_NO_FIRST", "1", 1);
+  }
   /* The opt-in chain pass (gpu_fuse.cu) stays tested on the model made for
    * it, with the tail pass (which would take the model first) off. */
   const int gemm_chains = !strcmp(name, "fuse_chain_gathers") && !getenv("CUDAQ_NN_GEMM_CHAINS");
@@ -441,7 +486,10 @@ static void check_model(const char *name) {
       }
       cudaq_nn_gpu_destroy(g);
     }
-  if (conv_fuse) unsetenv("CUDAQ_NN_CONV_FUSE");
+  if (conv_fuse) {
+    unsetenv("CUDAQ_NN_CONV_FUSE");
+    unsetenv("CUDAQ_NN_NO_FIRST");
+  }
   if (gemm_chains) {
     unsetenv("CUDAQ_NN_GEMM_CHAINS");
     unsetenv("CUDAQ_NN_NO_TAIL");
@@ -897,6 +945,7 @@ int main(int argc, char **argv) {
   }
   check_hardening();
   check_cl_algos();
+  check_first_fold();
   check_stack_splits();
   check_graph_replay("predecoder_int32", 0, 0);
   check_graph_replay("predecoder_int32", 1, 0);

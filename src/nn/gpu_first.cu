@@ -1,0 +1,242 @@
+/* gpu_first.cu - a first convolution folded into the next one's input
+ * window (issue 12; nng_fold_first_layers, gpu_engine_internal.h).
+ *
+ * Why. The shipped predecoders start with a copy (the events scattered onto
+ * the grid beside two constant site-mask channels) and a 3 -> 128
+ * convolution: two kernels of 3-4 and 8-10 us on an H100 for a few million
+ * multiply-adds (bench/results/nn-tail-kernel-h100-2026-11-25.md). A
+ * convolution is linear in its input channels, so the constant channels'
+ * part plus the bias is a constant tensor b[cell][m], computed here once;
+ * what depends on the request is one channel of mostly zeros. The next
+ * convolution (a wgmma brick, gpu_conv_wg.cu) stages its input window
+ * anyway: it computes act(b + sum w x) there instead of copying the first
+ * layer's result, so the copy and the first layer's launch go. */
+#include "gpu_engine_internal.h"
+
+namespace {
+
+/* Constant value v's element i as a double (the model's host data, in its
+ * declared type); 0 when the type has no reading here. */
+int host_elem(const nn_value_t *v, int64_t i, double *out) {
+  switch (v->dtype) {
+    case CUDAQ_NN_FLOAT: *out = ((const float *)v->data)[i]; return 1;
+    case CUDAQ_NN_INT32: *out = ((const int32_t *)v->data)[i]; return 1;
+    case CUDAQ_NN_INT64: *out = (double)((const int64_t *)v->data)[i]; return 1;
+    case CUDAQ_NN_BOOL: *out = ((const uint8_t *)v->data)[i]; return 1;
+    default: return 0;
+  }
+}
+
+/* The constant whose device buffer is dev, or -1 (a buffer written at run time). */
+int const_of(const cudaq_nn_gpu *g, const void *dev) {
+  for (size_t v = 0; v < g->m->n_values; v++)
+    if (g->m->values[v].data && g->dev[v] == dev) return (int)v;
+  return -1;
+}
+
+/* The ST_CONV step whose convolution reads buffer x as its input, or -1. */
+int conv_step_reading(const cudaq_nn_gpu *g, const void *x, int from) {
+  for (int t = from; t < g->n_steps; t++)
+    if (g->steps[t].kind == ST_CONV && g->convs[g->steps[t].conv].p.x == x) return t;
+  return -1;
+}
+
+/* Whether c has the first layer's shape: 3 x 3 x 3, stride 1, dilation 1,
+ * padding 1 on every side (output grid = input grid), batch 1, constant
+ * FP32 weights and bias. */
+int first_shape(const cudaq_nn_model_t *m, const conv_state *c) {
+  const nnk_conv &p = c->p;
+  const nn_node_t *nd = &m->nodes[c->node];
+  if (p.N != 1 || nd->conv.nsp != 3) return 0;
+  for (int i = 0; i < 3; i++)
+    if (p.k[i] != 3 || p.stride[i] != 1 || p.dil[i] != 1 || nd->conv.pad0[i] != 1 || nd->conv.pad1[i] != 1 ||
+        p.in3[i] != p.out3[i])
+      return 0;
+  const nn_value_t *w = &m->values[nd->in[1]];
+  if (!w->data || w->dtype != CUDAQ_NN_FLOAT) return 0;
+  if (nd->n_in > 2 && nd->in[2] >= 0) {
+    const nn_value_t *b = &m->values[nd->in[2]];
+    if (!b->data || b->dtype != CUDAQ_NN_FLOAT) return 0;
+  }
+  return 1;
+}
+
+/* The map of the copy feeding c1 read apart: per input channel, constant
+ * (xc filled, values as the copy writes them) or dynamic (idx into the one
+ * run-time buffer, -1 where the copy writes a constant zero). 0 when the
+ * map has another form (two run-time buffers, a nonzero constant inside a
+ * dynamic channel, a type without a host reading). */
+struct split_map {
+  int dyn_buf;    /* index in bufs of the run-time buffer */
+  int cd;         /* dynamic channels */
+  int chan[NNK_FIRST_MAX_CD];
+};
+int split_copy_map(const cudaq_nn_gpu *g, int C, size_t cells, const uint8_t *src, const int64_t *idx,
+                   const void *const *bufs, int n_bufs, int half, double *xc, int32_t *didx, split_map *sm) {
+  int cv[256];
+  sm->dyn_buf = -1;
+  sm->cd = 0;
+  for (int k = 0; k < n_bufs; k++) {
+    cv[k] = const_of(g, bufs[k]);
+    if (cv[k] < 0) {
+      if (sm->dyn_buf >= 0) return 0;
+      sm->dyn_buf = k;
+    }
+  }
+  if (sm->dyn_buf < 0) return 0;
+  for (int c = 0; c < C; c++) {
+    int dyn = 0;
+    for (size_t e = 0; e < cells && !dyn; e++) dyn = cv[src[(size_t)c * cells + e]] < 0;
+    if (dyn && sm->cd == NNK_FIRST_MAX_CD) return 0;
+    for (size_t e = 0; e < cells; e++) {
+      const size_t i = (size_t)c * cells + e;
+      double v = 0.0;
+      if (cv[src[i]] >= 0) {
+        if (!host_elem(&g->m->values[cv[src[i]]], idx[i], &v)) return 0;
+        if (half) v = (double)__half2float(__float2half((float)v)); /* as the FP16 copy would hold it */
+      }
+      if (dyn) {
+        if (cv[src[i]] >= 0 && v != 0.0) return 0;
+        if (idx[i] > INT32_MAX) return 0;
+        didx[(size_t)sm->cd * cells + e] = cv[src[i]] >= 0 ? -1 : (int32_t)idx[i];
+        xc[i] = 0.0;
+      } else {
+        xc[i] = v;
+      }
+    }
+    if (dyn) sm->chan[sm->cd++] = c;
+  }
+  return sm->cd > 0;
+}
+
+/* b[cell][m] = bias[m] + sum over the constant channels and taps of
+ * w[m][c][t] xc[c][cell + t - 1] (zero outside the grid), in double, stored
+ * FP32; w of the dynamic channels as [cd][t][m]. Rows of ld = M values. */
+void fold(const float *w, const float *bias, int M, int C, const int *in3, const double *xc, const split_map &sm,
+          int ld, float *fb, float *fw) {
+  const int D = in3[0], H = in3[1], W = in3[2];
+  const size_t cells = (size_t)D * H * W;
+  int is_dyn[256] = {0};
+  for (int k = 0; k < sm.cd; k++) is_dyn[sm.chan[k]] = 1;
+  double *acc = (double *)malloc((size_t)M * sizeof(double));
+  if (!acc) return;
+  for (int z = 0; z < D; z++)
+    for (int y = 0; y < H; y++)
+      for (int x = 0; x < W; x++) {
+        for (int mm = 0; mm < M; mm++) acc[mm] = bias ? bias[mm] : 0.0;
+        for (int c = 0; c < C; c++) {
+          if (is_dyn[c]) continue;
+          for (int t = 0; t < 27; t++) {
+            const int zz = z + t / 9 - 1, yy = y + (t / 3) % 3 - 1, xx = x + t % 3 - 1;
+            if (zz < 0 || zz >= D || yy < 0 || yy >= H || xx < 0 || xx >= W) continue;
+            const double v = xc[(size_t)c * cells + ((size_t)zz * H + yy) * W + xx];
+            if (v == 0.0) continue;
+            for (int mm = 0; mm < M; mm++) acc[mm] += (double)w[((size_t)mm * C + c) * 27 + t] * v;
+          }
+        }
+        float *row = fb + (((size_t)z * H + y) * W + x) * ld;
+        for (int mm = 0; mm < M; mm++) row[mm] = (float)acc[mm];
+      }
+  free(acc);
+  for (int k = 0; k < sm.cd; k++)
+    for (int t = 0; t < 27; t++)
+      for (int mm = 0; mm < M; mm++) fw[((size_t)k * 27 + t) * ld + mm] = w[((size_t)mm * C + sm.chan[k]) * 27 + t];
+}
+
+cudaq_nn_status_t upload(cudaq_nn_gpu *g, const void *host, size_t bytes, void **dev, cudaq_nn_error_t *err) {
+  TRY(nng_dalloc(g, bytes, dev, err));
+  CK(cudaMemcpy(*dev, host, bytes, cudaMemcpyHostToDevice));
+  return CUDAQ_NN_OK;
+}
+
+/* Copy step mi, first convolution c1 (step s1), second c2: fold when every
+ * condition holds (else leave the steps as they are: *done = 0). */
+cudaq_nn_status_t try_fold(cudaq_nn_gpu *g, const int *producer, const unsigned char *absorbed, int mi, conv_state *c1,
+                           conv_state *c2, int *done, cudaq_nn_error_t *err) {
+  const cudaq_nn_model_t *m = g->m;
+  const step *M = &g->steps[mi];
+  *done = 0;
+  const int n1 = c1->node, n2 = c2->node;
+  if (!first_shape(m, c1) || c2->impl != IMPL_CL || !c2->in_cl || c2->p.C != c1->p.M || c1->p.M % 8 != 0 ||
+      c1->p.C > 256 ||
+      memcmp(c2->p.in3, c1->p.out3, sizeof c1->p.in3) != 0 || c2->cf.x_idx)
+    return CUDAQ_NN_OK;
+  if (!nng_read_by_chain(m, m->nodes[M->node].out[0], &n1, 1, 1) || !nng_read_by_chain(m, c1->out_value, &n2, 1, 1))
+    return CUDAQ_NN_OK;
+  const size_t cells = (size_t)c1->p.in3[0] * c1->p.in3[1] * c1->p.in3[2];
+  const size_t n = (size_t)c1->p.C * cells;
+  if (m->values[m->nodes[M->node].out[0]].n != n) return CUDAQ_NN_OK;
+  const int ld = c1->p.M; /* a multiple of 8: the window's 16-byte copies */
+  uint8_t *src = (uint8_t *)malloc(n);
+  int64_t *idx = (int64_t *)malloc(n * sizeof(int64_t));
+  const void **bufs = (const void **)malloc(256 * sizeof(void *));
+  double *xc = (double *)malloc(n * sizeof(double));
+  int32_t *didx = (int32_t *)malloc(NNK_FIRST_MAX_CD * cells * sizeof(int32_t));
+  float *fb = (float *)calloc(cells * ld, sizeof(float));
+  float *fw = (float *)calloc((size_t)NNK_FIRST_MAX_CD * 27 * ld, sizeof(float));
+  int dts[256], n_bufs = 0;
+  split_map sm;
+  cudaq_nn_status_t st = src && idx && bufs && xc && didx && fb && fw ? CUDAQ_NN_OK : CUDAQ_NN_ERR_NO_MEMORY;
+  if (!st) st = nng_copy_map(g, producer, absorbed, M->node, src, idx, bufs, dts, &n_bufs);
+  const int half = g->sdt[m->nodes[M->node].out[0]] == CUDAQ_NN_FLOAT16;
+  if (!st && split_copy_map(g, c1->p.C, cells, src, idx, bufs, n_bufs, half, xc, didx, &sm) &&
+      nnk_cl_first_ok(c2->p, c2->algo, sm.cd)) {
+    const nn_node_t *nd = &m->nodes[n1];
+    const float *bias = nd->n_in > 2 && nd->in[2] >= 0 ? (const float *)m->values[nd->in[2]].data : NULL;
+    fold((const float *)m->values[nd->in[1]].data, bias, c1->p.M, c1->p.C, c1->p.in3, xc, sm, ld, fb, fw);
+    void *db = NULL, *dw = NULL, *di = NULL;
+    st = upload(g, fb, cells * ld * sizeof(float), &db, err);
+    if (!st) st = upload(g, fw, (size_t)sm.cd * 27 * ld * sizeof(float), &dw, err);
+    if (!st) st = upload(g, didx, (size_t)sm.cd * cells * sizeof(int32_t), &di, err);
+    if (!st) {
+      nnk_first &f = c2->cf.first;
+      f.b = (const float *)db;
+      f.w = (const float *)dw;
+      f.idx = (const int32_t *)di;
+      f.x = bufs[sm.dyn_buf];
+      f.x_dt = dts[sm.dyn_buf];
+      f.half_x = half;
+      f.cd = sm.cd;
+      f.ld = ld;
+      f.relu = c1->p.relu;
+      c1->folded_into = 1 + (int)(c2 - g->convs);
+      *done = 1;
+    }
+  }
+  free(src); free(idx); free(bufs); free(xc); free(didx); free(fb); free(fw);
+  return st;
+}
+
+}  // namespace
+
+cudaq_nn_status_t nng_fold_first_layers(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
+  const char *no = getenv("CUDAQ_NN_NO_FIRST");
+  if (nng_fuse_off() || (no && no[0] == '1') || !g->half) return CUDAQ_NN_OK;
+  const cudaq_nn_model_t *m = g->m;
+  int *producer = (int *)malloc((m->n_values + 1) * sizeof(int));
+  unsigned char *absorbed = (unsigned char *)calloc(m->n_nodes + 1, 1);
+  unsigned char *drop = (unsigned char *)calloc((size_t)g->n_steps + 1, 1);
+  cudaq_nn_status_t st = producer && absorbed && drop ? CUDAQ_NN_OK : CUDAQ_NN_ERR_NO_MEMORY;
+  if (!st) {
+    nng_producers(m, producer);
+    nng_plan_copy_absorb(m, producer, absorbed);
+  }
+  for (int i = 0; i < g->n_steps && !st; i++) {
+    const step *M = &g->steps[i];
+    if (M->kind != ST_MOVE || !M->mv.n || drop[i]) continue;
+    const int s1 = conv_step_reading(g, M->mv.out, i + 1);
+    if (s1 < 0 || drop[s1]) continue;
+    conv_state *c1 = &g->convs[g->steps[s1].conv];
+    const int s2 = conv_step_reading(g, c1->p.y, s1 + 1);
+    if (s2 < 0 || drop[s2]) continue;
+    int done = 0;
+    st = try_fold(g, producer, absorbed, i, c1, &g->convs[g->steps[s2].conv], &done, err);
+    if (done) drop[i] = drop[s1] = 1;
+  }
+  int w = 0;
+  for (int i = 0; i < g->n_steps; i++)
+    if (!drop[i]) g->steps[w++] = g->steps[i];
+  g->n_steps = w;
+  free(producer); free(absorbed); free(drop);
+  return st;
+}
