@@ -756,6 +756,32 @@ def first_fold_cases(g):
             init("w0", w(64, 3)), init("b0", b(64)), init("w1", w(40, 64)), init("b1", b(40)),
             init("w2", w(5, 40)), init("b2", b(5))],
            feeds={"x": ev})
+    # FP32 run-time values (not exact in FP16), no bias and no ReLU on the
+    # first layer, 40 channels (a partial second block of the folded window)
+    g.case("first_fold_tail",
+           [node("Concat", ["x", "c"], ["xin"], axis=1),
+            node("Conv", ["xin", "w0"], ["c0"], **p1),
+            node("Conv", ["c0", "w1", "b1"], ["c1"], **p1), node("Relu", ["c1"], ["r1"]),
+            node("Conv", ["r1", "w2", "b2"], ["y"], **p1)],
+           [("x", F, [1, 1, 4, 6, 7])], [("y", F)],
+           [init("c", r.standard_normal([1, 1, 4, 6, 7]).astype(np.float32)), init("w0", w(40, 2)),
+            init("w1", w(16, 40)), init("b1", b(16)), init("w2", w(3, 16)), init("b2", b(3))],
+           feeds={"x": (r.standard_normal([1, 1, 4, 6, 7]) * 3).astype(np.float32)})
+    # not folded: empty sites read a constant 1 inside the run-time channel
+    # (ones), and a copy that is also a graph output (seen)
+    for name, pad, extra_out in (("first_fold_refused_const", 1.0, False), ("first_fold_refused_output", 0.0, True)):
+        outs = [("y", F)] + ([("xin", F)] if extra_out else [])
+        g.case(name,
+               [node("Cast", ["x"], ["xf"], to=F), node("Concat", ["xf", "pad"], ["xz"], axis=1),
+                node("Gather", ["xz", "gidx"], ["xg"], axis=1), node("Reshape", ["xg", "shape"], ["xr"]),
+                node("Concat", ["xr", "masks"], ["xin"], axis=1),
+                node("Conv", ["xin", "w0", "b0"], ["c0"], **p1), node("Relu", ["c0"], ["r0"]),
+                node("Conv", ["r0", "w1", "b1"], ["y"], **p1)],
+               [("x", I32, [1, 300])], outs,
+               [init("pad", np.full([1, 1], pad, dtype=np.float32)), init("gidx", gidx),
+                init("shape", np.array([1, 1, T, H, W], dtype=np.int64)), init("masks", masks),
+                init("w0", w(32, 3)), init("b0", b(32)), init("w1", w(16, 32)), init("b1", b(16))],
+               feeds={"x": ev})
 
 
 def gen(args):

@@ -11,6 +11,8 @@
  * convolution (a wgmma brick, gpu_conv_wg.cu) stages its input window
  * anyway: it computes act(b + sum w x) there instead of copying the first
  * layer's result, so the copy and the first layer's launch go. */
+#include <math.h>
+
 #include "gpu_engine_internal.h"
 
 namespace {
@@ -52,11 +54,17 @@ int first_shape(const cudaq_nn_model_t *m, const conv_state *c) {
     if (p.k[i] != 3 || p.stride[i] != 1 || p.dil[i] != 1 || nd->conv.pad0[i] != 1 || nd->conv.pad1[i] != 1 ||
         p.in3[i] != p.out3[i])
       return 0;
+  /* Finite weights and bias: the fold skips zero inputs, so 0 x Inf (NaN
+   * in the unfolded convolution) would be lost. */
   const nn_value_t *w = &m->values[nd->in[1]];
   if (!w->data || w->dtype != CUDAQ_NN_FLOAT) return 0;
+  for (size_t i = 0; i < w->n; i++)
+    if (!isfinite(((const float *)w->data)[i])) return 0;
   if (nd->n_in > 2 && nd->in[2] >= 0) {
     const nn_value_t *b = &m->values[nd->in[2]];
     if (!b->data || b->dtype != CUDAQ_NN_FLOAT) return 0;
+    for (size_t i = 0; i < b->n; i++)
+      if (!isfinite(((const float *)b->data)[i])) return 0;
   }
   return 1;
 }
@@ -112,14 +120,14 @@ int split_copy_map(const cudaq_nn_gpu *g, int C, size_t cells, const uint8_t *sr
 /* b[cell][m] = bias[m] + sum over the constant channels and taps of
  * w[m][c][t] xc[c][cell + t - 1] (zero outside the grid), in double, stored
  * FP32; w of the dynamic channels as [cd][t][m]. Rows of ld = M values. */
-void fold(const float *w, const float *bias, int M, int C, const int *in3, const double *xc, const split_map &sm,
-          int ld, float *fb, float *fw) {
+int fold(const float *w, const float *bias, int M, int C, const int *in3, const double *xc, const split_map &sm,
+         int ld, float *fb, float *fw) {
   const int D = in3[0], H = in3[1], W = in3[2];
   const size_t cells = (size_t)D * H * W;
   int is_dyn[256] = {0};
   for (int k = 0; k < sm.cd; k++) is_dyn[sm.chan[k]] = 1;
   double *acc = (double *)malloc((size_t)M * sizeof(double));
-  if (!acc) return;
+  if (!acc) return 0;
   for (int z = 0; z < D; z++)
     for (int y = 0; y < H; y++)
       for (int x = 0; x < W; x++) {
@@ -141,6 +149,7 @@ void fold(const float *w, const float *bias, int M, int C, const int *in3, const
   for (int k = 0; k < sm.cd; k++)
     for (int t = 0; t < 27; t++)
       for (int mm = 0; mm < M; mm++) fw[((size_t)k * 27 + t) * ld + mm] = w[((size_t)mm * C + sm.chan[k]) * 27 + t];
+  return 1;
 }
 
 cudaq_nn_status_t upload(cudaq_nn_gpu *g, const void *host, size_t bytes, void **dev, cudaq_nn_error_t *err) {
@@ -177,15 +186,19 @@ cudaq_nn_status_t try_fold(cudaq_nn_gpu *g, const int *producer, const unsigned 
   int dts[256], n_bufs = 0;
   split_map sm;
   cudaq_nn_status_t st = src && idx && bufs && xc && didx && fb && fw ? CUDAQ_NN_OK : CUDAQ_NN_ERR_NO_MEMORY;
+  if (st) nn__set_error(err, "out of host memory folding the first convolution");
   if (!st) st = nng_copy_map(g, producer, absorbed, M->node, src, idx, bufs, dts, &n_bufs);
   const int half = g->sdt[m->nodes[M->node].out[0]] == CUDAQ_NN_FLOAT16;
   if (!st && split_copy_map(g, c1->p.C, cells, src, idx, bufs, n_bufs, half, xc, didx, &sm) &&
       nnk_cl_first_ok(c2->p, c2->algo, sm.cd)) {
     const nn_node_t *nd = &m->nodes[n1];
     const float *bias = nd->n_in > 2 && nd->in[2] >= 0 ? (const float *)m->values[nd->in[2]].data : NULL;
-    fold((const float *)m->values[nd->in[1]].data, bias, c1->p.M, c1->p.C, c1->p.in3, xc, sm, ld, fb, fw);
     void *db = NULL, *dw = NULL, *di = NULL;
-    st = upload(g, fb, cells * ld * sizeof(float), &db, err);
+    if (!fold((const float *)m->values[nd->in[1]].data, bias, c1->p.M, c1->p.C, c1->p.in3, xc, sm, ld, fb, fw)) {
+      nn__set_error(err, "out of host memory folding the first convolution");
+      st = CUDAQ_NN_ERR_NO_MEMORY;
+    }
+    if (!st) st = upload(g, fb, cells * ld * sizeof(float), &db, err);
     if (!st) st = upload(g, fw, (size_t)sm.cd * 27 * ld * sizeof(float), &dw, err);
     if (!st) st = upload(g, didx, (size_t)sm.cd * cells * sizeof(int32_t), &di, err);
     if (!st) {
@@ -216,11 +229,14 @@ cudaq_nn_status_t nng_fold_first_layers(cudaq_nn_gpu *g, cudaq_nn_error_t *err) 
   int *producer = (int *)malloc((m->n_values + 1) * sizeof(int));
   unsigned char *absorbed = (unsigned char *)calloc(m->n_nodes + 1, 1);
   unsigned char *drop = (unsigned char *)calloc((size_t)g->n_steps + 1, 1);
-  cudaq_nn_status_t st = producer && absorbed && drop ? CUDAQ_NN_OK : CUDAQ_NN_ERR_NO_MEMORY;
-  if (!st) {
-    nng_producers(m, producer);
-    nng_plan_copy_absorb(m, producer, absorbed);
+  if (!producer || !absorbed || !drop) {
+    free(producer); free(absorbed); free(drop);
+    nn__set_error(err, "out of host memory folding the first convolution");
+    return CUDAQ_NN_ERR_NO_MEMORY;
   }
+  cudaq_nn_status_t st = CUDAQ_NN_OK;
+  nng_producers(m, producer);
+  nng_plan_copy_absorb(m, producer, absorbed);
   for (int i = 0; i < g->n_steps && !st; i++) {
     const step *M = &g->steps[i];
     if (M->kind != ST_MOVE || !M->mv.n || drop[i]) continue;
