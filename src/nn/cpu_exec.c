@@ -114,25 +114,6 @@ void nn__move_map(const cudaq_nn_model_t *m, const nn_node_t *node, uint8_t *src
 /* ------------------------------------------------------------------------ */
 /* Node kernels                                                              */
 
-static int64_t ld_i(const void *p, cudaq_nn_dtype_t t, int64_t i) {
-  switch (t) {
-    case CUDAQ_NN_INT32: return ((const int32_t *)p)[i];
-    case CUDAQ_NN_INT64: return ((const int64_t *)p)[i];
-    case CUDAQ_NN_FLOAT: { /* truncation like C, defined for every float (NaN -> 0, saturating) */
-      float f = ((const float *)p)[i];
-      if (!(f == f)) return 0;
-      if (f >= 9.2233715e18f) return INT64_MAX;
-      if (f <= -9.2233715e18f) return INT64_MIN;
-      return (int64_t)f;
-    }
-    default: return ((const uint8_t *)p)[i];
-  }
-}
-
-static float ld_f(const void *p, cudaq_nn_dtype_t t, int64_t i) {
-  return t == CUDAQ_NN_FLOAT ? ((const float *)p)[i] : (float)ld_i(p, t, i);
-}
-
 static void st_i(void *p, cudaq_nn_dtype_t t, int64_t i, int64_t v) {
   switch (t) {
     case CUDAQ_NN_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
@@ -169,26 +150,26 @@ static void exec_elementwise(const cudaq_nn_model_t *m, const nn_node_t *node, v
     switch (node->op) {
       case NN_OP_RELU:
         if (is_f) { /* NaN stays NaN, as in onnxruntime and PyTorch */
-          float v = ld_f(in[0], t[0], off[0]);
+          float v = nn__ld_f(in[0], t[0], off[0]);
           ((float *)o)[i] = v > 0.0f ? v : (v != v ? v : 0.0f);
         }
-        else { int64_t v = ld_i(in[0], t[0], off[0]); st_i(o, out->dtype, (int64_t)i, v > 0 ? v : 0); }
+        else { int64_t v = nn__ld_i(in[0], t[0], off[0]); st_i(o, out->dtype, (int64_t)i, v > 0 ? v : 0); }
         break;
-      case NN_OP_GELU: ((float *)o)[i] = gelu(ld_f(in[0], t[0], off[0]), node->gelu_tanh); break;
-      case NN_OP_SIGMOID: ((float *)o)[i] = 1.0f / (1.0f + expf(-ld_f(in[0], t[0], off[0]))); break;
-      case NN_OP_ERF: ((float *)o)[i] = erff(ld_f(in[0], t[0], off[0])); break;
+      case NN_OP_GELU: ((float *)o)[i] = gelu(nn__ld_f(in[0], t[0], off[0]), node->gelu_tanh); break;
+      case NN_OP_SIGMOID: ((float *)o)[i] = 1.0f / (1.0f + expf(-nn__ld_f(in[0], t[0], off[0]))); break;
+      case NN_OP_ERF: ((float *)o)[i] = erff(nn__ld_f(in[0], t[0], off[0])); break;
       case NN_OP_CAST:
-        if (out->dtype == CUDAQ_NN_FLOAT) ((float *)o)[i] = ld_f(in[0], t[0], off[0]);
-        else if (is_f && out->dtype == CUDAQ_NN_BOOL) ((uint8_t *)o)[i] = ld_f(in[0], t[0], off[0]) != 0.0f;
-        else st_i(o, out->dtype, (int64_t)i, ld_i(in[0], t[0], off[0]));
+        if (out->dtype == CUDAQ_NN_FLOAT) ((float *)o)[i] = nn__ld_f(in[0], t[0], off[0]);
+        else if (is_f && out->dtype == CUDAQ_NN_BOOL) ((uint8_t *)o)[i] = nn__ld_f(in[0], t[0], off[0]) != 0.0f;
+        else st_i(o, out->dtype, (int64_t)i, nn__ld_i(in[0], t[0], off[0]));
         break;
       case NN_OP_ADD: case NN_OP_SUB: case NN_OP_MUL: case NN_OP_DIV:
         if (is_f) {
-          float a = ld_f(in[0], t[0], off[0]), b = ld_f(in[1], t[1], off[1]), r;
+          float a = nn__ld_f(in[0], t[0], off[0]), b = nn__ld_f(in[1], t[1], off[1]), r;
           r = node->op == NN_OP_ADD ? a + b : node->op == NN_OP_SUB ? a - b : node->op == NN_OP_MUL ? a * b : a / b;
           ((float *)o)[i] = r;
         } else {
-          int64_t a = ld_i(in[0], t[0], off[0]), b = ld_i(in[1], t[1], off[1]), r;
+          int64_t a = nn__ld_i(in[0], t[0], off[0]), b = nn__ld_i(in[1], t[1], off[1]), r;
           /* Wrap like the narrow type would; integer division by zero gives 0
            * (undefined in ONNX; never a trap here). */
           r = node->op == NN_OP_ADD ? (int64_t)((uint64_t)a + (uint64_t)b)
@@ -201,10 +182,10 @@ static void exec_elementwise(const cudaq_nn_model_t *m, const nn_node_t *node, v
       case NN_OP_GREATER: case NN_OP_LESS: case NN_OP_EQUAL: {
         int r;
         if (is_f) {
-          float a = ld_f(in[0], t[0], off[0]), b = ld_f(in[1], t[1], off[1]);
+          float a = nn__ld_f(in[0], t[0], off[0]), b = nn__ld_f(in[1], t[1], off[1]);
           r = node->op == NN_OP_GREATER ? a > b : node->op == NN_OP_LESS ? a < b : a == b;
         } else {
-          int64_t a = ld_i(in[0], t[0], off[0]), b = ld_i(in[1], t[1], off[1]);
+          int64_t a = nn__ld_i(in[0], t[0], off[0]), b = nn__ld_i(in[1], t[1], off[1]);
           r = node->op == NN_OP_GREATER ? a > b : node->op == NN_OP_LESS ? a < b : a == b;
         }
         ((uint8_t *)o)[i] = (uint8_t)r;

@@ -17,18 +17,6 @@
 
 namespace {
 
-/* Constant value v's element i as a double (the model's host data, in its
- * declared type); 0 when the type has no reading here. */
-int host_elem(const nn_value_t *v, int64_t i, double *out) {
-  switch (v->dtype) {
-    case CUDAQ_NN_FLOAT: *out = ((const float *)v->data)[i]; return 1;
-    case CUDAQ_NN_INT32: *out = ((const int32_t *)v->data)[i]; return 1;
-    case CUDAQ_NN_INT64: *out = (double)((const int64_t *)v->data)[i]; return 1;
-    case CUDAQ_NN_BOOL: *out = ((const uint8_t *)v->data)[i]; return 1;
-    default: return 0;
-  }
-}
-
 /* The constant whose device buffer is dev, or -1 (a buffer written at run time). */
 int const_of(const cudaq_nn_gpu *g, const void *dev) {
   for (size_t v = 0; v < g->m->n_values; v++)
@@ -73,7 +61,7 @@ int first_shape(const cudaq_nn_model_t *m, const conv_state *c) {
  * (xc filled, values as the copy writes them) or dynamic (idx into the one
  * run-time buffer, -1 where the copy writes a constant zero). 0 when the
  * map has another form (two run-time buffers, a nonzero constant inside a
- * dynamic channel, a type without a host reading). */
+ * dynamic channel, an FP16 constant). */
 struct split_map {
   int dyn_buf;    /* index in bufs of the run-time buffer */
   int cd;         /* dynamic channels */
@@ -100,8 +88,10 @@ int split_copy_map(const cudaq_nn_gpu *g, int C, size_t cells, const uint8_t *sr
       const size_t i = (size_t)c * cells + e;
       double v = 0.0;
       if (cv[src[i]] >= 0) {
-        if (!host_elem(&g->m->values[cv[src[i]]], idx[i], &v)) return 0;
-        if (half) v = (double)__half2float(__float2half((float)v)); /* as the FP16 copy would hold it */
+        const nn_value_t *c = &g->m->values[cv[src[i]]];
+        if (c->dtype == CUDAQ_NN_FLOAT16) return 0; /* no host reading of its raw halves here */
+        const float f = nn__ld_f(c->data, c->dtype, idx[i]); /* as the copy's Cast reads it */
+        v = half ? (double)__half2float(__float2half(f)) : (double)f; /* as the FP16 copy would hold it */
       }
       if (dyn) {
         if (cv[src[i]] >= 0 && v != 0.0) return 0;

@@ -13,6 +13,28 @@
 extern "C" {
 #endif
 
+/* Element i of a host tensor of type t (FLOAT, INT32, INT64, BOOL, UINT8),
+ * read as an integer or as a float as the CPU executor's Cast does
+ * (truncation like C for floats, defined for every float: NaN -> 0,
+ * saturating). Shared by the executor and the GPU engine's constant folds. */
+static inline int64_t nn__ld_i(const void *p, cudaq_nn_dtype_t t, int64_t i) {
+  switch (t) {
+    case CUDAQ_NN_INT32: return ((const int32_t *)p)[i];
+    case CUDAQ_NN_INT64: return ((const int64_t *)p)[i];
+    case CUDAQ_NN_FLOAT: {
+      float f = ((const float *)p)[i];
+      if (!(f == f)) return 0;
+      if (f >= 9.2233715e18f) return INT64_MAX;
+      if (f <= -9.2233715e18f) return INT64_MIN;
+      return (int64_t)f;
+    }
+    default: return ((const uint8_t *)p)[i];
+  }
+}
+static inline float nn__ld_f(const void *p, cudaq_nn_dtype_t t, int64_t i) {
+  return t == CUDAQ_NN_FLOAT ? ((const float *)p)[i] : (float)nn__ld_i(p, t, i);
+}
+
 /* Inputs of one node. Only Concat takes more than 5; the move map of a
  * copy-class node names each element's source input in a uint8_t. */
 #define NN_MAX_NODE_INPUTS 256
