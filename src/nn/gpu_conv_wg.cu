@@ -81,19 +81,33 @@ __device__ __forceinline__ void wg_group_mmas(float (&d)[BN / 2], uint64_t da0, 
  * FP16 before the PDL wait and adding in place). */
 constexpr int WG_FR = WG_HW + 2; /* rows and columns of the first layer's input region */
 __host__ __device__ constexpr int wg_first_cells(int pd) { return (pd + 4) * WG_FR * WG_FR; }
+/* Byte offset of the weights in that region (after the inputs and the masks). */
+__host__ __device__ constexpr size_t wg_first_ws(int pd, int cd) {
+  return (size_t)cd * ((size_t)wg_first_cells(pd) + (size_t)wg_cells(pd)) * 4;
+}
+/* The region's bytes, with 16 for its alignment. */
 __host__ __device__ constexpr size_t wg_first_bytes(int pd, int cd, int ncbl) {
-  return 16 + (size_t)cd * ((size_t)wg_first_cells(pd) * 4 + (size_t)wg_cells(pd) * 4 + (size_t)27 * ncbl * CL_BK * 4);
+  return 16 + wg_first_ws(pd, cd) + (size_t)cd * 27 * ncbl * CL_BK * 4;
 }
 /* Elements of idx each thread loads before the PDL wait (constants). */
 template <int PD> __host__ __device__ constexpr int wg_first_pre() {
   return (NNK_FIRST_MAX_CD * wg_first_cells(PD) + PD * 128 - 1) / (PD * 128);
 }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 /* Byte offset of that region: after the weight ring, the windows and the R mbarriers, 16-aligned. */
-__host__ __device__ inline size_t wg_first_off(const cl_args &a, int r, int step_bytes, int wcells) {
+__device__ __forceinline__ size_t wg_first_off(const cl_args &a, int r, int step_bytes, int wcells) {
   return ((size_t)r * WG_G * step_bytes + (size_t)ncbl_max(a) * 4 * wcells * 16 + (size_t)r * 8 + 15) / 16 * 16;
 }
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* Tap t's offset in the first layer's input region from a window cell's tap (0,0,0). */
+__device__ constexpr int wg_first_tap(int t) { return ((t / 9) * WG_FR + (t / 3) % 3) * WG_FR + t % 3; }
+/* Window cell c of the brick at (bz0, by0, bx0): its input coordinates, and whether they are in the grid. */
+__device__ __forceinline__ bool wg_window_cell(const cl_args &a, int c, int bz0, int by0, int bx0, int &id, int &ih,
+                                               int &iw) {
+  id = bz0 - a.pad0[0] + c / (WG_HW * WG_HW);
+  ih = by0 - a.pad0[1] + (c / WG_HW) % WG_HW;
+  iw = bx0 - a.pad0[2] + c % WG_HW;
+  return (unsigned)id < (unsigned)a.D && (unsigned)ih < (unsigned)a.H && (unsigned)iw < (unsigned)a.W;
+}
 /* The first layer's region cell r of dynamic channel cd: its element of x,
  * or -1 (zero: outside the grid, or no dynamic source there). */
 template <int PD>
@@ -133,7 +147,7 @@ __device__ __forceinline__ void wg_first_window(const cl_args &a, unsigned char 
   const nnk_first &f = a.f.first;
   float *xs = reinterpret_cast<float *>(fsm);                   /* [cd][RC] */
   uint32_t *msk = reinterpret_cast<uint32_t *>(xs + f.cd * RC); /* [cd][WCELLS] */
-  const float *ws = reinterpret_cast<const float *>(msk + f.cd * WCELLS); /* [cd][27][ncbl x 32] */
+  const float *ws = reinterpret_cast<const float *>(fsm + wg_first_ws(PD, f.cd)); /* [cd][27][ncbl x 32] */
 #pragma unroll
   for (int k = 0; k < wg_first_pre<PD>(); k++) {
     const int i = tid + k * THREADS;
@@ -151,7 +165,7 @@ __device__ __forceinline__ void wg_first_window(const cl_args &a, unsigned char 
     const float *xb = xs + cd * RC + ((c / (HW * HW)) * FR + (c / HW) % HW) * FR + c % HW;
     uint32_t m = 0;
 #pragma unroll
-    for (int t = 0; t < 27; t++) m |= (xb[((t / 9) * FR + (t / 3) % 3) * FR + t % 3] != 0.0f ? 1u : 0u) << t;
+    for (int t = 0; t < 27; t++) m |= (xb[wg_first_tap(t)] != 0.0f ? 1u : 0u) << t;
     msk[i] = m; /* NaN counts as nonzero */
   }
   nnk_cp_async_wait<0>(); /* this thread's copies of the weights */
@@ -159,12 +173,10 @@ __device__ __forceinline__ void wg_first_window(const cl_args &a, unsigned char 
   const int row = ncbl * CL_BK;
   for (int i = tid; i < ncbl * 4 * WCELLS; i += THREADS) {
     const int q = i & 3, c = (i >> 2) % WCELLS, cbl = (i >> 2) / WCELLS;
-    const int hz = c / (HW * HW), hy = (c / HW) % HW, hx = c % HW;
-    const int id = bz0 - a.pad0[0] + hz, ih = by0 - a.pad0[1] + hy, iw = bx0 - a.pad0[2] + hx;
     const int chl = cbl * CL_BK + q * 8; /* channel within the CTA's blocks */
     uint4 *slot = reinterpret_cast<uint4 *>(win + ((size_t)(cbl * 4 + q) * WCELLS + c) * 16);
-    if ((unsigned)id >= (unsigned)a.D || (unsigned)ih >= (unsigned)a.H || (unsigned)iw >= (unsigned)a.W ||
-        cb_begin * CL_BK + chl >= a.C) {
+    int id, ih, iw;
+    if (!wg_window_cell(a, c, bz0, by0, bx0, id, ih, iw) || cb_begin * CL_BK + chl >= a.C) {
       *slot = make_uint4(0u, 0u, 0u, 0u);
       continue;
     }
@@ -173,10 +185,10 @@ __device__ __forceinline__ void wg_first_window(const cl_args &a, unsigned char 
     const float4 b0 = __ldg(bp), b1 = __ldg(bp + 1);
     float v[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
     for (int cd = 0; cd < f.cd; cd++) {
-      const float *xb = xs + cd * RC + (hz * FR + hy) * FR + hx;
+      const float *xb = xs + cd * RC + ((c / (HW * HW)) * FR + (c / HW) % HW) * FR + c % HW;
       for (uint32_t m = msk[cd * WCELLS + c]; m; m &= m - 1) {
         const int t = __ffs((int)m) - 1;
-        const float xv = xb[(t / 9 * FR + (t / 3) % 3) * FR + t % 3];
+        const float xv = xb[wg_first_tap(t)];
         const float4 *wp = reinterpret_cast<const float4 *>(ws + (cd * 27 + t) * row + chl);
         const float4 w0 = wp[0], w1 = wp[1];
         v[0] += xv * w0.x, v[1] += xv * w0.y, v[2] += xv * w0.z, v[3] += xv * w0.w;
@@ -265,8 +277,7 @@ __global__ void __launch_bounds__(PD * 128) k_conv_wg(cl_args a) {
   int pre[wg_first_pre<PD>()];
   const size_t first_off = wg_first_off(a, R, STEP_B, WCELLS);
   if (first) { /* constants: the weights, the region's source indices */
-    wg_first_weights(a, bs_u + (uint32_t)(first_off + wg_first_bytes(PD, a.f.first.cd, 0) - 16), cb_begin, ncbl, tid,
-                     THREADS);
+    wg_first_weights(a, bs_u + (uint32_t)(first_off + wg_first_ws(PD, a.f.first.cd)), cb_begin, ncbl, tid, THREADS);
     nnk_cp_async_commit();
 #pragma unroll
     for (int k = 0; k < wg_first_pre<PD>(); k++) pre[k] = wg_first_src<PD>(a, tid + k * THREADS, bz0, by0, bx0);
@@ -280,9 +291,8 @@ __global__ void __launch_bounds__(PD * 128) k_conv_wg(cl_args a) {
      * 4 + k THREADS / 4) in every channel block. */
     const int q = tid & 3;
     for (int cell = tid >> 2; cell < WCELLS; cell += THREADS / 4) {
-      const int hz = cell / (HW * HW), hy = (cell / HW) % HW, hx = cell % HW;
-      const int id = bz0 - a.pad0[0] + hz, ih = by0 - a.pad0[1] + hy, iw = bx0 - a.pad0[2] + hx;
-      const bool in = (unsigned)id < (unsigned)a.D && (unsigned)ih < (unsigned)a.H && (unsigned)iw < (unsigned)a.W;
+      int id, ih, iw;
+      const bool in = wg_window_cell(a, cell, bz0, by0, bx0, id, ih, iw);
       const __half *src =
           a.x + (in ? ((size_t)nb * a.Pin + ((size_t)id * a.H + ih) * a.W + iw) * a.C + cb_begin * CL_BK + q * 8 : 0);
       const uint32_t dst = win_u + (uint32_t)((q * WCELLS + cell) * 16);
