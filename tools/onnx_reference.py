@@ -427,6 +427,15 @@ def cl_cases(g):
     # batch 2 through the brick algorithms (NDHWC 40 -> 24 channels, partial bricks)
     chain("conv3d_cl_batch2_wide", [2, 8, 3, 5, 9], [(40, [3, 3, 3], True, p1), (24, [3, 3, 3], True, p1),
                                                      (3, [3, 3, 3], False, p1)])
+    # the narrow brick algorithms (<= 16 output channels, every input channel in one CTA):
+    # 128 -> 9 as a predecoder's last layer (partial brick rows and columns, NCDHW out),
+    # 40 -> 16 (a partial block of 16 channels, asymmetric padding, NDHWC out into a
+    # 1 x 1 x 1 layer) and 16 -> 1 (one output channel).
+    chain("conv3d_cl_narrow", [1, 8, 3, 6, 11], [(128, [3, 3, 3], True, p1), (9, [3, 3, 3], False, p1)])
+    chain("conv3d_cl_narrow_pads", [2, 8, 4, 5, 9], [(40, [3, 3, 3], True, p1),
+                                                     (16, [3, 3, 3], True, dict(pads=[1, 0, 2, 1, 2, 0])),
+                                                     (16, [3, 3, 3], True, p1), (1, [3, 3, 3], True, p1),
+                                                     (3, [1, 1, 1], False, {})])
     # h feeds two convolutions (NDHWC edge with two consumers); their sum is NCDHW.
     inits = weights("a", 8, 16, [3, 3, 3]) + weights("b", 16, 8, [3, 3, 3]) + weights("c", 16, 8, [3, 3, 3])
     g.case("conv3d_cl_branch", [node("Conv", ["x", "aw", "ab"], ["ha"], kernel_shape=[3, 3, 3], pads=[1] * 6),

@@ -519,6 +519,7 @@ int nnk_cl_supported(const nnk_conv &p, int in_cl) {
 
 int nnk_cl_algo_ok(const nnk_conv &p, int in_cl, int algo) {
   if (algo < 0 || algo >= NNK_CL_ALL_ALGOS || !nnk_cl_supported(p, in_cl)) return 0;
+  if (algo >= NNK_CL_NARROW_BASE) return narrow_algo_ok(p, in_cl, algo - NNK_CL_NARROW_BASE);
   if (algo >= NNK_CL_WG_BASE) return wg_algo_ok(p, in_cl, algo - NNK_CL_WG_BASE);
   const int mw = cl_width_max(p);
   if (algo >= NNK_CL_ALGOS) { /* the brick kernel: NDHWC input, 3 x 3 x 3, stride 1, dilation 1 */
@@ -550,15 +551,17 @@ int nnk_cl_algo_ok(const nnk_conv &p, int in_cl, int algo) {
 }
 
 int nnk_cl_first_ok(const nnk_conv &p, int algo, int cd) {
-  return algo >= NNK_CL_WG_BASE && algo < NNK_CL_ALL_ALGOS && nnk_cl_supported(p, 1) &&
+  return algo >= NNK_CL_WG_BASE && algo < NNK_CL_NARROW_BASE && nnk_cl_supported(p, 1) &&
          wg_first_ok(p, algo - NNK_CL_WG_BASE, cd);
 }
 
 size_t nnk_cl_weight_elems(const nnk_conv &p, int in_cl) {
   cl_args a;
   cl_fill(p, in_cl, NULL, NULL, 1, &a);
-  /* The wgmma kernel's order follows (wg_pack: as many elements) where it applies. */
-  return (size_t)round_up(p.M, 128) * a.kpad * (cl_brick_shape(p, in_cl) ? 2 : 1);
+  /* The wgmma kernel's order follows (wg_pack: as many elements) where it
+   * applies, then the narrow kernel's where that one does. */
+  return (size_t)round_up(p.M, 128) * a.kpad * (cl_brick_shape(p, in_cl) ? 2 : 1) +
+         (narrow_shape(p, in_cl) ? narrow_weight_elems(p) : 0);
 }
 
 void nnk_cl_pack_weights(const nnk_conv &p, int in_cl, const float *w, __half *out) {
@@ -573,6 +576,7 @@ void nnk_cl_pack_weights(const nnk_conv &p, int in_cl, const float *w, __half *o
         out[(size_t)m * a.kpad + k] = __float2half(w[((size_t)m * p.C + c) * a.taps + t]);
       }
   if (cl_brick_shape(p, in_cl)) wg_pack(p, w, out + (size_t)npad * a.kpad);
+  if (narrow_shape(p, in_cl)) narrow_pack(p, w, out + (size_t)2 * npad * a.kpad);
 }
 
 cudaError_t nnk_launch_cl(const nnk_conv &p, int in_cl, int out_cl, const __half *w, const float *b, int algo,
@@ -584,6 +588,12 @@ cudaError_t nnk_launch_cl(const nnk_conv &p, int in_cl, int out_cl, const __half
   if (!in_cl && reinterpret_cast<uintptr_t>(p.x) % 2 != 0) return cudaErrorInvalidConfiguration;
   if (in_cl && reinterpret_cast<uintptr_t>(p.x) % 16 != 0) return cudaErrorInvalidConfiguration;
   int cfg, split, stages;
+  if (algo >= NNK_CL_NARROW_BASE) {
+    cl_args a;
+    cl_fill(p, in_cl, w, b, 1, &a, f);
+    a.w = w + (size_t)2 * round_up(p.M, 128) * a.kpad; /* narrow_pack's order (nnk_cl_pack_weights) */
+    return narrow_launch(a, algo - NNK_CL_NARROW_BASE, out_cl, p.N, s);
+  }
   if (algo >= NNK_CL_WG_BASE) {
     cl_args a;
     cl_fill(p, in_cl, w, b, wg_split(algo - NNK_CL_WG_BASE), &a, f);

@@ -227,6 +227,16 @@ int wg_split(int j);
  * the channels-last packing in the same buffer, as many elements). */
 void wg_pack(const nnk_conv &p, const float *w, __half *out);
 
+/* The narrow brick kernel (gpu_conv_narrow.cu), algos NNK_CL_NARROW_BASE
+ * and up; j = algo - NNK_CL_NARROW_BASE. Its weights (narrow_pack,
+ * narrow_weight_elems halves) follow the wgmma kernel's in the same buffer
+ * wherever narrow_shape holds. */
+int narrow_shape(const nnk_conv &p, int in_cl);
+int narrow_algo_ok(const nnk_conv &p, int in_cl, int j);
+size_t narrow_weight_elems(const nnk_conv &p);
+void narrow_pack(const nnk_conv &p, const float *w, __half *out);
+cudaError_t narrow_launch(const cl_args &a, int j, int out_cl, int batch, cudaStream_t s);
+
 }  // namespace nncl
 
 #endif

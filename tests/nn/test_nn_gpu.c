@@ -187,6 +187,16 @@ static void check_cl_describe(cudaq_nn_gpu_t *g, const char *name, const char *w
 /* An FP16 engine with conv_impl forced (and the test hooks the caller set):
  * 0 when its description lacks tag (the forced choice did not apply), else
  * 1 after reps runs, each compared with the CPU executor (failures counted). */
+/* Whether desc contains tag; a tag ending in a number matches only that
+ * number ("cl algo 13" is not found in "cl algo 135"). */
+static int has_tag(const char *desc, const char *tag) {
+  const size_t n = strlen(tag);
+  const int num = n > 0 && tag[n - 1] >= '0' && tag[n - 1] <= '9';
+  for (const char *p = strstr(desc, tag); p; p = strstr(p + 1, tag))
+    if (!num || p[n] < '0' || p[n] > '9') return 1;
+  return 0;
+}
+
 static int run_forced(const cudaq_nn_model_t *m, io_t *io, cudaq_nn_conv_impl_t impl, const char *tag, int reps,
                       const char *what) {
   cudaq_nn_gpu_options_t o;
@@ -202,7 +212,7 @@ static int run_forced(const cudaq_nn_model_t *m, io_t *io, cudaq_nn_conv_impl_t 
   }
   char desc[8192];
   cudaq_nn_gpu_describe(g, desc, sizeof desc);
-  const int applies = strstr(desc, tag) != NULL;
+  const int applies = has_tag(desc, tag);
   for (int rep = 0; applies && rep < reps; rep++) {
     for (size_t i = 0; i < io->n_out; i++) memset(io->gpu[i], 0x5A, io->out_sz[i]);
     cudaq_nn_status_t st = cudaq_nn_gpu_run(g, (const void *const *)io->in, io->in_sz, io->gpu, io->out_sz, &err);
@@ -238,29 +248,35 @@ static cudaq_nn_model_t *load_case(const char *name, io_t *io) {
  * blocks, partial tiles and split K, against the CPU executor. */
 static void check_cl_algos(void) {
   static const char *models[] = {"conv3d_cl_chain", "conv3d_cl_branch", "conv3d_tc_odd", "conv3d_tc_d13_c64_m128",
-                                 "conv3d_cl_batch2", "conv3d_cl_wide", "conv3d_cl_batch2_wide"};
+                                 "conv3d_cl_batch2", "conv3d_cl_wide", "conv3d_cl_batch2_wide", "conv3d_cl_narrow",
+                                 "conv3d_cl_narrow_pads"};
   for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
     if (!selected(models[mi])) continue;
     io_t io;
     cudaq_nn_model_t *m = load_case(models[mi], &io);
     if (!m) continue;
-    int ran = 0;
+    int ran = 0, narrow = 0;
     /* A CUDAQ_NN_CL_ALGO set by the caller pins this check to that one
      * algorithm (and each layer of every engine of the run to the first
      * listed algorithm that applies to it: gpu_tune.cu). */
     const char *pinned = getenv("CUDAQ_NN_CL_ALGO");
     const int only = pinned && *pinned ? atoi(pinned) : -1;
-    for (int k = 0; k < 135; k++) { /* NNK_CL_ALL_ALGOS (src/nn/gpu_kernels.cuh): 90 + 21 brick + 24 wgmma algos */
+    for (int k = 0; k < 141; k++) { /* NNK_CL_ALL_ALGOS (src/nn/gpu_kernels.cuh): 90 + 21 brick + 24 wgmma + 6 narrow */
       if (only >= 0 && k != only) continue;
       char ks[16], what[300], tag[32];
       snprintf(ks, sizeof ks, "%d", k);
       setenv("CUDAQ_NN_CL_ALGO", ks, 1);
       snprintf(what, sizeof what, "%.200s fp16 cl algo %d", models[mi], k);
       snprintf(tag, sizeof tag, "-> cl algo %d", k);
-      ran += run_forced(m, &io, CUDAQ_NN_CONV_CL, tag, 1, what);
+      const int r = run_forced(m, &io, CUDAQ_NN_CONV_CL, tag, 1, what);
+      ran += r;
+      narrow += k >= 135 ? r : 0; /* NNK_CL_NARROW_BASE */
     }
     if (only < 0) unsetenv("CUDAQ_NN_CL_ALGO");
     CHECK(ran >= (only < 0 ? 4 : 0), "%s: only %d channels-last algorithms ran", models[mi], ran);
+    /* The narrow cases' last layers fit every narrow configuration. */
+    if (strstr(models[mi], "narrow") && only < 0)
+      CHECK(narrow == 6, "%s: %d of the 6 narrow algorithms ran", models[mi], narrow);
     printf("ok      %s: %d channels-last algorithms match the CPU\n", models[mi], ran);
     io_free(&io);
     cudaq_nn_model_destroy(m);
