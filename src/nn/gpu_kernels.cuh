@@ -289,8 +289,9 @@ cudaError_t nnk_launch_tc(const nnk_conv &p, const __half *w, const float *b, in
 /* Algos NNK_CL_NARROW_BASE .. NNK_CL_ALL_ALGOS-1: the narrow brick kernel
  * (src/nn/gpu_conv_narrow.cu): the brick kernels' shape with at most 16
  * output channels, every input channel in one CTA (K split among its warps,
- * no cluster). Configuration: planes of 2, 4 or 8 x 8 output cells, 8 to 24 warps. */
-#define NNK_CL_NARROW_CONFIGS 6
+ * no cluster). Configuration: planes of 2, 4 or 8 x 8 output cells, 8 to 24 warps,
+ * the weights staged in shared memory or read into registers. */
+#define NNK_CL_NARROW_CONFIGS 10
 #define NNK_CL_NARROW_BASE (NNK_CL_WG_BASE + NNK_CL_WG_CONFIGS * NNK_CL_WG_SPLITS)
 #define NNK_CL_ALL_ALGOS (NNK_CL_NARROW_BASE + NNK_CL_NARROW_CONFIGS)
 int nnk_cl_supported(const nnk_conv &p, int in_cl);
