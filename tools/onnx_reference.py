@@ -430,8 +430,13 @@ def cl_cases(g):
     # the narrow brick algorithms (<= 16 output channels, every input channel in one CTA):
     # 128 -> 9 as a predecoder's last layer (partial brick rows and columns, NCDHW out),
     # 40 -> 16 (a partial block of 16 channels, asymmetric padding, NDHWC out into a
-    # 1 x 1 x 1 layer) and 16 -> 1 (one output channel).
+    # 1 x 1 x 1 layer) and 16 -> 1 (one output channel); 8 -> 5 without padding (output
+    # dims 2 smaller than the input's, 8 channels: half a block) and 8 -> 3 with padding
+    # 2 on one side only (output dims 1 larger).
     chain("conv3d_cl_narrow", [1, 8, 3, 6, 11], [(128, [3, 3, 3], True, p1), (9, [3, 3, 3], False, p1)])
+    chain("conv3d_cl_narrow_valid", [1, 8, 5, 6, 11], [(8, [3, 3, 3], True, p1), (5, [3, 3, 3], True, {}),
+                                                      (8, [3, 3, 3], True, p1),
+                                                      (3, [3, 3, 3], False, dict(pads=[2, 0, 2, 1, 2, 1]))])
     chain("conv3d_cl_narrow_pads", [2, 8, 4, 5, 9], [(40, [3, 3, 3], True, p1),
                                                      (16, [3, 3, 3], True, dict(pads=[1, 0, 2, 1, 2, 0])),
                                                      (16, [3, 3, 3], True, p1), (1, [3, 3, 3], True, p1),

@@ -9,7 +9,7 @@
  * runs over a cluster (two cluster barriers, remote reads of the partners'
  * tiles) and its weights arrive in mbarrier-guarded groups. Sixteen output
  * channels of a few thousand cells are ~0.4 GFLOP at most, so a CTA here
- * takes every input channel itself and splits K among its 8 warps instead:
+ * takes every input channel itself and splits K among its 8-24 warps instead:
  * no cluster, no mbarrier, one block barrier after its input window has
  * landed and two around the in-CTA sum.
  *
@@ -40,7 +40,7 @@ constexpr int NW_RLD = 20; /* row stride (floats) of a warp's partial tile in th
  * where the weights are read from: shared memory (staged before the PDL
  * wait) or, regb, global memory straight into each warp's registers (a
  * work item's 9 fragments ahead of its MMAs; the CTA then needs shared
- * memory for the window only and fits beside other kernels' CTAs). */
+ * memory for the window and the in-CTA sum only). */
 struct nw_cfg {
   int bh, warps, regb;
 };
@@ -57,6 +57,21 @@ size_t nw_smem_bytes(const nw_cfg &c, int C) {
   const size_t win = (size_t)3 * (c.bh + 2) * (NW_BW + 2) * nw_rs(C) * 2;
   const size_t red = (size_t)c.warps * c.bh * NW_BW * NW_RLD * 4;
   return (c.regb ? 0 : nw_weight_bytes(C)) + (win > red ? win : red);
+}
+
+/* The dynamic shared memory a CTA may opt into on this device (227 KiB on
+ * sm_90, less on sm_8x: a configuration that needs more is not offered
+ * there), asked once per process. */
+size_t nw_smem_max() {
+  static size_t m = 0;
+  if (!m) {
+    int dev = 0, v = 0;
+    m = cudaGetDevice(&dev) == cudaSuccess &&
+                cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess && v > 0
+            ? (size_t)v < CL_MAX_SMEM ? (size_t)v : CL_MAX_SMEM
+            : 48 * 1024;
+  }
+  return m;
 }
 
 __device__ __forceinline__ uint4 nw_lds128(uint32_t addr) {
@@ -177,7 +192,7 @@ cudaError_t nw_launch_t(const cl_args &a, size_t smem, int batch, cudaStream_t s
   auto kern = k_conv_narrow<BH, WARPS, OUT_CL, REGB>;
   static bool attr_set = false; /* as in cl_launch_t */
   if (!attr_set) {
-    const cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)CL_MAX_SMEM);
+    const cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)nw_smem_max());
     if (e != cudaSuccess) return e;
     attr_set = true;
   }
@@ -210,7 +225,7 @@ int narrow_algo_ok(const nnk_conv &p, int in_cl, int j) {
   /* CUDAQ_NN_CL_NO_NARROW=1: not offered (A/B against the other kernels). */
   static const int no_narrow = cl_env_on("CUDAQ_NN_CL_NO_NARROW");
   if (no_narrow || j < 0 || j >= NNK_CL_NARROW_CONFIGS || !narrow_shape(p, in_cl) || device_cc() < 80) return 0;
-  return nw_smem_bytes(kNwCfg[j], p.C) <= CL_MAX_SMEM;
+  return nw_smem_bytes(kNwCfg[j], p.C) <= nw_smem_max();
 }
 
 size_t narrow_weight_elems(const nnk_conv &p) { return nw_weight_bytes(p.C) / 2; }

@@ -273,13 +273,13 @@ cudaError_t nnk_launch_tc(const nnk_conv &p, const __half *w, const float *b, in
 #define NNK_CL_SPLITS 5
 #define NNK_CL_DEPTHS 2
 #define NNK_CL_ALGOS (NNK_CL_CONFIGS * NNK_CL_SPLITS * NNK_CL_DEPTHS)
-/* Algos NNK_CL_ALGOS .. NNK_CL_ALL_ALGOS-1: the brick kernel (NDHWC input,
+/* Algos NNK_CL_ALGOS .. NNK_CL_WG_BASE-1: the brick kernel (NDHWC input,
  * 3 x 3 x 3 kernel, stride 1, dilation 1; the input window of a brick of output cells staged
  * once for every tap): brick configuration + NNK_CL_BRICK_CONFIGS x split
  * index (K split over channel blocks in a cluster of 1, 2 or 4 CTAs). */
 #define NNK_CL_BRICK_CONFIGS 7
 #define NNK_CL_BRICK_SPLITS 3
-/* Algos NNK_CL_WG_BASE .. NNK_CL_ALL_ALGOS-1: the wgmma brick kernel
+/* Algos NNK_CL_WG_BASE .. NNK_CL_NARROW_BASE-1: the wgmma brick kernel
  * (src/nn/gpu_conv_wg.cu; sm_90a): the brick kernel's contract, bricks of
  * planes of 8 x 8 output cells, warpgroup MMAs reading both operands from
  * shared memory. Configuration (planes x output channels per CTA) + NNK_CL_WG_CONFIGS x split index. */

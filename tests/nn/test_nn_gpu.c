@@ -243,13 +243,22 @@ static cudaq_nn_model_t *load_case(const char *name, io_t *io) {
   return m;
 }
 
+/* 1 on a compute capability 9.0 device (H100, H200). */
+static int sm90(void) {
+  int dev = 0, major = 0, minor = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  return major * 10 + minor == 90;
+}
+
 /* Every channels-last algorithm (tile x split, CUDAQ_NN_CL_ALGO) on models
  * that cover NDHWC and NCDHW inputs and outputs, one and several channel
  * blocks, partial tiles and split K, against the CPU executor. */
 static void check_cl_algos(void) {
   static const char *models[] = {"conv3d_cl_chain", "conv3d_cl_branch", "conv3d_tc_odd", "conv3d_tc_d13_c64_m128",
                                  "conv3d_cl_batch2", "conv3d_cl_wide", "conv3d_cl_batch2_wide", "conv3d_cl_narrow",
-                                 "conv3d_cl_narrow_pads"};
+                                 "conv3d_cl_narrow_pads", "conv3d_cl_narrow_valid"};
   for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
     if (!selected(models[mi])) continue;
     io_t io;
@@ -274,9 +283,10 @@ static void check_cl_algos(void) {
     }
     if (only < 0) unsetenv("CUDAQ_NN_CL_ALGO");
     CHECK(ran >= (only < 0 ? 4 : 0), "%s: only %d channels-last algorithms ran", models[mi], ran);
-    /* The narrow cases' last layers fit every narrow configuration. */
+    /* The narrow cases' narrow layers fit every narrow configuration on an
+     * sm_90 device (227 KiB of shared memory; less elsewhere: at least one). */
     if (strstr(models[mi], "narrow") && only < 0)
-      CHECK(narrow == 10, "%s: %d of the 10 narrow algorithms ran", models[mi], narrow);
+      CHECK(narrow == 10 || (!sm90() && narrow >= 1), "%s: %d of the 10 narrow algorithms ran", models[mi], narrow);
     printf("ok      %s: %d channels-last algorithms match the CPU\n", models[mi], ran);
     io_free(&io);
     cudaq_nn_model_destroy(m);
@@ -300,11 +310,7 @@ static void check_first_fold(void) {
     int min; /* wgmma algorithms that must fold on an sm_90 device; -1: none may */
   } models[] = {{"first_fold_concat", 2},        {"first_fold_gather", 10},         {"first_fold_tail", 2},
                 {"first_fold_refused_const", -1}, {"first_fold_refused_output", -1}};
-  int dev = 0, major = 0, minor = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  const int wg = major * 10 + minor == 90 && !getenv("CUDAQ_NN_NO_FUSE");
+  const int wg = sm90() && !getenv("CUDAQ_NN_NO_FUSE");
   for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
     const char *name = models[mi].name;
     if (!selected(name) || getenv("CUDAQ_NN_CL_ALGO")) continue;
@@ -312,7 +318,7 @@ static void check_first_fold(void) {
     cudaq_nn_model_t *m = load_case(name, &io);
     if (!m) continue;
     int ran = 0;
-    for (int k = 111; k < 135; k++) { /* NNK_CL_WG_BASE .. NNK_CL_ALL_ALGOS - 1 (src/nn/gpu_kernels.cuh) */
+    for (int k = 111; k < 135; k++) { /* NNK_CL_WG_BASE .. NNK_CL_NARROW_BASE - 1 (src/nn/gpu_kernels.cuh) */
       char ks[32], what[300];
       snprintf(ks, sizeof ks, "%d,0", k);
       setenv("CUDAQ_NN_CL_ALGO", ks, 1);
