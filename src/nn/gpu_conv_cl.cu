@@ -419,7 +419,7 @@ cudaError_t cl_launch_t(const cl_args &a, size_t smem, int batch, cudaStream_t s
    * 16 (split K 16) are beyond the portable 8: allowed per kernel. */
   static bool attr_set = false;
   if (!attr_set) {
-    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)CL_MAX_SMEM);
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cl_smem_max());
     if (e == cudaSuccess && device_has_clusters())
       e = cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     if (e != cudaSuccess) return e;
@@ -464,7 +464,7 @@ cudaError_t brick_launch_t(const cl_args &a, size_t smem, int batch, cudaStream_
   auto kern = k_conv_brick<BD, BH, BW, BN, WARPS_M, WARPS, OUT_CL>;
   static bool attr_set = false; /* as in cl_launch_t */
   if (!attr_set) {
-    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)CL_MAX_SMEM);
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cl_smem_max());
     if (e != cudaSuccess) return e;
     attr_set = true;
   }
@@ -532,7 +532,7 @@ int nnk_cl_algo_ok(const nnk_conv &p, int in_cl, int algo) {
     cl_args a;
     cl_fill(p, in_cl, NULL, NULL, split, &a);
     if (split > 1 && (!device_has_clusters() || split > a.ncb)) return 0;
-    return brick_smem_bytes(cfg, split, a) <= CL_MAX_SMEM;
+    return brick_smem_bytes(cfg, split, a) <= cl_smem_max();
   }
   int cfg, split, stages;
   cl_decode(algo, &cfg, &split, &stages);
@@ -547,7 +547,7 @@ int nnk_cl_algo_ok(const nnk_conv &p, int in_cl, int algo) {
   cl_args a;
   cl_fill(p, in_cl, NULL, NULL, split, &a);
   if (split > 1 && (!device_has_clusters() || split > a.ksteps)) return 0;
-  return cl_smem_bytes(cfg, split, stages, a, in_cl) <= CL_MAX_SMEM;
+  return cl_smem_bytes(cfg, split, stages, a, in_cl) <= cl_smem_max();
 }
 
 int nnk_cl_first_ok(const nnk_conv &p, int algo, int cd) {

@@ -51,6 +51,22 @@ inline int device_cc() {
 }
 inline int device_has_clusters() { return device_cc() >= 90; }
 
+/* The dynamic shared memory a CTA may opt into on the current device,
+ * capped at CL_MAX_SMEM (227 KiB on sm_90; less on sm_8x: a configuration
+ * that needs more is not offered there, and the kernels' attribute is set
+ * to this), asked once per process. */
+inline size_t cl_smem_max() {
+  static size_t m = 0;
+  if (!m) {
+    int dev = 0, v = 0;
+    m = cudaGetDevice(&dev) == cudaSuccess &&
+                cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess && v > 0
+            ? (size_t)v < CL_MAX_SMEM ? (size_t)v : CL_MAX_SMEM
+            : 48 * 1024;
+  }
+  return m;
+}
+
 /* An A/B switch: environment variable name set to "1". */
 inline int cl_env_on(const char *name) {
   const char *e = getenv(name);

@@ -59,21 +59,6 @@ size_t nw_smem_bytes(const nw_cfg &c, int C) {
   return (c.regb ? 0 : nw_weight_bytes(C)) + (win > red ? win : red);
 }
 
-/* The dynamic shared memory a CTA may opt into on this device (227 KiB on
- * sm_90, less on sm_8x: a configuration that needs more is not offered
- * there), asked once per process. */
-size_t nw_smem_max() {
-  static size_t m = 0;
-  if (!m) {
-    int dev = 0, v = 0;
-    m = cudaGetDevice(&dev) == cudaSuccess &&
-                cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess && v > 0
-            ? (size_t)v < CL_MAX_SMEM ? (size_t)v : CL_MAX_SMEM
-            : 48 * 1024;
-  }
-  return m;
-}
-
 __device__ __forceinline__ uint4 nw_lds128(uint32_t addr) {
   uint4 v;
   asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
@@ -192,7 +177,7 @@ cudaError_t nw_launch_t(const cl_args &a, size_t smem, int batch, cudaStream_t s
   auto kern = k_conv_narrow<BH, WARPS, OUT_CL, REGB>;
   static bool attr_set = false; /* as in cl_launch_t */
   if (!attr_set) {
-    const cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)nw_smem_max());
+    const cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cl_smem_max());
     if (e != cudaSuccess) return e;
     attr_set = true;
   }
@@ -225,7 +210,7 @@ int narrow_algo_ok(const nnk_conv &p, int in_cl, int j) {
   /* CUDAQ_NN_CL_NO_NARROW=1: not offered (A/B against the other kernels). */
   static const int no_narrow = cl_env_on("CUDAQ_NN_CL_NO_NARROW");
   if (no_narrow || j < 0 || j >= NNK_CL_NARROW_CONFIGS || !narrow_shape(p, in_cl) || device_cc() < 80) return 0;
-  return nw_smem_bytes(kNwCfg[j], p.C) <= nw_smem_max();
+  return nw_smem_bytes(kNwCfg[j], p.C) <= cl_smem_max();
 }
 
 size_t narrow_weight_elems(const nnk_conv &p) { return nw_weight_bytes(p.C) / 2; }

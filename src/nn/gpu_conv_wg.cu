@@ -367,7 +367,7 @@ cudaError_t wg_launch_t(const cl_args &a, size_t smem, int batch, cudaStream_t s
   auto kern = k_conv_wg<PD, BN, R, OUT_CL>;
   static bool attr_set = false; /* as in cl_launch_t */
   if (!attr_set) {
-    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)CL_MAX_SMEM);
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cl_smem_max());
     if (e != cudaSuccess) return e;
     attr_set = true;
   }
@@ -415,7 +415,7 @@ int wg_algo_ok(const nnk_conv &p, int in_cl, int j) {
   cl_args a;
   cl_fill(p, in_cl, NULL, NULL, split, &a);
   if (split > 1 && (!device_has_clusters() || split > a.ncb)) return 0;
-  return wg_smem_bytes(cfg, split, a) <= CL_MAX_SMEM;
+  return wg_smem_bytes(cfg, split, a) <= cl_smem_max();
 }
 
 int wg_first_ok(const nnk_conv &p, int j, int cd) {
@@ -426,7 +426,7 @@ int wg_first_ok(const nnk_conv &p, int j, int cd) {
   f.first.b = reinterpret_cast<const float *>(16); /* only its presence counts here */
   f.first.cd = cd;
   cl_fill(p, 1, NULL, NULL, split, &a, &f);
-  return wg_smem_bytes(cfg, split, a) <= CL_MAX_SMEM;
+  return wg_smem_bytes(cfg, split, a) <= cl_smem_max();
 }
 
 cudaError_t wg_launch(const cl_args &a, int j, int out_cl, int batch, cudaStream_t s) {
