@@ -415,16 +415,9 @@ size_t cl_smem_bytes(int cfg, int split, int stages, const cl_args &a, int in_cl
 template <int BM, int BN, int WARPS_M, int WARPS, bool IN_CL, bool OUT_CL, int STAGES>
 cudaError_t cl_launch_t(const cl_args &a, size_t smem, int batch, cudaStream_t s) {
   auto kern = k_conv_cl<BM, BN, WARPS_M, WARPS, IN_CL, OUT_CL, STAGES>;
-  /* Idempotent; races between engines are benign (same value). Clusters of
-   * 16 (split K 16) are beyond the portable 8: allowed per kernel. */
+  /* Clusters of 16 (split K 16) are beyond the portable 8: allowed per kernel. */
   static bool attr_set = false;
-  if (!attr_set) {
-    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cl_smem_max());
-    if (e == cudaSuccess && device_has_clusters())
-      e = cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    if (e != cudaSuccess) return e;
-    attr_set = true;
-  }
+  if (const cudaError_t e = cl_kernel_attrs(kern, attr_set, true)) return e;
   const dim3 grid((unsigned)((a.P + BM - 1) / BM), (unsigned)((a.M + BN - 1) / BN), (unsigned)(batch * a.split));
   return nnk_launch_ex(kern, grid, dim3(WARPS * 32), smem, s, (unsigned)a.split, a);
 }
@@ -462,12 +455,8 @@ size_t brick_smem_bytes(int cfg, int split, const cl_args &a) {
 template <int BD, int BH, int BW, int BN, int WARPS_M, int WARPS, bool OUT_CL>
 cudaError_t brick_launch_t(const cl_args &a, size_t smem, int batch, cudaStream_t s) {
   auto kern = k_conv_brick<BD, BH, BW, BN, WARPS_M, WARPS, OUT_CL>;
-  static bool attr_set = false; /* as in cl_launch_t */
-  if (!attr_set) {
-    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cl_smem_max());
-    if (e != cudaSuccess) return e;
-    attr_set = true;
-  }
+  static bool attr_set = false;
+  if (const cudaError_t e = cl_kernel_attrs(kern, attr_set)) return e;
   const unsigned bricks = (unsigned)(((a.P / (a.OH * a.OW) + BD - 1) / BD) * ((a.OH + BH - 1) / BH) *
                                      ((a.OW + BW - 1) / BW));
   const dim3 grid(bricks, (unsigned)((a.M + BN - 1) / BN), (unsigned)(batch * a.split));
@@ -558,25 +547,23 @@ int nnk_cl_first_ok(const nnk_conv &p, int algo, int cd) {
 size_t nnk_cl_weight_elems(const nnk_conv &p, int in_cl) {
   cl_args a;
   cl_fill(p, in_cl, NULL, NULL, 1, &a);
-  /* The wgmma kernel's order follows (wg_pack: as many elements) where it
-   * applies, then the narrow kernel's where that one does. */
-  return (size_t)round_up(p.M, 128) * a.kpad * (cl_brick_shape(p, in_cl) ? 2 : 1) +
+  return cl_pack_off(p.M, a.kpad, cl_brick_shape(p, in_cl) ? CL_PACK_NARROW : CL_PACK_WG) +
          (narrow_shape(p, in_cl) ? narrow_weight_elems(p) : 0);
 }
 
 void nnk_cl_pack_weights(const nnk_conv &p, int in_cl, const float *w, __half *out) {
   cl_args a;
   cl_fill(p, in_cl, NULL, NULL, 1, &a);
-  const int npad = round_up(p.M, 128), cpad = a.ncb * CL_BK;
-  for (size_t i = 0, n = (size_t)npad * a.kpad; i < n; i++) out[i] = __float2half(0.0f);
+  const int cpad = a.ncb * CL_BK;
+  for (size_t i = 0, n = cl_pack_off(p.M, a.kpad, CL_PACK_WG); i < n; i++) out[i] = __float2half(0.0f);
   for (int m = 0; m < p.M; m++)
     for (int c = 0; c < p.C; c++)
       for (int t = 0; t < a.taps; t++) {
         const int k = in_cl ? t * cpad + c : t * p.C + c;
         out[(size_t)m * a.kpad + k] = __float2half(w[((size_t)m * p.C + c) * a.taps + t]);
       }
-  if (cl_brick_shape(p, in_cl)) wg_pack(p, w, out + (size_t)npad * a.kpad);
-  if (narrow_shape(p, in_cl)) narrow_pack(p, w, out + (size_t)2 * npad * a.kpad);
+  if (cl_brick_shape(p, in_cl)) wg_pack(p, w, out + cl_pack_off(p.M, a.kpad, CL_PACK_WG));
+  if (narrow_shape(p, in_cl)) narrow_pack(p, w, out + cl_pack_off(p.M, a.kpad, CL_PACK_NARROW));
 }
 
 cudaError_t nnk_launch_cl(const nnk_conv &p, int in_cl, int out_cl, const __half *w, const float *b, int algo,
@@ -591,7 +578,7 @@ cudaError_t nnk_launch_cl(const nnk_conv &p, int in_cl, int out_cl, const __half
   if (algo >= NNK_CL_NARROW_BASE) {
     cl_args a;
     cl_fill(p, in_cl, w, b, 1, &a, f);
-    a.w = w + (size_t)2 * round_up(p.M, 128) * a.kpad; /* narrow_pack's order (nnk_cl_pack_weights) */
+    a.w = w + cl_pack_off(p.M, a.kpad, CL_PACK_NARROW);
     return narrow_launch(a, algo - NNK_CL_NARROW_BASE, out_cl, p.N, s);
   }
   if (algo >= NNK_CL_WG_BASE) {

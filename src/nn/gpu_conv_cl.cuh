@@ -35,6 +35,14 @@ struct cl_args {
 
 __host__ __device__ inline int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
+/* The weight buffer of a convolution (nnk_cl_pack_weights) holds up to
+ * three packings back to back, each of round_up(M, 128) x kpad halves but
+ * the last: the tiles' and bricks' order, the wgmma kernel's (wg_pack,
+ * where cl_brick_shape holds), the narrow kernel's (narrow_pack, where
+ * narrow_shape holds). Packing k starts cl_pack_off(M, kpad, k) halves in. */
+enum { CL_PACK_WG = 1, CL_PACK_NARROW = 2 }; /* packing 0, the tiles' and bricks', starts at 0 */
+inline size_t cl_pack_off(int M, int kpad, int k) { return (size_t)k * round_up(M, 128) * kpad; }
+
 /* The current device's compute capability as 10 major + minor (0 if it
  * cannot be read), asked once per process. */
 inline int device_cc() {
@@ -65,6 +73,20 @@ inline size_t cl_smem_max() {
             : 48 * 1024;
   }
   return m;
+}
+
+/* Lets kernel kern take cl_smem_max() bytes of dynamic shared memory (and,
+ * with clusters on a device that has them, clusters beyond the portable 8),
+ * once per kernel: done is the caller's per-kernel static flag. Idempotent,
+ * so races between engines are benign (same values). */
+template <typename K>
+cudaError_t cl_kernel_attrs(K kern, bool &done, bool clusters = false) {
+  if (done) return cudaSuccess;
+  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cl_smem_max());
+  if (e == cudaSuccess && clusters && device_has_clusters())
+    e = cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  done = e == cudaSuccess;
+  return e;
 }
 
 /* An A/B switch: environment variable name set to "1". */

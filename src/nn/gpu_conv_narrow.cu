@@ -175,12 +175,8 @@ __global__ void __launch_bounds__(NW_WARPS * 32) k_conv_narrow(cl_args a) {
 template <int BH, int WARPS, bool OUT_CL, bool REGB>
 cudaError_t nw_launch_t(const cl_args &a, size_t smem, int batch, cudaStream_t s) {
   auto kern = k_conv_narrow<BH, WARPS, OUT_CL, REGB>;
-  static bool attr_set = false; /* as in cl_launch_t */
-  if (!attr_set) {
-    const cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cl_smem_max());
-    if (e != cudaSuccess) return e;
-    attr_set = true;
-  }
+  static bool attr_set = false;
+  if (const cudaError_t e = cl_kernel_attrs(kern, attr_set)) return e;
   const unsigned od = (unsigned)(a.P / (a.OH * a.OW));
   const dim3 grid(od * (unsigned)((a.OH + BH - 1) / BH) * (unsigned)((a.OW + NW_BW - 1) / NW_BW), 1, (unsigned)batch);
   return nnk_launch_ex(kern, grid, dim3(WARPS * 32), smem, s, 1, a);

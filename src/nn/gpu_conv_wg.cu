@@ -365,12 +365,8 @@ size_t wg_smem_bytes(int cfg, int split, const cl_args &a) {
 template <int PD, int BN, int R, bool OUT_CL>
 cudaError_t wg_launch_t(const cl_args &a, size_t smem, int batch, cudaStream_t s) {
   auto kern = k_conv_wg<PD, BN, R, OUT_CL>;
-  static bool attr_set = false; /* as in cl_launch_t */
-  if (!attr_set) {
-    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cl_smem_max());
-    if (e != cudaSuccess) return e;
-    attr_set = true;
-  }
+  static bool attr_set = false;
+  if (const cudaError_t e = cl_kernel_attrs(kern, attr_set)) return e;
   const unsigned bricks = (unsigned)(((a.P / (a.OH * a.OW) + PD - 1) / PD) * ((a.OH + WG_PLANE - 1) / WG_PLANE) *
                                      ((a.OW + WG_PLANE - 1) / WG_PLANE));
   const dim3 grid(bricks, (unsigned)((a.M + BN - 1) / BN), (unsigned)(batch * a.split));
@@ -432,8 +428,8 @@ int wg_first_ok(const nnk_conv &p, int j, int cd) {
 cudaError_t wg_launch(const cl_args &a, int j, int out_cl, int batch, cudaStream_t s) {
   const int cfg = j % NNK_CL_WG_CONFIGS;
   const size_t smem = wg_smem_bytes(cfg, a.split, a);
-  cl_args b = a; /* the weights in wg_pack's order, after the channels-last packing (nnk_cl_pack_weights) */
-  b.w = a.w + (size_t)round_up(a.M, 128) * a.kpad;
+  cl_args b = a; /* the weights in wg_pack's order (nnk_cl_pack_weights) */
+  b.w = a.w + cl_pack_off(a.M, a.kpad, CL_PACK_WG);
   return out_cl ? wg_launch_o<true>(b, smem, cfg, batch, s) : wg_launch_o<false>(b, smem, cfg, batch, s);
 }
 
