@@ -184,9 +184,6 @@ static void check_cl_describe(cudaq_nn_gpu_t *g, const char *name, const char *w
   }
 }
 
-/* An FP16 engine with conv_impl forced (and the test hooks the caller set):
- * 0 when its description lacks tag (the forced choice did not apply), else
- * 1 after reps runs, each compared with the CPU executor (failures counted). */
 /* Whether desc contains tag; a tag ending in a number matches only that
  * number ("cl algo 13" is not found in "cl algo 135"). */
 static int has_tag(const char *desc, const char *tag) {
@@ -197,6 +194,9 @@ static int has_tag(const char *desc, const char *tag) {
   return 0;
 }
 
+/* An FP16 engine with conv_impl forced (and the test hooks the caller set):
+ * 0 when its description lacks tag (the forced choice did not apply), else
+ * 1 after reps runs, each compared with the CPU executor (failures counted). */
 static int run_forced(const cudaq_nn_model_t *m, io_t *io, cudaq_nn_conv_impl_t impl, const char *tag, int reps,
                       const char *what) {
   cudaq_nn_gpu_options_t o;
