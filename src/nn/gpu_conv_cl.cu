@@ -508,8 +508,10 @@ int nnk_cl_supported(const nnk_conv &p, int in_cl) {
 
 int nnk_cl_algo_ok(const nnk_conv &p, int in_cl, int algo) {
   if (algo < 0 || algo >= NNK_CL_ALL_ALGOS || !nnk_cl_supported(p, in_cl)) return 0;
+  int j;
+  bool flat;
+  if (wg_algo_decode(algo, &j, &flat)) return wg_algo_ok(p, in_cl, j, flat);
   if (algo >= NNK_CL_NARROW_BASE) return narrow_algo_ok(p, in_cl, algo - NNK_CL_NARROW_BASE);
-  if (algo >= NNK_CL_WG_BASE) return wg_algo_ok(p, in_cl, algo - NNK_CL_WG_BASE);
   const int mw = cl_width_max(p);
   if (algo >= NNK_CL_ALGOS) { /* the brick kernel: NDHWC input, 3 x 3 x 3, stride 1, dilation 1 */
     /* CUDAQ_NN_CL_NO_BRICK=1: not offered (A/B against the tiles alone). */
@@ -540,8 +542,9 @@ int nnk_cl_algo_ok(const nnk_conv &p, int in_cl, int algo) {
 }
 
 int nnk_cl_first_ok(const nnk_conv &p, int algo, int cd) {
-  return algo >= NNK_CL_WG_BASE && algo < NNK_CL_NARROW_BASE && nnk_cl_supported(p, 1) &&
-         wg_first_ok(p, algo - NNK_CL_WG_BASE, cd);
+  int j;
+  bool flat;
+  return wg_algo_decode(algo, &j, &flat) && nnk_cl_supported(p, 1) && wg_first_ok(p, j, flat, cd);
 }
 
 size_t nnk_cl_weight_elems(const nnk_conv &p, int in_cl) {
@@ -574,17 +577,18 @@ cudaError_t nnk_launch_cl(const nnk_conv &p, int in_cl, int out_cl, const __half
   if (!nnk_cl_algo_ok(p, in_cl, algo)) return cudaErrorInvalidConfiguration;
   if (!in_cl && reinterpret_cast<uintptr_t>(p.x) % 2 != 0) return cudaErrorInvalidConfiguration;
   if (in_cl && reinterpret_cast<uintptr_t>(p.x) % 16 != 0) return cudaErrorInvalidConfiguration;
-  int cfg, split, stages;
+  int cfg, split, stages, j;
+  bool flat;
+  if (wg_algo_decode(algo, &j, &flat)) {
+    cl_args a;
+    cl_fill(p, in_cl, w, b, wg_split(j), &a, f);
+    return wg_launch(a, j, flat, out_cl, p.N, s);
+  }
   if (algo >= NNK_CL_NARROW_BASE) {
     cl_args a;
     cl_fill(p, in_cl, w, b, 1, &a, f);
     a.w = w + cl_pack_off(p.M, a.kpad, CL_PACK_NARROW);
     return narrow_launch(a, algo - NNK_CL_NARROW_BASE, out_cl, p.N, s);
-  }
-  if (algo >= NNK_CL_WG_BASE) {
-    cl_args a;
-    cl_fill(p, in_cl, w, b, wg_split(algo - NNK_CL_WG_BASE), &a, f);
-    return wg_launch(a, algo - NNK_CL_WG_BASE, out_cl, p.N, s);
   }
   if (algo >= NNK_CL_ALGOS) {
     brick_decode(algo, &cfg, &split);

@@ -252,13 +252,20 @@ inline void cl_fill(const nnk_conv &p, int in_cl, const __half *w, const float *
   a->split = split;
 }
 
-/* The wgmma brick kernel (gpu_conv_wg.cu), algos NNK_CL_WG_BASE and up;
- * j = algo - NNK_CL_WG_BASE. */
-int wg_algo_ok(const nnk_conv &p, int in_cl, int j);
-cudaError_t wg_launch(const cl_args &a, int j, int out_cl, int batch, cudaStream_t s);
+/* The wgmma kernel (gpu_conv_wg.cu): on bricks, algos NNK_CL_WG_BASE and
+ * up (j = algo - NNK_CL_WG_BASE, flat false); on flat tiles, algos
+ * NNK_CL_WGF_BASE and up (j = algo - NNK_CL_WGF_BASE, flat true). */
+int wg_algo_ok(const nnk_conv &p, int in_cl, int j, bool flat);
+cudaError_t wg_launch(const cl_args &a, int j, bool flat, int out_cl, int batch, cudaStream_t s);
 /* Whether wgmma algo j runs p with a first layer of cd dynamic channels
  * folded into its window (nnk_first; batch 1, shared memory). */
-int wg_first_ok(const nnk_conv &p, int j, int cd);
+int wg_first_ok(const nnk_conv &p, int j, bool flat, int cd);
+/* algo -> the wgmma kernel's j and whether it is a flat tile; false if algo is none of its. */
+inline bool wg_algo_decode(int algo, int *j, bool *flat) {
+  *flat = algo >= NNK_CL_WGF_BASE;
+  *j = algo - (*flat ? NNK_CL_WGF_BASE : NNK_CL_WG_BASE);
+  return (algo >= NNK_CL_WG_BASE && algo < NNK_CL_NARROW_BASE) || (algo >= NNK_CL_WGF_BASE && algo < NNK_CL_ALL_ALGOS);
+}
 /* The split of wgmma algo j (cluster size). */
 int wg_split(int j);
 /* The wgmma kernel's weight order (where cl_brick_shape holds it follows

@@ -198,7 +198,7 @@ cudaq_nn_status_t nng_copy_map(const cudaq_nn_gpu *g, const int *producer, const
  * count as their readers; gpu_fuse.cu). */
 int nng_read_by_chain(const cudaq_nn_model_t *m, int v, const int *chain, int n, int aliases);
 /* After tuning: a copy (ST_MOVE) read only by a 3 x 3 x 3 "same"
- * convolution read only by a wgmma brick convolution; the copy's channels
+ * convolution read only by a wgmma brick or flat tile convolution; the copy's channels
  * that come from constants (a predecoder's site masks) and the first
  * convolution's bias are folded into a per-cell term at create, and the
  * first layer is computed where the second stages its input window

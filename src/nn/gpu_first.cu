@@ -8,7 +8,7 @@
  * convolution is linear in its input channels, so the constant channels'
  * part plus the bias is a constant tensor b[cell][m], computed here once;
  * what depends on the request is one channel of mostly zeros. The next
- * convolution (a wgmma brick, gpu_conv_wg.cu) stages its input window
+ * convolution (a wgmma brick or flat tile, gpu_conv_wg.cu) stages its input window
  * anyway: it computes act(b + sum w x) there instead of copying the first
  * layer's result, so the copy and the first layer's launch go. */
 #include <math.h>

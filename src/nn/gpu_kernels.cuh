@@ -286,14 +286,21 @@ cudaError_t nnk_launch_tc(const nnk_conv &p, const __half *w, const float *b, in
 #define NNK_CL_WG_CONFIGS 8
 #define NNK_CL_WG_SPLITS 3
 #define NNK_CL_WG_BASE (NNK_CL_ALGOS + NNK_CL_BRICK_CONFIGS * NNK_CL_BRICK_SPLITS)
-/* Algos NNK_CL_NARROW_BASE .. NNK_CL_ALL_ALGOS-1: the narrow brick kernel
+/* Algos NNK_CL_NARROW_BASE .. NNK_CL_WGF_BASE-1: the narrow brick kernel
  * (src/nn/gpu_conv_narrow.cu): the brick kernels' shape with at most 16
  * output channels, every input channel in one CTA (K split among its warps,
  * no cluster). Configuration: planes of 2, 4 or 8 x 8 output cells, 8 to 24 warps,
  * the weights staged in shared memory or read into registers. */
 #define NNK_CL_NARROW_CONFIGS 10
 #define NNK_CL_NARROW_BASE (NNK_CL_WG_BASE + NNK_CL_WG_CONFIGS * NNK_CL_WG_SPLITS)
-#define NNK_CL_ALL_ALGOS (NNK_CL_NARROW_BASE + NNK_CL_NARROW_CONFIGS)
+/* Algos NNK_CL_WGF_BASE .. NNK_CL_ALL_ALGOS-1: the wgmma kernel on flat
+ * tiles (src/nn/gpu_conv_wg.cu) for "same" layers (3 x 3 x 3, stride 1,
+ * padding 1 on every side): a CTA's output cells are a run of consecutive
+ * positions of the grid flattened with one shared padding column, row and
+ * plane, so no output plane is rounded up to 8 x 8 cells. Configurations
+ * and splits as the wgmma bricks' (planes -> 64-position runs). */
+#define NNK_CL_WGF_BASE (NNK_CL_NARROW_BASE + NNK_CL_NARROW_CONFIGS)
+#define NNK_CL_ALL_ALGOS (NNK_CL_WGF_BASE + NNK_CL_WG_CONFIGS * NNK_CL_WG_SPLITS)
 int nnk_cl_supported(const nnk_conv &p, int in_cl);
 int nnk_cl_algo_ok(const nnk_conv &p, int in_cl, int algo);
 size_t nnk_cl_weight_elems(const nnk_conv &p, int in_cl);

@@ -6,13 +6,14 @@
 
 #include "gpu_engine_internal.h"
 
-#define ENGINE_PLAN_VERSION 10 /* 3: tensor-core candidates, t_tc per conv; 4: fused cuDNN;
+#define ENGINE_PLAN_VERSION 11 /* 3: tensor-core candidates, t_tc per conv; 4: fused cuDNN;
                                  5: channels-last kernel, t_cl and layouts per conv;
                                  6: stacks (one line each, members IMPL_STACK);
                                  7: the channels-last brick algorithms;
                                  8: the wgmma brick algorithms;
                                  9: the narrow brick algorithms;
-                                 10: the narrow bricks with weights in registers */
+                                 10: the narrow bricks with weights in registers;
+                                 11: the wgmma flat tiles */
 
 /* The cuDNN workspace shared by all convolutions, reallocated to bytes. */
 static cudaq_nn_status_t set_workspace(cudaq_nn_gpu *g, size_t bytes, cudaq_nn_error_t *err) {

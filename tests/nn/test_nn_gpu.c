@@ -264,13 +264,13 @@ static void check_cl_algos(void) {
     io_t io;
     cudaq_nn_model_t *m = load_case(models[mi], &io);
     if (!m) continue;
-    int ran = 0, narrow = 0;
+    int ran = 0, narrow = 0, flat = 0;
     /* A CUDAQ_NN_CL_ALGO set by the caller pins this check to that one
      * algorithm (and each layer of every engine of the run to the first
      * listed algorithm that applies to it: gpu_tune.cu). */
     const char *pinned = getenv("CUDAQ_NN_CL_ALGO");
     const int only = pinned && *pinned ? atoi(pinned) : -1;
-    for (int k = 0; k < 145; k++) { /* NNK_CL_ALL_ALGOS (src/nn/gpu_kernels.cuh): 90 + 21 brick + 24 wgmma + 10 narrow */
+    for (int k = 0; k < 169; k++) { /* NNK_CL_ALL_ALGOS (src/nn/gpu_kernels.cuh): 90 + 21 brick + 24 wgmma + 10 narrow + 24 flat */
       if (only >= 0 && k != only) continue;
       char ks[16], what[300], tag[32];
       snprintf(ks, sizeof ks, "%d", k);
@@ -279,7 +279,8 @@ static void check_cl_algos(void) {
       snprintf(tag, sizeof tag, "-> cl algo %d", k);
       const int r = run_forced(m, &io, CUDAQ_NN_CONV_CL, tag, 1, what);
       ran += r;
-      narrow += k >= 135 ? r : 0; /* NNK_CL_NARROW_BASE */
+      narrow += k >= 135 && k < 145 ? r : 0; /* NNK_CL_NARROW_BASE .. NNK_CL_WGF_BASE - 1 */
+      flat += k >= 145 ? r : 0;               /* NNK_CL_WGF_BASE .. */
     }
     if (only < 0) unsetenv("CUDAQ_NN_CL_ALGO");
     CHECK(ran >= (only < 0 ? 4 : 0), "%s: only %d channels-last algorithms ran", models[mi], ran);
@@ -287,7 +288,15 @@ static void check_cl_algos(void) {
      * sm_90 device (227 KiB of shared memory; less elsewhere: at least one). */
     if (strstr(models[mi], "narrow") && only < 0)
       CHECK(narrow == 10 || (!sm90() && narrow >= 1), "%s: %d of the 10 narrow algorithms ran", models[mi], narrow);
-    printf("ok      %s: %d channels-last algorithms match the CPU\n", models[mi], ran);
+    /* These cases have a "same" layer (3 x 3 x 3, padding 1 on every side)
+     * on NDHWC input: the wgmma flat tiles run it on an sm_90 device. */
+    static const char *same_cl[] = {"conv3d_cl_chain", "conv3d_cl_branch", "conv3d_cl_wide", "conv3d_cl_batch2_wide",
+                                    "conv3d_cl_narrow", "conv3d_cl_narrow_pads"};
+    int has_same = 0;
+    for (size_t i = 0; i < sizeof same_cl / sizeof *same_cl; i++) has_same |= !strcmp(models[mi], same_cl[i]);
+    if (has_same && only < 0)
+      CHECK(flat >= 1 || !sm90(), "%s: no wgmma flat tile algorithm ran", models[mi]);
+    printf("ok      %s: %d channels-last algorithms match the CPU (%d on flat tiles)\n", models[mi], ran, flat);
     io_free(&io);
     cudaq_nn_model_destroy(m);
   }
@@ -318,12 +327,18 @@ static void check_first_fold(void) {
     cudaq_nn_model_t *m = load_case(name, &io);
     if (!m) continue;
     int ran = 0;
-    for (int k = 111; k < 135; k++) { /* NNK_CL_WG_BASE .. NNK_CL_NARROW_BASE - 1 (src/nn/gpu_kernels.cuh) */
+    /* The wgmma bricks, NNK_CL_WG_BASE .. NNK_CL_NARROW_BASE - 1, and flat
+     * tiles, NNK_CL_WGF_BASE .. NNK_CL_ALL_ALGOS - 1 (src/nn/gpu_kernels.cuh). */
+    int ran_flat = 0;
+    for (int k = 111; k < 169; k++) {
+      if (k == 135) k = 145;
       char ks[32], what[300];
       snprintf(ks, sizeof ks, "%d,0", k);
       setenv("CUDAQ_NN_CL_ALGO", ks, 1);
       snprintf(what, sizeof what, "%.200s fp16 first layer folded, cl algo %d", name, k);
-      ran += run_forced(m, &io, CUDAQ_NN_CONV_CL, "first layer folded into its window", 2, what);
+      const int r = run_forced(m, &io, CUDAQ_NN_CONV_CL, "first layer folded into its window", 2, what);
+      ran += r;
+      ran_flat += k >= 145 ? r : 0;
     }
     /* The A/B switch turns it off. */
     setenv("CUDAQ_NN_CL_ALGO", "111,0", 1);
@@ -333,8 +348,11 @@ static void check_first_fold(void) {
     unsetenv("CUDAQ_NN_NO_FIRST");
     unsetenv("CUDAQ_NN_CL_ALGO");
     if (models[mi].min < 0) CHECK(ran == 0, "%s: folded under %d wgmma algorithms, none expected", name, ran);
-    else CHECK(ran >= (wg ? models[mi].min : 0), "%s: the fold applied with only %d wgmma algorithms", name, ran);
-    printf("ok      %s: folded first layer under %d wgmma algorithms%s\n", name, ran,
+    else {
+      CHECK(ran >= (wg ? models[mi].min : 0), "%s: the fold applied with only %d wgmma algorithms", name, ran);
+      CHECK(ran_flat >= (wg ? 1 : 0), "%s: the fold applied under no wgmma flat tile algorithm", name);
+    }
+    printf("ok      %s: folded first layer under %d wgmma algorithms (%d flat)%s\n", name, ran, ran_flat,
            models[mi].min < 0 ? " (not foldable)" : ", matches the CPU");
     io_free(&io);
     cudaq_nn_model_destroy(m);
