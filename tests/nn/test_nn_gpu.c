@@ -19,6 +19,7 @@
 
 #include "cudaq/nn/gpu_engine.h"
 #include "cudaq/nn/nn.h"
+#include "gpu_algos.h"
 #include "nn_gpu_tail_check.h"
 #include "nn_pb_build.h"
 #include "nn_test_util.h"
@@ -270,7 +271,7 @@ static void check_cl_algos(void) {
      * listed algorithm that applies to it: gpu_tune.cu). */
     const char *pinned = getenv("CUDAQ_NN_CL_ALGO");
     const int only = pinned && *pinned ? atoi(pinned) : -1;
-    for (int k = 0; k < 169; k++) { /* NNK_CL_ALL_ALGOS (src/nn/gpu_kernels.cuh): 90 + 21 brick + 24 wgmma + 10 narrow + 24 flat */
+    for (int k = 0; k < NNK_CL_ALL_ALGOS; k++) {
       if (only >= 0 && k != only) continue;
       char ks[16], what[300], tag[32];
       snprintf(ks, sizeof ks, "%d", k);
@@ -279,15 +280,16 @@ static void check_cl_algos(void) {
       snprintf(tag, sizeof tag, "-> cl algo %d", k);
       const int r = run_forced(m, &io, CUDAQ_NN_CONV_CL, tag, 1, what);
       ran += r;
-      narrow += k >= 135 && k < 145 ? r : 0; /* NNK_CL_NARROW_BASE .. NNK_CL_WGF_BASE - 1 */
-      flat += k >= 145 ? r : 0;               /* NNK_CL_WGF_BASE .. */
+      narrow += k >= NNK_CL_NARROW_BASE && k < NNK_CL_WGF_BASE ? r : 0;
+      flat += k >= NNK_CL_WGF_BASE ? r : 0;
     }
     if (only < 0) unsetenv("CUDAQ_NN_CL_ALGO");
     CHECK(ran >= (only < 0 ? 4 : 0), "%s: only %d channels-last algorithms ran", models[mi], ran);
     /* The narrow cases' narrow layers fit every narrow configuration on an
      * sm_90 device (227 KiB of shared memory; less elsewhere: at least one). */
     if (strstr(models[mi], "narrow") && only < 0)
-      CHECK(narrow == 10 || (!sm90() && narrow >= 1), "%s: %d of the 10 narrow algorithms ran", models[mi], narrow);
+      CHECK(narrow == NNK_CL_NARROW_CONFIGS || (!sm90() && narrow >= 1), "%s: %d of the %d narrow algorithms ran",
+            models[mi], narrow, NNK_CL_NARROW_CONFIGS);
     /* These cases have a "same" layer (3 x 3 x 3, padding 1 on every side)
      * on NDHWC input: the wgmma flat tiles run it on an sm_90 device. */
     static const char *same_cl[] = {"conv3d_cl_chain", "conv3d_cl_branch", "conv3d_cl_wide", "conv3d_cl_batch2_wide",
@@ -328,20 +330,22 @@ static void check_first_fold(void) {
     if (!m) continue;
     int ran = 0;
     /* The wgmma bricks, NNK_CL_WG_BASE .. NNK_CL_NARROW_BASE - 1, and flat
-     * tiles, NNK_CL_WGF_BASE .. NNK_CL_ALL_ALGOS - 1 (src/nn/gpu_kernels.cuh). */
+     * tiles, NNK_CL_WGF_BASE .. NNK_CL_ALL_ALGOS - 1 (gpu_algos.h). */
     int ran_flat = 0;
-    for (int k = 111; k < 169; k++) {
-      if (k == 135) k = 145;
+    for (int k = NNK_CL_WG_BASE; k < NNK_CL_ALL_ALGOS; k++) {
+      if (k == NNK_CL_NARROW_BASE) k = NNK_CL_WGF_BASE;
       char ks[32], what[300];
       snprintf(ks, sizeof ks, "%d,0", k);
       setenv("CUDAQ_NN_CL_ALGO", ks, 1);
       snprintf(what, sizeof what, "%.200s fp16 first layer folded, cl algo %d", name, k);
       const int r = run_forced(m, &io, CUDAQ_NN_CONV_CL, "first layer folded into its window", 2, what);
       ran += r;
-      ran_flat += k >= 145 ? r : 0;
+      ran_flat += k >= NNK_CL_WGF_BASE ? r : 0;
     }
     /* The A/B switch turns it off. */
-    setenv("CUDAQ_NN_CL_ALGO", "111,0", 1);
+    char ab[32];
+    snprintf(ab, sizeof ab, "%d,0", NNK_CL_WG_BASE);
+    setenv("CUDAQ_NN_CL_ALGO", ab, 1);
     setenv("CUDAQ_NN_NO_FIRST", "1", 1);
     CHECK(!run_forced(m, &io, CUDAQ_NN_CONV_CL, "first layer folded", 1, "CUDAQ_NN_NO_FIRST=1"),
           "%s: folded with CUDAQ_NN_NO_FIRST=1", name);
