@@ -264,7 +264,8 @@ int wg_first_ok(const nnk_conv &p, int j, bool flat, int cd);
 inline bool wg_algo_decode(int algo, int *j, bool *flat) {
   *flat = algo >= NNK_CL_WGF_BASE;
   *j = algo - (*flat ? NNK_CL_WGF_BASE : NNK_CL_WG_BASE);
-  return (algo >= NNK_CL_WG_BASE && algo < NNK_CL_NARROW_BASE) || (algo >= NNK_CL_WGF_BASE && algo < NNK_CL_ALL_ALGOS);
+  return (algo >= NNK_CL_WG_BASE && algo < NNK_CL_NARROW_BASE) ||
+         (algo >= NNK_CL_WGF_BASE && algo < NNK_CL_ALL_ALGOS);
 }
 /* The split of wgmma algo j (cluster size). */
 int wg_split(int j);

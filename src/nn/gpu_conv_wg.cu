@@ -72,8 +72,11 @@ __host__ __device__ inline wgf_geom wgf_of(const cl_args &a) {
   g.span = g.ps + g.rs + 1;
   return g;
 }
+/* n consecutive positions and span more on each side: a tile's window
+ * (n = its positions) or its first-layer region (n = its window cells). */
+__host__ __device__ inline int wgf_widen(int n, const wgf_geom &g) { return n + 2 * g.span; }
 /* Window cells of a tile of pd x 64 positions. */
-__host__ __device__ inline int wgf_cells(int pd, const cl_args &a) { return pd * 64 + 2 * wgf_of(a).span; }
+__host__ __device__ inline int wgf_cells(int pd, const cl_args &a) { return wgf_widen(pd * 64, wgf_of(a)); }
 /* Positions up to and including the grid's last cell (the tiles cover them). */
 __host__ __device__ inline int wgf_positions(const cl_args &a) {
   const wgf_geom g = wgf_of(a);
@@ -140,7 +143,7 @@ constexpr int WG_FR = WG_HW + 2; /* rows and columns of the first layer's input 
 __host__ __device__ constexpr int wg_first_cells(int pd) { return (pd + 4) * WG_FR * WG_FR; }
 /* A flat tile's region: its window and span more positions on each side. */
 __host__ __device__ inline int wgf_first_cells(int pd, const cl_args &a) {
-  return wgf_cells(pd, a) + 2 * wgf_of(a).span;
+  return wgf_widen(wgf_cells(pd, a), wgf_of(a));
 }
 /* Byte offset of the weights in that region (after the inputs, rc cells,
  * and the masks, wc cells, of each dynamic channel), 16-aligned for their
@@ -193,7 +196,7 @@ struct wg_brick_geo {
 struct wg_flat_geo {
   wgf_geom g;
   int p0, wcells;
-  __device__ int rc() const { return wcells + 2 * g.span; }
+  __device__ int rc() const { return wgf_widen(wcells, g); }
   __device__ int wc() const { return wcells; }
   __device__ int base(int c) const { return c; }
   __device__ int tap(int t) const { return (t / 9) * g.ps + ((t / 3) % 3) * g.rs + t % 3; }
@@ -202,6 +205,10 @@ struct wg_flat_geo {
   }
 };
 
+/* The element of x that dynamic channel cd reads at grid cell (id, ih, iw), or -1. */
+__device__ __forceinline__ int wg_first_idx(const cl_args &a, int cd, int id, int ih, int iw) {
+  return a.f.first.idx[(size_t)cd * a.D * a.H * a.W + ((size_t)id * a.H + ih) * a.W + iw];
+}
 /* The first layer's region cell r of dynamic channel cd in a brick: its
  * element of x, or -1 (zero: outside the grid, or no dynamic source there). */
 template <int PD>
@@ -213,15 +220,13 @@ __device__ __forceinline__ int wg_first_src(const cl_args &a, int i, int bz0, in
   const int id = bz0 - a.pad0[0] - 1 + r / (WG_FR * WG_FR), ih = by0 - a.pad0[1] - 1 + (r / WG_FR) % WG_FR,
             iw = bx0 - a.pad0[2] - 1 + r % WG_FR;
   if ((unsigned)id >= (unsigned)a.D || (unsigned)ih >= (unsigned)a.H || (unsigned)iw >= (unsigned)a.W) return -1;
-  return f.idx[(size_t)cd * a.D * a.H * a.W + ((size_t)id * a.H + ih) * a.W + iw];
+  return wg_first_idx(a, cd, id, ih, iw);
 }
 /* The same in a flat tile's region (cells of wg_flat_geo::rc() per channel). */
 __device__ __forceinline__ int wgf_first_src(const cl_args &a, const wg_flat_geo &geo, int i) {
-  const nnk_first &f = a.f.first;
   const int rc = geo.rc(), cd = i / rc;
   int id, ih, iw;
-  if (!wgf_cell(a, geo.g, geo.p0 - geo.g.span + (i - cd * rc), id, ih, iw)) return -1;
-  return f.idx[(size_t)cd * a.D * a.H * a.W + ((size_t)id * a.H + ih) * a.W + iw];
+  return wgf_cell(a, geo.g, geo.p0 - geo.g.span + (i - cd * rc), id, ih, iw) ? wg_first_idx(a, cd, id, ih, iw) : -1;
 }
 
 /* The dynamic channels' weights of blocks cb_begin .. + ncbl into shared
@@ -315,7 +320,7 @@ __global__ void __launch_bounds__(PD * 128) k_conv_wg(cl_args a) {
   constexpr int STEP_B = BN * CL_BK * 2; /* bytes of B per k-step */
   /* Window cells: a brick's (a constant) or a flat tile's (the grid's). */
   const wgf_geom fg = wgf_of(a);
-  const int WCELLS = FLAT ? BM + 2 * fg.span : wg_cells(PD);
+  const int WCELLS = FLAT ? wgf_cells(PD, a) : wg_cells(PD);
   extern __shared__ __align__(16) unsigned char cl_smem[];
   const uint32_t bs_u = nnk_smem_u32(cl_smem), win_u = bs_u + R * G * STEP_B;
   const uint32_t bar_u = win_u + (uint32_t)(ncbl_max(a) * 4 * WCELLS * 16); /* R mbarriers, one per B buffer */
@@ -500,7 +505,8 @@ __global__ void __launch_bounds__(PD * 128) k_conv_wg(cl_args a) {
 size_t wg_smem_bytes(int cfg, int split, const cl_args &a, bool flat) {
   const wg_cfg &c = kWgCfg[cfg];
   const size_t ncbl = (size_t)(a.ncb + split - 1) / split;
-  const int wc = flat ? wgf_cells(c.pd, a) : wg_cells(c.pd), rc = flat ? wgf_first_cells(c.pd, a) : wg_first_cells(c.pd);
+  const int wc = flat ? wgf_cells(c.pd, a) : wg_cells(c.pd);
+  const int rc = flat ? wgf_first_cells(c.pd, a) : wg_first_cells(c.pd);
   /* B buffers, windows, mbarriers (then a folded first layer's region and masks) */
   const size_t pipe = (size_t)c.r * WG_G * c.bn * CL_BK * 2 + ncbl * 4 * (size_t)wc * 16 + (size_t)c.r * 8 +
                       (a.f.first.b ? wg_first_bytes(rc, wc, a.f.first.cd, (int)ncbl) : 0);
@@ -580,7 +586,8 @@ cudaError_t wg_launch(const cl_args &a, int j, bool flat, int out_cl, int batch,
   const size_t smem = wg_smem_bytes(cfg, a.split, a, flat);
   cl_args b = a; /* the weights in wg_pack's order (nnk_cl_pack_weights) */
   b.w = a.w + cl_pack_off(a.M, a.kpad, CL_PACK_WG);
-  if (flat) return out_cl ? wg_launch_o<true, true>(b, smem, cfg, batch, s) : wg_launch_o<false, true>(b, smem, cfg, batch, s);
+  if (flat)
+    return out_cl ? wg_launch_o<true, true>(b, smem, cfg, batch, s) : wg_launch_o<false, true>(b, smem, cfg, batch, s);
   return out_cl ? wg_launch_o<true, false>(b, smem, cfg, batch, s) : wg_launch_o<false, false>(b, smem, cfg, batch, s);
 }
 
