@@ -383,6 +383,28 @@ def tc_cases(g):
     conv("conv2d_tc", [1, 33, 9, 11], 24, [3, 3], relu=True, pads=[1] * 4)
 
 
+def cl_weights(g, prefix, cin, cout, k):
+    """A convolution's weights and bias (initializers prefix + "w" / "b")."""
+    taps = int(np.prod(k))
+    return [init(prefix + "w", (g.rng.standard_normal([cout, cin] + k) / np.sqrt(cin * taps)).astype(np.float32)),
+            init(prefix + "b", (g.rng.standard_normal([cout]) * 0.1).astype(np.float32))]
+
+
+def cl_chain(g, name, x, layers, extra_nodes=(), outputs=None):
+    """A chain of convolutions, layers: (cout, k, relu, attrs); conv i reads the previous value."""
+    nodes, inits, cur, cin = [], [], "x", x[1]
+    for i, (cout, k, relu, attrs) in enumerate(layers):
+        inits += cl_weights(g, "l%d" % i, cin, cout, k)
+        out = "c%d" % i
+        nodes.append(node("Conv", [cur, "l%dw" % i, "l%db" % i], [out], kernel_shape=k, **attrs))
+        if relu:
+            nodes.append(node("Relu", [out], ["r%d" % i]))
+            out = "r%d" % i
+        cur, cin = out, cout
+    nodes += list(extra_nodes)
+    g.case(name, nodes, [("x", TP.FLOAT, x)], outputs or [(cur, TP.FLOAT)], inits)
+
+
 def cl_cases(g):
     """Convolution chains for the GPU engine's channels-last kernel: values
     between convolutions stay NDHWC where every consumer is a convolution
@@ -390,26 +412,12 @@ def cl_cases(g):
     NCDHW where another operator or a graph output reads them (mixed).
     Generated after tc_cases so that the earlier cases keep their data."""
     F = TP.FLOAT
-    r = g.rng
 
     def weights(prefix, cin, cout, k):
-        taps = int(np.prod(k))
-        return [init(prefix + "w", (r.standard_normal([cout, cin] + k) / np.sqrt(cin * taps)).astype(np.float32)),
-                init(prefix + "b", (r.standard_normal([cout]) * 0.1).astype(np.float32))]
+        return cl_weights(g, prefix, cin, cout, k)
 
     def chain(name, x, layers, extra_nodes=(), outputs=None):
-        """layers: (cout, k, relu, attrs); conv i reads the previous value."""
-        nodes, inits, cur, cin = [], [], "x", x[1]
-        for i, (cout, k, relu, attrs) in enumerate(layers):
-            inits += weights("l%d" % i, cin, cout, k)
-            out = "c%d" % i
-            nodes.append(node("Conv", [cur, "l%dw" % i, "l%db" % i], [out], kernel_shape=k, **attrs))
-            if relu:
-                nodes.append(node("Relu", [out], ["r%d" % i]))
-                out = "r%d" % i
-            cur, cin = out, cout
-        nodes += list(extra_nodes)
-        g.case(name, nodes, [("x", F, x)], outputs or [(cur, F)], inits)
+        cl_chain(g, name, x, layers, extra_nodes, outputs)
 
     p1 = dict(pads=[1] * 6)
     chain("conv3d_cl_chain", [1, 8, 6, 7, 5], [(16, [3, 3, 3], True, p1), (24, [3, 3, 3], True, p1),
@@ -798,6 +806,16 @@ def first_fold_cases(g):
                feeds={"x": ev})
 
 
+def splitk_cases(g):
+    """Split K (channel blocks summed across a cluster) where the sum's
+    stores are not four-channel runs: 64 -> 33 channels (two blocks, an odd
+    channel count, NDHWC out) and 33 -> 70 (a partial block, NCDHW graph
+    output). Generated last so that the earlier cases keep their data."""
+    p1 = dict(pads=[1] * 6)
+    cl_chain(g, "conv3d_cl_splitk_odd", [1, 8, 5, 6, 7], [(64, [3, 3, 3], True, p1), (33, [3, 3, 3], True, p1),
+                                                          (70, [3, 3, 3], False, p1)])
+
+
 def gen(args):
     os.makedirs(args.out, exist_ok=True)
     g = Gen(args.out)
@@ -812,6 +830,7 @@ def gen(args):
     fuse_gemm_cases(g)
     tail_cases(g)
     first_fold_cases(g)
+    splitk_cases(g)
     with open(os.path.join(args.out, "cases.txt"), "w") as f:
         f.write("\n".join(g.manifest) + "\n")
     print(f"onnx_reference: {len(g.manifest)} cases in {args.out}")

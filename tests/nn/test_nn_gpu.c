@@ -259,7 +259,7 @@ static int sm90(void) {
 static void check_cl_algos(void) {
   static const char *models[] = {"conv3d_cl_chain", "conv3d_cl_branch", "conv3d_tc_odd", "conv3d_tc_d13_c64_m128",
                                  "conv3d_cl_batch2", "conv3d_cl_wide", "conv3d_cl_batch2_wide", "conv3d_cl_narrow",
-                                 "conv3d_cl_narrow_pads", "conv3d_cl_narrow_valid"};
+                                 "conv3d_cl_narrow_pads", "conv3d_cl_narrow_valid", "conv3d_cl_splitk_odd"};
   for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
     if (!selected(models[mi])) continue;
     io_t io;
