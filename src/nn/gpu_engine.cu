@@ -17,6 +17,7 @@ cudaq_nn_status_t nng_dalloc(cudaq_nn_gpu *g, size_t bytes, void **out, cudaq_nn
   CK(cudaMalloc(out, bytes ? bytes : 16));
   CK(cudaMemset(*out, 0, bytes ? bytes : 16));
   g->allocs[g->n_allocs++] = *out;
+  g->alloc_bytes += bytes ? bytes : 16;
   return CUDAQ_NN_OK;
 }
 
@@ -764,6 +765,7 @@ void *cudaq_nn_gpu_output(const cudaq_nn_gpu_t *g, size_t i) {
 }
 void *cudaq_nn_gpu_graph_exec(const cudaq_nn_gpu_t *g) { return g ? (void *)g->exec : NULL; }
 void *cudaq_nn_gpu_graph(const cudaq_nn_gpu_t *g) { return g ? (void *)g->graph : NULL; }
+size_t cudaq_nn_gpu_device_bytes(const cudaq_nn_gpu_t *g) { return g ? g->alloc_bytes + g->ws_bytes : 0; }
 cudaq_nn_plan_state_t cudaq_nn_gpu_plan_state(const cudaq_nn_gpu_t *g) {
   return g ? g->plan_state : CUDAQ_NN_PLAN_NONE;
 }

@@ -116,6 +116,7 @@ struct cudaq_nn_gpu {
   int n_steps, cap_steps;
   void **allocs;
   int n_allocs, cap_allocs;
+  size_t alloc_bytes; /* what nng_dalloc gave out (cudaq_nn_gpu_device_bytes, with ws_bytes) */
   void *ws;
   size_t ws_bytes;
   cudnnHandle_t cudnn;

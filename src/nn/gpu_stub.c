@@ -18,6 +18,7 @@ void *cudaq_nn_gpu_input(const cudaq_nn_gpu_t *gpu, size_t index) { (void)gpu; (
 void *cudaq_nn_gpu_output(const cudaq_nn_gpu_t *gpu, size_t index) { (void)gpu; (void)index; return NULL; }
 void *cudaq_nn_gpu_graph_exec(const cudaq_nn_gpu_t *gpu) { (void)gpu; return NULL; }
 void *cudaq_nn_gpu_graph(const cudaq_nn_gpu_t *gpu) { (void)gpu; return NULL; }
+size_t cudaq_nn_gpu_device_bytes(const cudaq_nn_gpu_t *gpu) { (void)gpu; return 0; }
 cudaq_nn_status_t cudaq_nn_gpu_launch(cudaq_nn_gpu_t *gpu, void *stream) {
   (void)gpu; (void)stream;
   return CUDAQ_NN_ERR_INVALID_ARG;

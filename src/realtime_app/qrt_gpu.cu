@@ -24,6 +24,7 @@ struct qrt_gpu_worker {
   cudaq_nn_gpu_t *engine; /* hybrid */
   int32_t *d_events;      /* passthrough: the ingested events (hybrid: the engine's input) */
   qrt_gpu_result_t *h_out, *h_out_dev; /* mapped: header + num_detectors indices */
+  size_t dev_bytes;       /* device memory allocated for this worker (engine or event buffer) */
 };
 
 }  // namespace
@@ -33,7 +34,6 @@ struct qrt_gpu_stage {
   cudaq_nn_model_t *model;
   qrt_gpu_worker w[CUDAQ_PIPELINE_MAX_WORKERS];
   int nw;
-  size_t free_before, free_after;
   char device_name[256];
   char describe[2048];
 };
@@ -175,8 +175,6 @@ extern "C" int qrt_gpu_stage_create(const qrt_gpu_config_t *cfg, qrt_gpu_stage_t
       return 1;
     }
   }
-  size_t total = 0;
-  cudaMemGetInfo(&st->free_before, &total);
   *out = st;
   return 0;
 }
@@ -216,11 +214,13 @@ extern "C" int qrt_gpu_factory(void *user, int id, cudaq_gpu_worker_resources_t 
       return 1;
     }
     w->d_events = (int32_t *)cudaq_nn_gpu_input(w->engine, 0);
+    w->dev_bytes = cudaq_nn_gpu_device_bytes(w->engine);
     frame = (const int32_t *)cudaq_nn_gpu_output(w->engine, 1);
     if (id == 0)
       cudaq_nn_gpu_describe(w->engine, st->describe, sizeof st->describe);
   } else {
     QRT_CK(cudaMalloc(&w->d_events, (size_t)nd * sizeof(int32_t)));
+    w->dev_bytes = (size_t)nd * sizeof(int32_t);
   }
   const size_t out_bytes = sizeof(qrt_gpu_result_t) + (size_t)nd * sizeof(uint32_t);
   QRT_CK(cudaHostAlloc(&w->h_out, out_bytes, cudaHostAllocMapped));
@@ -264,15 +264,13 @@ extern "C" int qrt_gpu_factory(void *user, int id, cudaq_gpu_worker_resources_t 
   r->user_context = c->cpu_workers[id];
   r->gpu_output_host = w->h_out;
   r->gpu_output_size = out_bytes;
-  size_t total = 0;
-  cudaMemGetInfo(&st->free_after, &total);
   return 0;
 }
 
 extern "C" size_t qrt_gpu_stage_device_bytes(const qrt_gpu_stage_t *st) {
-  return st && st->free_after && st->free_before > st->free_after
-             ? st->free_before - st->free_after
-             : 0;
+  size_t sum = 0;
+  for (int i = 0; st && i < st->nw; i++) sum += st->w[i].dev_bytes;
+  return sum;
 }
 
 extern "C" const char *qrt_gpu_stage_device_name(const qrt_gpu_stage_t *st) {

@@ -63,8 +63,11 @@ int qrt_gpu_stage_create(const qrt_gpu_config_t *cfg, qrt_gpu_stage_t **out, cha
  * after writing the reason to stderr. */
 int qrt_gpu_factory(void *user, int worker_id, cudaq_gpu_worker_resources_t *r);
 
-/* Device memory the stage took (cudaMemGetInfo before the first and after
- * the last factory call), in bytes; 0 before any. */
+/* Device memory the stage allocated, in bytes: every worker's engine
+ * (cudaq_nn_gpu_device_bytes) or event buffer; 0 before any worker. Not
+ * counted: the CUDA context, cuDNN's handles, the instantiated graphs. (A
+ * cudaMemGetInfo difference, used before, read 0 on small stages: the
+ * driver hands memory out in large chunks.) */
 size_t qrt_gpu_stage_device_bytes(const qrt_gpu_stage_t *st);
 
 /* Name of the GPU (empty without one). */

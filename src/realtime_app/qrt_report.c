@@ -31,7 +31,7 @@ void qrt_print_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
           a->o->correlations ? "correlated" : "plain", a->o->workers, a->shots.nd,
           a->o->payload == QRT_PAYLOAD_BITS ? "bit-packed" : "INT32", a->shots.n);
   if (a->o->mode != QRT_MODE_CPU)
-    fprintf(f, "GPU: %s, %s, device memory taken by the GPU stage %.1f MiB\n", a->gpu_name,
+    fprintf(f, "GPU: %s, %s, device memory allocated by the GPU stage %.2f MiB\n", a->gpu_name,
             a->o->mode == QRT_MODE_HYBRID ? (a->o->fp16 ? "FP16" : "FP32") : "copies only",
             (double)a->gpu_bytes / 1048576.0);
   fprintf(f, "peak resident memory %.1f MiB\n", (double)a->rss_peak_kib / 1024.0);

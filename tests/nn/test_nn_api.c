@@ -46,6 +46,7 @@ static void test_null_args(void **state) {
   cudaq_nn_model_destroy(NULL);
   cudaq_nn_cpu_destroy(NULL);
   cudaq_nn_gpu_destroy(NULL);
+  assert_int_equal(cudaq_nn_gpu_device_bytes(NULL), 0);
   assert_string_equal(cudaq_nn_status_str(CUDAQ_NN_ERR_SHAPE), "shape mismatch");
 }
 

@@ -211,6 +211,12 @@ static int run_forced(const cudaq_nn_model_t *m, io_t *io, cudaq_nn_conv_impl_t 
     CHECK(0, "%s: create: %s", what, err.message);
     return 0;
   }
+  /* The engine counts its device memory: at least its input and output buffers. */
+  size_t io_bytes = 0;
+  for (size_t i = 0; i < io->n_in; i++) io_bytes += io->in_sz[i];
+  for (size_t i = 0; i < io->n_out; i++) io_bytes += io->out_sz[i];
+  CHECK(cudaq_nn_gpu_device_bytes(g) >= io_bytes, "%s: device bytes %zu below its %zu bytes of inputs and outputs", what,
+        cudaq_nn_gpu_device_bytes(g), io_bytes);
   char desc[8192];
   cudaq_nn_gpu_describe(g, desc, sizeof desc);
   const int applies = has_tag(desc, tag);

@@ -110,6 +110,12 @@ void *cudaq_nn_gpu_output(const cudaq_nn_gpu_t *gpu, size_t index);
 void *cudaq_nn_gpu_graph_exec(const cudaq_nn_gpu_t *gpu);
 void *cudaq_nn_gpu_graph(const cudaq_nn_gpu_t *gpu);
 
+/* Device memory the engine allocated and holds, in bytes: every tensor
+ * buffer, packed weights, the device program's state and the cuDNN
+ * workspace (what cudaMalloc gave it). Not counted: the CUDA context,
+ * cuDNN's own handle state and the instantiated graph. 0 for NULL. */
+size_t cudaq_nn_gpu_device_bytes(const cudaq_nn_gpu_t *gpu);
+
 /* Launches the inference graph on stream (a cudaStream_t; NULL: the legacy
  * default stream). Allocates nothing. Returns CUDAQ_NN_OK,
  * CUDAQ_NN_ERR_INVALID_ARG, CUDAQ_NN_ERR_CUDA. */
