@@ -74,6 +74,22 @@ __device__ __forceinline__ void nnk_acc_zero(float (&acc)[MI][NI][4]) {
       for (int e = 0; e < 4; e++) acc[mi][ni][e] = 0.0f;
 }
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+/* The cluster barrier in two halves without memory order: this thread's
+ * arrival, and the wait for every thread of the cluster (a release arrive,
+ * barrier.cluster.arrive's default, costs a GPU-scope MEMBAR on sm_90). */
+__device__ __forceinline__ void nnk_cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void nnk_cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
+/* Release at cluster scope of this thread's earlier writes to its own
+ * CTA's shared memory only (the other half of a release pattern whose
+ * relaxed arrival follows): no GPU-scope MEMBAR. */
+__device__ __forceinline__ void nnk_fence_release_smem_cluster() {
+  asm volatile("fence.release.sync_restrict::shared::cta.cluster;\n" ::: "memory");
+}
+#endif
+
 /* Warpgroup MMA (wgmma, sm_90a only: compiled where __CUDA_ARCH_FEAT_SM90_ALL
  * is defined). D (64 x N, FP32, the m16n8 accumulator layout per warp: warp
  * w of the group holds rows 16 w .. 16 w + 15, element 4 j + e of n8 block
