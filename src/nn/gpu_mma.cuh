@@ -75,9 +75,11 @@ __device__ __forceinline__ void nnk_acc_zero(float (&acc)[MI][NI][4]) {
 }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-/* The cluster barrier in two halves without memory order: this thread's
- * arrival, and the wait for every thread of the cluster (a release arrive,
- * barrier.cluster.arrive's default, costs a GPU-scope MEMBAR on sm_90). */
+/* The cluster barrier in two halves: this thread's arrival without memory
+ * order (a release arrival, barrier.cluster.arrive's default, is a
+ * GPU-scope MEMBAR on sm_90; pair it with nnk_fence_release_smem_cluster
+ * where only this CTA's shared-memory writes need publishing), and the wait
+ * for every thread of the cluster (acquire). */
 __device__ __forceinline__ void nnk_cluster_arrive_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
 }
