@@ -88,7 +88,11 @@ __device__ __forceinline__ void nnk_cluster_wait() { asm volatile("barrier.clust
  * CTA's shared memory only (the other half of a release pattern whose
  * relaxed arrival follows): no GPU-scope MEMBAR. */
 __device__ __forceinline__ void nnk_fence_release_smem_cluster() {
+#if __CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 8)
   asm volatile("fence.release.sync_restrict::shared::cta.cluster;\n" ::: "memory");
+#else /* .sync_restrict needs PTX ISA 8.6 (CUDA 12.8): the unrestricted fence, a GPU-scope MEMBAR */
+  asm volatile("fence.acq_rel.cluster;\n" ::: "memory");
+#endif
 }
 #endif
 
