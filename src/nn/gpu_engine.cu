@@ -14,10 +14,11 @@ cudaq_nn_status_t nng_dalloc(cudaq_nn_gpu *g, size_t bytes, void **out, cudaq_nn
     g->allocs = na;
     g->cap_allocs = cap;
   }
-  CK(cudaMalloc(out, bytes ? bytes : 16));
-  CK(cudaMemset(*out, 0, bytes ? bytes : 16));
+  const size_t n = bytes ? bytes : 16; /* never a zero-byte allocation */
+  CK(cudaMalloc(out, n));
+  CK(cudaMemset(*out, 0, n));
   g->allocs[g->n_allocs++] = *out;
-  g->alloc_bytes += bytes ? bytes : 16;
+  g->alloc_bytes += n;
   return CUDAQ_NN_OK;
 }
 

@@ -219,8 +219,9 @@ extern "C" int qrt_gpu_factory(void *user, int id, cudaq_gpu_worker_resources_t 
     if (id == 0)
       cudaq_nn_gpu_describe(w->engine, st->describe, sizeof st->describe);
   } else {
-    QRT_CK(cudaMalloc(&w->d_events, (size_t)nd * sizeof(int32_t)));
-    w->dev_bytes = (size_t)nd * sizeof(int32_t);
+    const size_t ev_bytes = (size_t)nd * sizeof(int32_t);
+    QRT_CK(cudaMalloc(&w->d_events, ev_bytes));
+    w->dev_bytes = ev_bytes; /* counted once allocated */
   }
   const size_t out_bytes = sizeof(qrt_gpu_result_t) + (size_t)nd * sizeof(uint32_t);
   QRT_CK(cudaHostAlloc(&w->h_out, out_bytes, cudaHostAllocMapped));
