@@ -469,9 +469,16 @@ static void *consumer_main(void *arg) {
   cudaq_pipeline_t *p = arg;
   const int internal = p->own_ring;
   const int poll_done = p->completion == CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE;
+  /* Each pass scans the ring from the slot after the last one completed, so
+   * completions are handled (answered, then freed) in ring order: with
+   * in-order workers a slot is freed before any later request's answer goes
+   * out. A pass from slot 0 could answer slot 0 before freeing slot n - 1
+   * at the wrap, and a producer that fills the ring in order (the UDP
+   * bridge) would find its next slot still taken. */
+  uint32_t start = 0;
   for (;;) {
     int found = poll_done ? poll_gpu_done(p) : 0;
-    for (uint32_t s = 0; s < p->nslots; ++s) {
+    for (uint32_t k = 0, s = start; k < p->nslots; ++k, s = s + 1 == p->nslots ? 0 : s + 1) {
       /* A2 pairs with R2 / R9: the response (or error marker) is visible. */
       uint64_t v = cudaq__load_acquire_u64(&p->ring.tx_flags_host[s]);
       if (v == 0 || v == CUDAQ_TX_FLAG_IN_FLIGHT) continue; /* spec 9: ignore in-flight */
@@ -507,6 +514,7 @@ static void *consumer_main(void *arg) {
       atomic_thread_fence(memory_order_seq_cst);
       cudaq_host_ringbuffer_clear_slot(&p->ring, s); /* R5, pairs with A3 (producer) */
       found = 1;
+      start = s + 1 == p->nslots ? 0 : s + 1;
     }
     if (!found) {
       if (atomic_load_explicit(&p->shutdown, memory_order_acquire)) break; /* A4 */
