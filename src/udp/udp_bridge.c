@@ -263,11 +263,20 @@ static int receive(cudaq_udp_bridge_t *b, int blocking) {
     b->msgs[i].msg_hdr.msg_namelen = sizeof b->from[i];
     b->msgs[i].msg_hdr.msg_flags = 0;
   }
-  int flags = MSG_TRUNC | (blocking ? MSG_WAITFORONE : MSG_DONTWAIT);
+  /* Blocking only while a slot is free: blocked with the ring full, the
+   * thread would judge the next arrival by a ring state that may have
+   * changed while it slept (a slot freed since), and drop a request it could
+   * keep. Full, it polls: what is waiting now is dropped, the rest is judged
+   * on the next pass. */
+  int flags = MSG_TRUNC | (blocking && k ? MSG_WAITFORONE : MSG_DONTWAIT);
   int got = recvmmsg(b->fd, b->msgs, vlen, flags, NULL);
   if (got <= 0) {
     if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
       bump(&b->c.rx_errors, 1); /* e.g. ECONNREFUSED from an ICMP error: keep going */
+    if (!k) { /* ring full, nothing waiting: let the consumers run */
+      if (b->cfg.idle_yield) sched_yield();
+      else cudaq__cpu_relax();
+    }
     return 0;
   }
   bump(&b->c.rx_batches, 1);

@@ -260,9 +260,13 @@ static void test_pipeline(void **state) {
   c.window = 16;
   udp_emu_result_t r;
   assert_int_equal(udp_emu_run(&c, &r), 0);
-  expect_all_answered(&r, 3000);
-  server_down(&s);
+  server_down(&s); /* first, so that a failure below can show the bridge's counters */
   cudaq_udp_counters_t k = s.final;
+  if (r.answered != 3000)
+    fprintf(stderr, "bridge: rx %llu accepted %llu ring_full %llu responses %llu\n",
+            (unsigned long long)k.rx_datagrams, (unsigned long long)k.accepted,
+            (unsigned long long)k.drop_ring_full, (unsigned long long)k.tx_responses);
+  expect_all_answered(&r, 3000);
   assert_int_equal(k.rx_datagrams, 3000);
   assert_int_equal(k.accepted, 3000);
   assert_int_equal(k.tx_responses, 3000);
