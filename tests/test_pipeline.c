@@ -285,18 +285,26 @@ static void test_external_ring(void **state) {
 
 /* P "CPU only" mode, W 2 (allocate, tag, free), W 9 (slot lifecycle): every
  * request completes once with its own bytes; stats add up. */
-static void test_cpu_only_end_to_end(void **state) {
-  (void)state;
-  rec_t *r = malloc(sizeof *r);
-  cudaq_pipeline_t *p = make(r, 3, 8, 512);
+/* CPU-only (cpu_xor), n requests through the injector, stopped and every
+ * answer checked; returns the stopped pipeline for more checks. */
+static cudaq_pipeline_t *run_cpu_xor(rec_t *r, int workers, int slots, uint32_t n) {
+  cudaq_pipeline_t *p = make(r, workers, slots, 512);
   assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_xor, NULL), CUDAQ_OK);
   assert_int_equal(cudaq_pipeline_start(p), CUDAQ_OK);
   cudaq_pipeline_injector_t *inj;
   assert_int_equal(cudaq_pipeline_injector_create(p, &inj), CUDAQ_OK);
-  submit_range(inj, 0, 3000);
-  wait_count(r, 3000);
+  submit_range(inj, 0, n);
+  wait_count(r, n);
   assert_int_equal(cudaq_pipeline_stop(p), CUDAQ_OK);
-  check_all(r, 3000);
+  check_all(r, n);
+  cudaq_pipeline_injector_destroy(inj);
+  return p;
+}
+
+static void test_cpu_only_end_to_end(void **state) {
+  (void)state;
+  rec_t *r = malloc(sizeof *r);
+  cudaq_pipeline_t *p = run_cpu_xor(r, 3, 8, 3000);
   cudaq_pipeline_stats_t st;
   assert_int_equal(cudaq_pipeline_stats(p, &st), CUDAQ_OK);
   assert_int_equal(st.submitted, 3000);
@@ -304,7 +312,6 @@ static void test_cpu_only_end_to_end(void **state) {
   assert_int_equal(st.completed, 3000);
   assert_int_equal(st.errors, 0);
   for (uint32_t i = 0; i < 3000; ++i) assert_int_equal(r->success[i], 1);
-  cudaq_pipeline_injector_destroy(inj);
   cudaq_pipeline_destroy(p);
   free(r);
 }
@@ -319,19 +326,10 @@ static void test_cpu_only_end_to_end(void **state) {
 static void test_completion_ring_order(void **state) {
   (void)state;
   rec_t *r = malloc(sizeof *r);
-  cudaq_pipeline_t *p = make(r, 1, 4, 512);
-  assert_int_equal(cudaq_pipeline_set_cpu_stage(p, cpu_xor, NULL), CUDAQ_OK);
-  assert_int_equal(cudaq_pipeline_start(p), CUDAQ_OK);
-  cudaq_pipeline_injector_t *inj;
-  assert_int_equal(cudaq_pipeline_injector_create(p, &inj), CUDAQ_OK);
-  submit_range(inj, 0, 4000);
-  wait_count(r, 4000);
-  assert_int_equal(cudaq_pipeline_stop(p), CUDAQ_OK);
-  check_all(r, 4000);
+  cudaq_pipeline_t *p = run_cpu_xor(r, 1, 4, 4000);
   uint32_t out_of_order = 0;
   for (uint32_t k = 0; k < 4000; ++k) out_of_order += r->order[k] != k;
   assert_int_equal(out_of_order, 0);
-  cudaq_pipeline_injector_destroy(inj);
   cudaq_pipeline_destroy(p);
   free(r);
 }
