@@ -465,56 +465,88 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
+/* Answers slot s, whose TX flag read v (a response or an error marker),
+ * and frees it. */
+static void answer_slot(cudaq_pipeline_t *p, uint32_t s, uint64_t v, int internal) {
+  cudaq_completion_t c = {0, (int)s, 0, 0, 0};
+  if ((v & CUDAQ_TX_FLAG_ERROR_MASK) == CUDAQ_TX_FLAG_ERROR_TAG) {
+    cudaq_rpc_header_t h;
+    memcpy(&h, rx_slot(p, s), sizeof h);
+    c.request_id = h.request_id;
+    c.cuda_error = (int)(uint32_t)(v & 0xFFFFFFFFull);
+    c.rpc_status = 0;
+  } else {
+    cudaq_rpc_response_t r;
+    memcpy(&r, tx_slot(p, s), sizeof r);
+    c.request_id = r.request_id;
+    c.rpc_status = r.status;
+    c.success = r.status == 0;
+  }
+  /* The injector's full 64-bit id; its store is ordered before R1, and
+   * R1 -> A1 ... R2 -> A2 carries it here. */
+  if (internal) {
+    uint64_t id = atomic_load_explicit(&p->slot_request[s], memory_order_relaxed);
+    if (id != SLOT_NONE) c.request_id = id;
+  }
+  if (p->done_fn) p->done_fn(p->done_user, &c);
+  bump(&p->completed);
+  if (!c.success) bump(&p->errors);
+  /* Spec 7.2: reset the slot's request id before the TX flag is cleared,
+   * so a producer that sees the slot free cannot have its new id
+   * clobbered by this reset. The fence is the spec's
+   * __sync_synchronize(); in C11 the release store R5 alone already
+   * orders the reset before the clear. */
+  atomic_store_explicit(&p->slot_request[s], SLOT_NONE, memory_order_relaxed);
+  atomic_thread_fence(memory_order_seq_cst);
+  cudaq_host_ringbuffer_clear_slot(&p->ring, s); /* R5, pairs with A3 (producer) */
+}
+
+/* The oldest slot still taken, going round from start (start if every
+ * slot is free). Producers fill the ring in order and only this thread
+ * frees slots, so the taken slots start there. */
+static uint32_t oldest_taken(const cudaq_pipeline_t *p, uint32_t start) {
+  for (uint32_t k = 0, s = start; k < p->nslots; ++k, s = s + 1 == p->nslots ? 0 : s + 1)
+    if (!cudaq_host_ringbuffer_slot_available(&p->ring, s)) return s;
+  return start;
+}
+
+/* Completions are answered and freed oldest first where the workers allow:
+ * each pass starts at the oldest taken slot, and a finished slot found after
+ * one that was still in flight sends the pass back to look at that one
+ * again (a worker finishes its requests in order, so it may have finished
+ * meanwhile; one still in flight stays skipped: no head-of-line wait). A
+ * producer that fills the ring in order (the UDP bridge) then finds its next
+ * slot free once the answers it waited for are out. */
 static void *consumer_main(void *arg) {
   cudaq_pipeline_t *p = arg;
   const int internal = p->own_ring;
   const int poll_done = p->completion == CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE;
-  /* Each pass scans the ring from the slot after the last one completed, so
-   * completions are handled (answered, then freed) in ring order: with
-   * in-order workers a slot is freed before any later request's answer goes
-   * out. A pass from slot 0 could answer slot 0 before freeing slot n - 1
-   * at the wrap, and a producer that fills the ring in order (the UDP
-   * bridge) would find its next slot still taken. */
+  const uint32_t n = p->nslots, NONE = UINT32_MAX;
   uint32_t start = 0;
   for (;;) {
     int found = poll_done ? poll_gpu_done(p) : 0;
-    for (uint32_t k = 0, s = start; k < p->nslots; ++k, s = s + 1 == p->nslots ? 0 : s + 1) {
+    start = oldest_taken(p, start);
+    /* k: position in this pass; back: the first in-flight slot passed since
+     * the last look back; looked: positions before it were looked at again. */
+    uint32_t back = NONE, looked = 0;
+    for (uint32_t k = 0; k < n;) {
+      const uint32_t s = start + k < n ? start + k : start + k - n;
       /* A2 pairs with R2 / R9: the response (or error marker) is visible. */
-      uint64_t v = cudaq__load_acquire_u64(&p->ring.tx_flags_host[s]);
-      if (v == 0 || v == CUDAQ_TX_FLAG_IN_FLIGHT) continue; /* spec 9: ignore in-flight */
-      cudaq_completion_t c = {0, (int)s, 0, 0, 0};
-      if ((v & CUDAQ_TX_FLAG_ERROR_MASK) == CUDAQ_TX_FLAG_ERROR_TAG) {
-        cudaq_rpc_header_t h;
-        memcpy(&h, rx_slot(p, s), sizeof h);
-        c.request_id = h.request_id;
-        c.cuda_error = (int)(uint32_t)(v & 0xFFFFFFFFull);
-        c.rpc_status = 0;
-      } else {
-        cudaq_rpc_response_t r;
-        memcpy(&r, tx_slot(p, s), sizeof r);
-        c.request_id = r.request_id;
-        c.rpc_status = r.status;
-        c.success = r.status == 0;
+      const uint64_t v = cudaq__load_acquire_u64(&p->ring.tx_flags_host[s]);
+      if (v == 0 || v == CUDAQ_TX_FLAG_IN_FLIGHT) { /* spec 9: ignore in-flight */
+        if (v == CUDAQ_TX_FLAG_IN_FLIGHT && back == NONE && k >= looked) back = k;
+        ++k;
+        continue;
       }
-      /* The injector's full 64-bit id; its store is ordered before R1, and
-       * R1 -> A1 ... R2 -> A2 carries it here. */
-      if (internal) {
-        uint64_t id = atomic_load_explicit(&p->slot_request[s], memory_order_relaxed);
-        if (id != SLOT_NONE) c.request_id = id;
+      if (back != NONE) { /* look back once; at most n times a pass */
+        looked = k;
+        k = back;
+        back = NONE;
+        continue;
       }
-      if (p->done_fn) p->done_fn(p->done_user, &c);
-      bump(&p->completed);
-      if (!c.success) bump(&p->errors);
-      /* Spec 7.2: reset the slot's request id before the TX flag is cleared,
-       * so a producer that sees the slot free cannot have its new id
-       * clobbered by this reset. The fence is the spec's
-       * __sync_synchronize(); in C11 the release store R5 alone already
-       * orders the reset before the clear. */
-      atomic_store_explicit(&p->slot_request[s], SLOT_NONE, memory_order_relaxed);
-      atomic_thread_fence(memory_order_seq_cst);
-      cudaq_host_ringbuffer_clear_slot(&p->ring, s); /* R5, pairs with A3 (producer) */
+      answer_slot(p, s, v, internal);
       found = 1;
-      start = s + 1 == p->nslots ? 0 : s + 1;
+      ++k;
     }
     if (!found) {
       if (atomic_load_explicit(&p->shutdown, memory_order_acquire)) break; /* A4 */
