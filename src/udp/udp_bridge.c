@@ -255,6 +255,19 @@ static int check_one(cudaq_udp_bridge_t *b, uint32_t i, const uint8_t *buf, size
 /* Receives one batch (blocking or not). Returns the datagrams received. */
 static int receive(cudaq_udp_bridge_t *b, int blocking) {
   uint32_t k = free_run(b, b->cfg.batch < b->n ? b->cfg.batch : b->n); /* each slot once */
+  if (!k && blocking) {
+    /* Ring full: wait for a datagram without taking it (the socket's
+     * receive timeout still wakes the thread for stop), then judge it by the
+     * ring as it is when it came, not as it was when the thread went to
+     * sleep (a slot may have been freed since). */
+    uint8_t peek;
+    if (recv(b->fd, &peek, sizeof peek, MSG_PEEK) < 0) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) bump(&b->c.rx_errors, 1);
+      return 0; /* the receive timeout (stop is checked), or an error reported once */
+    }
+    k = free_run(b, b->cfg.batch < b->n ? b->cfg.batch : b->n);
+    blocking = 0; /* a datagram is waiting */
+  }
   uint32_t vlen = k ? k : b->cfg.batch;
   for (uint32_t i = 0; i < vlen; ++i) {
     uint32_t s = (b->rx_next + i) % b->n;
@@ -263,20 +276,11 @@ static int receive(cudaq_udp_bridge_t *b, int blocking) {
     b->msgs[i].msg_hdr.msg_namelen = sizeof b->from[i];
     b->msgs[i].msg_hdr.msg_flags = 0;
   }
-  /* Blocking only while a slot is free: blocked with the ring full, the
-   * thread would judge the next arrival by a ring state that may have
-   * changed while it slept (a slot freed since), and drop a request it could
-   * keep. Full, it polls: what is waiting now is dropped, the rest is judged
-   * on the next pass. */
-  int flags = MSG_TRUNC | (blocking && k ? MSG_WAITFORONE : MSG_DONTWAIT);
+  int flags = MSG_TRUNC | (blocking ? MSG_WAITFORONE : MSG_DONTWAIT);
   int got = recvmmsg(b->fd, b->msgs, vlen, flags, NULL);
   if (got <= 0) {
     if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
       bump(&b->c.rx_errors, 1); /* e.g. ECONNREFUSED from an ICMP error: keep going */
-    if (!k) { /* ring full, nothing waiting: let the consumers run */
-      if (b->cfg.idle_yield) sched_yield();
-      else cudaq__cpu_relax();
-    }
     return 0;
   }
   bump(&b->c.rx_batches, 1);
