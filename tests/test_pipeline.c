@@ -320,8 +320,8 @@ static void test_cpu_only_end_to_end(void **state) {
  * order, across every wrap of a 4-slot ring, so a slot is freed before any
  * later request is answered (a producer filling the ring in order, the UDP
  * bridge, never finds its next slot taken after an answer it waited for).
- * The consumer starts each pass at the oldest taken slot and looks back at
- * a slot it passed in flight before answering a later one. A consumer whose
+ * The consumer starts each pass after the last slot it answered and looks
+ * back at a slot it passed in flight before answering a later one. A consumer whose
  * pass always starts at slot 0 answers slot 0 before freeing slot 3 on some
  * runs (thread timing), so this test catches such a regression on some
  * runs, not all. */

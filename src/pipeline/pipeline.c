@@ -501,31 +501,24 @@ static void answer_slot(cudaq_pipeline_t *p, uint32_t s, uint64_t v, int interna
   cudaq_host_ringbuffer_clear_slot(&p->ring, s); /* R5, pairs with A3 (producer) */
 }
 
-/* The oldest slot still taken, going round from start (start if every
- * slot is free). Producers fill the ring in order and only this thread
- * frees slots, so the taken slots start there. */
-static uint32_t oldest_taken(const cudaq_pipeline_t *p, uint32_t start) {
-  for (uint32_t k = 0, s = start; k < p->nslots; ++k, s = s + 1 == p->nslots ? 0 : s + 1)
-    if (!cudaq_host_ringbuffer_slot_available(&p->ring, s)) return s;
-  return start;
-}
-
 /* Completions are answered and freed oldest first where the workers allow:
- * each pass starts at the oldest taken slot, and a finished slot found after
- * one that was still in flight sends the pass back to look at that one
+ * each pass starts after the last slot answered (the oldest unanswered
+ * request with in-order producers and one worker), and a finished slot found
+ * after one that was still in flight sends the pass back to look at that one
  * again (a worker finishes its requests in order, so it may have finished
  * meanwhile; one still in flight stays skipped: no head-of-line wait). A
  * producer that fills the ring in order (the UDP bridge) then finds its next
- * slot free once the answers it waited for are out. */
+ * slot free once the answers it waited for are out. (Not the oldest taken
+ * slot: a slot answered in this pass may already hold the newest request.) */
 static void *consumer_main(void *arg) {
   cudaq_pipeline_t *p = arg;
   const int internal = p->own_ring;
   const int poll_done = p->completion == CUDAQ_GPU_ONLY_COMPLETION_STREAM_WRITE;
   const uint32_t n = p->nslots, NONE = UINT32_MAX;
-  uint32_t start = 0;
+  uint32_t next = 0; /* the slot after the last one answered */
   for (;;) {
     int found = poll_done ? poll_gpu_done(p) : 0;
-    start = oldest_taken(p, start);
+    const uint32_t start = next;
     /* k: position in this pass; back: the first in-flight slot passed since
      * the last look back; looked: positions before it were looked at again. */
     uint32_t back = NONE, looked = 0;
@@ -546,6 +539,7 @@ static void *consumer_main(void *arg) {
       }
       answer_slot(p, s, v, internal);
       found = 1;
+      next = s + 1 == n ? 0 : s + 1;
       ++k;
     }
     if (!found) {
