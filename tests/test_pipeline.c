@@ -283,8 +283,6 @@ static void test_external_ring(void **state) {
   free(e);
 }
 
-/* P "CPU only" mode, W 2 (allocate, tag, free), W 9 (slot lifecycle): every
- * request completes once with its own bytes; stats add up. */
 /* CPU-only (cpu_xor), n requests through the injector, stopped and every
  * answer checked; returns the stopped pipeline for more checks. */
 static cudaq_pipeline_t *run_cpu_xor(rec_t *r, int workers, int slots, uint32_t n) {
@@ -301,6 +299,8 @@ static cudaq_pipeline_t *run_cpu_xor(rec_t *r, int workers, int slots, uint32_t 
   return p;
 }
 
+/* P "CPU only" mode, W 2 (allocate, tag, free), W 9 (slot lifecycle): every
+ * request completes once with its own bytes; stats add up. */
 static void test_cpu_only_end_to_end(void **state) {
   (void)state;
   rec_t *r = malloc(sizeof *r);
@@ -321,10 +321,10 @@ static void test_cpu_only_end_to_end(void **state) {
  * later request is answered (a producer filling the ring in order, the UDP
  * bridge, never finds its next slot taken after an answer it waited for).
  * The consumer starts each pass after the last slot it answered and looks
- * back at a slot it passed in flight before answering a later one. A consumer whose
- * pass always starts at slot 0 answers slot 0 before freeing slot 3 on some
- * runs (thread timing), so this test catches such a regression on some
- * runs, not all. */
+ * back at a slot it passed in flight before answering a later one. A
+ * consumer whose pass always starts at slot 0 answers slot 0 before freeing
+ * slot 3 on some runs (thread timing), so this test catches such a
+ * regression on some runs, not all. */
 static void test_completion_ring_order(void **state) {
   (void)state;
   rec_t *r = malloc(sizeof *r);

@@ -254,7 +254,8 @@ static int check_one(cudaq_udp_bridge_t *b, uint32_t i, const uint8_t *buf, size
 
 /* Receives one batch (blocking or not). Returns the datagrams received. */
 static int receive(cudaq_udp_bridge_t *b, int blocking) {
-  uint32_t k = free_run(b, b->cfg.batch < b->n ? b->cfg.batch : b->n); /* each slot once */
+  const uint32_t most = b->cfg.batch < b->n ? b->cfg.batch : b->n; /* each slot once */
+  uint32_t k = free_run(b, most);
   if (!k && blocking) {
     /* Ring full: wait for a datagram without taking it (the socket's
      * receive timeout still wakes the thread for stop), then judge it by the
@@ -265,7 +266,7 @@ static int receive(cudaq_udp_bridge_t *b, int blocking) {
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) bump(&b->c.rx_errors, 1);
       return 0; /* the receive timeout (stop is checked), or an error reported once */
     }
-    k = free_run(b, b->cfg.batch < b->n ? b->cfg.batch : b->n);
+    k = free_run(b, most);
     blocking = 0; /* a datagram is waiting */
   }
   uint32_t vlen = k ? k : b->cfg.batch;

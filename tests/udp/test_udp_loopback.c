@@ -138,17 +138,20 @@ static void pipeline_server_up(server_t *s, uint32_t nslots, uint16_t port, int 
   assert_int_equal(cudaq_pipeline_start(s->p), CUDAQ_OK);
 }
 
+static void print_bridge_counters(const cudaq_udp_counters_t *k) {
+  fprintf(stderr, "bridge: rx %llu accepted %llu ring_full %llu responses %llu tx_errors %llu rx_errors %llu\n",
+          (unsigned long long)k->rx_datagrams, (unsigned long long)k->accepted,
+          (unsigned long long)k->drop_ring_full, (unsigned long long)k->tx_responses,
+          (unsigned long long)k->tx_errors, (unsigned long long)k->rx_errors);
+}
+
 static void server_down(server_t *s) {
   assert_int_equal(cudaq_udp_bridge_stop(s->bridge), CUDAQ_OK); /* first: nothing new enters */
   if (s->d) assert_int_equal(cudaq_dispatcher_stop(s->d), CUDAQ_OK);
   if (s->p) assert_int_equal(cudaq_pipeline_stop(s->p), CUDAQ_OK);
   assert_int_equal(cudaq_udp_bridge_counters(s->bridge, &s->final), CUDAQ_OK);
   if (getenv("UDP_TEST_VERBOSE")) {
-    const cudaq_udp_counters_t *k = &s->final;
-    fprintf(stderr, "bridge: rx %llu accepted %llu ring_full %llu responses %llu tx_errors %llu rx_errors %llu\n",
-            (unsigned long long)k->rx_datagrams, (unsigned long long)k->accepted,
-            (unsigned long long)k->drop_ring_full, (unsigned long long)k->tx_responses,
-            (unsigned long long)k->tx_errors, (unsigned long long)k->rx_errors);
+    print_bridge_counters(&s->final);
     if (s->p) {
       cudaq_pipeline_stats_t ps;
       cudaq_pipeline_stats(s->p, &ps);
@@ -262,10 +265,7 @@ static void test_pipeline(void **state) {
   assert_int_equal(udp_emu_run(&c, &r), 0);
   server_down(&s); /* first, so that a failure below can show the bridge's counters */
   cudaq_udp_counters_t k = s.final;
-  if (r.answered != 3000)
-    fprintf(stderr, "bridge: rx %llu accepted %llu ring_full %llu responses %llu\n",
-            (unsigned long long)k.rx_datagrams, (unsigned long long)k.accepted,
-            (unsigned long long)k.drop_ring_full, (unsigned long long)k.tx_responses);
+  if (r.answered != 3000) print_bridge_counters(&k);
   expect_all_answered(&r, 3000);
   assert_int_equal(k.rx_datagrams, 3000);
   assert_int_equal(k.accepted, 3000);
