@@ -22,6 +22,9 @@
 #       --model models/predecoder_d$2.onnx --p $3 --shots $4 --seed $5 --out .gpucarry/shots/$1; done
 # STEPS=sanitize_all: every GPU test binary under memcheck, racecheck and synccheck (SAN_TOOLS).
 # STEPS=hybrid: d = 7 and 13 hybrid at one request every 30 us, 10 us and flat out.
+# STEPS=fast: the same with the fast models (models/predecoder_d*_z_fast.onnx), d = 13 with 12
+# workers at 10 us and at one request every 2 ms, and bench_nn_gpu on the fast models (pack
+# bench/nn/bench_nn_gpu too).
 # STEPS=corr: d = 7 and 13 hybrid at 30 and 10 us with --enable_correlations and without, and
 # MWPM alone on the CPU workers (--mode cpu --model none), correlated and plain, at 100 us.
 # STEPS=prelaunch: d = 7 hybrid and passthrough at one request every 30 and 10 us, d = 13 hybrid
@@ -38,7 +41,7 @@ BUILD=$C source scripts/gpu-common.sh
 mkdir -p /tmp/plans
 unpack_xz "$C" /tmp/rtbin
 install_wheels
-RT=/tmp/rtbin/qec-realtime QD=/tmp/rtbin/qec-decode
+RT=/tmp/rtbin/qec-realtime QD=/tmp/rtbin/qec-decode BENCHNN=/tmp/rtbin/bench_nn_gpu
 STEPS=${STEPS:-test sanitize nsys bench lowload udp}
 DURATION=${DURATION:-2} WORKERS=${WORKERS:-8}
 machine_info 2>&1 | tee "$OUT/machine.txt"
@@ -89,7 +92,7 @@ bench() { # bench PRESET MODE INTERVAL [args...]
     --json "$OUT/bench/$name.json" "$@"
   grep -E "Throughput|p50|p99|^requests:|^logical|MWPM alone|^stage|^GPU" "$OUT/bench_$name.log"
 }
-if has bench || has lowload || has prelaunch || has hybrid || has corr; then
+if has bench || has lowload || has prelaunch || has hybrid || has corr || has fast; then
   shots d7 models/predecoder_d7_z.onnx 0.003 20000 21
   shots d13 models/predecoder_d13_z.onnx 0.003 10000 31
   shots d21 models/predecoder_d21_x.onnx 0.003 2000 41
@@ -134,6 +137,33 @@ if has prelaunch; then # graphs pre-launched behind a gate vs launched on arriva
       done
     done
   done
+fi
+if has fast; then # the fast predecoder family (models/*_fast.onnx, 4 x 32 channels) against the shipped 4 x 128
+  # correctness first: GPU engine vs CPU executor on the fast models (test_nn_gpu in the pack), the
+  # hybrid test's answers identical to qec-decode with the d = 5 fast model, memcheck on a short run
+  cudnn_path python3
+  if [ -f "$C/test_nn_gpu.xz" ]; then
+    STEP_TIMEOUT=300 run nn_fast_tail /tmp/rtbin/test_nn_gpu --shipped-tail models \
+      predecoder_d{5,7,9,13}_{z,x}_fast.onnx # names inside MODELS_DIR
+    tail -12 "$OUT/nn_fast_tail.log"
+  fi
+  HYBRID_MODEL=$PWD/models/predecoder_d5_z_fast.onnx STEP_TIMEOUT=300 run test_gpu_hybrid_fast \
+    sh tests/realtime_app/test_realtime_app.sh "$RT" "$QD" /tmp/rt-d5 /tmp/rt-work-fast models gpu_hybrid
+  tail -4 "$OUT/test_gpu_hybrid_fast.log"
+  STEP_TIMEOUT=${SAN_TIMEOUT:-90} run sanitize_memcheck_hybrid_fast compute-sanitizer --tool memcheck \
+    --error-exitcode 1 "$RT" $D5 --mode hybrid --model models/predecoder_d5_z_fast.onnx \
+    --requests "${SAN_REQUESTS:-20}" --workers 1 --timeout_ms 50000 --progress_s 0
+  grep -E "ERROR SUMMARY|^requests:" "$OUT/sanitize_memcheck_hybrid_fast.log"
+  for pr in d13 d7; do
+    for iv in 30 10 0; do SFX=-fast bench $pr hybrid $iv --model "models/predecoder_${pr}_z_fast.onnx"; done
+  done
+  SFX=-fast-w12 WORKERS=12 bench d13 hybrid 10 --model models/predecoder_d13_z_fast.onnx
+  SFX=-fast-lowload bench d13 hybrid 2000 --model models/predecoder_d13_z_fast.onnx
+  SFX=-fast-bits bench d13 hybrid 10 --model models/predecoder_d13_z_fast.onnx --payload bits
+  SFX=-fast-bits bench d13 hybrid 30 --model models/predecoder_d13_z_fast.onnx --payload bits
+  SFX=-fast-fp32-lowload bench d13 hybrid 2000 --model models/predecoder_d13_z_fast.onnx --precision fp32
+  [ -f "$C/bench_nn_gpu.xz" ] && STEP_TIMEOUT=240 run nn_fast "$BENCHNN" --iters 3000 --prec fp16 --impls auto,cudnn --plan /tmp/plans \
+    models/predecoder_d{5,7,9,13}_z_fast.onnx models/predecoder_d13_z.onnx && cat "$OUT/nn_fast.log"
 fi
 if has dispatch; then
   STEP_TIMEOUT=120 run test_api /tmp/rtbin/test_api # its device-path branches need a GPU

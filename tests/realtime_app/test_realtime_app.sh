@@ -206,7 +206,7 @@ gpu_hybrid|gpu_passthrough)
   if [ "$mode" = hybrid ]; then
     n=2000
     head -c 30000 "$DATA/shots.b8" >"$WORK/shots.b8" && head -n $n "$DATA/obs.01" >"$WORK/obs.01"
-    M=$MODELS/predecoder_d5_z.onnx
+    M=${HYBRID_MODEL:-$MODELS/predecoder_d5_z.onnx} # another d = 5 Z model: HYBRID_MODEL=PATH
     "$QD" predict --dem "$DEM" --in "$WORK/shots.b8" --in_format b8 --predecoder "$M" \
       --out "$WORK/ref.01" || fail "qec-decode predict --predecoder $M"
     set -- --model "$M" --precision fp32

@@ -220,8 +220,10 @@ def manifest_entry(path, model, ck, lay, spec, manifest_dir, threshold):
                          "out_channels": L.NUM_EDGE_TYPES,
                          "parameters": net.count_params(model),
                          "flops_per_inference": net.flops_per_inference(model, lay.shape)},
-        "training": {"steps": ck["step"], "seconds": round(ck.get("trained_s", 0)),
-                     "device": ck.get("device", "?"), **ck.get("train_args", {})},
+        # The run's arguments first: their "steps" (a per-run cap) and "device" ("cuda")
+        # must not hide the checkpoint's step count and device name.
+        "training": {**ck.get("train_args", {}), "steps": ck["step"],
+                     "seconds": round(ck.get("trained_s", 0)), "device": ck.get("device", "?")},
     }
 
 
