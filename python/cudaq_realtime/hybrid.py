@@ -46,8 +46,9 @@ class _Predecoder:
 
 class HybridDecoder:
     """Predecoder + MWPM. `model` is an ONNX file following models/README.md's
-    contract, "local" for the rule-based local predecoder, or None to pick the
-    shipped model made for `dem`'s circuit (cudaq_realtime.find_model). `dem`
+    contract, "local" for the rule-based local predecoder, None to pick the
+    shipped model made for `dem`'s circuit (cudaq_realtime.find_model), or
+    "fast" for the shipped fast-family model of that circuit. `dem`
     is a stim.DetectorErrorModel or its text. The prediction of a shot is the
     predecoder's logical frame XOR MWPM's prediction on the residual events.
 
@@ -79,15 +80,15 @@ class HybridDecoder:
             raise ValueError("cudaq_realtime.HybridDecoder: the local predecoder runs on the CPU (device='cpu')")
         self._gpu = (precision, int(gpu_ordinal), plan_path) if device == "gpu" else None
         self.device, self.precision = device, precision
-        if model is None:
+        if model is None or model == "fast":
             if isinstance(dem, (str, bytes)):
                 import stim
                 dem = stim.DetectorErrorModel(dem.decode() if isinstance(dem, bytes) else dem)
-            model = find_model(dem)
+            model = find_model(dem, fast=model == "fast")
         model = os.fspath(model)
         if model != "local" and not os.path.isfile(model):
             raise FileNotFoundError(f"cudaq_realtime.HybridDecoder: model file {model!r} does not exist "
-                                    "(give an ONNX file, \"local\", or None for the shipped model of the DEM)")
+                                    "(give an ONNX file, \"local\", None or \"fast\" for a shipped model of the DEM)")
         self.model_path = model
         self.matching = Matching.from_detector_error_model(dem)
         self._weight_factor = float(local_weight_factor)

@@ -64,9 +64,14 @@ def _describe(entry):
             f"{entry['num_detectors']} detectors)")
 
 
-def find_model(dem):
+FAST_SUFFIX = "_fast.onnx"  # the fast family's files (models/README.md)
+
+
+def find_model(dem, *, fast=False):
     """The path of the shipped model made for the circuit of `dem` (a
-    stim.DetectorErrorModel): same detector and observable counts and the
+    stim.DetectorErrorModel), from the accurate family or, with fast=True,
+    the fast one (the `*_fast.onnx` files: 4 x 32 channels, less gain, several
+    times the throughput): same detector and observable counts and the
     detector layout the model file records (its `detector_coordinates`,
     compared by the C library's rule: the DEM's coordinates up to one
     translation; for a model without that record, the manifest circuit's
@@ -78,7 +83,7 @@ def find_model(dem):
     if isinstance(dem, (str, bytes)):
         import stim
         dem = stim.DetectorErrorModel(dem.decode() if isinstance(dem, bytes) else dem)
-    entries = manifest()["models"]
+    entries = [e for e in manifest()["models"] if e["file"].endswith(FAST_SUFFIX) == bool(fast)]
     nd, no = dem.num_detectors, dem.num_observables
     coords = dem.get_detector_coordinates()
     if nd and not any(coords.values()):
@@ -104,7 +109,8 @@ def find_model(dem):
     near = [e["file"] for e in entries if e["num_detectors"] == nd]
     hint = (f" ({', '.join(near)} have {nd} detectors but a different detector layout, observable count "
             "or basis)" if near else "")
+    family = "fast" if fast else "accurate"
     raise LookupError(
         f"cudaq_realtime: no predecoder model in {models_dir()} fits this detector error model ({nd} "
-        f"detectors, {no} observables){hint}. Its models: {shipped}. Pass a model path of your own to "
-        "HybridDecoder instead.")
+        f"detectors, {no} observables) among the {family} family{hint}. Its {family} models: {shipped}. "
+        "Pass a model path of your own to HybridDecoder instead.")

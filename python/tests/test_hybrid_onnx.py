@@ -17,6 +17,14 @@ def test_find_model_picks_the_circuit_model(basis):
     assert os.path.basename(path) == f"predecoder_d5_{basis}.onnx" and os.path.isfile(path)
 
 
+@pytest.mark.parametrize("basis", ["x", "z"])
+def test_find_model_fast_family(basis):
+    dem = surface(5, 0.002, basis).detector_error_model(decompose_errors=True)
+    assert os.path.basename(cr.find_model(dem, fast=True)) == f"predecoder_d5_{basis}_fast.onnx"
+    with pytest.raises(LookupError, match="no predecoder model in .* fits .*24 detectors.* among the fast family"):
+        cr.find_model(surface(3, 0.002).detector_error_model(decompose_errors=True), fast=True)
+
+
 def test_find_model_allows_a_shifted_layout():
     """The C rule (cudaq_predecoder_check_layout): the same layout moved in
     space and time still finds its model; the layout transposed (x and y
@@ -41,10 +49,12 @@ def test_find_model_refuses_other_circuits():
         cr.find_model(surface(5, 0.002, rounds=3).detector_error_model(decompose_errors=True))
 
 
-def test_hybrid_equals_onnxruntime_then_pymatching(d5z):
+@pytest.mark.parametrize("model", [None, "fast"])
+def test_hybrid_equals_onnxruntime_then_pymatching(d5z, model):
     c, dem = d5z
     dets, obs = sample(c, 60, seed=11)  # ~16 ms per shot on the CPU executor
-    h = cr.HybridDecoder(None, dem)
+    h = cr.HybridDecoder(model, dem)
+    assert h.model_path.endswith("_fast.onnx") == (model == "fast")
     preds, weights, counts = h.decode_batch(dets, return_weights=True, return_residual_counts=True)
     sess = ort.InferenceSession(h.model_path)
     pm = pymatching.Matching.from_detector_error_model(dem)

@@ -43,10 +43,12 @@ void qrt_usage(FILE *f) {
       "                             without coordinates; you vouch that the model fits)\n"
       "  --precision fp16|fp32      GPU engine precision (hybrid only; default fp16)\n"
       "  --plan_dir DIR             cache the GPU engine's plan in DIR (hybrid only)\n"
-      "  --preset d5|d7|d9|d13|d21|d31\n"
+      "  --preset d5|d7|d9|d13|d21|d31|d5-fast|d7-fast|d9-fast|d13-fast\n"
       "                             the shipped model for that distance (models/: Z basis for\n"
-      "                             d5..d13 and d31, X for d21); give --dem/--in/--obs_in for its\n"
-      "                             circuit (without --dem: prints how to make them)\n"
+      "                             d5..d13 and d31, X for d21; -fast: the 4 x 32-channel model,\n"
+      "                             less gain, several times the throughput); give\n"
+      "                             --dem/--in/--obs_in for its circuit (without --dem: prints\n"
+      "                             how to make them)\n"
       "  --workers N                pipeline workers, each with its own predecoder (or GPU\n"
       "                             graph and engine) and MWPM decoder (default 2)\n"
       "  --slots N                  ring slots (queue depth, default 32)\n"
@@ -239,9 +241,11 @@ int qrt_parse_args(int argc, char **argv, opts_t *o) {
 /* The shipped models of the presets (models/manifest.json). */
 static const struct {
   const char *name, *file;
-} presets[] = {{"d5", "predecoder_d5_z.onnx"},   {"d7", "predecoder_d7_z.onnx"},
-               {"d9", "predecoder_d9_z.onnx"},   {"d13", "predecoder_d13_z.onnx"},
-               {"d21", "predecoder_d21_x.onnx"}, {"d31", "predecoder_d31_z.onnx"}};
+} presets[] = {{"d5", "predecoder_d5_z.onnx"},        {"d7", "predecoder_d7_z.onnx"},
+               {"d9", "predecoder_d9_z.onnx"},        {"d13", "predecoder_d13_z.onnx"},
+               {"d21", "predecoder_d21_x.onnx"},      {"d31", "predecoder_d31_z.onnx"},
+               {"d5-fast", "predecoder_d5_z_fast.onnx"}, {"d7-fast", "predecoder_d7_z_fast.onnx"},
+               {"d9-fast", "predecoder_d9_z_fast.onnx"}, {"d13-fast", "predecoder_d13_z_fast.onnx"}};
 
 int qrt_check_mode_and_preset(opts_t *o) {
   if (!strcmp(o->mode_name, "cpu"))
@@ -269,7 +273,9 @@ int qrt_check_mode_and_preset(opts_t *o) {
       if (!strcmp(o->preset, presets[k].name))
         file = presets[k].file;
     if (!file) {
-      fprintf(stderr, "qec-realtime: --preset is d5, d7, d9, d13, d21 or d31, not '%s'\n",
+      fprintf(stderr,
+              "qec-realtime: --preset is d5, d7, d9, d13, d21 or d31 (or d5-fast .. d13-fast), "
+              "not '%s'\n",
               o->preset);
       return 2;
     }

@@ -64,11 +64,12 @@ local)
   same_predictions local "$WORK/ref.01"
   grep -q '^detection events per shot: .* before, .* after' "$WORK/local.txt" || fail "no density line"
   ;;
-onnx_d5)
+onnx_d5|onnx_d5_fast)
   # Issue 11's CI check: CPU-only end to end with the shipped d = 5 model on
   # RT_ONNX_SHOTS shots of the fixture (default all 10^4; sanitizer builds
   # take 200, CMakeLists.txt), every answer identical to the offline
   # evaluation (qec-decode --predecoder, split over processes: common.sh).
+  # onnx_d5_fast: the fast d = 5 model, chosen by --preset d5-fast.
   n=${RT_ONNX_SHOTS:-10000}
   if [ "$n" -ge "$(wc -l <"$DATA/obs.01")" ]; then
     n=$(wc -l <"$DATA/obs.01") IN=$DATA/shots.b8 OBS=$DATA/obs.01
@@ -77,14 +78,17 @@ onnx_d5)
     head -c $((n * 15)) "$DATA/shots.b8" >"$IN" && head -n "$n" "$DATA/obs.01" >"$OBS"
   fi
   M=$MODELS/predecoder_d5_z.onnx
+  set -- --model "$M"
+  if [ "$CASE" = onnx_d5_fast ]; then M=$MODELS/predecoder_d5_z_fast.onnx && set -- --preset d5-fast; fi
   . "$(dirname "$0")/../predecoder/common.sh"
   pd_predict "$QD" "$DEM" "$IN" b8 "$WORK/ref.01" --predecoder "$M" ||
     fail "qec-decode predict --predecoder $M"
   [ "$(wc -l <"$WORK/ref.01")" -eq "$n" ] || fail "qec-decode gave $(wc -l <"$WORK/ref.01") predictions for $n shots"
   run_ok onnx "$n" --dem "$DEM" --in "$IN" --in_format b8 --obs_in "$OBS" \
-    --model "$M" --workers 2 --out "$WORK/onnx.01"
+    "$@" --workers 2 --out "$WORK/onnx.01"
   same_predictions onnx "$WORK/ref.01"
   grep -q 'predecoder' "$WORK/onnx.txt" || fail "no predecoder stage"
+  grep -q "$(basename "$M")" "$WORK/onnx.txt" || fail "the report does not name $(basename "$M")"
   ;;
 correlated)
   # --enable_correlations: the workers' MWPM is two-pass correlated matching,
@@ -377,7 +381,7 @@ refusals)
   expect_refusal device_call "not offered" --dem "$DEM" --in "$DATA/shots.b8" --mode device_call
   expect_refusal mode "is cpu, hybrid or passthrough" --dem "$DEM" --in "$DATA/shots.b8" --mode fast
   expect_refusal payload "int32 or bits" --dem "$DEM" --in "$DATA/shots.b8" --payload bytes
-  expect_refusal preset_name "d5, d7, d9, d13, d21 or d31" --preset d6
+  expect_refusal preset_name "d5, d7, d9, d13, d21 or d31 (or d5-fast .. d13-fast)" --preset d6
   expect_refusal preset "reference_eval.py shots" --preset d5
   head -n 5 "$DATA/obs.01" >"$WORK/obs5.01"
   expect_refusal obs_count "has 5 records, the shot file 10000" --dem "$DEM" --in "$DATA/shots.b8" \
