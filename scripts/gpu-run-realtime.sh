@@ -22,9 +22,10 @@
 #       --model models/predecoder_d$2.onnx --p $3 --shots $4 --seed $5 --out .gpucarry/shots/$1; done
 # STEPS=sanitize_all: every GPU test binary under memcheck, racecheck and synccheck (SAN_TOOLS).
 # STEPS=hybrid: d = 7 and 13 hybrid at one request every 30 us, 10 us and flat out.
-# STEPS=fast: the same with the fast models (models/predecoder_d*_z_fast.onnx), d = 13 with 12
-# workers at 10 us and at one request every 2 ms, and bench_nn_gpu on the fast models (pack
-# bench/nn/bench_nn_gpu too).
+# STEPS=fast: the fast models (models/predecoder_d*_fast.onnx): first test_nn_gpu --shipped-tail on
+# them (when the pack has it), the hybrid GPU test with the d = 5 fast model and memcheck on a short
+# run; then d = 13 and 7 hybrid at 30 us, 10 us and flat out, d = 13 with 12 workers, bit-packed, at
+# one request every 2 ms (FP16 and FP32), and bench_nn_gpu on the fast models when the pack has it.
 # STEPS=corr: d = 7 and 13 hybrid at 30 and 10 us with --enable_correlations and without, and
 # MWPM alone on the CPU workers (--mode cpu --model none), correlated and plain, at 100 us.
 # STEPS=prelaunch: d = 7 hybrid and passthrough at one request every 30 and 10 us, d = 13 hybrid
