@@ -158,11 +158,12 @@ if has fast; then # the fast predecoder family (models/*_fast.onnx, 4 x 32 chann
   for pr in d13 d7; do
     for iv in 30 10 0; do SFX=-fast bench $pr hybrid $iv --model "models/predecoder_${pr}_z_fast.onnx"; done
   done
-  SFX=-fast-w12 WORKERS=12 bench d13 hybrid 10 --model models/predecoder_d13_z_fast.onnx
-  SFX=-fast-lowload bench d13 hybrid 2000 --model models/predecoder_d13_z_fast.onnx
-  SFX=-fast-bits bench d13 hybrid 10 --model models/predecoder_d13_z_fast.onnx --payload bits
-  SFX=-fast-bits bench d13 hybrid 30 --model models/predecoder_d13_z_fast.onnx --payload bits
-  SFX=-fast-fp32-lowload bench d13 hybrid 2000 --model models/predecoder_d13_z_fast.onnx --precision fp32
+  F13=models/predecoder_d13_z_fast.onnx
+  SFX=-fast-w12 WORKERS=12 bench d13 hybrid 10 --model $F13
+  SFX=-fast-lowload bench d13 hybrid 2000 --model $F13
+  SFX=-fast-bits bench d13 hybrid 10 --model $F13 --payload bits
+  SFX=-fast-bits bench d13 hybrid 30 --model $F13 --payload bits
+  SFX=-fast-fp32-lowload bench d13 hybrid 2000 --model $F13 --precision fp32
   [ -f "$C/bench_nn_gpu.xz" ] && STEP_TIMEOUT=240 run nn_fast "$BENCHNN" --iters 3000 --prec fp16 --impls auto,cudnn --plan /tmp/plans \
     models/predecoder_d{5,7,9,13}_z_fast.onnx models/predecoder_d13_z.onnx && cat "$OUT/nn_fast.log"
 fi

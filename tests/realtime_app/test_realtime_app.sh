@@ -77,9 +77,11 @@ onnx_d5|onnx_d5_fast)
     IN=$WORK/shots_n.b8 OBS=$WORK/obs_n.01
     head -c $((n * 15)) "$DATA/shots.b8" >"$IN" && head -n "$n" "$DATA/obs.01" >"$OBS"
   fi
-  M=$MODELS/predecoder_d5_z.onnx
-  set -- --model "$M"
-  if [ "$CASE" = onnx_d5_fast ]; then M=$MODELS/predecoder_d5_z_fast.onnx && set -- --preset d5-fast; fi
+  if [ "$CASE" = onnx_d5_fast ]; then
+    M=$MODELS/predecoder_d5_z_fast.onnx && set -- --preset d5-fast
+  else
+    M=$MODELS/predecoder_d5_z.onnx && set -- --model "$M"
+  fi
   . "$(dirname "$0")/../predecoder/common.sh"
   pd_predict "$QD" "$DEM" "$IN" b8 "$WORK/ref.01" --predecoder "$M" ||
     fail "qec-decode predict --predecoder $M"
