@@ -12,11 +12,15 @@
 #      pkg-config, and run them without LD_LIBRARY_PATH
 #   6. the Python package (pip install . into the venv) and its pytest suite
 # Long stress and soak runs are separate: see README ("Stress, soak, fuzz").
+# CUDAQ_LONG_TESTS=1: the tests at full volume (hours on a 2-core VM; CI's
+# volumes fit 30 min there: CMake option CUDAQ_LONG_TESTS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 JOBS=$(nproc)
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+LONG=-DCUDAQ_LONG_TESTS=$([ "${CUDAQ_LONG_TESTS:-0}" = 1 ] && echo ON || echo OFF)
+stage() { echo "== $* ($(( SECONDS / 60 )) min $(( SECONDS % 60 )) s since the start)"; }
 scripts/install-deps.sh
 scripts/venv.sh   # stim + PyMatching for the MWPM agreement tests (pinned, tools/requirements.txt)
 
@@ -35,48 +39,62 @@ run_ctest() { # run_ctest BUILD_DIR [ctest args...]
   tally "$log"; rm -f "$log"
 }
 
-echo "== 1. default build"
-cmake -S . -B build -G Ninja >/dev/null
+stage "1. default build"
+cmake -S . -B build -G Ninja "$LONG" >/dev/null
 cmake --build build -j"$JOBS"
 run_ctest build
 
-echo "== 2. ASan + UBSan build"
-cmake -S . -B build-asan -G Ninja -DCUDAQ_ENABLE_CUDA=OFF -DCUDAQ_SANITIZE=address \
+stage "2. ASan + UBSan build"
+cmake -S . -B build-asan -G Ninja "$LONG" -DCUDAQ_ENABLE_CUDA=OFF -DCUDAQ_SANITIZE=address \
   -DCMAKE_BUILD_TYPE=Debug -DCUDAQ_BUILD_BENCH=OFF >/dev/null
 cmake --build build-asan -j"$JOBS"
 run_ctest build-asan
 
-echo "== 3. TSan build (multi-threaded tests)"
-cmake -S . -B build-tsan -G Ninja -DCUDAQ_ENABLE_CUDA=OFF -DCUDAQ_SANITIZE=thread \
+stage "3. TSan build (multi-threaded tests)"
+cmake -S . -B build-tsan -G Ninja "$LONG" -DCUDAQ_ENABLE_CUDA=OFF -DCUDAQ_SANITIZE=thread \
   -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCUDAQ_BUILD_BENCH=OFF -DCUDAQ_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build build-tsan -j"$JOBS"
 run_ctest build-tsan -L mt
 
-echo "== 4. libFuzzer: slot parser, DEM parser/decoder, ONNX loader, ${FUZZ_SECONDS} s each"
+stage "4. libFuzzer: slot parser, DEM parser/decoder, ONNX loader, ${FUZZ_SECONDS} s each"
 cmake -S . -B build-fuzz -G Ninja -DCUDAQ_ENABLE_CUDA=OFF -DCUDAQ_BUILD_FUZZERS=ON \
   -DCUDAQ_SANITIZE=address -DCUDAQ_BUILD_TESTS=OFF -DCUDAQ_BUILD_BENCH=OFF \
   -DCUDAQ_BUILD_EXAMPLES=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build build-fuzz -j"$JOBS" --target fuzz_slot fuzz_dem fuzz_onnx fuzz_udp
-fuzz() { # fuzz NAME SEED_DIR [libFuzzer options]
+# The fuzzers run $JOBS at a time (each is one process): fuzz_start starts one
+# in the background, fuzz_wait waits for all and counts each one's outcome.
+fuzz_names=() fuzz_pids=() fuzz_dirs=()
+fuzz_start() { # fuzz_start NAME SEED_DIR [libFuzzer options]
   local name=$1 seeds=$2; shift 2
   local corpus; corpus=$(mktemp -d)
   [ -d "$seeds" ] && cp "$seeds"/* "$corpus"/ 2>/dev/null
-  if ./build-fuzz/fuzz/"$name" -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 "$@" \
-       "$corpus" > "build-fuzz/$name.log" 2>&1; then
-    grep -E "^Done" "build-fuzz/$name.log" | tail -1
-    echo "$name: no crash"; passed=$((passed + 1))
-  else
-    tail -40 "build-fuzz/$name.log"; echo "$name: FAILED"; failed=$((failed + 1))
-  fi
-  rm -rf "$corpus"
+  ./build-fuzz/fuzz/"$name" -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 "$@" \
+    "$corpus" > "build-fuzz/$name.log" 2>&1 &
+  fuzz_names+=("$name") fuzz_pids+=($!) fuzz_dirs+=("$corpus")
+  [ "${#fuzz_pids[@]}" -lt "$JOBS" ] || fuzz_wait
 }
-fuzz fuzz_slot fuzz/corpus/slot -max_len=1100
-fuzz fuzz_dem fuzz/corpus/dem -max_len=4096
-fuzz fuzz_udp fuzz/corpus/udp -max_len=1100
-fuzz fuzz_onnx fuzz/corpus/onnx -max_len=16384
+fuzz_wait() {
+  local i name
+  for i in "${!fuzz_pids[@]}"; do
+    name=${fuzz_names[$i]}
+    if wait "${fuzz_pids[$i]}"; then
+      grep -E "^Done" "build-fuzz/$name.log" | tail -1
+      echo "$name: no crash"; passed=$((passed + 1))
+    else
+      tail -40 "build-fuzz/$name.log"; echo "$name: FAILED"; failed=$((failed + 1))
+    fi
+    rm -rf "${fuzz_dirs[$i]}"
+  done
+  fuzz_names=() fuzz_pids=() fuzz_dirs=()
+}
+fuzz_start fuzz_slot fuzz/corpus/slot -max_len=1100
+fuzz_start fuzz_dem fuzz/corpus/dem -max_len=4096
+fuzz_start fuzz_udp fuzz/corpus/udp -max_len=1100
+fuzz_start fuzz_onnx fuzz/corpus/onnx -max_len=16384
+fuzz_wait
 
-echo "== 5. install; consumers built with find_package and with pkg-config, run without LD_LIBRARY_PATH"
+stage "5. install; consumers built with find_package and with pkg-config, run without LD_LIBRARY_PATH"
 prefix=$(mktemp -d) ex=$(mktemp -d)
 cmake --install build --prefix "$prefix" >/dev/null
 install_check() { # install_check NAME COMMAND...: one test, passed or failed
@@ -111,7 +129,7 @@ install_check "pkg-config: -lm in --libs, CUDA's lib64 not lib" bash -c '
 install_check "installed qec-decode runs" env -u LD_LIBRARY_PATH "$prefix/bin/qec-decode" --version
 rm -rf "$prefix" "$ex"
 
-echo "== 6. Python package: pip install . into the venv, pytest python/tests"
+stage "6. Python package: pip install . into the venv, pytest python/tests"
 # The package's own CMake build (build-py/, CPU only); scikit-build-core is pinned in the venv.
 if .venv/bin/pip install -q --disable-pip-version-check --no-build-isolation --no-deps .; then
   log=$(mktemp)
@@ -127,6 +145,6 @@ else
   echo "python package: pip install . FAILED"; failed=$((failed + 1))
 fi
 
-echo "== summary"
+stage "summary"
 echo "all: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
