@@ -37,6 +37,10 @@ if [ -z "${NO_TEST:-}" ]; then
   run nn_gpu_tail "$B/tests/nn/test_nn_gpu" --shipped-tail models predecoder_d5_z.onnx predecoder_d5_x.onnx \
     predecoder_d7_z.onnx predecoder_d13_x.onnx
   grep -E "^(ok|FAIL|PASSED|FAILED)" "$OUT/nn_gpu_tail.log"
+  # The fast family with the cluster kernel forced (gpu_cnet.cu; AUTO takes it only where it wins).
+  run nn_gpu_tail_cluster env CUDAQ_NN_CNET=1 "$B/tests/nn/test_nn_gpu" --shipped-tail models \
+    predecoder_d5_z_fast.onnx predecoder_d7_z_fast.onnx predecoder_d13_z_fast.onnx predecoder_d13_x_fast.onnx
+  grep -E "^(ok|FAIL|PASSED|FAILED)" "$OUT/nn_gpu_tail_cluster.log"
   # The inference as a device function, served as a DEVICE_CALL handler (nn_device_program in ctest).
   if [ -x "$B/tests/nn/test_nn_device_program" ]; then
     run nn_device_program "$B/tests/nn/test_nn_device_program" models

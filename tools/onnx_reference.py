@@ -816,6 +816,22 @@ def splitk_cases(g):
                                                           (70, [3, 3, 3], False, p1)])
 
 
+def cnet_cases(g):
+    """Narrow chains for the cluster kernel (gpu_cnet.cu): a d = 13 fast
+    predecoder's shape (14^3 cells over 16 CTAs, two m16 tiles per warp,
+    halos that reach two CTAs away); batch 2 with kernels 1 x 3 x 3 and
+    3 x 1 x 1, odd channel counts (17, 3) and a layer without ReLU; a large
+    volume (7,680 cells, four m16 tiles per warp). Generated last so that
+    the earlier cases keep their data."""
+    p1 = dict(pads=[1] * 6)
+    cl_chain(g, "conv3d_cnet_d13", [1, 3, 14, 14, 14], [(32, [3, 3, 3], True, p1), (32, [3, 3, 3], True, p1),
+                                                        (32, [3, 3, 3], True, p1), (9, [3, 3, 3], False, p1)])
+    cl_chain(g, "conv3d_cnet_mixed", [2, 5, 7, 9, 6], [(17, [1, 3, 3], True, dict(pads=[0, 1, 1, 0, 1, 1])),
+                                                       (32, [3, 3, 3], False, p1),
+                                                       (3, [3, 1, 1], True, dict(pads=[1, 0, 0, 1, 0, 0]))])
+    cl_chain(g, "conv3d_cnet_large", [1, 4, 16, 20, 24], [(8, [3, 3, 3], True, p1), (6, [3, 3, 3], False, p1)])
+
+
 def gen(args):
     os.makedirs(args.out, exist_ok=True)
     g = Gen(args.out)
@@ -831,6 +847,7 @@ def gen(args):
     tail_cases(g)
     first_fold_cases(g)
     splitk_cases(g)
+    cnet_cases(g)
     with open(os.path.join(args.out, "cases.txt"), "w") as f:
         f.write("\n".join(g.manifest) + "\n")
     print(f"onnx_reference: {len(g.manifest)} cases in {args.out}")

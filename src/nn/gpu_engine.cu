@@ -512,6 +512,36 @@ int nng_stacks_on(const cudaq_nn_gpu *g) {
   return g->half && nng_stack_env() != 0 && (want == CUDAQ_NN_CONV_AUTO || want == CUDAQ_NN_CONV_STACK);
 }
 
+int nng_cnet_env(void) {
+  const char *env = getenv("CUDAQ_NN_CNET");
+  return !env ? -1 : !strcmp(env, "0") ? 0 : !strcmp(env, "1") ? 1 : -1;
+}
+
+/* The stack's chain as one cluster (gpu_cnet.cu): 16 CTAs where a cluster
+ * of 16 can be placed, else 8; cn_ok stays 0 where neither fits. */
+static void plan_cnet(stack_state *st, const nnk_conv *const *layers) {
+  st->cn_ok = 0;
+  if (nng_cnet_env() == 0) return;
+  static const int sizes[] = {16, 8};
+  for (int i = 0; i < 2 && !st->cn_ok; i++) {
+    if (!nnk_cnet_plan(layers, st->L, sizes[i], &st->cn, &st->cn_smem)) continue;
+    int clusters = 0;
+    if (nnk_cnet_setup(st->cn, st->cn_smem, &clusters) != cudaSuccess) {
+      (void)cudaGetLastError(); /* a size this device cannot place: try the next */
+      continue;
+    }
+    st->cn_ok = clusters >= 1;
+  }
+  if (!st->cn_ok) return;
+  nnk_cnet *k = &st->cn;
+  k->x = st->s.x;
+  k->y = st->s.y;
+  for (int l = 0; l < st->L; l++) {
+    k->layer[l].w = st->s.layer[l].w;
+    k->layer[l].b = st->s.layer[l].b;
+  }
+}
+
 cudaq_nn_status_t nng_plan_stacks(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
   if (!nng_stacks_on(g)) return CUDAQ_NN_OK;
   int sms = 0;
@@ -564,7 +594,10 @@ cudaq_nn_status_t nng_plan_stacks(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
     }
     if (getenv("CUDAQ_NN_STACK_PROF"))
       TRY(nng_dalloc(g, NNK_STACK_PROF_SLOTS * sizeof(long long), (void **)&k->prof, err));
-    st->t_stack = st->t_members = -1.0f;
+    plan_cnet(st, layers);
+    if (st->cn_ok && getenv("CUDAQ_NN_CNET_PROF"))
+      TRY(nng_dalloc(g, NNK_STACK_PROF_SLOTS * sizeof(long long), (void **)&st->cn.prof, err));
+    st->t_stack = st->t_members = st->t_cnet = -1.0f;
     for (int l = 0; l < st->L; l++) g->convs[st->conv[l]].stack = g->n_stacks;
     g->n_stacks++;
   }
@@ -586,7 +619,16 @@ cudaq_nn_status_t nng_enqueue_conv(cudaq_nn_gpu *g, const conv_state *c, int imp
   }
   if (impl == IMPL_STACK) { /* the whole stack from its first member; nothing from the others */
     const stack_state *st = &g->stacks[c->stack];
-    if (st->conv[0] == (int)(c - g->convs)) CK(nnk_launch_stack(st->s, st->smem, g->stream));
+    if (st->conv[0] != (int)(c - g->convs)) return CUDAQ_NN_OK;
+    if (algo == STACK_CLUSTER) {
+      if (!st->cn_ok) {
+        nn__set_error(err, "convolution stack #%d has no cluster plan", c->stack);
+        return CUDAQ_NN_ERR_UNSUPPORTED;
+      }
+      CK(nnk_launch_cnet(st->cn, st->cn_smem, g->stream));
+    } else {
+      CK(nnk_launch_stack(st->s, st->smem, g->stream));
+    }
     return CUDAQ_NN_OK;
   }
   if (impl == IMPL_CL) {
@@ -811,10 +853,15 @@ cudaq_nn_status_t cudaq_nn_gpu_run(cudaq_nn_gpu_t *g, const void *const *inputs,
 /* The last run's profile of a stack (CUDAQ_NN_STACK_PROF): per layer, its
  * first item's operand loads, MMAs and stores on CTA 0, then the rest of
  * the layer up to the barrier's end; in µs at the device's clock rate. */
-static size_t describe_stack_profile(const cudaq_nn_gpu *g, const stack_state *st, char *buf, size_t len) {
+/* A stack's profile stamps (CUDAQ_NN_STACK_PROF, CUDAQ_NN_CNET_PROF) from the
+ * last run; for the cluster kernel the phases are: cluster wait and window
+ * gather ("load"), the weights' wait ("mma"), the products and epilogue
+ * ("store"), the block barrier ("rest"). */
+static size_t describe_stack_profile(const cudaq_nn_gpu *g, const stack_state *st, const long long *prof, char *buf,
+                                     size_t len) {
   long long t[NNK_STACK_PROF_SLOTS];
   int khz = 0;
-  if (cudaMemcpy(t, st->s.prof, sizeof t, cudaMemcpyDeviceToHost) != cudaSuccess ||
+  if (cudaMemcpy(t, prof, sizeof t, cudaMemcpyDeviceToHost) != cudaSuccess ||
       cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, g->opts.device) != cudaSuccess || khz <= 0)
     return 0;
   const double us = 1000.0 / khz;
@@ -871,14 +918,34 @@ cudaq_nn_status_t cudaq_nn_gpu_describe(const cudaq_nn_gpu_t *g, char *buf, size
   }
   for (int i = 0; i < g->n_stacks && used < len; i++) {
     const stack_state *st = &g->stacks[i];
+    char cn[160] = "no cluster plan";
+    if (st->cn_ok)
+      snprintf(cn, sizeof cn, "as one cluster of %d (%d cells each, %zu B smem): %.2f us", st->cn.cl, st->cn.R,
+               st->cn_smem, st->t_cnet);
     int w = snprintf(buf + used, len - used,
-                     "stack #%d (%d layers from conv #%d, grid %d, brick %dx%dx%d, %zu B smem): %.2f us, members "
+                     "stack #%d (%d layers from conv #%d, grid %d, brick %dx%dx%d, %zu B smem): %.2f us, %s, members "
                      "%.2f us -> %s\n",
                      i, st->L, st->conv[0], st->s.grid, st->s.bk[0], st->s.bk[1], st->s.bk[2], st->smem, st->t_stack,
-                     st->t_members, st->use ? "used" : "not used");
+                     cn, st->t_members,
+                     !st->use ? "not used" : st->kind == STACK_CLUSTER ? "used, cluster" : "used, grid");
     if (w < 0) break;
     used += (size_t)w;
-    if (st->s.prof) used += describe_stack_profile(g, st, buf + used, len - used);
+    if (st->s.prof && used < len) used += describe_stack_profile(g, st, st->s.prof, buf + used, len - used);
+    if (st->cn.prof && used < len) {
+      used += describe_stack_profile(g, st, st->cn.prof, buf + used, len - used);
+      long long t[NNK_STACK_PROF_SLOTS];
+      int khz = 0;
+      if (st->L <= 4 && cudaMemcpy(t, st->cn.prof, sizeof t, cudaMemcpyDeviceToHost) == cudaSuccess &&
+          cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, g->opts.device) == cudaSuccess && khz > 0)
+        for (int l = 0; l < st->L && used < len; l++) {
+          const long long *q = t + 1 + 4 * st->L + 4 * l; /* the cluster kernel's stamps inside a layer */
+          const double us = 1000.0 / khz;
+          int w = snprintf(buf + used, len - used, "    layer %d inside: rows %.2f, products %.2f, sums %.2f, epilogue %.2f us\n",
+                           l, (q[0] - t[2 + 4 * l]) * us, (q[1] - q[0]) * us, (q[2] - q[1]) * us, (t[3 + 4 * l] - q[2]) * us);
+          if (w < 0) break;
+          used += (size_t)w;
+        }
+    }
   }
   if (used < len) used += nng_describe_devprog(g, buf + used, len - used);
   return CUDAQ_NN_OK;

@@ -73,7 +73,18 @@ struct stack_state {
   size_t smem;
   float t_stack, t_members; /* µs per run of the stack / of its members' own choices; < 0 when not measured */
   int use;
+  /* The same chain as one cluster (gpu_cnet.cu) where it fits (cn_ok); kind
+   * is what runs when use is set: STACK_GRID or STACK_CLUSTER (the members'
+   * algo). t_stack is the grid kernel's time, t_cnet the cluster's. */
+  nnk_cnet cn;
+  size_t cn_smem;
+  int cn_ok, kind;
+  float t_cnet;
 };
+enum { STACK_GRID = 0, STACK_CLUSTER = 1 };
+/* The CUDAQ_NN_CNET switch (gpu_engine.cu): -1 unset, 0 "0" (no cluster
+ * nets), 1 "1" (the cluster net wherever it launches, in a used stack). */
+int nng_cnet_env(void);
 
 struct step {
   int kind;

@@ -6,14 +6,15 @@
 
 #include "gpu_engine_internal.h"
 
-#define ENGINE_PLAN_VERSION 11 /* 3: tensor-core candidates, t_tc per conv; 4: fused cuDNN;
+#define ENGINE_PLAN_VERSION 12 /* 3: tensor-core candidates, t_tc per conv; 4: fused cuDNN;
                                  5: channels-last kernel, t_cl and layouts per conv;
                                  6: stacks (one line each, members IMPL_STACK);
                                  7: the channels-last brick algorithms;
                                  8: the wgmma brick algorithms;
                                  9: the narrow brick algorithms;
                                  10: the narrow bricks with weights in registers;
-                                 11: the wgmma flat tiles */
+                                 11: the wgmma flat tiles;
+                                 12: stacks as one cluster (kind, t_cnet per stack) */
 
 /* The cuDNN workspace shared by all convolutions, reallocated to bytes. */
 static cudaq_nn_status_t set_workspace(cudaq_nn_gpu *g, size_t bytes, cudaq_nn_error_t *err) {
@@ -301,24 +302,27 @@ static void choose_chains(cudaq_nn_gpu *g) {
   }
 }
 
-/* A stack's members run it (IMPL_STACK, NCDHW edges) when use is set. */
+/* A stack's members run it (IMPL_STACK, algo = its kind, NCDHW edges) when use is set. */
 static void apply_stack(cudaq_nn_gpu *g, const stack_state *st) {
   if (!st->use) return;
   for (int l = 0; l < st->L; l++) {
     conv_state *c = &g->convs[st->conv[l]];
     c->impl = IMPL_STACK;
-    c->algo = 0;
+    c->algo = st->kind;
     c->ws = 0;
     c->in_cl = c->out_cl = 0;
   }
 }
 
-/* Each stack is timed as one kernel against the sum of its members' own
- * choices (after choose_chains) and runs when faster; forced by
- * CUDAQ_NN_CONV_STACK or CUDAQ_NN_STACK=1 wherever it launches. A stack
- * that fails to launch (its error consumed) is not used. */
+/* Each stack is timed as one kernel, as the grid kernel and (where it
+ * fits) as one cluster, against the sum of its members' own choices (after
+ * choose_chains); the fastest runs. CUDAQ_NN_CONV_STACK or CUDAQ_NN_STACK=1
+ * force a stack wherever it launches, CUDAQ_NN_CNET=1 the cluster wherever
+ * it launches. A kernel that fails to launch (its error consumed) is not
+ * used. */
 static void tune_stacks(cudaq_nn_gpu *g) {
-  const int force = g->opts.conv_impl == CUDAQ_NN_CONV_STACK || nng_stack_env() == 1;
+  const int force_cn = nng_cnet_env() == 1;
+  const int force = g->opts.conv_impl == CUDAQ_NN_CONV_STACK || nng_stack_env() == 1 || force_cn;
   for (int i = 0; i < g->n_stacks; i++) {
     stack_state *st = &g->stacks[i];
     float sum = 0.0f;
@@ -337,7 +341,17 @@ static void tune_stacks(cudaq_nn_gpu *g) {
       st->t_stack = -1.0f;
     }
     tune_log(g, &g->convs[st->conv[0]], "stack of layers", st->L, st->t_stack);
-    st->use = st->t_stack >= 0.0f && (force || st->t_members < 0.0f || st->t_stack < st->t_members);
+    st->t_cnet = -1.0f;
+    if (st->cn_ok &&
+        time_conv(g, &g->convs[st->conv[0]], IMPL_STACK, STACK_CLUSTER, 0, 0, 0, &st->t_cnet, &e2) != CUDAQ_NN_OK) {
+      (void)cudaGetLastError();
+      st->t_cnet = -1.0f;
+    }
+    if (st->cn_ok) tune_log(g, &g->convs[st->conv[0]], "stack as one cluster of", st->cn.cl, st->t_cnet);
+    const int cn = st->t_cnet >= 0.0f && (force_cn || st->t_stack < 0.0f || st->t_cnet < st->t_stack);
+    st->kind = cn ? STACK_CLUSTER : STACK_GRID;
+    const float t = cn ? st->t_cnet : st->t_stack;
+    st->use = t >= 0.0f && (force || st->t_members < 0.0f || t < st->t_members);
     apply_stack(g, st);
   }
 }
@@ -419,16 +433,23 @@ static int read_plan(cudaq_nn_gpu *g, const char *path) {
   /* Stacks: the same chains, every member running the stack exactly when it is used. */
   for (int i = 0; i < g->n_stacks; i++) {
     stack_state *st = &g->stacks[i];
-    int head, use, used = 0;
-    float ts, tm;
-    if (sscanf(p, "stack %d %d %f %f\n%n", &head, &use, &ts, &tm, &used) != 4 || used == 0) return 0;
+    int head, use, kind, used = 0;
+    float ts, tm, tc;
+    if (sscanf(p, "stack %d %d %f %f %d %f\n%n", &head, &use, &ts, &tm, &kind, &tc, &used) != 6 || used == 0)
+      return 0;
     p += used;
-    if (head != st->conv[0] || (use != 0 && use != 1)) return 0;
-    for (int l = 0; l < st->L; l++)
-      if ((g->convs[st->conv[l]].impl == IMPL_STACK) != use) return 0;
+    if (head != st->conv[0] || (use != 0 && use != 1) || (kind != STACK_GRID && kind != STACK_CLUSTER) ||
+        (kind == STACK_CLUSTER && !st->cn_ok))
+      return 0;
+    for (int l = 0; l < st->L; l++) {
+      const conv_state *c = &g->convs[st->conv[l]];
+      if ((c->impl == IMPL_STACK) != use || (use && c->algo != kind)) return 0;
+    }
     st->use = use;
+    st->kind = kind;
     st->t_stack = ts;
     st->t_members = tm;
+    st->t_cnet = tc;
   }
   return strcmp(p, "end\n") == 0;
 }
@@ -461,7 +482,8 @@ static cudaq_nn_status_t write_plan(cudaq_nn_gpu *g, const char *path, cudaq_nn_
   }
   for (int i = 0; i < g->n_stacks; i++) {
     const stack_state *st = &g->stacks[i];
-    fprintf(f, "stack %d %d %.9g %.9g\n", st->conv[0], st->use, st->t_stack, st->t_members);
+    fprintf(f, "stack %d %d %.9g %.9g %d %.9g\n", st->conv[0], st->use, st->t_stack, st->t_members, st->kind,
+            st->t_cnet);
   }
   fputs("end\n", f);
   int bad = ferror(f);

@@ -379,6 +379,7 @@ static void check_stack_splits(void) {
   static const char *models[] = {"conv3d_stack_wide", "conv3d_stack_deep", "conv3d_cl_chain", "conv3d_cl_batch2",
                                  "conv2d_cl_chain"};
   static const int bns[] = {16, 32}, kss[] = {1, 2, 4, 8};
+  setenv("CUDAQ_NN_CNET", "0", 1); /* the grid kernel, not the cluster one (check_cnet) */
   for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
     if (!selected(models[mi])) continue;
     io_t io;
@@ -403,6 +404,37 @@ static void check_stack_splits(void) {
     io_free(&io);
     cudaq_nn_model_destroy(m);
   }
+  unsetenv("CUDAQ_NN_CNET");
+}
+
+/* The cluster kernel (gpu_cnet.cu), forced (CUDAQ_NN_CNET=1): every chain
+ * of at most 32 channels runs as one cluster and matches the CPU executor
+ * three runs in a row (2D, batch 2, 1 x 1 x 1 and 1 x 3 x 3 kernels, odd
+ * channel counts, a layer without ReLU, one to four m16 tiles per warp);
+ * a chain with 64 channels gets no cluster plan and still runs (grid). */
+static void check_cnet(void) {
+  static const struct {
+    const char *name;
+    int fits;
+  } models[] = {{"conv3d_cl_chain", 1},   {"conv3d_cl_batch2", 1},  {"conv3d_stack_deep", 1},
+                {"conv2d_cl_chain", 1},   {"conv3d_cnet_d13", 1},   {"conv3d_cnet_mixed", 1},
+                {"conv3d_cnet_large", 1}, {"conv3d_stack_wide", 0}};
+  setenv("CUDAQ_NN_CNET", "1", 1);
+  for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
+    if (!selected(models[mi].name)) continue;
+    io_t io;
+    cudaq_nn_model_t *m = load_case(models[mi].name, &io);
+    if (!m) continue;
+    char what[300];
+    snprintf(what, sizeof what, "%.200s fp16 cluster", models[mi].name);
+    const int r = run_forced(m, &io, CUDAQ_NN_CONV_STACK, models[mi].fits ? "-> used, cluster" : "no cluster plan", 3,
+                             what);
+    CHECK(r == 1, "%s: %s", what, models[mi].fits ? "the cluster kernel did not run" : "a cluster plan for 64 channels");
+    if (r) printf("ok      %s: %s\n", what, models[mi].fits ? "matches the CPU" : "no cluster plan (64 channels)");
+    io_free(&io);
+    cudaq_nn_model_destroy(m);
+  }
+  unsetenv("CUDAQ_NN_CNET");
 }
 
 /* Forced STACK (FP16): every stack found runs (none falls back), and the
@@ -1007,6 +1039,7 @@ int main(int argc, char **argv) {
   check_cl_algos();
   check_first_fold();
   check_stack_splits();
+  check_cnet();
   check_graph_replay("predecoder_int32", 0, 0);
   check_graph_replay("predecoder_int32", 1, 0);
   check_graph_replay("predecoder_uint8", 1, 0);

@@ -1,0 +1,488 @@
+/* A narrow chain of convolutions as one thread-block cluster (issue 12; the
+ * contract is in gpu_kernels.cuh, the engine's choice in gpu_tune.cu).
+ *
+ * Why. The predecoders' fast family (3 -> 32 -> 32 -> 32 -> 9, 3 x 3 x 3)
+ * is far too small for a kernel per layer: each layer costs about 3 us of
+ * launch, fill and drain (5.8 us at d = 13) for well under 1 us of tensor
+ * work, and the grid-wide stack kernel (gpu_stack.cu) pays a grid barrier
+ * and an L2 round trip per layer. Here one cluster of CL CTAs (16, or 8
+ * where 16 cannot be placed) holds the whole activation volume in shared
+ * memory: a layer's result never leaves the SMs, and the only
+ * synchronisation between layers is one cluster barrier.
+ *
+ * Work. CTA r owns positions [r R, r R + R) of the volume in row-major
+ * (d, h, w) order and keeps their activations in shared memory, FP16,
+ * channels last ([position][channel], a row of round16(C) + 8 halves so
+ * that ldmatrix rows fall in distinct banks). A layer:
+ *  1. gathers its window: the owned positions plus a halo of H W + W + 1
+ *     on each side, read through distributed shared memory from whichever
+ *     CTA owns them (layer 0: from the input tensor, NCDHW FP16, in global
+ *     memory), 16 bytes at a time;
+ *  2. runs an implicit GEMM on tensor cores (mma.sync m16n8k16, FP16 in,
+ *     FP32 accumulate): rows = owned positions, columns = output channels
+ *     (four n8 tiles; the packed weights are zero past M), K = taps x input
+ *     channels. Warp w takes the m16 tiles w, w + 8, ... (with fewer than 8
+ *     tiles, a tile's taps are split among 8 / tiles warps whose partial
+ *     sums meet in shared memory); per (tap, 16-channel chunk) it loads the
+ *     B fragments once (ldmatrix from the layer's weights, packed as the
+ *     stack kernel packs them and copied to shared memory with cp.async
+ *     one layer ahead) and then each of its tiles' A fragment, whose rows
+ *     are the window rows shifted by the tap (a row whose tap falls outside
+ *     the volume reads a zero row instead: the zero padding);
+ *  3. adds the bias, applies ReLU and writes FP16 into the other of two
+ *     activation buffers (the last layer: NCDHW FP16 to the output tensor).
+ * Two activation buffers make one barrier per layer enough: layer l writes
+ * buffer l % 2, which every CTA last read in layer l - 1's gather, before
+ * it arrived at the barrier that ended layer l - 1.
+ *
+ * Status (H200, 2026-11-28, bench/results/nn-cluster-h200-2026-11-28.md):
+ * correct everywhere it applies, but slower than the per-layer kernels on
+ * the fast predecoders (d = 5: 25-27 us against 12.8; d = 13: 40-48 us
+ * against 19), so AUTO keeps it out; CUDAQ_NN_CNET=1 forces it, =0 leaves
+ * it out of tuning, CUDAQ_NN_CNET_PROF=1 records CTA 0's phases (describe).
+ * The profile: each layer costs 3-10 us of one warp's serial work at 8-11
+ * cycles per instruction (two warps per scheduler): the row setup 1-2 us,
+ * the products 0.4-5 us, the split-tap sums 1 us, the epilogue 0.6-1 us,
+ * the gather 1-5 us. Next: precompute the row tables once per kernel,
+ * more warps per CTA (the MI <= 2 kernels fit 128 registers), software-
+ * pipelined fragments, and more than one cluster per volume at d = 13.
+ *
+ * Batch: cluster n of the grid runs batch item n. */
+#include <cooperative_groups.h>
+
+#include "gpu_kernels.cuh"
+#include "gpu_mma.cuh"
+
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int CN_THREADS = 256;
+constexpr int CN_WARPS = CN_THREADS / 32;
+constexpr int CN_MAX_CH = 32; /* input and output channels of a layer */
+constexpr int CN_MAX_MI = 4;  /* m16 tiles per warp */
+constexpr int CN_BATCH = 8;   /* loads in flight per thread in a window gather */
+constexpr size_t CN_MAX_SMEM = 227 * 1024 - 512; /* the tap table and bias are static shared memory */
+
+/* A window / activation row in halves: the channels rounded up to 16, plus
+ * 8 so that the 8 rows one ldmatrix reads start in distinct bank groups. */
+__host__ __device__ __forceinline__ int cn_row(int c) { return (c + 15) / 16 * 16 + 8; }
+
+size_t align16(size_t v) { return (v + 15) / 16 * 16; }
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+/* Copies layer l's packed weights into buf with cp.async and commits one
+ * group (an empty one past the last layer, so that every layer waits on
+ * the same group count). */
+__device__ __forceinline__ void cn_load_weights(const nnk_cnet &s, int l, unsigned char *buf) {
+  if (l < s.L) {
+    const unsigned char *src = reinterpret_cast<const unsigned char *>(s.layer[l].w);
+    for (int i = threadIdx.x * 16; i < s.layer[l].w_bytes; i += CN_THREADS * 16) nnk_cp_async16(buf + i, src + i);
+  }
+  nnk_cp_async_commit();
+}
+
+/* Layer l's implicit GEMM and epilogue. MI m16 tiles per warp, C16 chunks
+ * of 16 input channels, NT n8 tiles of output channels (2 or 4: the packed
+ * weights hold at least 32 columns, zero past M, so a tile past the
+ * layer's never changes a result), all known at compile time so that the
+ * loop body has no branch between its loads and MMAs.
+ *
+ * Work split: with at least 8 m16 tiles in the CTA, warp w takes tiles w,
+ * w + 8, ... over every tap (ks = 1); with fewer, the taps are split
+ * among ks = 8 / tiles warps per tile (mi = 1), whose partial sums meet in
+ * shared memory (red) before the epilogue. A tile slot past the CTA's
+ * tiles reads the zero row (its results are dropped).
+ *
+ * tap_off[t]: tap t's window offset in bytes; a row's taps that fall
+ * outside the volume are the clear bits of its 27-bit mask and read the
+ * zero row instead. */
+template <int MI>
+__device__ __forceinline__ void cn_layer(const nnk_cnet &s, const nnk_cnet_layer &ly, bool last, int n, int p0,
+                                         int nown, uint32_t win, uint32_t wts, uint32_t zero_row,
+                                         const int *tap_off, const float *bias_s, float *red, __half *act_out,
+                                         long long *sub) {
+  constexpr int NT = 4;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int row_in = cn_row(ly.C), row_out = cn_row(ly.M);
+  const int c16 = (ly.C + 15) / 16;
+  const int HW = s.H * s.W;
+  const int mtiles = (nown + 15) / 16;
+  const int k0 = ly.k[0], k1 = ly.k[1], k2 = ly.k[2];
+  const int taps = k0 * k1 * k2;
+  const int ks = MI == 1 && mtiles > 0 && mtiles < CN_WARPS ? CN_WARPS / mtiles : 1;
+  const int tile0 = ks > 1 ? warp % mtiles : warp, group = ks > 1 ? warp / mtiles : 0;
+  const bool active = group < ks; /* warps past ks x tiles: nothing to do */
+  const int t_begin = group * taps / ks, t_end = (group + 1) * taps / ks;
+  /* This lane's A row in each of its tiles: the window address of its
+   * position (k half included) and which taps stay inside the volume. */
+  const uint32_t a_half = (lane / 16) * 16;
+  uint32_t abase[MI], vmask[MI];
+#pragma unroll
+  for (int i = 0; i < MI; i++) {
+    const int r = (tile0 + CN_WARPS * i) * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
+    const int p = p0 + r;
+    const int pd = p / HW, ph = (p / s.W) % s.H, pw = p % s.W;
+    abase[i] = win + (uint32_t)((r + s.halo) * row_in * 2) + a_half;
+    /* the taps inside the volume per dimension, then their products */
+    uint32_t vd = 0, vh = 0, vw = 0, m = 0;
+    for (int a = 0; a < k0; a++) vd |= (unsigned)(pd + a - (k0 - 1) / 2 >= 0 && pd + a - (k0 - 1) / 2 < s.D) << a;
+    for (int b = 0; b < k1; b++) vh |= (unsigned)(ph + b - (k1 - 1) / 2 >= 0 && ph + b - (k1 - 1) / 2 < s.H) << b;
+    for (int c = 0; c < k2; c++) vw |= (unsigned)(pw + c - (k2 - 1) / 2 >= 0 && pw + c - (k2 - 1) / 2 < s.W) << c;
+    if (r < nown && active)
+      for (int a = 0, t = 0; a < k0; a++)
+        for (int b = 0; b < k1; b++, t += k2)
+          if ((vd >> a) & (vh >> b) & 1u) m |= vw << t;
+    vmask[i] = m;
+  }
+  if (sub) sub[0] = clock64();
+  const uint32_t zbase = zero_row + a_half;
+  float acc[MI][NT][4];
+#pragma unroll
+  for (int i = 0; i < MI; i++)
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
+  /* B: lane -> n8 tile 2 j2 + lane / 16, k half (lane / 8) % 2, row lane % 8;
+   * one (chunk, tap) block of the packed weights is 2 mst 8 halves. */
+  const uint32_t b_lane = wts + (uint32_t)(((((lane / 8) % 2) * ly.mst + (lane / 16) * 8 + lane % 8) * 8) * 2);
+  const uint32_t b_blk = (uint32_t)(2 * ly.mst * 8 * 2);
+  if (active) {
+#pragma unroll 2
+    for (int t = t_begin; t < t_end; t++) {
+      const uint32_t off = (uint32_t)tap_off[t];
+      uint32_t arow[MI];
+#pragma unroll
+      for (int i = 0; i < MI; i++) arow[i] = ((vmask[i] >> t) & 1u) ? abase[i] + off : zbase;
+#pragma unroll 1
+      for (int ch = 0; ch < c16; ch++) {
+        uint32_t bf[NT][2];
+        const uint32_t wt = b_lane + (uint32_t)(ch * taps + t) * b_blk;
+#pragma unroll
+        for (int j2 = 0; j2 < NT / 2; j2++) {
+          uint32_t r[4];
+          nnk_ldmatrix_x4(r, wt + j2 * 256);
+          bf[2 * j2][0] = r[0];
+          bf[2 * j2][1] = r[1];
+          bf[2 * j2 + 1][0] = r[2];
+          bf[2 * j2 + 1][1] = r[3];
+        }
+#pragma unroll
+        for (int i = 0; i < MI; i++) {
+          uint32_t a[4];
+          nnk_ldmatrix_x4(a, arow[i] + ch * 32);
+#pragma unroll
+          for (int j = 0; j < NT; j++) nnk_mma16816(acc[i][j], a, bf[j][0], bf[j][1]);
+        }
+      }
+    }
+  }
+  if (sub) sub[1] = clock64();
+  if (ks > 1) { /* the partial sums of a tile's ks warps, in fragment order */
+    float4 *mine = reinterpret_cast<float4 *>(red) + (size_t)(warp * 32 + lane) * NT;
+    if (active)
+#pragma unroll
+      for (int j = 0; j < NT; j++) mine[j] = make_float4(acc[0][j][0], acc[0][j][1], acc[0][j][2], acc[0][j][3]);
+    __syncthreads();
+    if (group == 0) {
+      for (int g = 1; g < ks; g++) {
+        const float4 *o = reinterpret_cast<const float4 *>(red) + (size_t)((warp + g * mtiles) * 32 + lane) * NT;
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+          const float4 v = o[j];
+          acc[0][j][0] += v.x, acc[0][j][1] += v.y, acc[0][j][2] += v.z, acc[0][j][3] += v.w;
+        }
+      }
+    }
+    if (group != 0) return;
+  }
+  if (sub) sub[2] = clock64();
+  /* Epilogue: bias, ReLU, FP16; C fragment rows lane / 4 and + 8, columns
+   * 2 (lane % 4) and + 1 of each n8 tile. */
+#pragma unroll
+  for (int i = 0; i < MI; i++) {
+    if (tile0 + CN_WARPS * i >= mtiles) break;
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+      const int c0 = j * 8 + (lane % 4) * 2;
+      if (c0 >= cn_row(ly.M) - 8) break; /* past the row's channels (round16(M)) */
+      float bias[2];
+      bool keep[2];
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        keep[e] = c0 + e < ly.M;
+        bias[e] = bias_s[c0 + e]; /* zero past M */
+      }
+#pragma unroll
+      for (int hr = 0; hr < 2; hr++) {
+        const int r = (tile0 + CN_WARPS * i) * 16 + lane / 4 + 8 * hr;
+        if (r >= nown) continue;
+        float v[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          float x = acc[i][j][2 * hr + e] + bias[e];
+          if (ly.relu) x = nnk_relu_nan(x);
+          v[e] = keep[e] ? x : 0.0f; /* padding channels stay zero for the next layer */
+        }
+        if (!last) {
+          *reinterpret_cast<__half2 *>(act_out + (size_t)r * row_out + c0) = __floats2half2_rn(v[0], v[1]);
+        } else {
+          __half *y = s.y + (size_t)n * ly.M * s.P + p0 + r;
+          if (keep[0]) y[(size_t)c0 * s.P] = __float2half(v[0]);
+          if (keep[1]) y[(size_t)(c0 + 1) * s.P] = __float2half(v[1]);
+        }
+      }
+    }
+  }
+}
+#endif
+
+template <int MI>
+__global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ nnk_cnet s) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(16) unsigned char sm[];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = (int)cluster.block_rank();
+  const int n = blockIdx.x / s.cl;
+  const int p0 = rank * s.R;
+  const int nown = max(0, min(s.R, s.P - p0));
+  const int base = p0 - s.halo; /* the position of window row 0 */
+  const int tid = threadIdx.x;
+  /* buffer b % 2 of each pair, without an array in local memory */
+  auto act = [&](int b) { return reinterpret_cast<__half *>(sm + ((b & 1) ? s.off_act[1] : s.off_act[0])); };
+  auto wbuf = [&](int b) { return sm + ((b & 1) ? s.off_w[1] : s.off_w[0]); };
+  __half *win = reinterpret_cast<__half *>(sm + s.off_win);
+  const __half *zero_row = reinterpret_cast<const __half *>(sm + s.off_zero);
+  float *red = reinterpret_cast<float *>(sm + s.off_red);
+
+  /* CUDAQ_NN_CNET_PROF: cycle stamps of CTA 0 (the stack's slot layout) */
+  long long *prof = s.prof && blockIdx.x == 0 && tid == 0 ? s.prof : nullptr;
+  if (prof) prof[0] = clock64();
+  cn_load_weights(s, 0, wbuf(0));
+  cn_load_weights(s, 1, wbuf(1));
+  /* Activation buffers and the zero row start zeroed: an output channel
+   * past round8(M) is never written, and the next layer reads up to
+   * round16(M). Only this CTA touches them before its first barrier. */
+  {
+    uint4 *z = reinterpret_cast<uint4 *>(sm + s.off_act[0]);
+    const size_t nz = (s.off_win - s.off_act[0]) / 16; /* both activation buffers */
+    for (size_t i = tid; i < nz; i += CN_THREADS) z[i] = make_uint4(0, 0, 0, 0);
+    uint4 *zr = reinterpret_cast<uint4 *>(sm + s.off_zero);
+    if (tid < 8) zr[tid] = make_uint4(0, 0, 0, 0); /* 128 bytes: a row's k half and chunk offsets stay inside */
+  }
+
+  __shared__ int tap_off[27];                /* window offset of each tap, bytes */
+  __shared__ float bias_s[CN_MAX_CH];        /* the layer's bias, zero past M */
+  for (int l = 0; l < s.L; l++) {
+    const nnk_cnet_layer &ly = s.layer[l];
+    const int row_in = cn_row(ly.C), c16 = (ly.C + 15) / 16;
+    /* issued first: its latency overlaps the gather (a global load in the
+     * epilogue would wait once per output tile) */
+    if (tid < CN_MAX_CH) bias_s[tid] = ly.b && tid < ly.M ? __ldg(ly.b + tid) : 0.0f;
+    if (tid < 27) {
+      const int k1 = ly.k[1], k2 = ly.k[2];
+      const int a = tid / (k1 * k2), b = (tid / k2) % k1, c = tid % k2;
+      const int off = (a - (ly.k[0] - 1) / 2) * s.H * s.W + (b - (k1 - 1) / 2) * s.W + (c - (k2 - 1) / 2);
+      tap_off[tid] = off * row_in * 2; /* read after the __syncthreads below */
+    }
+    /* 1. The window. Each thread issues CN_BATCH loads before it stores
+     * any, so that their latencies (global memory, or another SM's shared
+     * memory) overlap. */
+    if (l == 0) {
+      const __half *xn = s.x + (size_t)n * ly.C * s.P;
+      const int total = ly.C * s.win_rows; /* (channel, row) pairs, rows fastest */
+      for (int i0 = 0; i0 < total; i0 += CN_THREADS * CN_BATCH) {
+        __half v[CN_BATCH];
+        int at[CN_BATCH];
+#pragma unroll
+        for (int u = 0; u < CN_BATCH; u++) {
+          const int i = i0 + u * CN_THREADS + tid;
+          const int c = i / s.win_rows, j = i - c * s.win_rows, q = base + j;
+          /* a row outside the volume is never read: every tap there is padding */
+          const bool ok = i < total && q >= 0 && q < s.P;
+          at[u] = ok ? j * row_in + c : -1;
+          v[u] = ok ? xn[(size_t)c * s.P + q] : __float2half(0.0f);
+        }
+#pragma unroll
+        for (int u = 0; u < CN_BATCH; u++)
+          if (at[u] >= 0) win[at[u]] = v[u];
+      }
+      const int pad = c16 * 16 - ly.C; /* channels past C: zero (their weights are zero, NaN * 0 is not) */
+      for (int i = tid; i < pad * s.win_rows; i += CN_THREADS) {
+        const int c = ly.C + i / s.win_rows, j = i % s.win_rows;
+        win[(size_t)j * row_in + c] = __float2half(0.0f);
+      }
+    } else {
+      /* Acquire (other end: the release arrival after layer l - 1's
+       * epilogue, below): every CTA's layer l - 1 activations are visible,
+       * and every CTA has finished layer l - 1's gather from the buffer
+       * this layer writes. */
+      nnk_cluster_wait();
+      const __half *src = act(l - 1);
+      const int sh = c16 == 1 ? 1 : 2; /* log2 of the 16-byte pieces of a row */
+      const int total = s.win_rows << sh;
+      for (int i0 = 0; i0 < total; i0 += CN_THREADS * CN_BATCH) {
+        uint4 v[CN_BATCH];
+        int at[CN_BATCH];
+#pragma unroll
+        for (int u = 0; u < CN_BATCH; u++) {
+          const int i = i0 + u * CN_THREADS + tid;
+          const int j = i >> sh, piece = i & ((1 << sh) - 1), q = base + j;
+          const bool ok = i < total && q >= 0 && q < s.P;
+          at[u] = ok ? j * row_in + piece * 8 : -1;
+          if (ok) {
+            const int owner = (int)__umulhi((unsigned)q, s.r_magic); /* q / R */
+            const __half *r = cluster.map_shared_rank(src, owner);
+            v[u] = *reinterpret_cast<const uint4 *>(r + (size_t)(q - owner * s.R) * row_in + piece * 8);
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < CN_BATCH; u++)
+          if (at[u] >= 0) *reinterpret_cast<uint4 *>(win + at[u]) = v[u];
+      }
+    }
+    if (prof) prof[1 + 4 * l] = clock64();
+    const bool last = l == s.L - 1;
+    if (last) {
+      /* Release of this CTA's reads (other end: the wait before exit):
+       * nobody reads shared memory after this point, so every CTA may
+       * leave once all have arrived. */
+      asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+    }
+    nnk_cp_async_wait<1>(); /* layer l's weights (the group before the last committed) */
+    __syncthreads();        /* window, weights and tap table visible to every warp */
+    if (prof) prof[2 + 4 * l] = clock64();
+    const uint32_t wts = nnk_smem_u32(wbuf(l)), w32 = nnk_smem_u32(win), z32 = nnk_smem_u32(zero_row);
+    __half *out = act(l);
+    /* past the stack's slots for L <= 4 layers: 4 stamps inside each layer */
+    long long *sub = prof && s.L <= 4 ? prof + 1 + 4 * s.L + 4 * l : nullptr;
+    cn_layer<MI>(s, ly, last, n, p0, nown, w32, wts, z32, tap_off, bias_s, red, out, sub);
+    if (prof) prof[3 + 4 * l] = clock64();
+    if (!last) {
+      /* Release (other end: the acquire wait before layer l + 1's gather):
+       * this CTA's layer-l activations, its own shared memory. Its layer-l
+       * gather reads from other CTAs completed before: their values were
+       * consumed by the products the epilogue just stored. */
+      nnk_fence_release_smem_cluster();
+      nnk_cluster_arrive_relaxed();
+    }
+    __syncthreads();                       /* window, tap table and weight buffer l % 2 free */
+    cn_load_weights(s, l + 2, wbuf(l));    /* layer l + 2's weights, one layer ahead */
+    if (prof) prof[4 + 4 * l] = clock64();
+  }
+  nnk_cp_async_wait<0>();
+  /* Acquire (other end: the release arrival after the last gather): no CTA
+   * still reads this one's shared memory. */
+  nnk_cluster_wait();
+  if (prof) prof[NNK_STACK_PROF_SLOTS - 1] = clock64();
+#endif
+}
+
+using cnet_fn = void (*)(nnk_cnet);
+/* One kernel per MI (m16 tiles per warp), so that a launch's code is one
+ * layer body that every layer runs (small enough to stay in the
+ * instruction cache) */
+cnet_fn cnet_kernel(int mi) {
+  static const cnet_fn k[CN_MAX_MI] = {k_cnet<1>, k_cnet<2>, k_cnet<3>, k_cnet<4>};
+  return k[(mi < 1 ? 1 : mi > CN_MAX_MI ? CN_MAX_MI : mi) - 1];
+}
+
+}  // namespace
+
+int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, nnk_cnet *s, size_t *smem) {
+  if (L < 1 || L > NNK_CNET_MAX_LAYERS || cl < 1 || cl > 16) return 0;
+  *s = nnk_cnet{};
+  const nnk_conv &p0 = *layers[0];
+  int max_row = 0, max_wbytes = 0;
+  for (int l = 0; l < L; l++) {
+    const nnk_conv &p = *layers[l];
+    if (!nnk_stack_layer_ok(p) || p.N != p0.N || p.C > CN_MAX_CH || p.M > CN_MAX_CH ||
+        (l && p.C != layers[l - 1]->M))
+      return 0;
+    for (int i = 0; i < 3; i++)
+      if (p.in3[i] != p0.in3[i]) return 0;
+    const int taps = p.k[0] * p.k[1] * p.k[2], c16 = (p.C + 15) / 16;
+    const size_t elems = nnk_stack_weight_elems(p); /* [c16][taps][2][mst][8] */
+    nnk_cnet_layer &ly = s->layer[l];
+    ly.C = p.C;
+    ly.M = p.M;
+    ly.mst = (int)(elems / ((size_t)c16 * taps * 16));
+    for (int i = 0; i < 3; i++) ly.k[i] = p.k[i];
+    ly.relu = p.relu;
+    ly.w_bytes = (int)(elems * sizeof(__half));
+    if (ly.mst < 32 || ly.mst % 16) return 0; /* four n8 tiles are loaded in pairs */
+    if (cn_row(p.C) > max_row) max_row = cn_row(p.C);
+    if (cn_row(p.M) > max_row) max_row = cn_row(p.M);
+    if (ly.w_bytes > max_wbytes) max_wbytes = ly.w_bytes;
+  }
+  s->L = L;
+  s->N = p0.N;
+  s->D = p0.in3[0];
+  s->H = p0.in3[1];
+  s->W = p0.in3[2];
+  const long long P = (long long)s->D * s->H * s->W;
+  if (P < 1 || P > (1 << 20)) return 0;
+  s->P = (int)P;
+  s->cl = cl;
+  s->R = (s->P + cl - 1) / cl;
+  const int mtiles = (s->R + 15) / 16;
+  s->mi = (mtiles + CN_WARPS - 1) / CN_WARPS;
+  if (s->mi > CN_MAX_MI) return 0;
+  s->r_magic = (unsigned)((((unsigned long long)1 << 32) + s->R - 1) / s->R); /* q / R = umulhi(q, r_magic): q R < 2^32 */
+  s->halo = s->H * s->W + s->W + 1;
+  s->win_rows = s->R + 2 * s->halo;
+  size_t at = 0;
+  for (int b = 0; b < 2; b++) {
+    s->off_act[b] = at;
+    at += align16((size_t)s->R * max_row * 2);
+  }
+  s->off_win = at;
+  at += align16((size_t)s->win_rows * max_row * 2);
+  for (int b = 0; b < 2; b++) {
+    s->off_w[b] = at;
+    at += align16((size_t)max_wbytes);
+  }
+  s->off_red = at; /* the split-tap partial sums: 8 warps x 32 lanes x 16 floats */
+  at += (size_t)CN_WARPS * 32 * 16 * sizeof(float);
+  s->off_zero = at;
+  at += 128;
+  if (at > CN_MAX_SMEM) return 0;
+  *smem = at;
+  return 1;
+}
+
+cudaError_t nnk_cnet_setup(const nnk_cnet &s, size_t smem, int *clusters) {
+  *clusters = 0;
+  const cnet_fn k = cnet_kernel(s.mi);
+  cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)CN_MAX_SMEM);
+  if (e == cudaSuccess && s.cl > 8) e = cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  if (e != cudaSuccess) return e;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)(s.cl * s.N));
+  cfg.blockDim = dim3(CN_THREADS);
+  cfg.dynamicSmemBytes = smem;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeClusterDimension;
+  at[0].val.clusterDim.x = (unsigned)s.cl;
+  at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  return cudaOccupancyMaxActiveClusters(clusters, k, &cfg);
+}
+
+cudaError_t nnk_launch_cnet(const nnk_cnet &s, size_t smem, cudaStream_t st) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)(s.cl * s.N));
+  cfg.blockDim = dim3(CN_THREADS);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = st;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeClusterDimension;
+  at[0].val.clusterDim.x = (unsigned)s.cl;
+  at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  cudaError_t e = cudaLaunchKernelEx(&cfg, cnet_kernel(s.mi), s);
+  return e != cudaSuccess ? e : cudaGetLastError();
+}
