@@ -6,7 +6,8 @@
  * that runs the stride-1 3D convolutions). Graph capture and replay through the fixed device buffers;
  * engine cache hit, invalidation (other model, stale key, garbage) and
  * rebuild. Issue 12: Relu keeps NaN at every ReLU site, Concat of 9 and 16
- * inputs (models written byte by byte, check_hardening).
+ * inputs (models written byte by byte, check_hardening). The engine's own
+ * kernels forced one by one are in nn_gpu_kernel_checks.c.
  * Without a CUDA device: prints "skipped: no CUDA device", exit 77.
  * Usage: test_nn_gpu REF_DIR */
 #define _POSIX_C_SOURCE 200809L
@@ -19,24 +20,15 @@
 
 #include "cudaq/nn/gpu_engine.h"
 #include "cudaq/nn/nn.h"
-#include "gpu_algos.h"
+#include "nn_gpu_checks.h"
 #include "nn_gpu_tail_check.h"
 #include "nn_pb_build.h"
 #include "nn_test_util.h"
 
-static const char *g_dir;
-static int g_fail;
+const char *g_dir;
+int g_fail;
 
-#define CHECK(cond, ...) NN_CHECK(g_fail, cond, __VA_ARGS__)
-
-typedef struct io {
-  size_t n_in, n_out;
-  void *in[8], *cpu[8], *gpu[8];
-  size_t in_sz[8], out_sz[8];
-  cudaq_nn_binding_t ob[8];
-} io_t;
-
-static void io_free(io_t *io) {
+void io_free(io_t *io) {
   for (int i = 0; i < 8; i++) {
     free(io->in[i]);
     free(io->cpu[i]);
@@ -84,7 +76,7 @@ static int io_make(const cudaq_nn_model_t *m, const char *name, unsigned seed, i
 }
 
 /* Compares GPU against CPU outputs; returns the number of bad elements. */
-static size_t compare(const io_t *io, int half, const char *what) {
+size_t compare(const io_t *io, int half, const char *what) {
   size_t bad_total = 0;
   for (size_t o = 0; o < io->n_out; o++) {
     const cudaq_nn_binding_t *b = &io->ob[o];
@@ -132,7 +124,7 @@ static size_t compare(const io_t *io, int half, const char *what) {
 }
 
 /* CUDAQ_NN_TEST_FILTER="a,b": only models whose name contains a or b. */
-static int selected(const char *name) {
+int selected(const char *name) {
   const char *f = getenv("CUDAQ_NN_TEST_FILTER");
   if (!f || !*f) return 1;
   char buf[512];
@@ -187,7 +179,7 @@ static void check_cl_describe(cudaq_nn_gpu_t *g, const char *name, const char *w
 
 /* Whether desc contains tag; a tag ending in a number matches only that
  * number ("cl algo 13" is not found in "cl algo 135"). */
-static int has_tag(const char *desc, const char *tag) {
+int has_tag(const char *desc, const char *tag) {
   const size_t n = strlen(tag);
   const int num = n > 0 && tag[n - 1] >= '0' && tag[n - 1] <= '9';
   for (const char *p = strstr(desc, tag); p; p = strstr(p + 1, tag))
@@ -198,7 +190,7 @@ static int has_tag(const char *desc, const char *tag) {
 /* An FP16 engine with conv_impl forced (and the test hooks the caller set):
  * 0 when its description lacks tag (the forced choice did not apply), else
  * 1 after reps runs, each compared with the CPU executor (failures counted). */
-static int run_forced(const cudaq_nn_model_t *m, io_t *io, cudaq_nn_conv_impl_t impl, const char *tag, int reps,
+int run_forced(const cudaq_nn_model_t *m, io_t *io, cudaq_nn_conv_impl_t impl, const char *tag, int reps,
                       const char *what) {
   cudaq_nn_gpu_options_t o;
   cudaq_nn_gpu_options_init(&o);
@@ -232,7 +224,7 @@ static int run_forced(const cudaq_nn_model_t *m, io_t *io, cudaq_nn_conv_impl_t 
 }
 
 /* Loads reference model name with its inputs and CPU outputs; NULL (counted) on failure. */
-static cudaq_nn_model_t *load_case(const char *name, io_t *io) {
+cudaq_nn_model_t *load_case(const char *name, io_t *io) {
   char path[1024];
   snprintf(path, sizeof path, "%s/%s.onnx", g_dir, name);
   cudaq_nn_model_t *m = NULL;
@@ -248,193 +240,6 @@ static cudaq_nn_model_t *load_case(const char *name, io_t *io) {
     return NULL;
   }
   return m;
-}
-
-/* 1 on a compute capability 9.0 device (H100, H200). */
-static int sm90(void) {
-  int dev = 0, major = 0, minor = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  return major * 10 + minor == 90;
-}
-
-/* Every channels-last algorithm (tile x split, CUDAQ_NN_CL_ALGO) on models
- * that cover NDHWC and NCDHW inputs and outputs, one and several channel
- * blocks, partial tiles and split K, against the CPU executor. */
-static void check_cl_algos(void) {
-  static const char *models[] = {"conv3d_cl_chain", "conv3d_cl_branch", "conv3d_tc_odd", "conv3d_tc_d13_c64_m128",
-                                 "conv3d_cl_batch2", "conv3d_cl_wide", "conv3d_cl_batch2_wide", "conv3d_cl_narrow",
-                                 "conv3d_cl_narrow_pads", "conv3d_cl_narrow_valid", "conv3d_cl_splitk_odd"};
-  for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
-    if (!selected(models[mi])) continue;
-    io_t io;
-    cudaq_nn_model_t *m = load_case(models[mi], &io);
-    if (!m) continue;
-    int ran = 0, narrow = 0, flat = 0;
-    /* A CUDAQ_NN_CL_ALGO set by the caller pins this check to that one
-     * algorithm (and each layer of every engine of the run to the first
-     * listed algorithm that applies to it: gpu_tune.cu). */
-    const char *pinned = getenv("CUDAQ_NN_CL_ALGO");
-    const int only = pinned && *pinned ? atoi(pinned) : -1;
-    for (int k = 0; k < NNK_CL_ALL_ALGOS; k++) {
-      if (only >= 0 && k != only) continue;
-      char ks[16], what[300], tag[32];
-      snprintf(ks, sizeof ks, "%d", k);
-      setenv("CUDAQ_NN_CL_ALGO", ks, 1);
-      snprintf(what, sizeof what, "%.200s fp16 cl algo %d", models[mi], k);
-      snprintf(tag, sizeof tag, "-> cl algo %d", k);
-      const int r = run_forced(m, &io, CUDAQ_NN_CONV_CL, tag, 1, what);
-      ran += r;
-      narrow += k >= NNK_CL_NARROW_BASE && k < NNK_CL_WGF_BASE ? r : 0;
-      flat += k >= NNK_CL_WGF_BASE ? r : 0;
-    }
-    if (only < 0) unsetenv("CUDAQ_NN_CL_ALGO");
-    CHECK(ran >= (only < 0 ? 4 : 0), "%s: only %d channels-last algorithms ran", models[mi], ran);
-    /* The narrow cases' narrow layers fit every narrow configuration on an
-     * sm_90 device (227 KiB of shared memory; less elsewhere: at least one). */
-    if (strstr(models[mi], "narrow") && only < 0)
-      CHECK(narrow == NNK_CL_NARROW_CONFIGS || (!sm90() && narrow >= 1), "%s: %d of the %d narrow algorithms ran",
-            models[mi], narrow, NNK_CL_NARROW_CONFIGS);
-    /* These cases have a "same" layer (3 x 3 x 3, padding 1 on every side)
-     * on NDHWC input: the wgmma flat tiles run it on an sm_90 device. */
-    static const char *same_cl[] = {"conv3d_cl_chain", "conv3d_cl_branch", "conv3d_cl_wide", "conv3d_cl_batch2_wide",
-                                    "conv3d_cl_narrow", "conv3d_cl_narrow_pads"};
-    int has_same = 0;
-    for (size_t i = 0; i < sizeof same_cl / sizeof *same_cl; i++) has_same |= !strcmp(models[mi], same_cl[i]);
-    if (has_same && only < 0)
-      CHECK(flat >= 1 || !sm90(), "%s: no wgmma flat tile algorithm ran", models[mi]);
-    printf("ok      %s: %d channels-last algorithms match the CPU (%d on flat tiles)\n", models[mi], ran, flat);
-    io_free(&io);
-    cudaq_nn_model_destroy(m);
-  }
-}
-
-/* A first layer folded into the next convolution's window (gpu_first.cu,
- * nng_fold_first_layers): the second convolution pinned to each wgmma
- * algorithm in turn (the first layer to a tile), on a copy of two run-time
- * channels (values -1 .. 2) beside a real-valued constant one, on a
- * predecoder's front (events gathered onto a grid with empty sites, two
- * constant site masks), and on FP32 run-time values with a first layer of
- * 40 channels (a partial block) without bias or ReLU; every engine where the
- * fold applied runs twice against the CPU executor. Two models must not
- * fold under any algorithm (a nonzero constant inside the run-time channel;
- * the copy also a graph output). On a device without the wgmma kernels
- * (compute capability other than 9.0) nothing folds. */
-static void check_first_fold(void) {
-  static const struct {
-    const char *name;
-    int min; /* wgmma algorithms that must fold on an sm_90 device; -1: none may */
-  } models[] = {{"first_fold_concat", 2},        {"first_fold_gather", 10},         {"first_fold_tail", 2},
-                {"first_fold_refused_const", -1}, {"first_fold_refused_output", -1}};
-  const int wg = sm90() && !getenv("CUDAQ_NN_NO_FUSE");
-  for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
-    const char *name = models[mi].name;
-    if (!selected(name) || getenv("CUDAQ_NN_CL_ALGO")) continue;
-    io_t io;
-    cudaq_nn_model_t *m = load_case(name, &io);
-    if (!m) continue;
-    int ran = 0;
-    /* The wgmma bricks, NNK_CL_WG_BASE .. NNK_CL_NARROW_BASE - 1, and flat
-     * tiles, NNK_CL_WGF_BASE .. NNK_CL_ALL_ALGOS - 1 (gpu_algos.h). */
-    int ran_flat = 0;
-    for (int k = NNK_CL_WG_BASE; k < NNK_CL_ALL_ALGOS; k++) {
-      if (k == NNK_CL_NARROW_BASE) k = NNK_CL_WGF_BASE;
-      char ks[32], what[300];
-      snprintf(ks, sizeof ks, "%d,0", k);
-      setenv("CUDAQ_NN_CL_ALGO", ks, 1);
-      snprintf(what, sizeof what, "%.200s fp16 first layer folded, cl algo %d", name, k);
-      const int r = run_forced(m, &io, CUDAQ_NN_CONV_CL, "first layer folded into its window", 2, what);
-      ran += r;
-      ran_flat += k >= NNK_CL_WGF_BASE ? r : 0;
-    }
-    /* The A/B switch turns it off. */
-    char ab[32];
-    snprintf(ab, sizeof ab, "%d,0", NNK_CL_WG_BASE);
-    setenv("CUDAQ_NN_CL_ALGO", ab, 1);
-    setenv("CUDAQ_NN_NO_FIRST", "1", 1);
-    CHECK(!run_forced(m, &io, CUDAQ_NN_CONV_CL, "first layer folded", 1, "CUDAQ_NN_NO_FIRST=1"),
-          "%s: folded with CUDAQ_NN_NO_FIRST=1", name);
-    unsetenv("CUDAQ_NN_NO_FIRST");
-    unsetenv("CUDAQ_NN_CL_ALGO");
-    if (models[mi].min < 0) CHECK(ran == 0, "%s: folded under %d wgmma algorithms, none expected", name, ran);
-    else {
-      CHECK(ran >= (wg ? models[mi].min : 0), "%s: the fold applied with only %d wgmma algorithms", name, ran);
-      CHECK(ran_flat >= (wg ? 1 : 0), "%s: the fold applied under no wgmma flat tile algorithm", name);
-    }
-    printf("ok      %s: folded first layer under %d wgmma algorithms (%d flat)%s\n", name, ran, ran_flat,
-           models[mi].min < 0 ? " (not foldable)" : ", matches the CPU");
-    io_free(&io);
-    cudaq_nn_model_destroy(m);
-  }
-}
-
-/* The stack kernel (gpu_stack.cu) with every work split the tests can force
- * (CUDAQ_NN_STACK_BN 16/32 x CUDAQ_NN_STACK_KS 1/2/4/8: column blocks, K
- * slices added between layers with red.add) on chains with partial bricks,
- * odd channel counts, four layers and a split first layer; each engine runs
- * three times (a run relies on the buffers the run before it zeroed) and
- * every result must match the CPU executor. */
-static void check_stack_splits(void) {
-  static const char *models[] = {"conv3d_stack_wide", "conv3d_stack_deep", "conv3d_cl_chain", "conv3d_cl_batch2",
-                                 "conv2d_cl_chain"};
-  static const int bns[] = {16, 32}, kss[] = {1, 2, 4, 8};
-  setenv("CUDAQ_NN_CNET", "0", 1); /* the grid kernel, not the cluster one (check_cnet) */
-  for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
-    if (!selected(models[mi])) continue;
-    io_t io;
-    cudaq_nn_model_t *m = load_case(models[mi], &io);
-    if (!m) continue;
-    int ran = 0;
-    for (int b = 0; b < 2; b++)
-      for (int k = 0; k < 4; k++) {
-        char v[16], what[300];
-        snprintf(v, sizeof v, "%d", bns[b]);
-        setenv("CUDAQ_NN_STACK_BN", v, 1);
-        snprintf(v, sizeof v, "%d", kss[k]);
-        setenv("CUDAQ_NN_STACK_KS", v, 1);
-        snprintf(what, sizeof what, "%.200s fp16 stack bn %d ks %d", models[mi], bns[b], kss[k]);
-        const int r = run_forced(m, &io, CUDAQ_NN_CONV_STACK, "-> used", 3, what);
-        CHECK(r == 1, "%s: no stack ran", what);
-        ran += r;
-      }
-    unsetenv("CUDAQ_NN_STACK_BN");
-    unsetenv("CUDAQ_NN_STACK_KS");
-    printf("ok      %s: %d stack work splits match the CPU\n", models[mi], ran);
-    io_free(&io);
-    cudaq_nn_model_destroy(m);
-  }
-  unsetenv("CUDAQ_NN_CNET");
-}
-
-/* The cluster kernel (gpu_cnet.cu), forced (CUDAQ_NN_CNET=1): every chain
- * of at most 32 channels runs as one cluster and matches the CPU executor
- * three runs in a row (2D, batch 2, 1 x 1 x 1 and 1 x 3 x 3 kernels, odd
- * channel counts, a layer without ReLU, one to four m16 tiles per warp);
- * a chain with 64 channels gets no cluster plan and still runs (grid). */
-static void check_cnet(void) {
-  static const struct {
-    const char *name;
-    int fits;
-  } models[] = {{"conv3d_cl_chain", 1},   {"conv3d_cl_batch2", 1},  {"conv3d_stack_deep", 1},
-                {"conv2d_cl_chain", 1},   {"conv3d_cnet_d13", 1},   {"conv3d_cnet_mixed", 1},
-                {"conv3d_cnet_large", 1}, {"conv3d_stack_wide", 0}};
-  setenv("CUDAQ_NN_CNET", "1", 1);
-  for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
-    if (!selected(models[mi].name)) continue;
-    io_t io;
-    cudaq_nn_model_t *m = load_case(models[mi].name, &io);
-    if (!m) continue;
-    char what[300];
-    snprintf(what, sizeof what, "%.200s fp16 cluster", models[mi].name);
-    const int r = run_forced(m, &io, CUDAQ_NN_CONV_STACK, models[mi].fits ? "-> used, cluster" : "no cluster plan", 3,
-                             what);
-    CHECK(r == 1, "%s: %s", what, models[mi].fits ? "the cluster kernel did not run" : "a cluster plan for 64 channels");
-    if (r) printf("ok      %s: %s\n", what, models[mi].fits ? "matches the CPU" : "no cluster plan (64 channels)");
-    io_free(&io);
-    cudaq_nn_model_destroy(m);
-  }
-  unsetenv("CUDAQ_NN_CNET");
 }
 
 /* Forced STACK (FP16): every stack found runs (none falls back), and the
