@@ -138,12 +138,7 @@ __device__ __forceinline__ void cn_layer(const nnk_cnet &s, const nnk_cnet_layer
   if (sub) sub[0] = clock64();
   const uint32_t zbase = zero_row + a_half;
   float acc[MI][NT][4];
-#pragma unroll
-  for (int i = 0; i < MI; i++)
-#pragma unroll
-    for (int j = 0; j < NT; j++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
+  nnk_acc_zero(acc);
   /* B: lane -> n8 tile 2 j2 + lane / 16, k half (lane / 8) % 2, row lane % 8;
    * one (chunk, tap) block of the packed weights is 2 mst 8 halves. */
   const uint32_t b_lane = wts + (uint32_t)(((((lane / 8) % 2) * ly.mst + (lane / 16) * 8 + lane % 8) * 8) * 2);
@@ -452,37 +447,38 @@ int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, nnk_cnet *s, siz
   return 1;
 }
 
+namespace {
+/* The launch of s: one cluster of s.cl CTAs per batch item (at[] holds the
+ * cluster-dimension attribute cfg points to). */
+cudaLaunchConfig_t cnet_config(const nnk_cnet &s, size_t smem, cudaStream_t st, cudaLaunchAttribute *at) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)(s.cl * s.N));
+  cfg.blockDim = dim3(CN_THREADS);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = st;
+  at[0].id = cudaLaunchAttributeClusterDimension;
+  at[0].val.clusterDim.x = (unsigned)s.cl;
+  at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+}  // namespace
+
 cudaError_t nnk_cnet_setup(const nnk_cnet &s, size_t smem, int *clusters) {
   *clusters = 0;
   const cnet_fn k = cnet_kernel(s.mi);
   cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)CN_MAX_SMEM);
   if (e == cudaSuccess && s.cl > 8) e = cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   if (e != cudaSuccess) return e;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((unsigned)(s.cl * s.N));
-  cfg.blockDim = dim3(CN_THREADS);
-  cfg.dynamicSmemBytes = smem;
   cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeClusterDimension;
-  at[0].val.clusterDim.x = (unsigned)s.cl;
-  at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = 1;
+  const cudaLaunchConfig_t cfg = cnet_config(s, smem, 0, at);
   return cudaOccupancyMaxActiveClusters(clusters, k, &cfg);
 }
 
 cudaError_t nnk_launch_cnet(const nnk_cnet &s, size_t smem, cudaStream_t st) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((unsigned)(s.cl * s.N));
-  cfg.blockDim = dim3(CN_THREADS);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = st;
   cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeClusterDimension;
-  at[0].val.clusterDim.x = (unsigned)s.cl;
-  at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = 1;
+  const cudaLaunchConfig_t cfg = cnet_config(s, smem, st, at);
   cudaError_t e = cudaLaunchKernelEx(&cfg, cnet_kernel(s.mi), s);
   return e != cudaSuccess ? e : cudaGetLastError();
 }
