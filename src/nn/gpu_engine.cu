@@ -518,10 +518,14 @@ int nng_cnet_env(void) {
 }
 
 /* The stack's chain as one cluster (gpu_cnet.cu): 16 CTAs where a cluster
- * of 16 can be placed, else 8; cn_ok stays 0 where neither fits. */
-static void plan_cnet(stack_state *st, const nnk_conv *const *layers) {
+ * of 16 can be placed, else 8; cn_ok stays 0 where neither fits, and below
+ * compute capability 9.0 (no clusters; the kernel's body is sm_90 code). */
+static void plan_cnet(stack_state *st, const nnk_conv *const *layers, int device) {
   st->cn_ok = 0;
-  if (nng_cnet_env() == 0) return;
+  int major = 0;
+  if (nng_cnet_env() == 0 || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      major < 9)
+    return;
   static const int sizes[] = {16, 8};
   for (int i = 0; i < 2 && !st->cn_ok; i++) {
     if (!nnk_cnet_plan(layers, st->L, sizes[i], &st->cn, &st->cn_smem)) continue;
@@ -594,7 +598,7 @@ cudaq_nn_status_t nng_plan_stacks(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
     }
     if (getenv("CUDAQ_NN_STACK_PROF"))
       TRY(nng_dalloc(g, NNK_STACK_PROF_SLOTS * sizeof(long long), (void **)&k->prof, err));
-    plan_cnet(st, layers);
+    plan_cnet(st, layers, g->opts.device);
     if (st->cn_ok && getenv("CUDAQ_NN_CNET_PROF"))
       TRY(nng_dalloc(g, NNK_STACK_PROF_SLOTS * sizeof(long long), (void **)&st->cn.prof, err));
     st->t_stack = st->t_members = st->t_cnet = -1.0f;
