@@ -43,9 +43,9 @@
  * The profile: each layer costs 3-10 us of one warp's serial work at 8-11
  * cycles per instruction (two warps per scheduler): the row setup 1-2 us,
  * the products 0.4-5 us, the split-tap sums 1 us, the epilogue 0.6-1 us,
- * the gather 1-5 us. Next: precompute the row tables once per kernel,
- * more warps per CTA (the MI <= 2 kernels fit 128 registers), software-
- * pipelined fragments, and more than one cluster per volume at d = 13.
+ * the gather 1-5 us; 16 warps a CTA instead of 8 gained nothing. Next:
+ * precompute the row tables once per kernel, software-pipelined
+ * fragments, and more than one cluster per volume at d = 13.
  *
  * Batch: cluster n of the grid runs batch item n. */
 #include <cooperative_groups.h>
