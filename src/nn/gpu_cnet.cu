@@ -82,11 +82,10 @@ __device__ __forceinline__ void cn_load_weights(const nnk_cnet &s, int l, unsign
   nnk_cp_async_commit();
 }
 
-/* Layer l's implicit GEMM and epilogue. MI m16 tiles per warp, C16 chunks
- * of 16 input channels, NT n8 tiles of output channels (2 or 4: the packed
- * weights hold at least 32 columns, zero past M, so a tile past the
- * layer's never changes a result), all known at compile time so that the
- * loop body has no branch between its loads and MMAs.
+/* Layer l's implicit GEMM and epilogue. MI m16 tiles per warp (one kernel
+ * per MI) and always NT = 4 n8 tiles of output channels (the packed weights
+ * hold at least 32 columns, zero past M, so a tile past the layer's never
+ * changes a result): no branch between the loop body's loads and MMAs.
  *
  * Work split: with at least 8 m16 tiles in the CTA, warp w takes tiles w,
  * w + 8, ... over every tap (ks = 1); with fewer, the taps are split
@@ -256,9 +255,9 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
   if (prof) prof[0] = clock64();
   cn_load_weights(s, 0, wbuf(0));
   cn_load_weights(s, 1, wbuf(1));
-  /* Activation buffers and the zero row start zeroed: an output channel
-   * past round8(M) is never written, and the next layer reads up to
-   * round16(M). Only this CTA touches them before its first barrier. */
+  /* The zero row, and the activation buffers (the epilogue writes every
+   * channel up to round16(M), zeros past M, so this is a guard only). Only
+   * this CTA touches them before its first barrier. */
   {
     uint4 *z = reinterpret_cast<uint4 *>(sm + s.off_act[0]);
     const size_t nz = (s.off_win - s.off_act[0]) / 16; /* both activation buffers */

@@ -856,8 +856,8 @@ cudaq_nn_status_t cudaq_nn_gpu_run(cudaq_nn_gpu_t *g, const void *const *inputs,
 
 /* The last run's profile of a stack (CUDAQ_NN_STACK_PROF): per layer, its
  * first item's operand loads, MMAs and stores on CTA 0, then the rest of
- * the layer up to the barrier's end; in µs at the device's clock rate. */
-/* A stack's profile stamps (CUDAQ_NN_STACK_PROF, CUDAQ_NN_CNET_PROF) from the
+ * the layer up to the barrier's end; in µs at the device's clock rate.
+ * A stack's profile stamps (CUDAQ_NN_STACK_PROF, CUDAQ_NN_CNET_PROF) from the
  * last run; for the cluster kernel the phases are: cluster wait and window
  * gather ("load"), the weights' wait ("mma"), the products and epilogue
  * ("store"), the block barrier ("rest"). */
