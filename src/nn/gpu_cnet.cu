@@ -82,33 +82,52 @@ __device__ __forceinline__ void cn_load_weights(const nnk_cnet &s, int l, unsign
   nnk_cp_async_commit();
 }
 
-/* Layer l's implicit GEMM and epilogue. MI m16 tiles per warp (one kernel
- * per MI) and always NT = 4 n8 tiles of output channels (the packed weights
- * hold at least 32 columns, zero past M, so a tile past the layer's never
- * changes a result): no branch between the loop body's loads and MMAs.
+/* The taps of each owned row that stay inside the volume, for kernel dims
+ * k: bit t of mask[r] (t = (a k1 + b) k2 + c, the packed weights' tap
+ * order) set when tap t of position p0 + r is inside. Computed once per
+ * kernel (again only for a layer whose kernel dims differ from the
+ * previous layer's), so that a layer's row setup is one shared-memory
+ * load per tile instead of three divisions and a loop over the taps. */
+__device__ __forceinline__ void cn_masks(const nnk_cnet &s, const int *k, int p0, int nown, uint32_t *mask) {
+  const int HW = s.H * s.W;
+  for (int r = threadIdx.x; r < nown; r += CN_THREADS) {
+    const int p = p0 + r;
+    const int pd = p / HW, ph = (p / s.W) % s.H, pw = p % s.W;
+    uint32_t vd = 0, vh = 0, vw = 0, m = 0;
+    for (int a = 0; a < k[0]; a++) vd |= (unsigned)(pd + a - (k[0] - 1) / 2 >= 0 && pd + a - (k[0] - 1) / 2 < s.D) << a;
+    for (int b = 0; b < k[1]; b++) vh |= (unsigned)(ph + b - (k[1] - 1) / 2 >= 0 && ph + b - (k[1] - 1) / 2 < s.H) << b;
+    for (int c = 0; c < k[2]; c++) vw |= (unsigned)(pw + c - (k[2] - 1) / 2 >= 0 && pw + c - (k[2] - 1) / 2 < s.W) << c;
+    for (int a = 0, t = 0; a < k[0]; a++)
+      for (int b = 0; b < k[1]; b++, t += k[2])
+        if ((vd >> a) & (vh >> b) & 1u) m |= vw << t;
+    mask[r] = m;
+  }
+}
+
+/* Layer l's implicit GEMM and epilogue: MI m16 tiles per warp (one kernel
+ * per MI) and NT n8 tiles of output channels, 4, or 2 for a layer of at
+ * most 16 output channels (nnk_cnet_layer::nt; the packed weights hold at
+ * least 32 columns, zero past M, so a tile past the layer's never changes
+ * a result): no branch between the loop body's loads and MMAs.
  *
  * Work split: with at least 8 m16 tiles in the CTA, warp w takes tiles w,
  * w + 8, ... over every tap (ks = 1); with fewer, the taps are split
- * among ks = 8 / tiles warps per tile (mi = 1), whose partial sums meet in
+ * among ks = 8 / tiles warps per tile (MI = 1), whose partial sums meet in
  * shared memory (red) before the epilogue. A tile slot past the CTA's
  * tiles reads the zero row (its results are dropped).
  *
- * tap_off[t]: tap t's window offset in bytes; a row's taps that fall
- * outside the volume are the clear bits of its 27-bit mask and read the
- * zero row instead. */
-template <int MI>
+ * tap_off[t]: tap t's window offset in bytes; mask[r]: the taps of row r
+ * inside the volume (cn_masks); the others read the zero row instead. */
+template <int MI, int NT>
 __device__ __forceinline__ void cn_layer(const nnk_cnet &s, const nnk_cnet_layer &ly, bool last, int n, int p0,
                                          int nown, uint32_t win, uint32_t wts, uint32_t zero_row,
-                                         const int *tap_off, const float *bias_s, float *red, __half *act_out,
-                                         long long *sub) {
-  constexpr int NT = 4;
+                                         const int *tap_off, const uint32_t *mask, const float *bias_s, float *red,
+                                         __half *act_out, long long *sub) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row_in = cn_row(ly.C), row_out = cn_row(ly.M);
   const int c16 = (ly.C + 15) / 16;
-  const int HW = s.H * s.W;
   const int mtiles = (nown + 15) / 16;
-  const int k0 = ly.k[0], k1 = ly.k[1], k2 = ly.k[2];
-  const int taps = k0 * k1 * k2;
+  const int taps = ly.k[0] * ly.k[1] * ly.k[2];
   const int ks = MI == 1 && mtiles > 0 && mtiles < CN_WARPS ? CN_WARPS / mtiles : 1;
   const int tile0 = ks > 1 ? warp % mtiles : warp, group = ks > 1 ? warp / mtiles : 0;
   const bool active = group < ks; /* warps past ks x tiles: nothing to do */
@@ -120,19 +139,8 @@ __device__ __forceinline__ void cn_layer(const nnk_cnet &s, const nnk_cnet_layer
 #pragma unroll
   for (int i = 0; i < MI; i++) {
     const int r = (tile0 + CN_WARPS * i) * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
-    const int p = p0 + r;
-    const int pd = p / HW, ph = (p / s.W) % s.H, pw = p % s.W;
     abase[i] = win + (uint32_t)((r + s.halo) * row_in * 2) + a_half;
-    /* the taps inside the volume per dimension, then their products */
-    uint32_t vd = 0, vh = 0, vw = 0, m = 0;
-    for (int a = 0; a < k0; a++) vd |= (unsigned)(pd + a - (k0 - 1) / 2 >= 0 && pd + a - (k0 - 1) / 2 < s.D) << a;
-    for (int b = 0; b < k1; b++) vh |= (unsigned)(ph + b - (k1 - 1) / 2 >= 0 && ph + b - (k1 - 1) / 2 < s.H) << b;
-    for (int c = 0; c < k2; c++) vw |= (unsigned)(pw + c - (k2 - 1) / 2 >= 0 && pw + c - (k2 - 1) / 2 < s.W) << c;
-    if (r < nown && active)
-      for (int a = 0, t = 0; a < k0; a++)
-        for (int b = 0; b < k1; b++, t += k2)
-          if ((vd >> a) & (vh >> b) & 1u) m |= vw << t;
-    vmask[i] = m;
+    vmask[i] = r < nown && active ? mask[r] : 0u;
   }
   if (sub) sub[0] = clock64();
   const uint32_t zbase = zero_row + a_half;
@@ -140,36 +148,47 @@ __device__ __forceinline__ void cn_layer(const nnk_cnet &s, const nnk_cnet_layer
   nnk_acc_zero(acc);
   /* B: lane -> n8 tile 2 j2 + lane / 16, k half (lane / 8) % 2, row lane % 8;
    * one (chunk, tap) block of the packed weights is 2 mst 8 halves. */
-  const uint32_t b_lane = wts + (uint32_t)(((((lane / 8) % 2) * ly.mst + (lane / 16) * 8 + lane % 8) * 8) * 2);
+  const uint32_t b_lane =
+      wts + (uint32_t)(((((lane / 8) % 2) * ly.mst + (lane / 16) * 8 + lane % 8) * 8) * 2);
   const uint32_t b_blk = (uint32_t)(2 * ly.mst * 8 * 2);
+  /* The products, software-pipelined: step kk = (tap t, 16-channel chunk
+   * ch), t = kk / c16; the fragments of step kk + 1 are loaded before step
+   * kk's MMAs are issued, so that the shared-memory latency of the loads
+   * overlaps the tensor work instead of standing between every two steps
+   * (measured: a step cost ~185 cycles with load -> MMA in each step). */
   if (active) {
-#pragma unroll 2
-    for (int t = t_begin; t < t_end; t++) {
-      const uint32_t off = (uint32_t)tap_off[t];
-      uint32_t arow[MI];
+    const int kk_begin = t_begin * c16, kk_end = t_end * c16;
+    uint32_t a_cur[MI][4], b_cur[NT][2], a_nxt[MI][4], b_nxt[NT][2];
+    auto load = [&](int kk, uint32_t(&a)[MI][4], uint32_t(&b)[NT][2]) {
+      const int t = c16 == 2 ? kk >> 1 : kk, ch = kk - t * c16; /* c16 is 1 or 2 (at most 32 channels) */
+      const uint32_t wt = b_lane + (uint32_t)(ch * taps + t) * b_blk;
 #pragma unroll
-      for (int i = 0; i < MI; i++) arow[i] = ((vmask[i] >> t) & 1u) ? abase[i] + off : zbase;
-#pragma unroll 1
-      for (int ch = 0; ch < c16; ch++) {
-        uint32_t bf[NT][2];
-        const uint32_t wt = b_lane + (uint32_t)(ch * taps + t) * b_blk;
-#pragma unroll
-        for (int j2 = 0; j2 < NT / 2; j2++) {
-          uint32_t r[4];
-          nnk_ldmatrix_x4(r, wt + j2 * 256);
-          bf[2 * j2][0] = r[0];
-          bf[2 * j2][1] = r[1];
-          bf[2 * j2 + 1][0] = r[2];
-          bf[2 * j2 + 1][1] = r[3];
-        }
-#pragma unroll
-        for (int i = 0; i < MI; i++) {
-          uint32_t a[4];
-          nnk_ldmatrix_x4(a, arow[i] + ch * 32);
-#pragma unroll
-          for (int j = 0; j < NT; j++) nnk_mma16816(acc[i][j], a, bf[j][0], bf[j][1]);
-        }
+      for (int j2 = 0; j2 < NT / 2; j2++) {
+        uint32_t r[4];
+        nnk_ldmatrix_x4(r, wt + j2 * 256);
+        b[2 * j2][0] = r[0];
+        b[2 * j2][1] = r[1];
+        b[2 * j2 + 1][0] = r[2];
+        b[2 * j2 + 1][1] = r[3];
       }
+      const uint32_t off = (uint32_t)tap_off[t], chb = (uint32_t)ch * 32;
+#pragma unroll
+      for (int i = 0; i < MI; i++) nnk_ldmatrix_x4(a[i], (((vmask[i] >> t) & 1u) ? abase[i] + off : zbase) + chb);
+    };
+    load(kk_begin, a_cur, b_cur); /* t_begin < t_end for an active warp */
+#pragma unroll 2
+    for (int kk = kk_begin; kk < kk_end; kk++) {
+      load(min(kk + 1, kk_end - 1), a_nxt, b_nxt); /* the last step reloads its own: no branch */
+#pragma unroll
+      for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int j = 0; j < NT; j++) nnk_mma16816(acc[i][j], a_cur[i], b_cur[j][0], b_cur[j][1]);
+#pragma unroll
+      for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) a_cur[i][e] = a_nxt[i][e];
+#pragma unroll
+      for (int j = 0; j < NT; j++) b_cur[j][0] = b_nxt[j][0], b_cur[j][1] = b_nxt[j][1];
     }
   }
   if (sub) sub[1] = clock64();
@@ -266,11 +285,16 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
     if (tid < 8) zr[tid] = make_uint4(0, 0, 0, 0); /* 128 bytes: a row's k half and chunk offsets stay inside */
   }
 
+  uint32_t *mask = reinterpret_cast<uint32_t *>(sm + s.off_mask);
+  cn_masks(s, s.layer[0].k, p0, nown, mask); /* read after the first layer's __syncthreads */
+
   __shared__ int tap_off[27];                /* window offset of each tap, bytes */
   __shared__ float bias_s[CN_MAX_CH];        /* the layer's bias, zero past M */
   for (int l = 0; l < s.L; l++) {
     const nnk_cnet_layer &ly = s.layer[l];
     const int row_in = cn_row(ly.C), c16 = (ly.C + 15) / 16;
+    if (l > 0 && (ly.k[0] != s.layer[l - 1].k[0] || ly.k[1] != s.layer[l - 1].k[1] || ly.k[2] != s.layer[l - 1].k[2]))
+      cn_masks(s, ly.k, p0, nown, mask); /* the last reads of the old masks ended before layer l - 1's final __syncthreads */
     /* issued first: its latency overlaps the gather (a global load in the
      * epilogue would wait once per output tile) */
     if (tid < CN_MAX_CH) bias_s[tid] = ly.b && tid < ly.M ? __ldg(ly.b + tid) : 0.0f;
@@ -351,7 +375,10 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
     __half *out = act(l);
     /* past the stack's slots for L <= 4 layers: 4 stamps inside each layer */
     long long *sub = prof && s.L <= 4 ? prof + 1 + 4 * s.L + 4 * l : nullptr;
-    cn_layer<MI>(s, ly, last, n, p0, nown, w32, wts, z32, tap_off, bias_s, red, out, sub);
+    if (ly.nt == 2)
+      cn_layer<MI, 2>(s, ly, last, n, p0, nown, w32, wts, z32, tap_off, mask, bias_s, red, out, sub);
+    else
+      cn_layer<MI, 4>(s, ly, last, n, p0, nown, w32, wts, z32, tap_off, mask, bias_s, red, out, sub);
     if (prof) prof[3 + 4 * l] = clock64();
     if (!last) {
       /* Release (other end: the acquire wait before layer l + 1's gather):
@@ -384,7 +411,7 @@ cnet_fn cnet_kernel(int mi) {
 
 }  // namespace
 
-int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, nnk_cnet *s, size_t *smem) {
+int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, nnk_cnet *s, size_t *smem) {
   if (L < 1 || L > NNK_CNET_MAX_LAYERS || cl < 1 || cl > 16) return 0;
   *s = nnk_cnet{};
   const nnk_conv &p0 = *layers[0];
@@ -423,6 +450,8 @@ int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, nnk_cnet *s, siz
   const int mtiles = (s->R + 15) / 16;
   s->mi = (mtiles + CN_WARPS - 1) / CN_WARPS;
   if (s->mi > CN_MAX_MI) return 0;
+  for (int l = 0; l < L; l++) /* n8 tiles per warp (cn_layer): past 16 output channels the weights are zero */
+    s->layer[l].nt = split && s->layer[l].M <= 16 ? 2 : 4;
   s->r_magic = (unsigned)((((unsigned long long)1 << 32) + s->R - 1) / s->R); /* q / R = umulhi(q, r_magic): q R < 2^32 */
   s->halo = s->H * s->W + s->W + 1;
   s->win_rows = s->R + 2 * s->halo;
@@ -441,6 +470,8 @@ int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, nnk_cnet *s, siz
   at += (size_t)CN_WARPS * 32 * 16 * sizeof(float);
   s->off_zero = at;
   at += 128;
+  s->off_mask = at; /* cn_masks: a word per owned row */
+  at += align16((size_t)s->R * sizeof(uint32_t));
   if (at > CN_MAX_SMEM) return 0;
   *smem = at;
   return 1;

@@ -10,6 +10,7 @@ cudaq_nn_status_t cudaq_nn_gpu_options_init(cudaq_nn_gpu_options_t *opts) {
   opts->precision = CUDAQ_NN_FP32;
   opts->conv_impl = CUDAQ_NN_CONV_AUTO;
   opts->tune_iterations = 20;
+  opts->concurrent = 1;
   return CUDAQ_NN_OK;
 }
 

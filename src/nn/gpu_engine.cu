@@ -527,14 +527,17 @@ static void plan_cnet(stack_state *st, const nnk_conv *const *layers, int device
       major < 9)
     return;
   static const int sizes[] = {16, 8};
+  const char *env = getenv("CUDAQ_NN_CNET_SPLIT"); /* 0: four n8 tiles a warp in every layer (comparisons) */
+  const int split = !env || strcmp(env, "0") != 0;
   for (int i = 0; i < 2 && !st->cn_ok; i++) {
-    if (!nnk_cnet_plan(layers, st->L, sizes[i], &st->cn, &st->cn_smem)) continue;
+    if (!nnk_cnet_plan(layers, st->L, sizes[i], split, &st->cn, &st->cn_smem)) continue;
     int clusters = 0;
     if (nnk_cnet_setup(st->cn, st->cn_smem, &clusters) != cudaSuccess) {
       (void)cudaGetLastError(); /* a size this device cannot place: try the next */
       continue;
     }
     st->cn_ok = clusters >= 1;
+    st->cn_clusters = clusters;
   }
   if (!st->cn_ok) return;
   nnk_cnet *k = &st->cn;
@@ -757,11 +760,12 @@ cudaq_nn_status_t cudaq_nn_gpu_create(const cudaq_nn_model_t *model, const cudaq
   if (opts) g->opts = *opts;
   else cudaq_nn_gpu_options_init(&g->opts);
   if ((g->opts.precision != CUDAQ_NN_FP32 && g->opts.precision != CUDAQ_NN_FP16) ||
-      g->opts.conv_impl < CUDAQ_NN_CONV_AUTO || g->opts.conv_impl > CUDAQ_NN_CONV_STACK) {
+      g->opts.conv_impl < CUDAQ_NN_CONV_AUTO || g->opts.conv_impl > CUDAQ_NN_CONV_STACK || g->opts.concurrent < 0) {
     free(g);
-    nn__set_error(err, "bad precision or conv_impl option");
+    nn__set_error(err, "bad precision, conv_impl or concurrent option");
     return CUDAQ_NN_ERR_INVALID_ARG;
   }
+  if (g->opts.concurrent < 1) g->opts.concurrent = 1; /* 0: a zeroed struct, as the default */
   g->half = g->opts.precision == CUDAQ_NN_FP16;
   cudaq_nn_status_t st = create_engine(g, err);
   if (st) {
@@ -923,9 +927,13 @@ cudaq_nn_status_t cudaq_nn_gpu_describe(const cudaq_nn_gpu_t *g, char *buf, size
   for (int i = 0; i < g->n_stacks && used < len; i++) {
     const stack_state *st = &g->stacks[i];
     char cn[160] = "no cluster plan";
-    if (st->cn_ok)
-      snprintf(cn, sizeof cn, "as one cluster of %d (%d cells each, %zu B smem): %.2f us", st->cn.cl, st->cn.R,
-               st->cn_smem, st->t_cnet);
+    if (st->cn_ok) {
+      const int side = g->opts.concurrent < st->cn_clusters ? g->opts.concurrent : st->cn_clusters;
+      int w = snprintf(cn, sizeof cn, "as one cluster of %d (%d cells each, %zu B smem): %.2f us", st->cn.cl,
+                       st->cn.R, st->cn_smem, st->t_cnet);
+      if (side > 1 && w > 0 && (size_t)w < sizeof cn) /* the cost tune_stacks compared (concurrent engines) */
+        snprintf(cn + w, sizeof cn - (size_t)w, ", %d at once: %.2f us each", side, st->t_cnet / (float)side);
+    }
     int w = snprintf(buf + used, len - used,
                      "stack #%d (%d layers from conv #%d, grid %d, brick %dx%dx%d, %zu B smem): %.2f us, %s, members "
                      "%.2f us -> %s\n",

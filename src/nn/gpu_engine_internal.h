@@ -79,6 +79,7 @@ struct stack_state {
   nnk_cnet cn;
   size_t cn_smem;
   int cn_ok, kind;
+  int cn_clusters; /* copies of the cluster kernel the device runs at once (cudaOccupancyMaxActiveClusters) */
   float t_cnet;
 };
 enum { STACK_GRID = 0, STACK_CLUSTER = 1 };

@@ -362,12 +362,16 @@ cudaError_t nnk_launch_stack(const nnk_stack &s, size_t smem, cudaStream_t st);
  * NCDHW FP16 in, y NCDHW FP16 out; weights packed by nnk_stack_pack_weights,
  * FP32 bias or none, ReLU or none per layer. nnk_cnet_plan fills everything
  * but x, y and each layer's w, b for a cluster of cl CTAs (at most 16);
- * 0 when the chain does not fit. nnk_cnet_setup: *clusters that can run at
- * once (0: this cluster size cannot be placed). */
+ * 0 when the chain does not fit. split 0 keeps every layer on four n8
+ * tiles a warp (for comparisons); 1 gives a layer with at most 16 output
+ * channels two.
+ * nnk_cnet_setup: *clusters that can run at once (0: this cluster size
+ * cannot be placed). */
 #define NNK_CNET_MAX_LAYERS 8
 struct nnk_cnet_layer {
   int C, M, mst; /* in / out channels, packed-weight column stride */
   int k[3], relu, w_bytes;
+  int nt;     /* n8 tiles of output channels per warp: 2 (at most 16 channels) or 4 */
   const __half *w;
   const float *b;
 };
@@ -376,13 +380,13 @@ struct nnk_cnet {
   int cl, R, mi;       /* cluster size, positions per CTA, m16 tiles per warp (at most) */
   unsigned r_magic;    /* ceil(2^32 / R): q / R as a multiply-high */
   int halo, win_rows;  /* window: R + 2 halo positions */
-  size_t off_act[2], off_win, off_w[2], off_red, off_zero; /* shared-memory layout (bytes) */
+  size_t off_act[2], off_win, off_w[2], off_red, off_zero, off_mask; /* shared-memory layout (bytes) */
   const __half *x;
   __half *y;
   long long *prof; /* NULL, or NNK_STACK_PROF_SLOTS cycle stamps of CTA 0, laid out as the stack kernel's */
   nnk_cnet_layer layer[NNK_CNET_MAX_LAYERS];
 };
-int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, nnk_cnet *s, size_t *smem);
+int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, nnk_cnet *s, size_t *smem);
 cudaError_t nnk_cnet_setup(const nnk_cnet &s, size_t smem, int *clusters);
 cudaError_t nnk_launch_cnet(const nnk_cnet &s, size_t smem, cudaStream_t st);
 

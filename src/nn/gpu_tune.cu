@@ -6,7 +6,7 @@
 
 #include "gpu_engine_internal.h"
 
-#define ENGINE_PLAN_VERSION 12 /* 3: tensor-core candidates, t_tc per conv; 4: fused cuDNN;
+#define ENGINE_PLAN_VERSION 13 /* 3: tensor-core candidates, t_tc per conv; 4: fused cuDNN;
                                  5: channels-last kernel, t_cl and layouts per conv;
                                  6: stacks (one line each, members IMPL_STACK);
                                  7: the channels-last brick algorithms;
@@ -14,7 +14,8 @@
                                  9: the narrow brick algorithms;
                                  10: the narrow bricks with weights in registers;
                                  11: the wgmma flat tiles;
-                                 12: stacks as one cluster (kind, t_cnet per stack) */
+                                 12: stacks as one cluster (kind, t_cnet per stack);
+                                 13: the key names options.concurrent */
 
 /* The cuDNN workspace shared by all convolutions, reallocated to bytes. */
 static cudaq_nn_status_t set_workspace(cudaq_nn_gpu *g, size_t bytes, cudaq_nn_error_t *err) {
@@ -316,7 +317,11 @@ static void apply_stack(cudaq_nn_gpu *g, const stack_state *st) {
 
 /* Each stack is timed as one kernel, as the grid kernel and (where it
  * fits) as one cluster, against the sum of its members' own choices (after
- * choose_chains); the fastest runs. CUDAQ_NN_CONV_STACK or CUDAQ_NN_STACK=1
+ * choose_chains); the cheapest runs. Cost is time, except that with
+ * options.concurrent = N >= 2 the cluster's time is divided by the copies
+ * of it that run at once (min(N, cn_clusters)): the grid kernel and the
+ * members' kernels spread over the whole GPU, so N engines' inferences
+ * take turns, while N clusters of 16 SMs run side by side. CUDAQ_NN_CONV_STACK or CUDAQ_NN_STACK=1
  * force a stack wherever it launches, CUDAQ_NN_CNET=1 the cluster wherever
  * it launches. A kernel that fails to launch (its error consumed) is not
  * used. */
@@ -348,9 +353,11 @@ static void tune_stacks(cudaq_nn_gpu *g) {
       st->t_cnet = -1.0f;
     }
     if (st->cn_ok) tune_log(g, &g->convs[st->conv[0]], "stack as one cluster of", st->cn.cl, st->t_cnet);
-    const int cn = st->t_cnet >= 0.0f && (force_cn || st->t_stack < 0.0f || st->t_cnet < st->t_stack);
+    const int side = g->opts.concurrent < st->cn_clusters ? g->opts.concurrent : st->cn_clusters;
+    const float c_cnet = side > 1 ? st->t_cnet / (float)side : st->t_cnet; /* cost, as above */
+    const int cn = st->t_cnet >= 0.0f && (force_cn || st->t_stack < 0.0f || c_cnet < st->t_stack);
     st->kind = cn ? STACK_CLUSTER : STACK_GRID;
-    const float t = cn ? st->t_cnet : st->t_stack;
+    const float t = cn ? c_cnet : st->t_stack;
     st->use = t >= 0.0f && (force || st->t_members < 0.0f || t < st->t_members);
     apply_stack(g, st);
   }
@@ -368,10 +375,10 @@ cudaq_nn_status_t nng_make_key(cudaq_nn_gpu *g, int device, cudaq_nn_error_t *er
   for (int i = 0; i < 16; i++) snprintf(uuid + 2 * i, 3, "%02x", (unsigned char)prop.uuid.bytes[i]);
   snprintf(g->key, sizeof g->key,
            "cudaq-nn-plan %d\nmodel %016llx\ngpu %s|sm_%d%d|%s\nversions cudart %d cudnn %zu\n"
-           "precision %s conv %d convs %d\n",
+           "precision %s conv %d convs %d concurrent %d\n",
            ENGINE_PLAN_VERSION, (unsigned long long)cudaq_nn_model_hash(g->m), prop.name, prop.major,
            prop.minor, uuid, rt, (size_t)cudnnGetVersion(), g->half ? "fp16" : "fp32",
-           (int)g->opts.conv_impl, g->n_convs);
+           (int)g->opts.conv_impl, g->n_convs, g->opts.concurrent);
   return CUDAQ_NN_OK;
 }
 

@@ -416,6 +416,7 @@ static int run(const opts_t *o) {
     gc.model = o->model;
     gc.fp16 = o->fp16;
     gc.plan_dir = o->plan_dir;
+    gc.concurrent = o->gpu_plan_latency ? 1 : o->workers; /* every worker's engine may run at once */
     gc.num_detectors = a.shots.nd;
     gc.num_observables = a.shots.no;
     gc.graph = o->skip_layout_check ? NULL : g; /* the model's layout checked against it */

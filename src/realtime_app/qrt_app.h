@@ -28,7 +28,8 @@ typedef enum { QRT_MODE_CPU = 0, QRT_MODE_HYBRID = 1, QRT_MODE_PASSTHROUGH = 2 }
 
 typedef struct opts {
   const char *dem, *in, *obs_in, *out, *json, *model, *mode_name, *preset, *plan_dir;
-  const char *gpu_engine_flag; /* the last of --precision / --plan_dir given, or NULL */
+  const char *gpu_engine_flag; /* the last of --precision / --plan_dir / --gpu_plan given, or NULL */
+  int gpu_plan_latency;        /* --gpu_plan latency: engines planned for one inference at a time */
   const char *in_format, *obs_in_format, *out_format;
   cudaq_sample_format_t in_fmt, obs_fmt, out_fmt; /* parsed by qrt_check_mode_and_preset */
   qrt_mode_t mode;

@@ -43,6 +43,12 @@ void qrt_usage(FILE *f) {
       "                             without coordinates; you vouch that the model fits)\n"
       "  --precision fp16|fp32      GPU engine precision (hybrid only; default fp16)\n"
       "  --plan_dir DIR             cache the GPU engine's plan in DIR (hybrid only)\n"
+      "  --gpu_plan throughput|latency\n"
+      "                             how each worker's GPU engine picks its kernels (hybrid\n"
+      "                             only): throughput (default) plans for --workers\n"
+      "                             inferences at once (a narrow model as one 16-SM cluster,\n"
+      "                             eight side by side: slower alone, more requests/s);\n"
+      "                             latency: the fastest single inference\n"
       "  --preset d5|d7|d9|d13|d21|d31|d5-fast|d7-fast|d9-fast|d13-fast\n"
       "                             the shipped model for that distance (models/: Z basis for\n"
       "                             d5..d13 and d31, X for d21; -fast: the 4 x 32-channel model,\n"
@@ -147,7 +153,7 @@ int qrt_parse_args(int argc, char **argv, opts_t *o) {
         "--json", "--model", "--mode", "--preset", "--workers", "--slots", "--requests",
         "--duration_s", "--interval_us", "--timeout_ms", "--idle_yield", "--corrupt_every",
         "--fail_launch_every", "--progress_s", "--pin", "--payload", "--precision", "--plan_dir", "--compare_mwpm",
-        "--prelaunch", NULL};
+        "--prelaunch", "--gpu_plan", NULL};
     int known = 0;
     for (int k = 0; valued[k]; k++)
       known |= !strcmp(a, valued[k]);
@@ -187,6 +193,14 @@ int qrt_parse_args(int argc, char **argv, opts_t *o) {
         return 1;
       }
       o->fp16 = !strcmp(v, "fp16");
+      o->gpu_engine_flag = a;
+    }
+    else if (!strcmp(a, "--gpu_plan")) {
+      if (strcmp(v, "throughput") && strcmp(v, "latency")) {
+        fprintf(stderr, "qec-realtime: --gpu_plan is throughput or latency, not '%s'\n", v);
+        return 1;
+      }
+      o->gpu_plan_latency = !strcmp(v, "latency");
       o->gpu_engine_flag = a;
     }
     else if (!strcmp(a, "--preset")) o->preset = v;

@@ -198,11 +198,12 @@ extern "C" int qrt_gpu_factory(void *user, int id, cudaq_gpu_worker_resources_t 
     cudaq_nn_gpu_options_t go;
     cudaq_nn_gpu_options_init(&go);
     go.precision = c->fp16 ? CUDAQ_NN_FP16 : CUDAQ_NN_FP32;
+    go.concurrent = c->concurrent > 1 ? c->concurrent : 1;
     char plan[4096];
     if (c->plan_dir) {
       const char *base = strrchr(c->model, '/');
-      snprintf(plan, sizeof plan, "%s/%s.%s.plan", c->plan_dir, base ? base + 1 : c->model,
-               c->fp16 ? "fp16" : "fp32");
+      snprintf(plan, sizeof plan, "%s/%s.%s.c%d.plan", c->plan_dir, base ? base + 1 : c->model,
+               c->fp16 ? "fp16" : "fp32", go.concurrent); /* the plan's key names the concurrency too */
       go.plan_path = plan; /* worker 0 selects and writes it, the others read it */
     }
     cudaq_nn_error_t nerr;

@@ -43,6 +43,8 @@ typedef struct {
   const char *model;  /* ONNX predecoder (hybrid) */
   int fp16;           /* hybrid: FP16 engine (else FP32) */
   const char *plan_dir; /* engine plan cache directory, or NULL (select at every start) */
+  int concurrent;       /* hybrid: engines planned for this many inferences at once
+                           (cudaq_nn_gpu_options_t::concurrent; 0 or 1: latency alone) */
   uint32_t num_detectors, num_observables;
   const cudaq_mwpm_graph_t *graph; /* the DEM's: the model's detector layout is checked against it
                                      (NULL: not checked, --skip_layout_check) */

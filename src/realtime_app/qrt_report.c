@@ -31,8 +31,10 @@ void qrt_print_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
           a->o->correlations ? "correlated" : "plain", a->o->workers, a->shots.nd,
           a->o->payload == QRT_PAYLOAD_BITS ? "bit-packed" : "INT32", a->shots.n);
   if (a->o->mode != QRT_MODE_CPU)
-    fprintf(f, "GPU: %s, %s, device memory allocated by the GPU stage %.2f MiB\n", a->gpu_name,
+    fprintf(f, "GPU: %s, %s%s, device memory allocated by the GPU stage %.2f MiB\n", a->gpu_name,
             a->o->mode == QRT_MODE_HYBRID ? (a->o->fp16 ? "FP16" : "FP32") : "copies only",
+            a->o->mode != QRT_MODE_HYBRID ? "" : a->o->gpu_plan_latency ? ", planned for latency"
+                                                                          : ", planned for throughput",
             (double)a->gpu_bytes / 1048576.0);
   fprintf(f, "peak resident memory %.1f MiB\n", (double)a->rss_peak_kib / 1024.0);
   fprintf(f, "requests: submitted %llu, completed %llu, ok %llu, errors %llu, timed out %llu, "
@@ -97,10 +99,11 @@ void qrt_print_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
 void qrt_json_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
                         const cudaq_pipeline_stats_t *ps, uint64_t timed_out, const char *pd) {
   fprintf(f, "{\n\"program\": \"qec-realtime\", \"mode\": \"%s\", \"payload\": \"%s\", "
-             "\"precision\": \"%s\", \"gpu\": \"%s\", \"gpu_stage_bytes\": %zu, "
+             "\"precision\": \"%s\", \"gpu_plan\": \"%s\", \"gpu\": \"%s\", \"gpu_stage_bytes\": %zu, "
              "\"rss_peak_kib\": %llu, \"mwpm\": \"%s\", \"predecoder\": \"",
           qrt_mode_name(a->o->mode), a->o->payload == QRT_PAYLOAD_BITS ? "bits" : "int32",
           a->o->mode == QRT_MODE_HYBRID ? (a->o->fp16 ? "fp16" : "fp32") : "",
+          a->o->mode != QRT_MODE_HYBRID ? "" : a->o->gpu_plan_latency ? "latency" : "throughput",
           a->gpu_name ? a->gpu_name : "", a->gpu_bytes, (unsigned long long)a->rss_peak_kib,
           a->o->correlations ? "correlated" : "plain");
   for (const char *c = pd; *c; c++)

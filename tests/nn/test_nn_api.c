@@ -43,6 +43,10 @@ static void test_null_args(void **state) {
   cudaq_nn_binding_t b;
   assert_int_equal(cudaq_nn_model_input(NULL, 0, &b), CUDAQ_NN_ERR_INVALID_ARG);
   assert_int_equal(cudaq_nn_gpu_options_init(NULL), CUDAQ_NN_ERR_INVALID_ARG);
+  cudaq_nn_gpu_options_t o;
+  assert_int_equal(cudaq_nn_gpu_options_init(&o), CUDAQ_NN_OK);
+  assert_int_equal(o.concurrent, 1); /* one engine at a time: the latency plan */
+  assert_int_equal(o.tune_iterations, 20);
   cudaq_nn_model_destroy(NULL);
   cudaq_nn_cpu_destroy(NULL);
   cudaq_nn_gpu_destroy(NULL);

@@ -544,6 +544,12 @@ static void check_errors(void) {
   o.precision = (cudaq_nn_precision_t)7;
   CHECK(cudaq_nn_gpu_create(m, &o, &g, &err) == CUDAQ_NN_ERR_INVALID_ARG && !g, "bad precision");
   cudaq_nn_gpu_options_init(&o);
+  CHECK(o.concurrent == 1, "default concurrent %d", o.concurrent);
+  o.concurrent = -1;
+  CHECK(cudaq_nn_gpu_create(m, &o, &g, &err) == CUDAQ_NN_ERR_INVALID_ARG && !g &&
+            strstr(err.message, "concurrent") != NULL,
+        "negative concurrent: %s", err.message);
+  cudaq_nn_gpu_options_init(&o);
   o.device = 1000;
   CHECK(cudaq_nn_gpu_create(m, &o, &g, &err) == CUDAQ_NN_ERR_INVALID_ARG && !g, "bad device");
   CHECK(strstr(err.message, "device 1000") != NULL, "message names the device: %s", err.message);

@@ -228,6 +228,19 @@ gpu_hybrid|gpu_passthrough)
     same_predictions "$mode.$payload" "$WORK/ref.01"
   done
   grep -q '^GPU: ' "$WORK/$mode.int32.txt" || fail "report does not name the GPU"
+  # The FP16 engine planned for throughput (--workers inferences at once: a
+  # narrow model runs as one 16-SM cluster) and for latency: FP16 rounding may
+  # move a logit across the threshold, so at most 1 in 1,000 answers may
+  # differ from the FP32 reference.
+  if [ "$mode" = hybrid ]; then
+    for plan in throughput latency; do
+      run_ok "fp16.$plan" $n --dem "$DEM" --in "$WORK/shots.b8" --in_format b8 --obs_in "$WORK/obs.01" \
+        --mode hybrid --model "$M" --precision fp16 --gpu_plan $plan --workers 4 --out "$WORK/fp16.$plan.01"
+      grep -q "^GPU: .*, FP16, planned for $plan," "$WORK/fp16.$plan.txt" || fail "fp16.$plan: report line"
+      d=$(paste -d' ' "$WORK/fp16.$plan.01" "$WORK/ref.01" | awk '$1 != $2' | wc -l)
+      [ "$d" -le $((n / 1000)) ] || fail "fp16.$plan: $d of $n answers differ from the FP32 reference"
+    done
+  fi
   # Correlated matching behind the GPU stage: the same answers as qec-decode's
   # with --enable_correlations on the same events (raw, or the CPU executor's
   # residual).
@@ -436,6 +449,10 @@ refusals)
     --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --model local --precision fp32
   expect_usage plan_cpu "--plan_dir sets the GPU engine" --dem "$DEM" --in "$DATA/shots.b8" \
     --in_format b8 --model none --plan_dir "$WORK"
+  expect_usage gpu_plan_cpu "--gpu_plan sets the GPU engine" --dem "$DEM" --in "$DATA/shots.b8" \
+    --in_format b8 --model none --gpu_plan latency
+  expect_refusal gpu_plan_value "--gpu_plan is throughput or latency, not 'fast'" --dem "$DEM" \
+    --in "$DATA/shots.b8" --gpu_plan fast
   expect_usage skip_no_model "--skip_layout_check is for ONNX models" --dem "$DEM" --in "$DATA/shots.b8" \
     --in_format b8 --model local --skip_layout_check
   expect_usage interval "at most 1,000,000" --dem "$DEM" --in "$DATA/shots.b8" \

@@ -71,6 +71,14 @@ typedef struct cudaq_nn_gpu_options {
   const char *plan_path;   /* engine cache file, or NULL */
   int device;              /* CUDA device ordinal */
   int tune_iterations;     /* timed launches per candidate (default 20) */
+  int concurrent;          /* engines that will run inferences at the same time on this device
+                              (default 1). At 1 the plan is the fastest single inference; at
+                              N >= 2 a plan that occupies few SMs (the narrow network as one
+                              thread-block cluster) counts its time divided by the number of
+                              its copies that can run at once (at most N), as sustained
+                              throughput does, against the others' whole time: slower alone,
+                              but N of them share the GPU instead of queueing behind each
+                              other. Part of the plan's key. */
 } cudaq_nn_gpu_options_t;
 
 typedef struct cudaq_nn_gpu cudaq_nn_gpu_t;
