@@ -35,17 +35,19 @@
  * buffer l % 2, which every CTA last read in layer l - 1's gather, before
  * it arrived at the barrier that ended layer l - 1.
  *
- * Status (H200, 2026-11-28, bench/results/nn-cluster-h200-2026-11-28.md):
- * correct everywhere it applies, but slower than the per-layer kernels on
- * the fast predecoders (d = 5: 25-27 us against 12.8; d = 13: 40-48 us
- * against 19), so AUTO keeps it out; CUDAQ_NN_CNET=1 forces it, =0 leaves
- * it out of tuning, CUDAQ_NN_CNET_PROF=1 records CTA 0's phases (describe).
- * The profile: each layer costs 3-10 us of one warp's serial work at 8-11
- * cycles per instruction (two warps per scheduler): the row setup 1-2 us,
- * the products 0.4-5 us, the split-tap sums 1 us, the epilogue 0.6-1 us,
- * the gather 1-5 us; 16 warps a CTA instead of 8 gained nothing. Next:
- * precompute the row tables once per kernel, software-pipelined
- * fragments, and more than one cluster per volume at d = 13.
+ * Status (H200, 2026-11-28, bench/results/nn-cluster-h200-2026-11-28.md,
+ * nn-cluster-throughput-h200-2026-11-28.md): correct everywhere it
+ * applies; alone slower than the per-layer kernels on the fast
+ * predecoders (d = 5 and 7: 22 us against 13; d = 13: 36 us against 19),
+ * but it holds 16 SMs where they spread over the GPU, so an engine planned
+ * for concurrent inferences (options.concurrent, qec-realtime's default)
+ * takes it: d = 13 fast hybrid 93k requests/s with 12 workers against 66k.
+ * CUDAQ_NN_CNET=1 forces it, =0 leaves it out of tuning,
+ * CUDAQ_NN_CNET_PROF=1 records CTA 0's phases (describe). Per d = 13
+ * layer: gather 1.8-2.4 us (layer 0 from global memory 5), products 4.4
+ * (near mma.sync's rate on 16 SMs), epilogue 1. Next: layer 0 on an
+ * im2col of its 3 channels, the rows pushed into the neighbours' next
+ * window instead of gathered.
  *
  * Batch: cluster n of the grid runs batch item n. */
 #include <cooperative_groups.h>
