@@ -276,19 +276,12 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
   if (prof) prof[0] = clock64();
   cn_load_weights(s, 0, wbuf(0));
   cn_load_weights(s, 1, wbuf(1));
-  /* The zero row, and the activation buffers (the epilogue writes every
-   * channel up to round16(M), zeros past M, so this is a guard only). Only
-   * this CTA touches them before its first barrier. */
-  {
-    uint4 *z = reinterpret_cast<uint4 *>(sm + s.off_act[0]);
-    const size_t nz = (s.off_win - s.off_act[0]) / 16; /* both activation buffers */
-    for (size_t i = tid; i < nz; i += CN_THREADS) z[i] = make_uint4(0, 0, 0, 0);
-    uint4 *zr = reinterpret_cast<uint4 *>(sm + s.off_zero);
-    if (tid < 8) zr[tid] = make_uint4(0, 0, 0, 0); /* 128 bytes: a row's k half and chunk offsets stay inside */
-  }
-
+  /* The zero row (read after the first layer's __syncthreads). The
+   * activation buffers need no clearing: the epilogue writes every channel
+   * up to round16(M) of every owned row, zeros past M, and nothing reads
+   * past them. */
+  if (tid < 8) reinterpret_cast<uint4 *>(sm + s.off_zero)[tid] = make_uint4(0, 0, 0, 0); /* 128 bytes: a row's k half and chunk offsets stay inside */
   uint32_t *mask = reinterpret_cast<uint32_t *>(sm + s.off_mask);
-  cn_masks(s, s.layer[0].k, p0, nown, mask); /* read after the first layer's __syncthreads */
 
   __shared__ int tap_off[27];                /* window offset of each tap, bytes */
   __shared__ float bias_s[CN_MAX_CH];        /* the layer's bias, zero past M */
@@ -310,6 +303,10 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
      * any, so that their latencies (global memory, or another SM's shared
      * memory) overlap. */
     if (l == 0) {
+      /* The input, NCDHW in global memory, transposed into the window. The
+       * first batch's loads are issued before the masks are computed and
+       * the window is cleared (channels past C must be zero: their weights
+       * are, but NaN * 0 is not), so that their latency overlaps both. */
       const __half *xn = s.x + (size_t)n * ly.C * s.P;
       const int total = ly.C * s.win_rows; /* (channel, row) pairs, rows fastest */
       for (int i0 = 0; i0 < total; i0 += CN_THREADS * CN_BATCH) {
@@ -318,20 +315,22 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
 #pragma unroll
         for (int u = 0; u < CN_BATCH; u++) {
           const int i = i0 + u * CN_THREADS + tid;
-          const int c = i / s.win_rows, j = i - c * s.win_rows, q = base + j;
+          const int c = (int)__umulhi((unsigned)i, s.wr_magic); /* i / win_rows */
+          const int j = i - c * s.win_rows, q = base + j;
           /* a row outside the volume is never read: every tap there is padding */
           const bool ok = i < total && q >= 0 && q < s.P;
           at[u] = ok ? j * row_in + c : -1;
           v[u] = ok ? xn[(size_t)c * s.P + q] : __float2half(0.0f);
         }
+        if (i0 == 0) { /* uniform: every thread runs the same batches */
+          cn_masks(s, ly.k, p0, nown, mask); /* read after this layer's __syncthreads */
+          uint4 *w4 = reinterpret_cast<uint4 *>(win);
+          for (int i = tid; i < s.win_rows * row_in / 8; i += CN_THREADS) w4[i] = make_uint4(0, 0, 0, 0);
+          __syncthreads(); /* cleared before any thread stores a value */
+        }
 #pragma unroll
         for (int u = 0; u < CN_BATCH; u++)
           if (at[u] >= 0) win[at[u]] = v[u];
-      }
-      const int pad = c16 * 16 - ly.C; /* channels past C: zero (their weights are zero, NaN * 0 is not) */
-      for (int i = tid; i < pad * s.win_rows; i += CN_THREADS) {
-        const int c = ly.C + i / s.win_rows, j = i % s.win_rows;
-        win[(size_t)j * row_in + c] = __float2half(0.0f);
       }
     } else {
       /* Acquire (other end: the release arrival after layer l - 1's
@@ -457,6 +456,9 @@ int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, nnk_c
   s->r_magic = (unsigned)((((unsigned long long)1 << 32) + s->R - 1) / s->R); /* q / R = umulhi(q, r_magic): q R < 2^32 */
   s->halo = s->H * s->W + s->W + 1;
   s->win_rows = s->R + 2 * s->halo;
+  /* (channel, row) index / win_rows as a multiply-high: exact while index x win_rows < 2^32 */
+  if ((unsigned long long)layers[0]->C * s->win_rows * s->win_rows >= (1ull << 32)) return 0;
+  s->wr_magic = (unsigned)((((unsigned long long)1 << 32) + s->win_rows - 1) / s->win_rows);
   size_t at = 0;
   for (int b = 0; b < 2; b++) {
     s->off_act[b] = at;

@@ -379,6 +379,7 @@ struct nnk_cnet {
   int L, N, D, H, W, P;
   int cl, R, mi;       /* cluster size, positions per CTA, m16 tiles per warp (at most) */
   unsigned r_magic;    /* ceil(2^32 / R): q / R as a multiply-high */
+  unsigned wr_magic;   /* ceil(2^32 / win_rows): the layer-0 gather's (channel, row) split */
   int halo, win_rows;  /* window: R + 2 halo positions */
   size_t off_act[2], off_win, off_w[2], off_red, off_zero, off_mask; /* shared-memory layout (bytes) */
   const __half *x;
