@@ -24,7 +24,8 @@
 # STEPS=hybrid: d = 7 and 13 hybrid at one request every 30 us, 10 us and flat out.
 # STEPS=fast: the fast models (models/predecoder_d*_fast.onnx): first test_nn_gpu --shipped-tail on
 # them (when the pack has it), the hybrid GPU test with the d = 5 fast model and memcheck on a short
-# run; then d = 13 and 7 hybrid at 30 us, 10 us and flat out, d = 13 with 12 workers, bit-packed, at
+# run; then d = 13 and 7 hybrid at 30 us, 10 us and flat out, d = 13 with 12 workers (also with --prelaunch 2,
+# planned for throughput and for latency), bit-packed, at
 # one request every 2 ms (FP16 and FP32), and bench_nn_gpu on the fast models when the pack has it.
 # STEPS=corr: d = 7 and 13 hybrid at 30 and 10 us with --enable_correlations and without, and
 # MWPM alone on the CPU workers (--mode cpu --model none), correlated and plain, at 100 us.
@@ -160,6 +161,10 @@ if has fast; then # the fast predecoder family (models/*_fast.onnx, 4 x 32 chann
   done
   F13=models/predecoder_d13_z_fast.onnx
   SFX=-fast-w12 WORKERS=12 bench d13 hybrid 10 --model $F13
+  # d = 13 at 100k requests/s: engines planned for throughput (the default) and two graphs pre-launched;
+  # planned for latency beside it (nn-cluster-throughput-h200-2026-11-28.md)
+  SFX=-fast-w12-pl2 WORKERS=12 bench d13 hybrid 10 --model $F13 --prelaunch 2
+  SFX=-fast-w12-pl2-latency WORKERS=12 bench d13 hybrid 10 --model $F13 --prelaunch 2 --gpu_plan latency
   SFX=-fast-lowload bench d13 hybrid 2000 --model $F13
   SFX=-fast-bits bench d13 hybrid 10 --model $F13 --payload bits
   SFX=-fast-bits bench d13 hybrid 30 --model $F13 --payload bits

@@ -274,8 +274,7 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
   /* CUDAQ_NN_CNET_PROF: cycle stamps of CTA 0 (the stack's slot layout) */
   long long *prof = s.prof && blockIdx.x == 0 && tid == 0 ? s.prof : nullptr;
   if (prof) prof[0] = clock64();
-  cn_load_weights(s, 0, wbuf(0));
-  cn_load_weights(s, 1, wbuf(1));
+  long long *start = prof ? prof + NNK_STACK_PROF_SLOTS : nullptr; /* the first layer's start-up stamps */
   /* The zero row (read after the first layer's __syncthreads). The
    * activation buffers need no clearing: the epilogue writes every channel
    * up to round16(M) of every owned row, zeros past M, and nothing reads
@@ -290,15 +289,17 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
     const int row_in = cn_row(ly.C), c16 = (ly.C + 15) / 16;
     if (l > 0 && (ly.k[0] != s.layer[l - 1].k[0] || ly.k[1] != s.layer[l - 1].k[1] || ly.k[2] != s.layer[l - 1].k[2]))
       cn_masks(s, ly.k, p0, nown, mask); /* the last reads of the old masks ended before layer l - 1's final __syncthreads */
-    /* issued first: its latency overlaps the gather (a global load in the
-     * epilogue would wait once per output tile) */
-    if (tid < CN_MAX_CH) bias_s[tid] = ly.b && tid < ly.M ? __ldg(ly.b + tid) : 0.0f;
+    /* loaded first, stored to shared memory after the window's loads are
+     * issued: its latency overlaps theirs (a global load in the epilogue
+     * would wait once per output tile) */
+    const float bias_v = tid < CN_MAX_CH && ly.b && tid < ly.M ? __ldg(ly.b + tid) : 0.0f;
     if (tid < 27) {
       const int k1 = ly.k[1], k2 = ly.k[2];
       const int a = tid / (k1 * k2), b = (tid / k2) % k1, c = tid % k2;
       const int off = (a - (ly.k[0] - 1) / 2) * s.H * s.W + (b - (k1 - 1) / 2) * s.W + (c - (k2 - 1) / 2);
       tap_off[tid] = off * row_in * 2; /* read after the __syncthreads below */
     }
+    if (start && l == 0) start[0] = clock64();
     /* 1. The window. Each thread issues CN_BATCH loads before it stores
      * any, so that their latencies (global memory, or another SM's shared
      * memory) overlap. */
@@ -323,21 +324,33 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
           v[u] = ok ? xn[(size_t)c * s.P + q] : __float2half(0.0f);
         }
         if (i0 == 0) { /* uniform: every thread runs the same batches */
+          /* Layer 0's weights behind the input and bias loads, not in front
+           * of them: 28-55 KB of copies queued first delayed those loads by
+           * ~2 us (H200, CUDAQ_NN_CNET_PROF's start-up stamps). Layer 1's
+           * follow the window. */
+          if (start) start[1] = clock64();
+          cn_load_weights(s, 0, wbuf(0));
+          if (start) start[2] = clock64();
+          if (tid < CN_MAX_CH) bias_s[tid] = bias_v;
           cn_masks(s, ly.k, p0, nown, mask); /* read after this layer's __syncthreads */
+          if (start) start[3] = clock64();
           uint4 *w4 = reinterpret_cast<uint4 *>(win);
           for (int i = tid; i < s.win_rows * row_in / 8; i += CN_THREADS) w4[i] = make_uint4(0, 0, 0, 0);
           __syncthreads(); /* cleared before any thread stores a value */
+          if (start) start[4] = clock64();
         }
 #pragma unroll
         for (int u = 0; u < CN_BATCH; u++)
           if (at[u] >= 0) win[at[u]] = v[u];
       }
+      cn_load_weights(s, 1, wbuf(1)); /* layer l + 1's, as every later layer loads l + 2's */
     } else {
       /* Acquire (other end: the release arrival after layer l - 1's
        * epilogue, below): every CTA's layer l - 1 activations are visible,
        * and every CTA has finished layer l - 1's gather from the buffer
        * this layer writes. */
       nnk_cluster_wait();
+      if (tid < CN_MAX_CH) bias_s[tid] = bias_v; /* the last reads of layer l - 1's ended before its final __syncthreads */
       const __half *src = act(l - 1);
       const int sh = c16 == 1 ? 1 : 2; /* log2 of the 16-byte pieces of a row */
       const int total = s.win_rows << sh;

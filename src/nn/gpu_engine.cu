@@ -603,7 +603,7 @@ cudaq_nn_status_t nng_plan_stacks(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
       TRY(nng_dalloc(g, NNK_STACK_PROF_SLOTS * sizeof(long long), (void **)&k->prof, err));
     plan_cnet(st, layers, g->opts.device);
     if (st->cn_ok && getenv("CUDAQ_NN_CNET_PROF"))
-      TRY(nng_dalloc(g, NNK_STACK_PROF_SLOTS * sizeof(long long), (void **)&st->cn.prof, err));
+      TRY(nng_dalloc(g, NNK_CNET_PROF_SLOTS * sizeof(long long), (void **)&st->cn.prof, err));
     st->t_stack = st->t_members = st->t_cnet = -1.0f;
     for (int l = 0; l < st->L; l++) g->convs[st->conv[l]].stack = g->n_stacks;
     g->n_stacks++;
@@ -945,18 +945,26 @@ cudaq_nn_status_t cudaq_nn_gpu_describe(const cudaq_nn_gpu_t *g, char *buf, size
     if (st->s.prof && used < len) used += describe_stack_profile(g, st, st->s.prof, buf + used, len - used);
     if (st->cn.prof && used < len) {
       used += describe_stack_profile(g, st, st->cn.prof, buf + used, len - used);
-      long long t[NNK_STACK_PROF_SLOTS];
+      long long t[NNK_CNET_PROF_SLOTS];
       int khz = 0;
       if (st->L <= 4 && cudaMemcpy(t, st->cn.prof, sizeof t, cudaMemcpyDeviceToHost) == cudaSuccess &&
-          cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, g->opts.device) == cudaSuccess && khz > 0)
+          cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, g->opts.device) == cudaSuccess && khz > 0) {
+        const long long *s0 = t + NNK_STACK_PROF_SLOTS; /* the first layer's start-up */
+        const double us = 1000.0 / khz;
+        int w = snprintf(buf + used, len - used,
+                         "    start: bias and taps %.2f, input loads issued %.2f, weights issued %.2f, masks %.2f, "
+                         "window cleared %.2f, input stored %.2f us\n",
+                         (s0[0] - t[0]) * us, (s0[1] - s0[0]) * us, (s0[2] - s0[1]) * us, (s0[3] - s0[2]) * us,
+                         (s0[4] - s0[3]) * us, (t[1] - s0[4]) * us);
+        if (w > 0 && (size_t)w < len - used) used += (size_t)w;
         for (int l = 0; l < st->L && used < len; l++) {
           const long long *q = t + 1 + 4 * st->L + 4 * l; /* the cluster kernel's stamps inside a layer */
-          const double us = 1000.0 / khz;
-          int w = snprintf(buf + used, len - used, "    layer %d inside: rows %.2f, products %.2f, sums %.2f, epilogue %.2f us\n",
+          w = snprintf(buf + used, len - used, "    layer %d inside: rows %.2f, products %.2f, sums %.2f, epilogue %.2f us\n",
                            l, (q[0] - t[2 + 4 * l]) * us, (q[1] - q[0]) * us, (q[2] - q[1]) * us, (t[3 + 4 * l] - q[2]) * us);
           if (w < 0) break;
           used += (size_t)w;
         }
+      }
     }
   }
   if (used < len) used += nng_describe_devprog(g, buf + used, len - used);

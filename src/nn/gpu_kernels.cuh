@@ -368,6 +368,7 @@ cudaError_t nnk_launch_stack(const nnk_stack &s, size_t smem, cudaStream_t st);
  * nnk_cnet_setup: *clusters that can run at once (0: this cluster size
  * cannot be placed). */
 #define NNK_CNET_MAX_LAYERS 8
+#define NNK_CNET_PROF_SLOTS (NNK_STACK_PROF_SLOTS + 5)
 struct nnk_cnet_layer {
   int C, M, mst; /* in / out channels, packed-weight column stride */
   int k[3], relu, w_bytes;
@@ -384,7 +385,9 @@ struct nnk_cnet {
   size_t off_act[2], off_win, off_w[2], off_red, off_zero, off_mask; /* shared-memory layout (bytes) */
   const __half *x;
   __half *y;
-  long long *prof; /* NULL, or NNK_STACK_PROF_SLOTS cycle stamps of CTA 0, laid out as the stack kernel's */
+  long long *prof; /* NULL, or NNK_CNET_PROF_SLOTS cycle stamps of CTA 0: the stack kernel's layout, then
+                      the first layer's start-up (bias and taps, input loads issued, weights issued,
+                      masks, window cleared) */
   nnk_cnet_layer layer[NNK_CNET_MAX_LAYERS];
 };
 int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, nnk_cnet *s, size_t *smem);
