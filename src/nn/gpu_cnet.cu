@@ -38,16 +38,17 @@
  * Status (H200, 2026-11-28, bench/results/nn-cluster-h200-2026-11-28.md,
  * nn-cluster-throughput-h200-2026-11-28.md): correct everywhere it
  * applies; alone slower than the per-layer kernels on the fast
- * predecoders (d = 5 and 7: 22 us against 13; d = 13: 36 us against 19),
- * but it holds 16 SMs where they spread over the GPU, so an engine planned
- * for concurrent inferences (options.concurrent, qec-realtime's default)
- * takes it: d = 13 fast hybrid 93k requests/s with 12 workers against 66k.
+ * predecoders (d = 5 and 7: 20-21 us against 13; d = 13: 34 us against
+ * 19), but it holds 16 SMs where they spread over the GPU, so an engine
+ * planned for concurrent inferences (options.concurrent, qec-realtime's
+ * default) takes it: d = 13 fast hybrid 100k requests/s with 12 workers
+ * and pre-launched graphs, against 88k planned for latency.
  * CUDAQ_NN_CNET=1 forces it, =0 leaves it out of tuning,
  * CUDAQ_NN_CNET_PROF=1 records CTA 0's phases (describe). Per d = 13
- * layer: gather 1.8-2.4 us (layer 0 from global memory 5), products 4.4
- * (near mma.sync's rate on 16 SMs), epilogue 1. Next: layer 0 on an
- * im2col of its 3 channels, the rows pushed into the neighbours' next
- * window instead of gathered.
+ * layer: gather 1.7-2.0 us (layer 0's start-up from global memory 3),
+ * products 4.3 (near mma.sync's rate on 16 SMs), epilogue 1. Next: layer 0
+ * on an im2col of its 3 channels, the rows pushed into the neighbours'
+ * next window instead of gathered, wgmma for the products.
  *
  * Batch: cluster n of the grid runs batch item n. */
 #include <cooperative_groups.h>
