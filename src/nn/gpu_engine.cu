@@ -517,6 +517,10 @@ int nng_cnet_env(void) {
   return !env ? -1 : !strcmp(env, "0") ? 0 : !strcmp(env, "1") ? 1 : -1;
 }
 
+int nng_cnet_side(const cudaq_nn_gpu *g, const stack_state *st) {
+  return g->opts.concurrent < st->cn_clusters ? g->opts.concurrent : st->cn_clusters;
+}
+
 /* The stack's chain as one cluster (gpu_cnet.cu): 16 CTAs where a cluster
  * of 16 can be placed, else 8; cn_ok stays 0 where neither fits, and below
  * compute capability 9.0 (no clusters; the kernel's body is sm_90 code). */
@@ -928,7 +932,7 @@ cudaq_nn_status_t cudaq_nn_gpu_describe(const cudaq_nn_gpu_t *g, char *buf, size
     const stack_state *st = &g->stacks[i];
     char cn[160] = "no cluster plan";
     if (st->cn_ok) {
-      const int side = g->opts.concurrent < st->cn_clusters ? g->opts.concurrent : st->cn_clusters;
+      const int side = nng_cnet_side(g, st);
       int w = snprintf(cn, sizeof cn, "as one cluster of %d (%d cells each, %zu B smem): %.2f us", st->cn.cl,
                        st->cn.R, st->cn_smem, st->t_cnet);
       if (side > 1 && w > 0 && (size_t)w < sizeof cn) /* the cost tune_stacks compared (concurrent engines) */

@@ -185,6 +185,10 @@ int nng_stack_env(void);
 /* Whether this engine considers stacks at all: FP16, AUTO or forced STACK,
  * and not ruled out by CUDAQ_NN_STACK=0 (gpu_engine.cu). */
 int nng_stacks_on(const cudaq_nn_gpu *g);
+/* Copies of st's cluster kernel that run side by side for g's options:
+ * min(options.concurrent, cn_clusters). tune_stacks divides the cluster's
+ * time by it (when above 1) to compare with kernels that fill the GPU. */
+int nng_cnet_side(const cudaq_nn_gpu *g, const stack_state *st);
 /* Finds the chains that may run as one kernel and prepares them (after
  * plan_layouts; gpu_engine.cu). */
 cudaq_nn_status_t nng_plan_stacks(cudaq_nn_gpu *g, cudaq_nn_error_t *err);

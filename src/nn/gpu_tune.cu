@@ -353,7 +353,7 @@ static void tune_stacks(cudaq_nn_gpu *g) {
       st->t_cnet = -1.0f;
     }
     if (st->cn_ok) tune_log(g, &g->convs[st->conv[0]], "stack as one cluster of", st->cn.cl, st->t_cnet);
-    const int side = g->opts.concurrent < st->cn_clusters ? g->opts.concurrent : st->cn_clusters;
+    const int side = nng_cnet_side(g, st);
     const float c_cnet = side > 1 ? st->t_cnet / (float)side : st->t_cnet; /* cost, as above */
     const int cn = st->t_cnet >= 0.0f && (force_cn || st->t_stack < 0.0f || c_cnet < st->t_stack);
     st->kind = cn ? STACK_CLUSTER : STACK_GRID;
