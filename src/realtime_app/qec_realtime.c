@@ -232,6 +232,15 @@ static void on_complete(void *user, const cudaq_completion_t *c) {
       a->pd_ns += r.predecoder_ns;
       a->mwpm_ns += r.mwpm_ns;
       a->front_ns += r.front_ns;
+      if (a->o->mode != QRT_MODE_CPU) {
+        const uint32_t rest = r.front_ns > r.gpu_ns ? r.front_ns - r.gpu_ns : 0;
+        const uint32_t bg = r.gpu_ns / QRT_SPLIT_BIN_NS, br = rest / QRT_SPLIT_BIN_NS;
+        a->gpu_ns += r.gpu_ns;
+        a->gpu_pub_ns += r.gpu_publish_ns;
+        a->split_n++;
+        a->hist_gpu[bg < QRT_SPLIT_BINS ? bg : QRT_SPLIT_BINS - 1]++;
+        a->hist_rest[br < QRT_SPLIT_BINS ? br : QRT_SPLIT_BINS - 1]++;
+      }
       const uint32_t inner = r.predecoder_ns + r.mwpm_ns;
       const uint32_t overhead = r.stage_ns > inner ? r.stage_ns - inner : 0;
       a->overhead_ns += overhead;
@@ -421,6 +430,7 @@ static int run(const opts_t *o) {
     gc.num_observables = a.shots.no;
     gc.graph = o->skip_layout_check ? NULL : g; /* the model's layout checked against it */
     gc.payload = o->payload;
+    gc.self_gate = o->self_gate;
     gc.function_id = cudaq_fnv1a_hash("qec_realtime_decode");
     gc.cpu_workers = workers;
     char msg[400];

@@ -22,6 +22,15 @@
 #define QRT_SOURCE_DIR "."
 #endif
 
+/* --prelaunch when not given, in the GPU modes: graphs waiting at their gates
+ * took the d = 13 fast hybrid decoder's request from 85 to 59-63 us (p50, one
+ * request every 2 ms) and d = 7's from 40.7 to 35-36 us at 100k requests/s
+ * (H200, bench/results/realtime-split-h200-2026-11-28.md). */
+#define QRT_DEFAULT_PRELAUNCH 2
+#define QRT_STR(x) #x
+#define QRT_XSTR(x) QRT_STR(x)
+#define QRT_SPLIT_BINS 4096u   /* histograms of the GPU modes' split of dispatch + GPU */
+#define QRT_SPLIT_BIN_NS 250u  /* ... 0.25 us bins, up to 1,024 us */
 #define QRT_DEFAULT_DURATION_CAPACITY 4000000u /* requests a --duration_s run may send at most */
 
 typedef enum { QRT_MODE_CPU = 0, QRT_MODE_HYBRID = 1, QRT_MODE_PASSTHROUGH = 2 } qrt_mode_t;
@@ -35,6 +44,7 @@ typedef struct opts {
   qrt_mode_t mode;
   qrt_payload_t payload;
   int appended, workers, slots, idle_yield, pin, fp16, compare_mwpm, prelaunch;
+  int self_gate; /* --self_gate: with --prelaunch, the graph's first kernel waits at the gate */
   int skip_layout_check; /* --skip_layout_check: the model's detector layout is not compared */
   int correlations; /* --enable_correlations: two-pass correlated matching in every MWPM */
   uint64_t requests, corrupt_every, timeout_ms;
@@ -106,6 +116,13 @@ typedef struct app {
   uint64_t mistakes, judged;
   uint64_t events_before, events_after, decoded;
   uint64_t pd_ns, mwpm_ns, front_ns, overhead_ns;
+  /* GPU modes: the graph's kernels (qrt_response_t::gpu_ns) and the rest of
+   * dispatch + GPU (front_ns - gpu_ns: the dispatcher's pick-up, the gate or
+   * launch, the CPU worker's pick-up of the ready flag), summed and as
+   * histograms of QRT_SPLIT_BIN_NS bins (the last bin holds everything
+   * above) for their p50 / p99 */
+  uint64_t gpu_ns, gpu_pub_ns, split_n;
+  uint32_t hist_gpu[QRT_SPLIT_BINS], hist_rest[QRT_SPLIT_BINS];
   /* main, after the run */
   uint64_t mwpm_alone_mistakes, mwpm_alone_judged, disagreements; /* --compare_mwpm */
   uint64_t rss_peak_kib;
@@ -114,6 +131,10 @@ typedef struct app {
   double run_s;
   FILE *out_f, *json_f; /* --out, --json: opened at start-up, written after the run */
 } app_t;
+
+/* Quantile q (0..1) in us of a histogram of QRT_SPLIT_BINS bins of
+ * QRT_SPLIT_BIN_NS (a bin's upper edge); -1 when it is empty. */
+double qrt_hist_quantile_us(const uint32_t *hist, uint64_t n, double q);
 
 /* The report: text (stdout) and JSON (--json). pd names the predecoder. */
 void qrt_print_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,

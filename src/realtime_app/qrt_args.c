@@ -63,7 +63,11 @@ void qrt_usage(FILE *f) {
       "                             (default: no pinning)\n"
       "  --prelaunch N              GPU modes: up to N workers' graphs wait on the GPU behind\n"
       "                             a gate that a request opens (no CUDA call on its path;\n"
-      "                             1 is the latency choice; default 0: launched on arrival)\n"
+      "                             0: launched on arrival; default " QRT_XSTR(QRT_DEFAULT_PRELAUNCH) " in the GPU\n"
+      "                             modes, 0 with --fail_launch_every)\n"
+      "  --self_gate 0|1            with --prelaunch: 1 (default) the graph's first kernel waits\n"
+      "                             at the gate itself; 0 the pipeline's gate kernel waits in\n"
+      "                             front of the graph (one kernel more)\n"
       "  --payload int32|bits       request payload: one INT32 per detector (the spec's layout,\n"
       "                             default) or bit-packed (the wire format's BIT_PACKED)\n"
       "load:\n"
@@ -129,6 +133,8 @@ int qrt_parse_args(int argc, char **argv, opts_t *o) {
   o->fp16 = 1;
   o->compare_mwpm = -1;
   o->workers = 2;
+  o->self_gate = 1;
+  o->prelaunch = -1; /* not given: QRT_DEFAULT_PRELAUNCH in the GPU modes (qrt_check_mode_and_preset) */
   o->slots = 32;
   o->idle_yield = -1;
   o->pin = -1;
@@ -153,7 +159,7 @@ int qrt_parse_args(int argc, char **argv, opts_t *o) {
         "--json", "--model", "--mode", "--preset", "--workers", "--slots", "--requests",
         "--duration_s", "--interval_us", "--timeout_ms", "--idle_yield", "--corrupt_every",
         "--fail_launch_every", "--progress_s", "--pin", "--payload", "--precision", "--plan_dir", "--compare_mwpm",
-        "--prelaunch", "--gpu_plan", NULL};
+        "--prelaunch", "--gpu_plan", "--self_gate", NULL};
     int known = 0;
     for (int k = 0; valued[k]; k++)
       known |= !strcmp(a, valued[k]);
@@ -237,13 +243,15 @@ int qrt_parse_args(int argc, char **argv, opts_t *o) {
           return 1;
         }
         o->prelaunch = (int)u;
-      } else { /* --idle_yield, --compare_mwpm */
+      } else { /* --idle_yield, --compare_mwpm, --self_gate */
         if (u > 1) {
           fprintf(stderr, "qec-realtime: %s is 0 or 1\n", a);
           return 1;
         }
         if (!strcmp(a, "--idle_yield"))
           o->idle_yield = (int)u;
+        else if (!strcmp(a, "--self_gate"))
+          o->self_gate = (int)u;
         else
           o->compare_mwpm = (int)u;
       }
@@ -326,6 +334,8 @@ int qrt_check_mode_and_preset(opts_t *o) {
                     "hybrid or passthrough\n");
     return 2;
   }
+  if (o->prelaunch < 0) /* not given */
+    o->prelaunch = o->mode != QRT_MODE_CPU && !o->fail_launch_every ? QRT_DEFAULT_PRELAUNCH : 0;
   if (o->prelaunch && o->mode == QRT_MODE_CPU) {
     fprintf(stderr, "qec-realtime: --prelaunch pre-launches GPU graphs: it needs --mode hybrid or "
                     "passthrough\n");

@@ -10,11 +10,13 @@
 
 #include "cudaq/nn/gpu_engine.h"
 #include "cudaq/qec/predecoder.h"
+#include "cudaq/realtime/pipeline.h"
 #include "cudaq/realtime/rpc_wire_format.h"
 
 namespace {
 
 constexpr unsigned kIngestThreads = 256;
+constexpr unsigned kGatedThreads = 256; /* the pipeline's gate kernel's size */
 constexpr unsigned kPublishThreads = 1024;
 
 struct qrt_gpu_worker {
@@ -38,29 +40,86 @@ struct qrt_gpu_stage {
   char describe[2048];
 };
 
-/* ingest: mailbox -> slot -> payload -> INT32 events in dst. The dispatcher
- * stores the slot's device address into the mailbox before it launches the
- * graph; the launch orders that store before this read. Every block reads
- * the mailbox and the header once (thread 0) and shares them. A payload
- * whose arg_len is not the expected one is not read (zeros): the CPU stage
- * refuses that request anyway, from the same header. */
+/* The GPU's global timer in ns (the result's diagnostic stamps). */
+__device__ __forceinline__ uint64_t qrt_now_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+/* One home of ingest's rule, for both kernels below (every thread of the
+ * block calls it): the payload of the request at slot as INT32 events in
+ * dst, items first, first + stride, ... A payload whose arg_len is not the
+ * expected one is not used (zeros): the CPU stage refuses that request
+ * anyway, from the same header. Thread 0 loads arg_len while every thread
+ * loads its first kPre items (one round trip to the slot's memory, not a
+ * header round and then a payload round); the slot holds the expected
+ * length whatever arg_len says (its size is the preset's), so the loads stay
+ * inside it. One header load per block: measured on the H200, a load of it
+ * (or of the mailbox) by every thread, across PCIe, cost a d = 13 request
+ * 40 us. */
+constexpr int kPre = 4;
+
+__device__ __forceinline__ int32_t qrt_event(const uint8_t *p, uint32_t d, int packed) {
+  return packed ? (int32_t)((p[d >> 3] >> (d & 7u)) & 1u) : ((const int32_t *)p)[d];
+}
+
+__device__ __forceinline__ void qrt_ingest_body(const uint8_t *slot, int32_t *__restrict__ dst, uint32_t nd,
+                                                int packed, uint32_t first, uint32_t stride) {
+  __shared__ int ok_s;
+  const uint32_t want = packed ? cudaq_bitpacked_size(nd) : 4u * nd;
+  const uint8_t *p = slot + CUDAQ_RPC_HEADER_SIZE;
+  int32_t v[kPre];
+#pragma unroll
+  for (int k = 0; k < kPre; k++) {
+    const uint32_t d = first + (uint32_t)k * stride;
+    v[k] = d < nd ? qrt_event(p, d, packed) : 0;
+  }
+  if (threadIdx.x == 0)
+    ok_s = ((const volatile cudaq_rpc_header_t *)slot)->arg_len == want;
+  __syncthreads();
+  const bool ok = ok_s;
+#pragma unroll
+  for (int k = 0; k < kPre; k++) {
+    const uint32_t d = first + (uint32_t)k * stride;
+    if (d < nd)
+      dst[d] = ok ? v[k] : 0;
+  }
+  for (uint32_t d = first + (uint32_t)kPre * stride; d < nd; d += stride)
+    dst[d] = ok ? qrt_event(p, d, packed) : 0;
+}
+
+/* ingest, launched on arrival: mailbox -> slot -> INT32 events in dst. The
+ * dispatcher stores the slot's address (in the RX ring, or the gate's copy
+ * with gpu_prelaunch behind the gate kernel) into the mailbox before it
+ * launches the graph; the launch orders that store before this read. */
 __global__ void qrt_ingest_kernel(void *const *mailbox, int32_t *__restrict__ dst, uint32_t nd,
-                                  int packed) {
-  __shared__ const uint8_t *payload;
+                                  int packed, qrt_gpu_result_t *out) {
+  __shared__ const uint8_t *slot;
   if (threadIdx.x == 0) {
-    const uint8_t *slot = (const uint8_t *)*(void *const volatile *)mailbox;
-    uint32_t arg_len = ((const volatile cudaq_rpc_header_t *)slot)->arg_len;
-    uint32_t want = packed ? cudaq_bitpacked_size(nd) : 4u * nd;
-    payload = arg_len == want ? slot + CUDAQ_RPC_HEADER_SIZE : nullptr;
+    if (blockIdx.x == 0)
+      out->t_start_ns = qrt_now_ns(); /* published with the rest by the publish kernel's R_gpu */
+    slot = (const uint8_t *)*(void *const volatile *)mailbox;
   }
   __syncthreads();
-  const uint8_t *p = payload;
-  for (uint32_t d = blockIdx.x * blockDim.x + threadIdx.x; d < nd; d += gridDim.x * blockDim.x) {
-    int32_t v = 0;
-    if (p)
-      v = packed ? (int32_t)((p[d >> 3] >> (d & 7u)) & 1u) : ((const int32_t *)p)[d];
-    dst[d] = v;
-  }
+  qrt_ingest_body(slot, dst, nd, packed, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
+}
+
+/* ingest, pre-launched and waiting at the gate itself (waits_at_gate): the
+ * pipeline's cudaq_pipeline_gate_wait, whose rules this kernel keeps (one
+ * block, every thread calls it once per run), copies the request into
+ * device memory, and the events are read from that copy. (Read in the ring
+ * instead, with cudaq_pipeline_gate_wait_in_ring, the d = 13 request took
+ * 11-14 us longer on the H200; the gate's copy is one round of 16-byte
+ * loads.) A release at stop gives an empty request (arg_len 0): zeros, and
+ * no CPU stage runs for it. */
+__global__ void __launch_bounds__(kGatedThreads) qrt_ingest_gated_kernel(cudaq_pipeline_gate_t gate,
+                                                                         int32_t *__restrict__ dst, uint32_t nd,
+                                                                         int packed, qrt_gpu_result_t *out) {
+  const uint8_t *slot = cudaq_pipeline_gate_wait(gate);
+  if (threadIdx.x == 0)
+    out->t_start_ns = qrt_now_ns(); /* past the gate; published by the publish kernel's R_gpu */
+  qrt_ingest_body(slot, dst, nd, packed, threadIdx.x, blockDim.x);
 }
 
 /* publish: one block. Compacts the nonzero elements of events[nd] into the
@@ -77,7 +136,9 @@ __global__ void qrt_publish_kernel(const int32_t *__restrict__ events, uint32_t 
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
   const unsigned nwarps = (blockDim.x + 31u) >> 5;
   uint32_t *list = (uint32_t *)(out + 1);
+  uint64_t t_pub = 0;
   if (threadIdx.x == 0) {
+    t_pub = qrt_now_ns();
     total = 0;
     bad = 0;
     frame_bits = 0;
@@ -119,6 +180,8 @@ __global__ void qrt_publish_kernel(const int32_t *__restrict__ events, uint32_t 
   out->status = bad ? QRT_GPU_BAD_OUTPUT : 0u;
   out->count = total;
   out->frame = frame_bits;
+  out->t_publish_ns = t_pub;
+  out->t_ready_ns = qrt_now_ns();
   /* R_gpu ("the graph's release store of 1" of src/pipeline/pipeline.c):
    * publishes the header and the index list (the other threads' stores are
    * ordered before this one by the barrier above; a system-scope release is
@@ -234,9 +297,15 @@ extern "C" int qrt_gpu_factory(void *user, int id, cudaq_gpu_worker_resources_t 
   /* The graph: ingest -> [inference] -> publish, as child graphs of one. */
   cudaGraph_t g_in = nullptr, g_pub = nullptr, g = nullptr;
   unsigned blocks = (nd + kIngestThreads - 1) / kIngestThreads;
+  const int packed = c->payload == QRT_PAYLOAD_BITS;
+  const int gated = r->gate && c->self_gate; /* gpu_prelaunch given, and asked for */
   QRT_CK(cudaStreamBeginCapture(w->stream, cudaStreamCaptureModeThreadLocal));
-  qrt_ingest_kernel<<<blocks ? blocks : 1, kIngestThreads, 0, w->stream>>>(
-      r->mailbox_dev, w->d_events, nd, c->payload == QRT_PAYLOAD_BITS);
+  if (gated) /* one block: a waiting kernel holds its SMs (pipeline.h) */
+    qrt_ingest_gated_kernel<<<1, kGatedThreads, 0, w->stream>>>(*r->gate, w->d_events, nd, packed,
+                                                                w->h_out_dev);
+  else
+    qrt_ingest_kernel<<<blocks ? blocks : 1, kIngestThreads, 0, w->stream>>>(r->mailbox_dev, w->d_events,
+                                                                             nd, packed, w->h_out_dev);
   QRT_CK(cudaStreamEndCapture(w->stream, &g_in));
   QRT_CK(cudaStreamBeginCapture(w->stream, cudaStreamCaptureModeThreadLocal));
   qrt_publish_kernel<<<1, kPublishThreads, 0, w->stream>>>(published, nd, frame,
@@ -264,6 +333,7 @@ extern "C" int qrt_gpu_factory(void *user, int id, cudaq_gpu_worker_resources_t 
   r->stream = w->stream;
   r->function_id = c->function_id;
   r->user_context = c->cpu_workers[id];
+  r->waits_at_gate = gated;
   r->gpu_output_host = w->h_out;
   r->gpu_output_size = out_bytes;
   return 0;

@@ -8,7 +8,10 @@
  * mailbox:
  *   ingest   reads the mailbox, then the request payload straight from the
  *            mapped ring slot (INT32 events, or bit-packed ones unpacked
- *            here), into the predecoder's INT32 input buffer;
+ *            here), into the predecoder's INT32 input buffer; pre-launched
+ *            (gpu_prelaunch) with self_gate, it is the kernel that waits at
+ *            the worker's gate (waits_at_gate) and reads the gate's copy of
+ *            the request, with no gate kernel in front of it;
  *   infer    the NN engine's inference graph as a child graph (hybrid only:
  *            residual events and logical frame, the model contract of
  *            models/README.md);
@@ -17,6 +20,10 @@
  *            (qrt_gpu_result_t), the frame packed into 64 bits, the outputs
  *            checked to be 0/1; then the system-scope release store of the
  *            worker's ready flag, which the pipeline's CPU worker acquires.
+ * Both kernels stamp the GPU's global timer into the output header
+ * (qrt_gpu_result_t: first kernel's start, publish start, ready), which the
+ * report uses to split "dispatch + GPU" into the graph's kernels and the
+ * rest.
  * The CPU stage (qrt_worker_decode_gpu) validates the request and runs MWPM
  * on that list. Nothing is allocated, locked or called on the host per
  * request: the graph reads the slot address from the mailbox.
@@ -49,6 +56,8 @@ typedef struct {
   const cudaq_mwpm_graph_t *graph; /* the DEM's: the model's detector layout is checked against it
                                      (NULL: not checked, --skip_layout_check) */
   qrt_payload_t payload;
+  int self_gate; /* with the pipeline's gpu_prelaunch: the ingest kernel waits at the gate itself
+                    (waits_at_gate; the gate copies the request); 0: behind the gate kernel */
   uint32_t function_id;
   qrt_worker_t *const *cpu_workers; /* [worker id]: the CPU half, user_context of the CPU stage */
 } qrt_gpu_config_t;

@@ -16,6 +16,20 @@ const char *qrt_mode_name(qrt_mode_t m) {
   return m == QRT_MODE_HYBRID ? "hybrid" : m == QRT_MODE_PASSTHROUGH ? "passthrough" : "cpu";
 }
 
+double qrt_hist_quantile_us(const uint32_t *hist, uint64_t n, double q) {
+  if (!n)
+    return -1;
+  uint64_t want = (uint64_t)(q * (double)n), seen = 0;
+  if (want >= n)
+    want = n - 1;
+  for (uint32_t b = 0; b < QRT_SPLIT_BINS; b++) {
+    seen += hist[b];
+    if (seen > want)
+      return 1e-3 * (double)((b + 1u) * QRT_SPLIT_BIN_NS);
+  }
+  return 1e-3 * (double)(QRT_SPLIT_BINS * QRT_SPLIT_BIN_NS);
+}
+
 uint64_t qrt_errors_of(const app_t *a) {
   uint64_t e = 0;
   for (int k = 1; k < ST_COUNT; k++)
@@ -72,6 +86,17 @@ void qrt_print_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
             1e-3 * (double)a->front_ns / n, 1e-3 * (double)a->pd_ns / n,
             1e-3 * (double)a->mwpm_ns / n, 1e-3 * (double)a->overhead_ns / n,
             st->unattributed_us, st->mean_us);
+    if (a->split_n)
+      fprintf(f, "dispatch + GPU split: the graph's kernels (first kernel's start to the ready flag, "
+                 "GPU clock) mean %.3f p50 %.2f p99 %.2f us, of which publish %.3f; the rest (ring "
+                 "pick-up, gate or launch, ready-flag pick-up) mean %.3f p50 %.2f p99 %.2f us\n",
+              1e-3 * (double)a->gpu_ns / (double)a->split_n,
+              qrt_hist_quantile_us(a->hist_gpu, a->split_n, 0.5),
+              qrt_hist_quantile_us(a->hist_gpu, a->split_n, 0.99),
+              1e-3 * (double)a->gpu_pub_ns / (double)a->split_n,
+              1e-3 * ((double)a->front_ns - (double)a->gpu_ns) / (double)a->split_n,
+              qrt_hist_quantile_us(a->hist_rest, a->split_n, 0.5),
+              qrt_hist_quantile_us(a->hist_rest, a->split_n, 0.99));
   }
   double lo = 0, hi = 0;
   if (a->judged && !cudaq_wilson_interval(a->mistakes, a->judged, CUDAQ_WILSON_Z95, &lo, &hi))
@@ -150,6 +175,12 @@ void qrt_json_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
   }
   fputs(", \"consumer_lag\": ", f);
   st->completed ? fprintf(f, "%.6g", st->unattributed_us) : fputs("null", f);
+  if (a->split_n) /* GPU modes: dispatch split into the graph's kernels and the rest */
+    fprintf(f, ", \"gpu_kernels\": %.6g, \"gpu_publish\": %.6g, \"gpu_kernels_p50\": %.6g, "
+               "\"gpu_kernels_p99\": %.6g, \"dispatch_rest_p50\": %.6g, \"dispatch_rest_p99\": %.6g",
+            1e-3 * (double)a->gpu_ns / (double)a->split_n, 1e-3 * (double)a->gpu_pub_ns / (double)a->split_n,
+            qrt_hist_quantile_us(a->hist_gpu, a->split_n, 0.5), qrt_hist_quantile_us(a->hist_gpu, a->split_n, 0.99),
+            qrt_hist_quantile_us(a->hist_rest, a->split_n, 0.5), qrt_hist_quantile_us(a->hist_rest, a->split_n, 0.99));
   fputs("},\n\"logical_error_rate\": ", f);
   double lo = 0, hi = 0;
   if (a->judged && !cudaq_wilson_interval(a->mistakes, a->judged, CUDAQ_WILSON_Z95, &lo, &hi))

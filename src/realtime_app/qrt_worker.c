@@ -84,40 +84,73 @@ static uint32_t sat_ns(uint64_t a, uint64_t b) {
 }
 
 /* The one home of request validation (both paths): length and values
- * of the payload; fills w->events with the detection events. Returns QRT_OK
- * or the error status. */
-static int32_t take_events(qrt_worker_t *w, const void *payload, size_t len, size_t *ne_out) {
+ * of the payload; counts the detection events and, with events non-NULL,
+ * lists them there. Returns QRT_OK or the error status. The INT32 form reads
+ * the payload two values at a time (a d = 13 request is 2,184 values; most
+ * words are zero): one test for both values' bits above bit 0, then the
+ * listing only where a word is not zero. */
+static int32_t take_events(uint32_t nd, qrt_payload_t fmt, const void *payload, size_t len,
+                           uint32_t *events, size_t *ne_out) {
   const uint8_t *p = payload;
-  const uint32_t nd = w->num_detectors;
   size_t ne = 0;
-  if (len != qrt_payload_len(w->fmt, nd))
+  if (len != qrt_payload_len(fmt, nd))
     return QRT_ERR_LENGTH;
-  if (w->fmt == QRT_PAYLOAD_BITS) {
+  if (fmt == QRT_PAYLOAD_BITS) {
     if (nd % 8u && (p[len - 1] >> (nd % 8u)))
       return QRT_ERR_VALUE; /* a padding bit set: the wire format keeps them zero */
-    for (size_t b = 0; b < len; b++)
+    for (size_t b = 0; b < len; b++) {
+      if (!events) {
+        ne += (size_t)__builtin_popcount(p[b]);
+        continue;
+      }
       for (uint32_t bits = p[b]; bits; bits &= bits - 1u)
-        w->events[ne++] = (uint32_t)(8u * b) + (uint32_t)__builtin_ctz(bits);
-  } else {
-    for (uint32_t d = 0; d < nd; d++) {
-      int32_t v;
-      memcpy(&v, p + 4u * d, sizeof v); /* the slot's payload need not be 4-aligned */
-      if (v & ~1)
-        return QRT_ERR_VALUE;
-      if (v)
-        w->events[ne++] = d;
+        events[ne++] = (uint32_t)(8u * b) + (uint32_t)__builtin_ctz(bits);
     }
+  } else {
+    /* Two INT32 values per 64-bit word (little-endian: value 2k in the low
+     * half); the slot's payload need not be 8-aligned, hence memcpy. */
+    const uint64_t hi_bits = 0xFFFFFFFEFFFFFFFEull;
+    uint64_t bad = 0;
+    uint32_t d = 0;
+    for (; d + 2u <= nd; d += 2u) {
+      uint64_t w;
+      memcpy(&w, p + 4u * d, sizeof w);
+      bad |= w & hi_bits;
+      if (!w)
+        continue;
+      if (!events) {
+        ne += (size_t)(w & 1u) + (size_t)((w >> 32) & 1u);
+        continue;
+      }
+      if (w & 1u)
+        events[ne++] = d;
+      if ((w >> 32) & 1u)
+        events[ne++] = d + 1u;
+    }
+    if (d < nd) { /* an odd count: the last value alone */
+      int32_t v;
+      memcpy(&v, p + 4u * d, sizeof v);
+      bad |= (uint64_t)(uint32_t)(v & ~1);
+      if (v & 1) {
+        if (events)
+          events[ne] = d;
+        ne++;
+      }
+    }
+    if (bad)
+      return QRT_ERR_VALUE;
   }
   *ne_out = ne;
   return QRT_OK;
 }
 
-/* Both paths begin alike: a cleared response, the request's events. */
-static int32_t begin(qrt_worker_t *w, const void *payload, size_t len, qrt_response_t *out,
+/* Both paths begin alike: a cleared response, the request checked and its
+ * events counted (listed in w->events with list: the CPU path's input). */
+static int32_t begin(qrt_worker_t *w, const void *payload, size_t len, int list, qrt_response_t *out,
                      size_t *ne) {
   memset(out, 0, sizeof *out);
   *ne = 0;
-  int32_t st = take_events(w, payload, len, ne);
+  int32_t st = take_events(w->num_detectors, w->fmt, payload, len, list ? w->events : NULL, ne);
   if (st == QRT_OK)
     out->events_in = (uint32_t)*ne;
   return out->status = st;
@@ -141,7 +174,7 @@ static int32_t match(qrt_worker_t *w, const uint32_t *residual, size_t nr, uint6
 
 int32_t qrt_worker_decode(qrt_worker_t *w, const void *payload, size_t len, qrt_response_t *out) {
   size_t ne;
-  if (begin(w, payload, len, out, &ne))
+  if (begin(w, payload, len, 1, out, &ne))
     return out->status;
   if (!w->pd)
     return match(w, w->events, ne, 0, out);
@@ -156,10 +189,12 @@ int32_t qrt_worker_decode(qrt_worker_t *w, const void *payload, size_t len, qrt_
 
 int32_t qrt_worker_decode_gpu(qrt_worker_t *w, const void *payload, size_t len,
                               const qrt_gpu_result_t *g, qrt_response_t *out) {
-  size_t ne;
-  if (begin(w, payload, len, out, &ne))
+  size_t ne; /* counted only: MWPM works on the GPU's residual */
+  if (begin(w, payload, len, 0, out, &ne))
     return out->status;
   const uint32_t nr = g->count;
+  out->gpu_ns = sat_ns(g->t_start_ns, g->t_ready_ns);
+  out->gpu_publish_ns = sat_ns(g->t_publish_ns, g->t_ready_ns);
   if (g->status || nr > w->num_detectors)
     return out->status = QRT_ERR_PREDECODER;
   const uint32_t *ev = QRT_GPU_EVENTS(g);

@@ -42,6 +42,9 @@ typedef struct {
   uint32_t front_ns;        /* the request's ptp_timestamp (send) to the CPU stage's start:
                                dispatch (and, in the GPU modes, copy and inference) */
   uint32_t stage_ns;        /* the CPU stage, start to response written */
+  uint32_t gpu_ns;          /* GPU modes: the graph's kernels, first kernel's start to the ready
+                               flag (qrt_gpu_result_t's stamps; 0 in cpu mode) */
+  uint32_t gpu_publish_ns;  /* GPU modes: of which the publish kernel */
 } qrt_response_t;
 
 typedef enum { QRT_PD_NONE = 0, QRT_PD_LOCAL = 1, QRT_PD_ONNX = 2 } qrt_pd_kind_t;
@@ -65,6 +68,11 @@ typedef struct {
   uint32_t status; /* 0, or QRT_GPU_BAD_OUTPUT */
   uint32_t count;  /* residual detection events (raw events in passthrough) */
   uint64_t frame;  /* observables flipped by the predecoder's corrections (0 in passthrough) */
+  /* The GPU's global timer (ns; one clock for every SM, not the host's):
+   * the graph's first kernel past its start (and gate), the publish kernel's
+   * start, and just before its ready flag. Diagnostics: the report splits
+   * "dispatch + GPU" with them. */
+  uint64_t t_start_ns, t_publish_ns, t_ready_ns;
 } qrt_gpu_result_t;
 #define QRT_GPU_BAD_OUTPUT 1u /* a model output element was not 0 or 1 */
 #define QRT_GPU_EVENTS(r) ((const uint32_t *)((const qrt_gpu_result_t *)(r) + 1))

@@ -144,7 +144,7 @@ static void test_decode_gpu(void **state) {
                    0);
   union {
     qrt_gpu_result_t h;
-    uint32_t words[4 + 4];
+    uint32_t words[sizeof(qrt_gpu_result_t) / 4 + 4];
   } res;
   memset(&res, 0, sizeof res);
   uint32_t *ev = (uint32_t *)(&res.h + 1);
@@ -158,6 +158,19 @@ static void test_decode_gpu(void **state) {
   assert_int_equal(r.events_in, 3);
   assert_int_equal(r.events_residual, 1);
   assert_int_equal(r.predecoder_ns, 0);
+  assert_int_equal(r.gpu_ns, 0); /* no stamps */
+  /* The GPU's stamps become the response's split of dispatch + GPU; a
+   * stamp out of order reads 0, not a wrapped difference. */
+  res.h.t_start_ns = 1000;
+  res.h.t_publish_ns = 5000;
+  res.h.t_ready_ns = 6500;
+  assert_int_equal(qrt_worker_decode_gpu(w, req, sizeof req, &res.h, &r), QRT_OK);
+  assert_int_equal(r.gpu_ns, 5500);
+  assert_int_equal(r.gpu_publish_ns, 1500);
+  res.h.t_ready_ns = 900;
+  assert_int_equal(qrt_worker_decode_gpu(w, req, sizeof req, &res.h, &r), QRT_OK);
+  assert_int_equal(r.gpu_ns, 0);
+  assert_int_equal(r.gpu_publish_ns, 0);
   /* The same residual with a frame of L0: the flips cancel. */
   res.h.frame = 1;
   assert_int_equal(qrt_worker_decode_gpu(w, req, sizeof req, &res.h, &r), QRT_OK);
@@ -186,9 +199,50 @@ static void test_decode_gpu(void **state) {
   cudaq_mwpm_graph_destroy(g);
 }
 
+/* An odd detector count: the last INT32 value is checked and counted on
+ * its own (the rest two at a time), by the CPU path (events listed) and the
+ * GPU modes' CPU half (events counted) alike. */
+static void test_validation_odd(void **state) {
+  (void)state;
+  static const char odd_dem[] = "error(0.1) D0 D1 L0\nerror(0.1) D1 D2\nerror(0.1) D2\n";
+  cudaq_dem_t *dem = NULL;
+  assert_int_equal(cudaq_dem_parse(odd_dem, strlen(odd_dem), &dem, NULL), CUDAQ_MWPM_OK);
+  cudaq_mwpm_graph_t *g = NULL;
+  assert_int_equal(cudaq_mwpm_graph_from_dem(dem, NULL, &g, NULL), CUDAQ_MWPM_OK);
+  cudaq_dem_destroy(dem);
+  qrt_worker_t *w = NULL;
+  char msg[200];
+  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, 1, QRT_PAYLOAD_INT32, &w, msg, sizeof msg), 0);
+  union {
+    qrt_gpu_result_t h;
+    uint32_t words[sizeof(qrt_gpu_result_t) / 4 + 4];
+  } res;
+  memset(&res, 0, sizeof res);
+  qrt_response_t r;
+  const int32_t cases[][3] = {{1, 1, 0}, {0, 0, 1}, {1, 0, 1}, {0, 0, 0}};
+  const uint32_t counts[] = {2, 1, 2, 0};
+  for (int k = 0; k < 4; k++) {
+    assert_int_equal(qrt_worker_decode(w, cases[k], sizeof cases[k], &r), QRT_OK);
+    assert_int_equal(r.events_in, counts[k]);
+    assert_int_equal(qrt_worker_decode_gpu(w, cases[k], sizeof cases[k], &res.h, &r), QRT_OK);
+    assert_int_equal(r.events_in, counts[k]);
+  }
+  /* {1, 0, 1}: D0 and D2 fire; MWPM (listed events) pairs them through D1: L0. */
+  assert_int_equal(qrt_worker_decode(w, cases[2], sizeof cases[2], &r), QRT_OK);
+  assert_true(r.prediction == 1);
+  const int32_t bad[][3] = {{0, 0, 2}, {0, 2, 0}, {256, 0, 0}, {0, 0, -1}, {1, 1, 3}};
+  for (int k = 0; k < 5; k++) {
+    assert_int_equal(qrt_worker_decode(w, bad[k], sizeof bad[k], &r), QRT_ERR_VALUE);
+    assert_int_equal(qrt_worker_decode_gpu(w, bad[k], sizeof bad[k], &res.h, &r), QRT_ERR_VALUE);
+  }
+  qrt_worker_destroy(w);
+  cudaq_mwpm_graph_destroy(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_validation),
+      cmocka_unit_test(test_validation_odd),
       cmocka_unit_test(test_decode),
       cmocka_unit_test(test_bad_model),
       cmocka_unit_test(test_bits),

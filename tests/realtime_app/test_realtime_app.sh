@@ -258,17 +258,33 @@ gpu_hybrid|gpu_passthrough)
   # The graphs pre-launched behind a gate (pipeline gpu_prelaunch, one waiting at
   # a time): same answers; requests found their graph waiting (paced 1 per 200 us:
   # all of them, but the count is not timed here); one released at stop.
-  run_ok "$mode.pre" $n --dem "$DEM" --in "$WORK/shots.b8" --in_format b8 \
-    --obs_in "$WORK/obs.01" --mode "$mode" "$@" --workers 4 --prelaunch 1 --interval_us 200 \
-    --out "$WORK/$mode.pre.01"
-  same_predictions "$mode.pre" "$WORK/ref.01"
-  pre=$(sed -n 's/^pre-launched graphs: \([0-9]*\) requests found .* failed re-arms 0, released at stop 1$/\1/p' "$WORK/$mode.pre.txt")
-  [ -n "$pre" ] && [ "$pre" -gt 0 ] && [ "$pre" -le $n ] ||
-    fail "$mode --prelaunch: pre-launch counts wrong ($(grep '^pre-launched' "$WORK/$mode.pre.txt"))"
-  run_rc 4 "$mode.bad" 2000 --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --mode "$mode" "$@" \
-    --requests 2000 --corrupt_every 7 --slots 8
-  grep -q '^errors by status: bad_length 142 bad_value 143 predecoder 0 mwpm 0 rpc 0 ' \
-    "$WORK/$mode.bad.txt" || fail "bad payloads not counted as 142 + 143"
+  # --self_gate 1 (default): the ingest kernel waits at the gate and reads the
+  # slot in the ring; 0: behind the pipeline's gate kernel and its copy.
+  for sg in 1 0; do
+    run_ok "$mode.pre$sg" $n --dem "$DEM" --in "$WORK/shots.b8" --in_format b8 \
+      --obs_in "$WORK/obs.01" --mode "$mode" "$@" --workers 4 --prelaunch 1 --self_gate $sg \
+      --interval_us 200 --out "$WORK/$mode.pre$sg.01"
+    same_predictions "$mode.pre$sg" "$WORK/ref.01"
+    pre=$(sed -n 's/^pre-launched graphs: \([0-9]*\) requests found .* failed re-arms 0, released at stop 1$/\1/p' "$WORK/$mode.pre$sg.txt")
+    [ -n "$pre" ] && [ "$pre" -gt 0 ] && [ "$pre" -le $n ] ||
+      fail "$mode --prelaunch --self_gate $sg: pre-launch counts wrong ($(grep '^pre-launched' "$WORK/$mode.pre$sg.txt"))"
+  done
+  run_ok "$mode.prebits" $n --dem "$DEM" --in "$WORK/shots.b8" --in_format b8 \
+    --obs_in "$WORK/obs.01" --mode "$mode" "$@" --workers 4 --prelaunch 2 --payload bits \
+    --out "$WORK/$mode.prebits.01"
+  same_predictions "$mode.prebits" "$WORK/ref.01"
+  # The report splits dispatch + GPU with the graph's GPU stamps.
+  grep -q '^dispatch + GPU split: the graph.s kernels .* mean [0-9.]* p50 [0-9.]* p99 [0-9.]* us, of which publish [0-9.]*; the rest .* mean -\{0,1\}[0-9.]* p50' \
+    "$WORK/$mode.pre1.txt" || fail "$mode: no dispatch + GPU split line"
+  grep -q '"gpu_kernels": [0-9.e-]*, "gpu_publish": ' "$WORK/$mode.pre1.json" ||
+    fail "$mode: the JSON report lacks the split"
+  # Bad payloads launched on arrival and read by a self-gated ingest kernel.
+  for pl in 0 1; do
+    run_rc 4 "$mode.bad$pl" 2000 --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --mode "$mode" "$@" \
+      --requests 2000 --corrupt_every 7 --slots 8 --prelaunch $pl
+    grep -q '^errors by status: bad_length 142 bad_value 143 predecoder 0 mwpm 0 rpc 0 ' \
+      "$WORK/$mode.bad$pl.txt" || fail "bad payloads (--prelaunch $pl) not counted as 142 + 143"
+  done
   ;;
 bad_payload)
   # Every 7th of 2,000 requests is bad (value 2, or 4 bytes short): each is
@@ -429,6 +445,7 @@ refusals)
   expect_refusal prelaunch_fault "do not combine" --dem "$DEM" --in "$DATA/shots.b8" \
     --in_format b8 --mode passthrough --prelaunch 1 --fail_launch_every 7
   expect_refusal prelaunch_value "is 0..64" --dem "$DEM" --in "$DATA/shots.b8" --prelaunch 65
+  expect_refusal self_gate_value "--self_gate is 0 or 1" --dem "$DEM" --in "$DATA/shots.b8" --self_gate 2
   # Command-line mistakes: refused before any request is sent, exit 2.
   expect_usage() { # expect_usage NAME PATTERN ARGS...
     uname=$1 upat=$2; shift 2
