@@ -182,7 +182,7 @@ static size_t cpu_stage_gpu(void *user, const cudaq_cpu_stage_context_t *ctx) {
   const uint64_t t0 = cudaq_bench_now_ns();
   qrt_response_t r;
   QRT_RANGE_PUSH("MWPM");
-  qrt_worker_decode_gpu(ctx->user_context, ctx->request, ctx->request_size, ctx->gpu_output, &r);
+  qrt_worker_decode_gpu(ctx->user_context, ctx->request_size, ctx->gpu_output, &r);
   QRT_RANGE_POP();
   return put_response(ctx, &r, t0);
 }

@@ -26,6 +26,7 @@ struct qrt_gpu_worker {
   cudaq_nn_gpu_t *engine; /* hybrid */
   int32_t *d_events;      /* passthrough: the ingested events (hybrid: the engine's input) */
   qrt_gpu_result_t *h_out, *h_out_dev; /* mapped: header + num_detectors indices */
+  uint32_t *d_stats;      /* the ingest kernel's value verdict and event count (qrt_ingest_body) */
   size_t dev_bytes;       /* device memory allocated for this worker (engine or event buffer) */
 };
 
@@ -47,17 +48,21 @@ __device__ __forceinline__ uint64_t qrt_now_ns() {
   return t;
 }
 
-/* One home of ingest's rule, for both kernels below (every thread of the
- * block calls it): the payload of the request at slot as INT32 events in
- * dst, items first, first + stride, ... A payload whose arg_len is not the
- * expected one is not used (zeros): the CPU stage refuses that request
- * anyway, from the same header. Thread 0 loads arg_len while every thread
- * loads its first kPre items (one round trip to the slot's memory, not a
- * header round and then a payload round); the slot holds the expected
- * length whatever arg_len says (its size is the preset's), so the loads stay
- * inside it. One header load per block: measured on the H200, a load of it
- * (or of the mailbox) by every thread, across PCIe, cost a d = 13 request
- * 40 us. */
+/* The ingest kernels' common body (every thread of the block calls it): the
+ * payload of the request at slot as INT32 events in dst, items first,
+ * first + stride, ... A payload whose arg_len is not the expected one is not
+ * used (zeros): the CPU stage refuses that request by its length. Otherwise
+ * the values are checked by the request rules of qrt_worker.h (0 or 1; a
+ * bit-packed payload's padding bits zero) and counted, and the block adds
+ * its verdict and count to stats[0] / stats[1] (device memory; the publish
+ * kernel moves them into the output header and clears them), so the CPU
+ * stage need not read the payload. Thread 0 loads arg_len while every
+ * thread loads its first kPre items (one round trip to the slot's memory,
+ * not a header round and then a payload round); the slot holds the expected
+ * length whatever arg_len says (its size is the preset's), so the loads
+ * stay inside it. One header load per block: measured on the H200, a load
+ * of it (or of the mailbox) by every thread, across PCIe, cost a d = 13
+ * request 40 us. */
 constexpr int kPre = 4;
 
 __device__ __forceinline__ int32_t qrt_event(const uint8_t *p, uint32_t d, int packed) {
@@ -65,9 +70,10 @@ __device__ __forceinline__ int32_t qrt_event(const uint8_t *p, uint32_t d, int p
 }
 
 __device__ __forceinline__ void qrt_ingest_body(const uint8_t *slot, int32_t *__restrict__ dst, uint32_t nd,
-                                                int packed, uint32_t first, uint32_t stride) {
+                                                int packed, uint32_t first, uint32_t stride, uint32_t *stats) {
   __shared__ int ok_s;
-  const uint32_t want = packed ? cudaq_bitpacked_size(nd) : 4u * nd;
+  const qrt_payload_t fmt = packed ? QRT_PAYLOAD_BITS : QRT_PAYLOAD_INT32;
+  const uint32_t want = qrt_payload_len(fmt, nd);
   const uint8_t *p = slot + CUDAQ_RPC_HEADER_SIZE;
   int32_t v[kPre];
 #pragma unroll
@@ -79,14 +85,36 @@ __device__ __forceinline__ void qrt_ingest_body(const uint8_t *slot, int32_t *__
     ok_s = ((const volatile cudaq_rpc_header_t *)slot)->arg_len == want;
   __syncthreads();
   const bool ok = ok_s;
+  uint32_t bad = 0, count = 0;
 #pragma unroll
   for (int k = 0; k < kPre; k++) {
     const uint32_t d = first + (uint32_t)k * stride;
+    const int32_t x = ok ? v[k] : 0;
+    bad |= qrt_int32_bad_bits(x);
+    count += (uint32_t)x & 1u;
     if (d < nd)
-      dst[d] = ok ? v[k] : 0;
+      dst[d] = x;
   }
-  for (uint32_t d = first + (uint32_t)kPre * stride; d < nd; d += stride)
-    dst[d] = ok ? qrt_event(p, d, packed) : 0;
+  for (uint32_t d = first + (uint32_t)kPre * stride; d < nd; d += stride) {
+    const int32_t x = ok ? qrt_event(p, d, packed) : 0;
+    bad |= qrt_int32_bad_bits(x);
+    count += (uint32_t)x & 1u;
+    dst[d] = x;
+  }
+  if (!ok)
+    return; /* block-uniform: no verdict, the CPU stage refuses the length */
+  if (packed && threadIdx.x == 0 && blockIdx.x == 0)
+    bad |= qrt_bits_padding(p[want - 1], nd);
+  bad = __reduce_or_sync(0xffffffffu, bad);
+  count = __reduce_add_sync(0xffffffffu, count);
+  if ((threadIdx.x & 31u) == 0 && (bad || count)) {
+    /* Device-scope RMWs on device memory; read by the publish kernel, which
+     * the graph orders after this kernel (and after the inference). */
+    if (bad)
+      atomicOr(&stats[0], 1u);
+    if (count)
+      atomicAdd(&stats[1], count);
+  }
 }
 
 /* ingest, launched on arrival: mailbox -> slot -> INT32 events in dst. The
@@ -94,7 +122,7 @@ __device__ __forceinline__ void qrt_ingest_body(const uint8_t *slot, int32_t *__
  * with gpu_prelaunch behind the gate kernel) into the mailbox before it
  * launches the graph; the launch orders that store before this read. */
 __global__ void qrt_ingest_kernel(void *const *mailbox, int32_t *__restrict__ dst, uint32_t nd,
-                                  int packed, qrt_gpu_result_t *out) {
+                                  int packed, qrt_gpu_result_t *out, uint32_t *stats) {
   __shared__ const uint8_t *slot;
   if (threadIdx.x == 0) {
     if (blockIdx.x == 0)
@@ -102,7 +130,7 @@ __global__ void qrt_ingest_kernel(void *const *mailbox, int32_t *__restrict__ ds
     slot = (const uint8_t *)*(void *const volatile *)mailbox;
   }
   __syncthreads();
-  qrt_ingest_body(slot, dst, nd, packed, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
+  qrt_ingest_body(slot, dst, nd, packed, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x, stats);
 }
 
 /* ingest, pre-launched and waiting at the gate itself (waits_at_gate): the
@@ -115,11 +143,12 @@ __global__ void qrt_ingest_kernel(void *const *mailbox, int32_t *__restrict__ ds
  * no CPU stage runs for it. */
 __global__ void __launch_bounds__(kGatedThreads) qrt_ingest_gated_kernel(cudaq_pipeline_gate_t gate,
                                                                          int32_t *__restrict__ dst, uint32_t nd,
-                                                                         int packed, qrt_gpu_result_t *out) {
+                                                                         int packed, qrt_gpu_result_t *out,
+                                                                         uint32_t *stats) {
   const uint8_t *slot = cudaq_pipeline_gate_wait(gate);
   if (threadIdx.x == 0)
     out->t_start_ns = qrt_now_ns(); /* past the gate; published by the publish kernel's R_gpu */
-  qrt_ingest_body(slot, dst, nd, packed, threadIdx.x, blockDim.x);
+  qrt_ingest_body(slot, dst, nd, packed, threadIdx.x, blockDim.x, stats);
 }
 
 /* publish: one block. Compacts the nonzero elements of events[nd] into the
@@ -128,7 +157,7 @@ __global__ void __launch_bounds__(kGatedThreads) qrt_ingest_gated_kernel(cudaq_p
  * store of the ready flag. */
 __global__ void qrt_publish_kernel(const int32_t *__restrict__ events, uint32_t nd,
                                    const int32_t *__restrict__ frame, uint32_t nobs,
-                                   qrt_gpu_result_t *out, int *ready) {
+                                   qrt_gpu_result_t *out, int *ready, uint32_t *stats) {
   __shared__ uint32_t warp_base[32];
   __shared__ uint32_t total;
   __shared__ unsigned bad;
@@ -177,7 +206,13 @@ __global__ void qrt_publish_kernel(const int32_t *__restrict__ events, uint32_t 
   __syncthreads(); /* every list store and the shared results come before thread 0's release */
   if (threadIdx.x != 0)
     return;
-  out->status = bad ? QRT_GPU_BAD_OUTPUT : 0u;
+  /* The ingest kernel's verdict and count (stream order: it ran before this
+   * kernel), moved into the header and cleared for the next request. */
+  const uint32_t bad_in = stats[0], events_in = stats[1];
+  stats[0] = 0;
+  stats[1] = 0;
+  out->status = (bad ? QRT_GPU_BAD_OUTPUT : 0u) | (bad_in ? QRT_GPU_BAD_INPUT : 0u);
+  out->events_in = events_in;
   out->count = total;
   out->frame = frame_bits;
   out->t_publish_ns = t_pub;
@@ -287,6 +322,9 @@ extern "C" int qrt_gpu_factory(void *user, int id, cudaq_gpu_worker_resources_t 
     QRT_CK(cudaMalloc(&w->d_events, ev_bytes));
     w->dev_bytes = ev_bytes; /* counted once allocated */
   }
+  QRT_CK(cudaMalloc(&w->d_stats, 2 * sizeof(uint32_t)));
+  QRT_CK(cudaMemset(w->d_stats, 0, 2 * sizeof(uint32_t))); /* legacy stream: done before any graph runs */
+  QRT_CK(cudaDeviceSynchronize());
   const size_t out_bytes = sizeof(qrt_gpu_result_t) + (size_t)nd * sizeof(uint32_t);
   QRT_CK(cudaHostAlloc(&w->h_out, out_bytes, cudaHostAllocMapped));
   memset(w->h_out, 0, out_bytes);
@@ -302,15 +340,15 @@ extern "C" int qrt_gpu_factory(void *user, int id, cudaq_gpu_worker_resources_t 
   QRT_CK(cudaStreamBeginCapture(w->stream, cudaStreamCaptureModeThreadLocal));
   if (gated) /* one block: a waiting kernel holds its SMs (pipeline.h) */
     qrt_ingest_gated_kernel<<<1, kGatedThreads, 0, w->stream>>>(*r->gate, w->d_events, nd, packed,
-                                                                w->h_out_dev);
+                                                                w->h_out_dev, w->d_stats);
   else
     qrt_ingest_kernel<<<blocks ? blocks : 1, kIngestThreads, 0, w->stream>>>(r->mailbox_dev, w->d_events,
-                                                                             nd, packed, w->h_out_dev);
+                                                                             nd, packed, w->h_out_dev, w->d_stats);
   QRT_CK(cudaStreamEndCapture(w->stream, &g_in));
   QRT_CK(cudaStreamBeginCapture(w->stream, cudaStreamCaptureModeThreadLocal));
   qrt_publish_kernel<<<1, kPublishThreads, 0, w->stream>>>(published, nd, frame,
                                                            c->num_observables, w->h_out_dev,
-                                                           r->ready_flag_dev);
+                                                           r->ready_flag_dev, w->d_stats);
   QRT_CK(cudaStreamEndCapture(w->stream, &g_pub));
   QRT_CK(cudaGraphCreate(&g, 0));
   cudaGraphNode_t n_in, n_nn, n_pub;
@@ -370,6 +408,7 @@ extern "C" void qrt_gpu_stage_destroy(qrt_gpu_stage_t *st) {
       cudaFree(w->d_events);
     if (w->h_out)
       cudaFreeHost(w->h_out);
+    cudaFree(w->d_stats);
     if (w->stream)
       cudaStreamDestroy(w->stream);
   }

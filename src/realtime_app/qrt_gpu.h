@@ -24,7 +24,8 @@
  * (qrt_gpu_result_t: first kernel's start, publish start, ready), which the
  * report uses to split "dispatch + GPU" into the graph's kernels and the
  * rest.
- * The CPU stage (qrt_worker_decode_gpu) validates the request and runs MWPM
+ * The CPU stage (qrt_worker_decode_gpu) checks the request's length, takes the
+ * ingest kernel's verdict on its values, and runs MWPM
  * on that list. Nothing is allocated, locked or called on the host per
  * request: the graph reads the slot address from the mailbox.
  *

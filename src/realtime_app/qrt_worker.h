@@ -18,6 +18,7 @@
 
 #include "cudaq/qec/mwpm.h"
 #include "cudaq/qec/predecoder.h"
+#include "cudaq/realtime/rpc_wire_format.h"
 
 /* Response status (in the response body; the RPC header's status stays 0
  * because the pipeline's CPU stage cannot set it). */
@@ -57,16 +58,30 @@ qrt_pd_kind_t qrt_pd_kind_of(const char *model);
  * CUDAQ_TYPE_BIT_PACKED layout: LSB-first, unused high bits zero). */
 typedef enum { QRT_PAYLOAD_INT32 = 0, QRT_PAYLOAD_BITS = 1 } qrt_payload_t;
 
-/* Payload bytes of one request of num_detectors events. */
-size_t qrt_payload_len(qrt_payload_t fmt, uint32_t num_detectors);
+/* The one home of the request rules, for the CPU stage (qrt_worker.c) and
+ * the GPU ingest kernel (qrt_gpu.cu) alike:
+ * - payload bytes of one request of num_detectors events; */
+static inline CUDAQ_HD uint32_t qrt_payload_len(qrt_payload_t fmt, uint32_t num_detectors) {
+  return fmt == QRT_PAYLOAD_BITS ? cudaq_bitpacked_size(num_detectors) : 4u * num_detectors;
+}
+/* - an INT32 event value is 0 or 1: the bits that must be clear, of one
+ *   value, and of two values read as one little-endian 64-bit word; */
+static inline CUDAQ_HD uint32_t qrt_int32_bad_bits(int32_t v) { return (uint32_t)v & ~1u; }
+static inline CUDAQ_HD uint64_t qrt_int32_pair_bad_bits(uint64_t w) { return w & 0xFFFFFFFEFFFFFFFEull; }
+/* - a bit-packed payload's unused high bits of its last byte are zero. */
+static inline CUDAQ_HD uint32_t qrt_bits_padding(uint8_t last, uint32_t num_detectors) {
+  return num_detectors % 8u ? (uint32_t)last >> (num_detectors % 8u) : 0u;
+}
 
 /* What the GPU stage leaves in the worker's mapped output for the CPU stage:
  * this header, then `count` uint32 detector indices in ascending order
  * (QRT_GPU_EVENTS). Written by the graph's last kernel before its
  * system-scope release of the ready flag. */
 typedef struct {
-  uint32_t status; /* 0, or QRT_GPU_BAD_OUTPUT */
+  uint32_t status; /* 0, or QRT_GPU_BAD_OUTPUT and / or QRT_GPU_BAD_INPUT */
   uint32_t count;  /* residual detection events (raw events in passthrough) */
+  uint32_t events_in; /* the request's detection events, counted by the ingest kernel */
+  uint32_t pad_;
   uint64_t frame;  /* observables flipped by the predecoder's corrections (0 in passthrough) */
   /* The GPU's global timer (ns; one clock for every SM, not the host's):
    * the graph's first kernel past its start (and gate), the publish kernel's
@@ -75,6 +90,8 @@ typedef struct {
   uint64_t t_start_ns, t_publish_ns, t_ready_ns;
 } qrt_gpu_result_t;
 #define QRT_GPU_BAD_OUTPUT 1u /* a model output element was not 0 or 1 */
+#define QRT_GPU_BAD_INPUT 2u  /* the ingest kernel found a request value that is not 0 or 1 (or a
+                                 padding bit set) in a payload of the right length */
 #define QRT_GPU_EVENTS(r) ((const uint32_t *)((const qrt_gpu_result_t *)(r) + 1))
 
 typedef struct qrt_worker qrt_worker_t;
@@ -96,14 +113,16 @@ void qrt_worker_destroy(qrt_worker_t *w);
  * Returns out->status. */
 int32_t qrt_worker_decode(qrt_worker_t *w, const void *payload, size_t len, qrt_response_t *out);
 
-/* GPU modes: validates the request payload as qrt_worker_decode does, then
- * decodes the GPU stage's residual g (mapped memory, published by the
- * graph's release of the ready flag, acquired by the pipeline's claim) with
- * MWPM: prediction = g->frame XOR MWPM. Hot path. Returns out->status
- * (QRT_ERR_PREDECODER for a GPU status other than 0, a count above
- * num_detectors or an index out of range). front_ns and stage_ns are left
- * 0 for the caller (the CPU stage) to fill, as in qrt_worker_decode. */
-int32_t qrt_worker_decode_gpu(qrt_worker_t *w, const void *payload, size_t len,
-                              const qrt_gpu_result_t *g, qrt_response_t *out);
+/* GPU modes: checks the request's length (len: its arg_len) and takes the
+ * ingest kernel's verdict on its values (QRT_GPU_BAD_INPUT -> QRT_ERR_VALUE:
+ * the same rules as qrt_worker_decode, applied on the GPU, so the payload
+ * is not read here) and its event count, then decodes the GPU stage's
+ * residual g (mapped memory, published by the graph's release of the ready
+ * flag, acquired by the pipeline's claim) with MWPM: prediction = g->frame
+ * XOR MWPM. Hot path. Returns out->status (QRT_ERR_PREDECODER for another
+ * GPU status, a count above num_detectors or an index out of range).
+ * front_ns and stage_ns are left 0 for the caller (the CPU stage) to fill,
+ * as in qrt_worker_decode. */
+int32_t qrt_worker_decode_gpu(qrt_worker_t *w, size_t len, const qrt_gpu_result_t *g, qrt_response_t *out);
 
 #endif

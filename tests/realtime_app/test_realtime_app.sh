@@ -228,6 +228,15 @@ gpu_hybrid|gpu_passthrough)
     same_predictions "$mode.$payload" "$WORK/ref.01"
   done
   grep -q '^GPU: ' "$WORK/$mode.int32.txt" || fail "report does not name the GPU"
+  # The events counted by the ingest kernel (GPU modes) are the CPU's count.
+  if [ "$mode" = passthrough ]; then
+    run_ok cpu.none $n --dem "$DEM" --in "$WORK/shots.b8" --in_format b8 --model none --workers 4
+    before() { sed -n 's/^detection events per shot: \([0-9.]*\) before.*/\1/p' "$WORK/$1.txt"; }
+    for payload in int32 bits; do
+      [ -n "$(before cpu.none)" ] && [ "$(before "$mode.$payload")" = "$(before cpu.none)" ] ||
+        fail "$mode.$payload: events per shot '$(before "$mode.$payload")', cpu mode '$(before cpu.none)'"
+    done
+  fi
   # The FP16 engine planned for throughput (--workers inferences at once: a
   # narrow model runs as one 16-SM cluster) and for latency: FP16 rounding may
   # move a logit across the threshold, so at most 1 in 1,000 answers may
@@ -278,6 +287,24 @@ gpu_hybrid|gpu_passthrough)
     "$WORK/$mode.pre1.txt" || fail "$mode: no dispatch + GPU split line"
   grep -q '"gpu_kernels": [0-9.e-]*, "gpu_publish": ' "$WORK/$mode.pre1.json" ||
     fail "$mode: the JSON report lacks the split"
+  # The request rules on the GPU (the ingest kernel checks the values, the CPU
+  # stage only the length): on a 3-detector DEM, 40 requests, every 2nd
+  # corrupted: 10 with a value 2 (INT32) or a padding bit set (bit-packed:
+  # 3 detectors leave 5 padding bits), 10 short; launched on arrival and
+  # pre-launched. Passthrough only (no model for this DEM).
+  if [ "$mode" = passthrough ]; then
+    printf 'error(0.1) D0 D1 L0\nerror(0.1) D1 D2\nerror(0.1) D2\n' >"$WORK/odd.dem"
+    printf '000\n110\n011\n001\n101\n' >"$WORK/odd.01"
+    for payload in int32 bits; do
+      for pl in 0 2; do
+        run_rc 4 "odd.$payload.$pl" 40 --dem "$WORK/odd.dem" --in "$WORK/odd.01" --in_format 01 \
+          --mode passthrough --payload $payload --requests 40 --corrupt_every 2 --prelaunch $pl \
+          --workers 2 --compare_mwpm 0
+        grep -q '^errors by status: bad_length 10 bad_value 10 predecoder 0 mwpm 0 rpc 0 ' \
+          "$WORK/odd.$payload.$pl.txt" || fail "odd DEM, $payload, --prelaunch $pl: not 10 + 10 bad"
+      done
+    done
+  fi
   # Bad payloads launched on arrival and read by a self-gated ingest kernel.
   for pl in 0 1; do
     run_rc 4 "$mode.bad$pl" 2000 --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --mode "$mode" "$@" \
