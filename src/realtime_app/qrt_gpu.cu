@@ -151,59 +151,78 @@ __global__ void __launch_bounds__(kGatedThreads) qrt_ingest_gated_kernel(cudaq_p
   qrt_ingest_body(slot, dst, nd, packed, threadIdx.x, blockDim.x, stats);
 }
 
-/* publish: one block. Compacts the nonzero elements of events[nd] into the
- * ascending index list after the header of out (mapped memory), packs the
- * frame, flags any element that is not 0/1, then publishes with a release
- * store of the ready flag. */
+/* publish: one block of a multiple of 32 threads (at most 1,024). Compacts
+ * the nonzero elements of events[nd] into the ascending index list after
+ * the header of out (mapped memory), packs the frame, flags any element
+ * that is not 0/1, then publishes with a release store of the ready flag.
+ * Each thread takes a run of at most kPubRun consecutive elements (one
+ * round for nd <= kPubRun x blockDim.x: 32,768 at 1,024 threads), so a
+ * round is one block-wide scan of the threads' counts (shuffles in each
+ * warp, then warp 0 over the warps' sums) and three barriers; it was a
+ * chunk of blockDim.x elements with a serial scan over the warps per
+ * chunk (d = 13: three chunks, 2.7-2.9 us for the whole kernel). */
+constexpr uint32_t kPubRun = 32;
+
 __global__ void qrt_publish_kernel(const int32_t *__restrict__ events, uint32_t nd,
                                    const int32_t *__restrict__ frame, uint32_t nobs,
                                    qrt_gpu_result_t *out, int *ready, uint32_t *stats) {
-  __shared__ uint32_t warp_base[32];
-  __shared__ uint32_t total;
-  __shared__ unsigned bad;
-  __shared__ unsigned long long frame_bits;
+  __shared__ uint32_t warp_sum[32];
+  __shared__ uint32_t frame_half[2];
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-  const unsigned nwarps = (blockDim.x + 31u) >> 5;
+  const unsigned nwarps = blockDim.x >> 5;
   uint32_t *list = (uint32_t *)(out + 1);
-  uint64_t t_pub = 0;
-  if (threadIdx.x == 0) {
-    t_pub = qrt_now_ns();
-    total = 0;
-    bad = 0;
-    frame_bits = 0;
-  }
-  __syncthreads();
-  for (uint32_t base = 0; base < nd; base += blockDim.x) {
-    const uint32_t d = base + threadIdx.x;
-    const int32_t v = d < nd ? events[d] : 0;
-    if (v & ~1)
-      atomicOr(&bad, 1u);
-    const unsigned mask = __ballot_sync(0xffffffffu, v != 0);
+  const uint64_t t_pub = threadIdx.x == 0 ? qrt_now_ns() : 0;
+  uint32_t bad_t = 0;
+  /* The frame: observables 0-31 by warp 0's ballot, 32-63 by warp 1's. */
+  if (warp < 2) {
+    const uint32_t o = threadIdx.x;
+    const int32_t f = frame && o < nobs ? frame[o] : 0;
+    bad_t |= (uint32_t)f & ~1u;
+    const uint32_t bits = __ballot_sync(0xffffffffu, f & 1);
     if (lane == 0)
-      warp_base[warp] = (uint32_t)__popc(mask);
-    __syncthreads();
-    if (threadIdx.x == 0) { /* exclusive scan over at most 32 warps */
-      uint32_t run = total;
-      for (unsigned k = 0; k < nwarps; k++) {
-        uint32_t c = warp_base[k];
-        warp_base[k] = run;
-        run += c;
-      }
-      total = run;
+      frame_half[warp] = bits;
+  }
+  uint32_t run = 0; /* elements listed by the rounds before (the same in every thread) */
+  for (uint32_t base = 0; base < nd; base += kPubRun * blockDim.x) {
+    const uint32_t span = nd - base < kPubRun * blockDim.x ? nd - base : kPubRun * blockDim.x;
+    const uint32_t per = (span + blockDim.x - 1u) / blockDim.x; /* <= kPubRun */
+    const uint32_t lo = base + threadIdx.x * per;
+    const uint32_t end = base + span, hi = lo + per < end ? lo + per : end;
+    uint32_t mask = 0;
+    for (uint32_t d = lo; d < hi; d++) {
+      const int32_t v = events[d];
+      bad_t |= (uint32_t)v & ~1u;
+      mask |= (uint32_t)(v != 0) << (d - lo);
     }
-    __syncthreads();
-    if (v != 0)
-      list[warp_base[warp] + (uint32_t)__popc(mask & ((1u << lane) - 1u))] = d;
-    __syncthreads(); /* warp_base is rewritten by the next chunk */
+    const uint32_t c = (uint32_t)__popc(mask);
+    uint32_t incl = c; /* inclusive scan of the counts in the warp */
+    for (unsigned o = 1; o < 32; o <<= 1) {
+      const uint32_t t = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o)
+        incl += t;
+    }
+    if (lane == 31)
+      warp_sum[warp] = incl;
+    __syncthreads(); /* the warps' sums are in */
+    if (warp == 0) { /* inclusive scan of the warps' sums */
+      uint32_t w = lane < nwarps ? warp_sum[lane] : 0;
+      for (unsigned o = 1; o < 32; o <<= 1) {
+        const uint32_t t = __shfl_up_sync(0xffffffffu, w, o);
+        if (lane >= o)
+          w += t;
+      }
+      if (lane < nwarps)
+        warp_sum[lane] = w;
+    }
+    __syncthreads(); /* the scanned sums are in */
+    uint32_t at = run + (warp ? warp_sum[warp - 1] : 0u) + incl - c;
+    for (uint32_t m = mask; m; m &= m - 1u)
+      list[at++] = lo + (uint32_t)__ffs(m) - 1u;
+    run += warp_sum[nwarps - 1];
+    __syncthreads(); /* warp_sum is read above and rewritten by the next round */
   }
-  if (frame && threadIdx.x < nobs && threadIdx.x < 64) {
-    const int32_t f = frame[threadIdx.x];
-    if (f & ~1)
-      atomicOr(&bad, 1u);
-    if (f & 1)
-      atomicOr(&frame_bits, 1ull << threadIdx.x);
-  }
-  __syncthreads(); /* every list store and the shared results come before thread 0's release */
+  /* Every list store and frame_half come before thread 0's release. */
+  const int bad = __syncthreads_or(bad_t != 0);
   if (threadIdx.x != 0)
     return;
   /* The ingest kernel's verdict and count (stream order: it ran before this
@@ -213,8 +232,8 @@ __global__ void qrt_publish_kernel(const int32_t *__restrict__ events, uint32_t 
   stats[1] = 0;
   out->status = (bad ? QRT_GPU_BAD_OUTPUT : 0u) | (bad_in ? QRT_GPU_BAD_INPUT : 0u);
   out->events_in = events_in;
-  out->count = total;
-  out->frame = frame_bits;
+  out->count = run;
+  out->frame = (uint64_t)frame_half[0] | (nobs > 32 ? (uint64_t)frame_half[1] << 32 : 0u);
   out->t_publish_ns = t_pub;
   out->t_ready_ns = qrt_now_ns();
   /* R_gpu ("the graph's release store of 1" of src/pipeline/pipeline.c):

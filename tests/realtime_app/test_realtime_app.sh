@@ -305,6 +305,21 @@ gpu_hybrid|gpu_passthrough)
       done
     done
   fi
+  # More detectors than one round of the publish kernel (32 x 1,024): a chain
+  # DEM of 40,000 detectors; answers identical to qec-decode's.
+  if [ "$mode" = passthrough ]; then
+    awk 'BEGIN { print "error(0.01) D0 L0"; for (i = 0; i < 39999; i++) printf "error(0.01) D%d D%d\n", i, i + 1;
+      print "error(0.01) D39999" }' >"$WORK/chain.dem"
+    awk 'BEGIN { srand(7); for (s = 0; s < 20; s++) { l = ""; for (i = 0; i < 40000; i++) l = l (rand() < 0.002 ? "1" : "0");
+      print l } }' >"$WORK/chain.01"
+    "$QD" predict --dem "$WORK/chain.dem" --in "$WORK/chain.01" --in_format 01 --out "$WORK/chain_ref.01" ||
+      fail "qec-decode predict (chain)"
+    for pl in 0 2; do
+      run_ok "chain.$pl" 20 --dem "$WORK/chain.dem" --in "$WORK/chain.01" --in_format 01 --mode passthrough \
+        --workers 2 --prelaunch $pl --compare_mwpm 0 --out "$WORK/chain.$pl.01"
+      same_predictions "chain.$pl" "$WORK/chain_ref.01"
+    done
+  fi
   # Bad payloads launched on arrival and read by a self-gated ingest kernel.
   for pl in 0 1; do
     run_rc 4 "$mode.bad$pl" 2000 --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --mode "$mode" "$@" \
