@@ -29,6 +29,9 @@
 # one request every 2 ms (FP16 and FP32), and bench_nn_gpu on the fast models when the pack has it.
 # STEPS=corr: d = 7 and 13 hybrid at 30 and 10 us with --enable_correlations and without, and
 # MWPM alone on the CPU workers (--mode cpu --model none), correlated and plain, at 100 us.
+# The GPU rows run qec-realtime's defaults unless they say otherwise: since 946299a graphs are
+# pre-launched (--prelaunch 2, the ingest kernel waiting at the gate); "launched on arrival" rows
+# pass --prelaunch 0.
 # STEPS=prelaunch: d = 7 hybrid and passthrough at one request every 30 and 10 us, d = 13 hybrid
 # at 30 us, launched on arrival against --prelaunch 1 (the pipeline's gpu_prelaunch), interleaved
 # (PL_ROUNDS rounds, default 1).
@@ -92,7 +95,7 @@ bench() { # bench PRESET MODE INTERVAL [args...]
     --obs_in "/tmp/rt-$pr/obs.01" --duration_s "$DURATION" --interval_us "$iv" \
     --workers "$WORKERS" --pin 1 $plan --progress_s 0 \
     --json "$OUT/bench/$name.json" "$@"
-  grep -E "Throughput|p50|p99|^requests:|^logical|MWPM alone|^stage|^GPU" "$OUT/bench_$name.log"
+  grep -E "Throughput|p50|p99|^requests:|^logical|MWPM alone|^stage|^dispatch \+ GPU split|^GPU" "$OUT/bench_$name.log"
 }
 if has bench || has lowload || has prelaunch || has hybrid || has corr || has fast; then
   shots d7 models/predecoder_d7_z.onnx 0.003 20000 21

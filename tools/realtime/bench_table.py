@@ -4,8 +4,9 @@
     bench_table.py RUN.json [...]
 
 Columns: preset (from the file name's first field), mode, predecoder,
-arrivals, requests, throughput, latency p50 / p90 / p99 / max, stage means,
-backpressure stalls, timed out, LER and MWPM-alone LER, events before/after,
+arrivals, requests, throughput, latency p50 / p90 / p99 / max, stage means
+(GPU modes: the graph's kernels and the rest of dispatch + GPU, p50, from the
+GPU stamps), backpressure stalls, timed out, LER and MWPM-alone LER, events before/after,
 peak RSS and the GPU stage's device memory.
 """
 import json
@@ -19,7 +20,7 @@ def fmt(v, spec=".1f"):
 
 def main():
     cols = ["run", "mode", "predecoder", "arrivals", "requests", "req/s", "p50 us", "p90 us",
-            "p99 us", "max us", "dispatch(+GPU) us", "MWPM us", "stalls", "timed out",
+            "p99 us", "max us", "dispatch(+GPU) us", "GPU kernels / rest p50 us", "MWPM us", "stalls", "timed out",
             "LER", "MWPM alone", "events in/out", "RSS MiB", "GPU MiB"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
@@ -39,7 +40,9 @@ def main():
                "flat out" if not iv else f"{iv:g} us", str(c.get("completed")),
                fmt(b.get("throughput_rps"), ".0f"), fmt(lat.get("p50")), fmt(lat.get("p90")),
                fmt(lat.get("p99")), fmt(lat.get("max")),
-               fmt(st.get("dispatch", st.get("dispatch_gpu"))), fmt(st.get("mwpm"), ".2f"),
+               fmt(st.get("dispatch", st.get("dispatch_gpu"))),
+               f"{fmt(st['gpu_kernels_p50'])} / {fmt(st['dispatch_rest_p50'])}" if "gpu_kernels_p50" in st else "-",
+               fmt(st.get("mwpm"), ".2f"),
                str(c.get("backpressure_stalls")), str(c.get("timed_out")),
                f"{ler['mistakes']}/{ler['shots']}" if ler else "-",
                f"{alone['mistakes']}/{alone['shots']}" if alone else "-",
