@@ -103,7 +103,7 @@ __device__ __forceinline__ void qrt_ingest_body(const uint8_t *slot, int32_t *__
   }
   if (!ok)
     return; /* block-uniform: no verdict, the CPU stage refuses the length */
-  if (packed && threadIdx.x == 0 && blockIdx.x == 0)
+  if (packed && want && threadIdx.x == 0 && blockIdx.x == 0)
     bad |= qrt_bits_padding(p[want - 1], nd);
   bad = __reduce_or_sync(0xffffffffu, bad);
   count = __reduce_add_sync(0xffffffffu, count);

@@ -92,7 +92,7 @@ static int32_t take_events(qrt_worker_t *w, const void *payload, size_t len, siz
   if (len != qrt_payload_len(w->fmt, nd))
     return QRT_ERR_LENGTH;
   if (w->fmt == QRT_PAYLOAD_BITS) {
-    if (qrt_bits_padding(p[len - 1], nd))
+    if (len && qrt_bits_padding(p[len - 1], nd)) /* no byte to read for 0 detectors */
       return QRT_ERR_VALUE; /* a padding bit set: the wire format keeps them zero */
     for (size_t b = 0; b < len; b++)
       for (uint32_t bits = p[b]; bits; bits &= bits - 1u)
