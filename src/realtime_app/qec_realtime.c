@@ -7,7 +7,8 @@
  *     -> cpu mode:    CPU worker: validate, predecoder (CPU executor), MWPM
  *        GPU modes:   the worker's CUDA graph (qrt_gpu.cu: ingest from the
  *                     slot, [inference], residual compaction, ready flag),
- *                     then its CPU thread: validate, MWPM on the residual
+ *                     then its CPU thread: the length (the values were checked on the GPU),
+ *                     MWPM on the residual
  *     -> response {status, corrections, prediction, ...} in the TX slot
  *     -> consumer (completion handler): stamps, LER, counts.
  *
@@ -175,7 +176,7 @@ static size_t cpu_stage(void *user, const cudaq_cpu_stage_context_t *ctx) {
 
 /* CPU stage, GPU modes: the worker's graph has published its residual
  * (ctx->gpu_output: R_gpu in qrt_gpu.cu, acquired by A8, the pipeline's
- * claim of the ready flag); validate the request and run MWPM on the
+ * claim of the ready flag); check the request's length, take the GPU's verdict on its values and run MWPM on the
  * residual. */
 static size_t cpu_stage_gpu(void *user, const cudaq_cpu_stage_context_t *ctx) {
   (void)user;
@@ -411,7 +412,7 @@ static int run(const opts_t *o) {
   for (int k = 0; k < o->workers; k++) {
     char msg[400];
     /* GPU modes: the predecoder runs in the worker's graph; the CPU half
-     * validates and runs MWPM. */
+     * checks the length, takes the GPU's verdict on the values and runs MWPM. */
     if (qrt_worker_create(g, gpu ? QRT_PD_NONE : kind, o->model, !o->skip_layout_check, o->payload,
                           &workers[k], msg, sizeof msg)) {
       fprintf(stderr, "qec-realtime: --model %s: %s\n", pd, msg);

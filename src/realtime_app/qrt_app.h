@@ -23,9 +23,10 @@
 #endif
 
 /* --prelaunch when not given, in the GPU modes: graphs waiting at their gates
- * took the d = 13 fast hybrid decoder's request from 85 to 59-63 us (p50, one
- * request every 2 ms) and d = 7's from 40.7 to 35-36 us at 100k requests/s
- * (H200, bench/results/realtime-split-h200-2026-11-28.md). */
+ * took the d = 13 fast hybrid decoder's request from 79.6 to 52.7-70 us (p50,
+ * one request every 2 ms), d = 7's from 41.8 to 34.6-35.7 us at 100k
+ * requests/s, and the accurate d = 13 model from 28.5k requests/s saturated
+ * to 33.3k sustained (H200, bench/results/realtime-split-h200-2026-11-28.md). */
 #define QRT_DEFAULT_PRELAUNCH 2
 #define QRT_STR(x) #x
 #define QRT_XSTR(x) QRT_STR(x)

@@ -6,9 +6,10 @@
  * Per pipeline worker, one CUDA graph of three parts, launched by the
  * dispatcher after it wrote the slot's device address into the worker's
  * mailbox:
- *   ingest   reads the mailbox, then the request payload straight from the
- *            mapped ring slot (INT32 events, or bit-packed ones unpacked
- *            here), into the predecoder's INT32 input buffer; pre-launched
+ *   ingest   launched on arrival: reads the mailbox, then the request
+ *            payload straight from the mapped ring slot (INT32 events, or
+ *            bit-packed ones unpacked here), into the predecoder's INT32
+ *            input buffer, checking and counting the values; pre-launched
  *            (gpu_prelaunch) with self_gate, it is the kernel that waits at
  *            the worker's gate (waits_at_gate) and reads the gate's copy of
  *            the request, with no gate kernel in front of it;

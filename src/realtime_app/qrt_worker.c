@@ -170,8 +170,8 @@ int32_t qrt_worker_decode(qrt_worker_t *w, const void *payload, size_t len, qrt_
 }
 
 int32_t qrt_worker_decode_gpu(qrt_worker_t *w, size_t len, const qrt_gpu_result_t *g, qrt_response_t *out) {
-  /* The length here (the header's arg_len, a payload read by nothing on the
-   * GPU when wrong); the values were checked and counted by the ingest
+  /* The length here (the header's arg_len; a payload of the wrong length is
+   * not used on the GPU); the values were checked and counted by the ingest
    * kernel with the same rules (qrt_worker.h), so the payload itself is not
    * read again on the CPU (8.7 KB of INT32 at d = 13: 3-4 us). */
   memset(out, 0, sizeof *out);

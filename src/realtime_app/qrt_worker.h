@@ -1,8 +1,9 @@
 /*
  * qrt_worker.h - one CPU decoding worker of qec-realtime: request
  * validation, predecoder (ONNX on the CPU executor, the local rule, or
- * none), then MWPM on the residual events; or, in the GPU modes, request
- * validation then MWPM on the residual the GPU stage left in mapped memory
+ * none), then MWPM on the residual events; or, in the GPU modes, the
+ * request's length (the ingest kernel checks its values by the same rules)
+ * then MWPM on the residual the GPU stage left in mapped memory
  * (qrt_gpu_result_t). Private to src/realtime_app.
  *
  * Everything a worker needs is allocated by qrt_worker_create; the
@@ -30,7 +31,7 @@ enum {
   QRT_ERR_MWPM = 4        /* MWPM found no solution */
 };
 
-/* The response written after the 24-byte RPC response header (40 bytes,
+/* The response written after the 24-byte RPC response header (48 bytes,
  * little-endian host layout). Stage times are saturated at UINT32_MAX ns. */
 typedef struct {
   int32_t status;           /* QRT_OK or QRT_ERR_* */
@@ -67,7 +68,10 @@ static inline CUDAQ_HD uint32_t qrt_payload_len(qrt_payload_t fmt, uint32_t num_
 /* - an INT32 event value is 0 or 1: the bits that must be clear, of one
  *   value, and of two values read as one little-endian 64-bit word; */
 static inline CUDAQ_HD uint32_t qrt_int32_bad_bits(int32_t v) { return (uint32_t)v & ~1u; }
-static inline CUDAQ_HD uint64_t qrt_int32_pair_bad_bits(uint64_t w) { return w & 0xFFFFFFFEFFFFFFFEull; }
+static inline CUDAQ_HD uint64_t qrt_int32_pair_bad_bits(uint64_t w) {
+  return (uint64_t)qrt_int32_bad_bits((int32_t)(uint32_t)w) |
+         (uint64_t)qrt_int32_bad_bits((int32_t)(uint32_t)(w >> 32)) << 32;
+}
 /* - a bit-packed payload's unused high bits of its last byte are zero. */
 static inline CUDAQ_HD uint32_t qrt_bits_padding(uint8_t last, uint32_t num_detectors) {
   return num_detectors % 8u ? (uint32_t)last >> (num_detectors % 8u) : 0u;

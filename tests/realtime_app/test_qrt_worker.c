@@ -191,6 +191,7 @@ static void test_decode_gpu(void **state) {
   assert_int_equal(qrt_worker_decode_gpu(w, req, &res.h, &r), QRT_ERR_VALUE);
   res.h.status = QRT_GPU_BAD_INPUT | QRT_GPU_BAD_OUTPUT;
   assert_int_equal(qrt_worker_decode_gpu(w, req, &res.h, &r), QRT_ERR_VALUE);
+  assert_int_equal(qrt_worker_decode_gpu(w, 12, &res.h, &r), QRT_ERR_LENGTH); /* the length first */
   res.h.status = 0;
   /* GPU results that cannot be trusted: a bad status, a count or an index
    * out of range. */
@@ -236,8 +237,29 @@ static void test_validation_odd(void **state) {
   cudaq_mwpm_graph_destroy(g);
 }
 
+/* The request rules of qrt_worker.h (host and device functions). */
+static void test_rules(void **state) {
+  (void)state;
+  assert_int_equal(qrt_int32_bad_bits(0), 0);
+  assert_int_equal(qrt_int32_bad_bits(1), 0);
+  assert_true(qrt_int32_bad_bits(2) != 0);
+  assert_true(qrt_int32_bad_bits(-1) != 0);
+  assert_true(qrt_int32_pair_bad_bits(0x0000000100000001ull) == 0);
+  assert_true(qrt_int32_pair_bad_bits(0x0000000200000000ull) != 0);
+  assert_true(qrt_int32_pair_bad_bits(0x0000000000000003ull) != 0);
+  assert_true(qrt_int32_pair_bad_bits(0x8000000000000000ull) != 0);
+  assert_int_equal(qrt_bits_padding(0xFF, 8), 0);  /* no padding bits */
+  assert_int_equal(qrt_bits_padding(0xFF, 16), 0);
+  assert_int_equal(qrt_bits_padding(0x07, 3), 0);  /* 3 detectors: bits 3-7 are padding */
+  assert_true(qrt_bits_padding(0x08, 3) != 0);
+  assert_true(qrt_bits_padding(0x80, 9) != 0);
+  assert_int_equal(qrt_payload_len(QRT_PAYLOAD_BITS, 0), 0);
+  assert_int_equal(qrt_payload_len(QRT_PAYLOAD_INT32, 2184), 8736);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_rules),
       cmocka_unit_test(test_validation),
       cmocka_unit_test(test_validation_odd),
       cmocka_unit_test(test_decode),

@@ -267,8 +267,8 @@ gpu_hybrid|gpu_passthrough)
   # The graphs pre-launched behind a gate (pipeline gpu_prelaunch, one waiting at
   # a time): same answers; requests found their graph waiting (paced 1 per 200 us:
   # all of them, but the count is not timed here); one released at stop.
-  # --self_gate 1 (default): the ingest kernel waits at the gate and reads the
-  # slot in the ring; 0: behind the pipeline's gate kernel and its copy.
+  # --self_gate 1 (default): the ingest kernel waits at the gate itself and
+  # reads the gate's copy; 0: behind the pipeline's gate kernel.
   for sg in 1 0; do
     run_ok "$mode.pre$sg" $n --dem "$DEM" --in "$WORK/shots.b8" --in_format b8 \
       --obs_in "$WORK/obs.01" --mode "$mode" "$@" --workers 4 --prelaunch 1 --self_gate $sg \
