@@ -133,10 +133,6 @@ typedef struct app {
   FILE *out_f, *json_f; /* --out, --json: opened at start-up, written after the run */
 } app_t;
 
-/* Quantile q (0..1) in us of a histogram of QRT_SPLIT_BINS bins of
- * QRT_SPLIT_BIN_NS (a bin's upper edge); -1 when it is empty. */
-double qrt_hist_quantile_us(const uint32_t *hist, uint64_t n, double q);
-
 /* The report: text (stdout) and JSON (--json). pd names the predecoder. */
 void qrt_print_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
                       const cudaq_pipeline_stats_t *ps, uint64_t timed_out, const char *pd);

@@ -16,7 +16,9 @@ const char *qrt_mode_name(qrt_mode_t m) {
   return m == QRT_MODE_HYBRID ? "hybrid" : m == QRT_MODE_PASSTHROUGH ? "passthrough" : "cpu";
 }
 
-double qrt_hist_quantile_us(const uint32_t *hist, uint64_t n, double q) {
+/* Quantile q (0..1) in us of a split histogram (QRT_SPLIT_BINS bins of
+ * QRT_SPLIT_BIN_NS; a bin's upper edge); -1 when it is empty. */
+static double hist_quantile_us(const uint32_t *hist, uint64_t n, double q) {
   if (!n)
     return -1;
   uint64_t want = (uint64_t)(q * (double)n), seen = 0;
@@ -28,6 +30,21 @@ double qrt_hist_quantile_us(const uint32_t *hist, uint64_t n, double q) {
       return 1e-3 * (double)((b + 1u) * QRT_SPLIT_BIN_NS);
   }
   return 1e-3 * (double)(QRT_SPLIT_BINS * QRT_SPLIT_BIN_NS);
+}
+
+/* GPU modes' split of dispatch + GPU, for the text and the JSON report alike:
+ * the graph's kernels mean / p50 / p99, publish mean, the rest mean / p50 /
+ * p99 (us). a->split_n must be > 0. */
+enum { SPLIT_GPU, SPLIT_GPU_P50, SPLIT_GPU_P99, SPLIT_PUB, SPLIT_REST, SPLIT_REST_P50, SPLIT_REST_P99, SPLIT_N };
+static void split_us(const app_t *a, double v[SPLIT_N]) {
+  const double n = (double)a->split_n;
+  v[SPLIT_GPU] = 1e-3 * (double)a->gpu_ns / n;
+  v[SPLIT_GPU_P50] = hist_quantile_us(a->hist_gpu, a->split_n, 0.5);
+  v[SPLIT_GPU_P99] = hist_quantile_us(a->hist_gpu, a->split_n, 0.99);
+  v[SPLIT_PUB] = 1e-3 * (double)a->gpu_pub_ns / n;
+  v[SPLIT_REST] = 1e-3 * ((double)a->front_ns - (double)a->gpu_ns) / n;
+  v[SPLIT_REST_P50] = hist_quantile_us(a->hist_rest, a->split_n, 0.5);
+  v[SPLIT_REST_P99] = hist_quantile_us(a->hist_rest, a->split_n, 0.99);
 }
 
 uint64_t qrt_errors_of(const app_t *a) {
@@ -86,17 +103,15 @@ void qrt_print_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
             1e-3 * (double)a->front_ns / n, 1e-3 * (double)a->pd_ns / n,
             1e-3 * (double)a->mwpm_ns / n, 1e-3 * (double)a->overhead_ns / n,
             st->unattributed_us, st->mean_us);
-    if (a->split_n)
+    if (a->split_n) {
+      double v[SPLIT_N];
+      split_us(a, v);
       fprintf(f, "dispatch + GPU split: the graph's kernels (first kernel's start to the ready flag, "
                  "GPU clock) mean %.3f p50 %.2f p99 %.2f us, of which publish %.3f; the rest (ring "
                  "pick-up, gate or launch, ready-flag pick-up) mean %.3f p50 %.2f p99 %.2f us\n",
-              1e-3 * (double)a->gpu_ns / (double)a->split_n,
-              qrt_hist_quantile_us(a->hist_gpu, a->split_n, 0.5),
-              qrt_hist_quantile_us(a->hist_gpu, a->split_n, 0.99),
-              1e-3 * (double)a->gpu_pub_ns / (double)a->split_n,
-              1e-3 * ((double)a->front_ns - (double)a->gpu_ns) / (double)a->split_n,
-              qrt_hist_quantile_us(a->hist_rest, a->split_n, 0.5),
-              qrt_hist_quantile_us(a->hist_rest, a->split_n, 0.99));
+              v[SPLIT_GPU], v[SPLIT_GPU_P50], v[SPLIT_GPU_P99], v[SPLIT_PUB], v[SPLIT_REST],
+              v[SPLIT_REST_P50], v[SPLIT_REST_P99]);
+    }
   }
   double lo = 0, hi = 0;
   if (a->judged && !cudaq_wilson_interval(a->mistakes, a->judged, CUDAQ_WILSON_Z95, &lo, &hi))
@@ -175,12 +190,13 @@ void qrt_json_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
   }
   fputs(", \"consumer_lag\": ", f);
   st->completed ? fprintf(f, "%.6g", st->unattributed_us) : fputs("null", f);
-  if (a->split_n) /* GPU modes: dispatch split into the graph's kernels and the rest */
+  if (a->split_n) { /* GPU modes: dispatch split into the graph's kernels and the rest */
+    double sp[SPLIT_N];
+    split_us(a, sp);
     fprintf(f, ", \"gpu_kernels\": %.6g, \"gpu_publish\": %.6g, \"gpu_kernels_p50\": %.6g, "
                "\"gpu_kernels_p99\": %.6g, \"dispatch_rest_p50\": %.6g, \"dispatch_rest_p99\": %.6g",
-            1e-3 * (double)a->gpu_ns / (double)a->split_n, 1e-3 * (double)a->gpu_pub_ns / (double)a->split_n,
-            qrt_hist_quantile_us(a->hist_gpu, a->split_n, 0.5), qrt_hist_quantile_us(a->hist_gpu, a->split_n, 0.99),
-            qrt_hist_quantile_us(a->hist_rest, a->split_n, 0.5), qrt_hist_quantile_us(a->hist_rest, a->split_n, 0.99));
+            sp[SPLIT_GPU], sp[SPLIT_PUB], sp[SPLIT_GPU_P50], sp[SPLIT_GPU_P99], sp[SPLIT_REST_P50], sp[SPLIT_REST_P99]);
+  }
   fputs("},\n\"logical_error_rate\": ", f);
   double lo = 0, hi = 0;
   if (a->judged && !cudaq_wilson_interval(a->mistakes, a->judged, CUDAQ_WILSON_Z95, &lo, &hi))
