@@ -117,8 +117,11 @@ static void *fpga_main(void *arg) {
       a->corrupted++;
       const int bits = a->o->payload == QRT_PAYLOAD_BITS;
       if ((i / k) % 2 == 0 && (!bits || a->shots.nd % 8u)) {
-        memcpy(a->bad_payload, payload, len); /* a value 2, or a padding bit set */
-        a->bad_payload[bits ? len - 1 : 0] |= bits ? 0x80 : 2;
+        /* a value 2 (in the first detector, and every other time in the
+         * last one: another block of a multi-block ingest kernel), or a
+         * padding bit set */
+        memcpy(a->bad_payload, payload, len);
+        a->bad_payload[bits ? len - 1 : (i / k / 2) % 2 ? len - 4 : 0] |= bits ? 0x80 : 2;
         payload = a->bad_payload;
       } else {
         len -= bits ? 1 : 4;
@@ -238,6 +241,7 @@ static void on_complete(void *user, const cudaq_completion_t *c) {
         const uint32_t bg = r.gpu_ns / QRT_SPLIT_BIN_NS, br = rest / QRT_SPLIT_BIN_NS;
         a->gpu_ns += r.gpu_ns;
         a->gpu_pub_ns += r.gpu_publish_ns;
+        a->rest_ns += rest;
         a->split_n++;
         a->hist_gpu[bg < QRT_SPLIT_BINS ? bg : QRT_SPLIT_BINS - 1]++;
         a->hist_rest[br < QRT_SPLIT_BINS ? br : QRT_SPLIT_BINS - 1]++;

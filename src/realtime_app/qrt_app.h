@@ -45,7 +45,8 @@ typedef struct opts {
   qrt_mode_t mode;
   qrt_payload_t payload;
   int appended, workers, slots, idle_yield, pin, fp16, compare_mwpm, prelaunch;
-  int self_gate; /* --self_gate: with --prelaunch, the graph's first kernel waits at the gate */
+  int self_gate; /* --self_gate: with --prelaunch, the graph's first kernel waits at the gate
+                    (given without pre-launch: refused) */
   int skip_layout_check; /* --skip_layout_check: the model's detector layout is not compared */
   int correlations; /* --enable_correlations: two-pass correlated matching in every MWPM */
   uint64_t requests, corrupt_every, timeout_ms;
@@ -122,7 +123,7 @@ typedef struct app {
    * launch, the CPU worker's pick-up of the ready flag), summed and as
    * histograms of QRT_SPLIT_BIN_NS bins (the last bin holds everything
    * above) for their p50 / p99 */
-  uint64_t gpu_ns, gpu_pub_ns, split_n;
+  uint64_t gpu_ns, gpu_pub_ns, rest_ns, split_n; /* rest_ns: the sum of max(front - gpu, 0), as hist_rest */
   uint32_t hist_gpu[QRT_SPLIT_BINS], hist_rest[QRT_SPLIT_BINS];
   /* main, after the run */
   uint64_t mwpm_alone_mistakes, mwpm_alone_judged, disagreements; /* --compare_mwpm */

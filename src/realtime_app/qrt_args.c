@@ -93,7 +93,8 @@ void qrt_usage(FILE *f) {
       "                             (default 10, 0 = none)\n"
       "testing:\n"
       "  --corrupt_every K          every K-th request carries a bad payload (alternately a\n"
-      "                             bad value and a length 1 byte / 4 bytes short)\n"
+      "                             bad value, in the first or the last detector, or a set\n"
+      "                             padding bit; and a length 1 byte / 4 bytes short)\n"
       "  --fail_launch_every K      GPU modes: every K-th graph launch fails (cudaErrorLaunch-\n"
       "                             Failure, not launched): that request is answered with the\n"
       "                             RPC error status and counted\n"
@@ -133,7 +134,7 @@ int qrt_parse_args(int argc, char **argv, opts_t *o) {
   o->fp16 = 1;
   o->compare_mwpm = -1;
   o->workers = 2;
-  o->self_gate = 1;
+  o->self_gate = -1; /* not given: 1 where graphs are pre-launched (qrt_check_mode_and_preset) */
   o->prelaunch = -1; /* not given: QRT_DEFAULT_PRELAUNCH in the GPU modes (qrt_check_mode_and_preset) */
   o->slots = 32;
   o->idle_yield = -1;
@@ -346,6 +347,14 @@ int qrt_check_mode_and_preset(opts_t *o) {
                     "pre-launch is retried on arrival, not answered with an error)\n");
     return 2;
   }
+  if (o->self_gate >= 0 && !o->prelaunch) {
+    fprintf(stderr, "qec-realtime: --self_gate chooses how pre-launched graphs wait at their gate: "
+                    "it needs --prelaunch N >= 1 (GPU modes; %s)\n",
+            o->mode == QRT_MODE_CPU ? "--mode cpu has no graphs" : "--prelaunch is 0 here");
+    return 2;
+  }
+  if (o->self_gate < 0)
+    o->self_gate = 1;
   if (o->skip_layout_check && qrt_pd_kind_of(o->model) != QRT_PD_ONNX) {
     fprintf(stderr, "qec-realtime: --skip_layout_check is for ONNX models (--model PATH or a "
                     "preset's)\n");

@@ -65,8 +65,18 @@ __device__ __forceinline__ uint64_t qrt_now_ns() {
  * request 40 us. */
 constexpr int kPre = 4;
 
-__device__ __forceinline__ int32_t qrt_event(const uint8_t *p, uint32_t d, int packed) {
-  return packed ? (int32_t)((p[d >> 3] >> (d & 7u)) & 1u) : ((const int32_t *)p)[d];
+/* Event d of the payload p. Bit-packed, the thread that reads detector
+ * nd - 1 also applies the padding rule to the byte it loaded (pad), so that
+ * the check costs no load of its own (launched on arrival, a second read of
+ * the slot across PCIe after the block's barrier). */
+__device__ __forceinline__ int32_t qrt_event(const uint8_t *p, uint32_t d, uint32_t nd, int packed,
+                                             uint32_t *pad) {
+  if (!packed)
+    return ((const int32_t *)p)[d];
+  const uint8_t b = p[d >> 3];
+  if (d == nd - 1u)
+    *pad = qrt_bits_padding(b, nd);
+  return (int32_t)((b >> (d & 7u)) & 1u);
 }
 
 __device__ __forceinline__ void qrt_ingest_body(const uint8_t *slot, int32_t *__restrict__ dst, uint32_t nd,
@@ -76,10 +86,11 @@ __device__ __forceinline__ void qrt_ingest_body(const uint8_t *slot, int32_t *__
   const uint32_t want = qrt_payload_len(fmt, nd);
   const uint8_t *p = slot + CUDAQ_RPC_HEADER_SIZE;
   int32_t v[kPre];
+  uint32_t pad = 0; /* the padding bits set, where this thread reads detector nd - 1 */
 #pragma unroll
   for (int k = 0; k < kPre; k++) {
     const uint32_t d = first + (uint32_t)k * stride;
-    v[k] = d < nd ? qrt_event(p, d, packed) : 0;
+    v[k] = d < nd ? qrt_event(p, d, nd, packed, &pad) : 0;
   }
   if (threadIdx.x == 0)
     ok_s = ((const volatile cudaq_rpc_header_t *)slot)->arg_len == want;
@@ -96,15 +107,14 @@ __device__ __forceinline__ void qrt_ingest_body(const uint8_t *slot, int32_t *__
       dst[d] = x;
   }
   for (uint32_t d = first + (uint32_t)kPre * stride; d < nd; d += stride) {
-    const int32_t x = ok ? qrt_event(p, d, packed) : 0;
+    const int32_t x = ok ? qrt_event(p, d, nd, packed, &pad) : 0;
     bad |= qrt_int32_bad_bits(x);
     count += (uint32_t)x & 1u;
     dst[d] = x;
   }
   if (!ok)
     return; /* block-uniform: no verdict, the CPU stage refuses the length */
-  if (packed && want && threadIdx.x == 0 && blockIdx.x == 0)
-    bad |= qrt_bits_padding(p[want - 1], nd);
+  bad |= pad;
   bad = __reduce_or_sync(0xffffffffu, bad);
   count = __reduce_add_sync(0xffffffffu, count);
   if ((threadIdx.x & 31u) == 0 && (bad || count)) {
@@ -177,7 +187,7 @@ __global__ void qrt_publish_kernel(const int32_t *__restrict__ events, uint32_t 
   if (warp < 2) {
     const uint32_t o = threadIdx.x;
     const int32_t f = frame && o < nobs ? frame[o] : 0;
-    bad_t |= (uint32_t)f & ~1u;
+    bad_t |= qrt_int32_bad_bits(f); /* the model's outputs keep the request rule: 0 or 1 */
     const uint32_t bits = __ballot_sync(0xffffffffu, f & 1);
     if (lane == 0)
       frame_half[warp] = bits;
@@ -191,7 +201,7 @@ __global__ void qrt_publish_kernel(const int32_t *__restrict__ events, uint32_t 
     uint32_t mask = 0;
     for (uint32_t d = lo; d < hi; d++) {
       const int32_t v = events[d];
-      bad_t |= (uint32_t)v & ~1u;
+      bad_t |= qrt_int32_bad_bits(v);
       mask |= (uint32_t)(v != 0) << (d - lo);
     }
     const uint32_t c = (uint32_t)__popc(mask);

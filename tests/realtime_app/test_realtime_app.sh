@@ -320,12 +320,16 @@ gpu_hybrid|gpu_passthrough)
       same_predictions "chain.$pl" "$WORK/chain_ref.01"
     done
   fi
-  # Bad payloads launched on arrival and read by a self-gated ingest kernel.
-  for pl in 0 1; do
-    run_rc 4 "$mode.bad$pl" 2000 --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --mode "$mode" "$@" \
-      --requests 2000 --corrupt_every 7 --slots 8 --prelaunch $pl
+  # Bad payloads launched on arrival (a multi-block ingest kernel: every
+  # other bad value is in the last detector, another block than the first),
+  # read by a self-gated ingest kernel, and behind the gate kernel.
+  for v in "0" "1" "1 --self_gate 0"; do
+    tag=$(echo "$v" | tr -d ' -')
+    # shellcheck disable=SC2086 # $v is the --prelaunch value and maybe --self_gate 0
+    run_rc 4 "$mode.bad$tag" 2000 --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --mode "$mode" "$@" \
+      --requests 2000 --corrupt_every 7 --slots 8 --prelaunch $v
     grep -q '^errors by status: bad_length 142 bad_value 143 predecoder 0 mwpm 0 rpc 0 ' \
-      "$WORK/$mode.bad$pl.txt" || fail "bad payloads (--prelaunch $pl) not counted as 142 + 143"
+      "$WORK/$mode.bad$tag.txt" || fail "bad payloads (--prelaunch $v) not counted as 142 + 143"
   done
   ;;
 bad_payload)
@@ -488,6 +492,11 @@ refusals)
     --in_format b8 --mode passthrough --prelaunch 1 --fail_launch_every 7
   expect_refusal prelaunch_value "is 0..64" --dem "$DEM" --in "$DATA/shots.b8" --prelaunch 65
   expect_refusal self_gate_value "--self_gate is 0 or 1" --dem "$DEM" --in "$DATA/shots.b8" --self_gate 2
+  # --self_gate given where no graph is pre-launched: refused, not ignored.
+  expect_refusal self_gate_cpu "--mode cpu has no graphs" --dem "$DEM" --in "$DATA/shots.b8" \
+    --in_format b8 --self_gate 1
+  expect_refusal self_gate_no_prelaunch "--prelaunch is 0 here" --dem "$DEM" --in "$DATA/shots.b8" \
+    --in_format b8 --mode passthrough --prelaunch 0 --self_gate 0
   # Command-line mistakes: refused before any request is sent, exit 2.
   expect_usage() { # expect_usage NAME PATTERN ARGS...
     uname=$1 upat=$2; shift 2
