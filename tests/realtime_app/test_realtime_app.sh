@@ -319,6 +319,13 @@ gpu_hybrid|gpu_passthrough)
         --workers 2 --prelaunch $pl --compare_mwpm 0 --out "$WORK/chain.$pl.01"
       same_predictions "chain.$pl" "$WORK/chain_ref.01"
     done
+    # Bad values read by the multi-block ingest kernel launched on arrival
+    # (157 blocks): of 10 corrupted requests, 5 short, 5 with a value 2, two
+    # of those in the last detector (block 156).
+    run_rc 4 chain.bad 20 --dem "$WORK/chain.dem" --in "$WORK/chain.01" --in_format 01 --mode passthrough \
+      --workers 2 --prelaunch 0 --compare_mwpm 0 --requests 20 --corrupt_every 2
+    grep -q '^errors by status: bad_length 5 bad_value 5 predecoder 0 mwpm 0 rpc 0 ' "$WORK/chain.bad.txt" ||
+      fail "chain DEM, bad values in a later ingest block: not 5 + 5 bad"
   fi
   # Bad payloads launched on arrival (a multi-block ingest kernel: every
   # other bad value is in the last detector, another block than the first),
