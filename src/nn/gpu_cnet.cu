@@ -46,9 +46,14 @@
  * CUDAQ_NN_CNET=1 forces it, =0 leaves it out of tuning,
  * CUDAQ_NN_CNET_PROF=1 records CTA 0's phases (describe). Per d = 13
  * layer: gather 1.7-2.0 us (layer 0's start-up from global memory 3),
- * products 4.3 (near mma.sync's rate on 16 SMs), epilogue 1. Next: layer 0
- * on an im2col of its 3 channels, the rows pushed into the neighbours'
- * next window instead of gathered, wgmma for the products.
+ * products + epilogue 5.5 (the epilogue waits for the last MMAs), bound
+ * more by the shared-memory reads of the fragments (every warp loads the
+ * layer's B fragments, 1 KB a step) than by mma.sync; 4 product warps of
+ * up to 4 tiles each read half of that and were measured no faster as a
+ * whole (H200, nn-cluster-pdl-h200-2026-11-28.md). The start-up that
+ * reads only constants overlaps the kernel before (PDL). Next: layer 0 on an im2col
+ * of its 3 channels, the rows pushed into the neighbours' next window
+ * instead of gathered, wgmma for the products (B read once per warpgroup).
  *
  * Batch: cluster n of the grid runs batch item n. */
 #include <cooperative_groups.h>
@@ -305,10 +310,27 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
      * any, so that their latencies (global memory, or another SM's shared
      * memory) overlap. */
     if (l == 0) {
-      /* The input, NCDHW in global memory, transposed into the window. The
-       * first batch's loads are issued before the masks are computed and
-       * the window is cleared (channels past C must be zero: their weights
-       * are, but NaN * 0 is not), so that their latency overlaps both. */
+      /* The input, NCDHW in global memory, transposed into the window.
+       * Everything that reads only constants comes first: layer 0's
+       * weights, its bias, the masks, the cleared window (channels past C
+       * must be zero: their weights are, but NaN * 0 is not). With PDL
+       * this start-up overlaps the kernel before, which wrote the input:
+       * nnk_pdl_wait (griddepcontrol.wait) returns once that grid has
+       * completed and its stores are visible, and only then is the input
+       * read. (Without PDL the wait is a no-op and the kernel starts after
+       * the one before, as it did when the first input loads were issued
+       * ahead of this start-up to overlap their latency with it.) */
+      if (start) start[1] = clock64();
+      cn_load_weights(s, 0, wbuf(0));
+      if (start) start[2] = clock64();
+      if (tid < CN_MAX_CH) bias_s[tid] = bias_v;
+      cn_masks(s, ly.k, p0, nown, mask); /* read after this layer's __syncthreads */
+      if (start) start[3] = clock64();
+      uint4 *w4 = reinterpret_cast<uint4 *>(win);
+      for (int i = tid; i < s.win_rows * row_in / 8; i += CN_THREADS) w4[i] = make_uint4(0, 0, 0, 0);
+      __syncthreads(); /* cleared before any thread stores a value */
+      nnk_pdl_wait();  /* the input (s.x) is the previous kernel's output */
+      if (start) start[4] = clock64();
       const __half *xn = s.x + (size_t)n * ly.C * s.P;
       const int total = ly.C * s.win_rows; /* (channel, row) pairs, rows fastest */
       for (int i0 = 0; i0 < total; i0 += CN_THREADS * CN_BATCH) {
@@ -323,22 +345,6 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
           const bool ok = i < total && q >= 0 && q < s.P;
           at[u] = ok ? j * row_in + c : -1;
           v[u] = ok ? xn[(size_t)c * s.P + q] : __float2half(0.0f);
-        }
-        if (i0 == 0) { /* uniform: every thread runs the same batches */
-          /* Layer 0's weights behind the input and bias loads, not in front
-           * of them: 28-55 KB of copies queued first delayed those loads by
-           * ~2 us (H200, CUDAQ_NN_CNET_PROF's start-up stamps). Layer 1's
-           * follow the window. */
-          if (start) start[1] = clock64();
-          cn_load_weights(s, 0, wbuf(0));
-          if (start) start[2] = clock64();
-          if (tid < CN_MAX_CH) bias_s[tid] = bias_v;
-          cn_masks(s, ly.k, p0, nown, mask); /* read after this layer's __syncthreads */
-          if (start) start[3] = clock64();
-          uint4 *w4 = reinterpret_cast<uint4 *>(win);
-          for (int i = tid; i < s.win_rows * row_in / 8; i += CN_THREADS) w4[i] = make_uint4(0, 0, 0, 0);
-          __syncthreads(); /* cleared before any thread stores a value */
-          if (start) start[4] = clock64();
         }
 #pragma unroll
         for (int u = 0; u < CN_BATCH; u++)
@@ -377,6 +383,11 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
     }
     if (prof) prof[1 + 4 * l] = clock64();
     const bool last = l == s.L - 1;
+    /* The kernel after this one (the predecoder tail) may be scheduled from
+     * here on (PDL: it waits for this grid's completion before it reads
+     * anything), so its launch overlaps the last layer, and its blocks do
+     * not hold SMs through the whole network. */
+    if (last) nnk_pdl_launch_dependents();
     if (last) {
       /* Release of this CTA's reads (other end: the wait before exit):
        * nobody reads shared memory after this point, so every CTA may
@@ -496,9 +507,9 @@ int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, nnk_c
 }
 
 namespace {
-/* The launch of s: one cluster of s.cl CTAs per batch item (at[] holds the
- * cluster-dimension attribute cfg points to). */
-cudaLaunchConfig_t cnet_config(const nnk_cnet &s, size_t smem, cudaStream_t st, cudaLaunchAttribute *at) {
+/* The launch of s: one cluster of s.cl CTAs per batch item, with PDL where
+ * the engine's kernels use it (at[2] holds the attributes cfg points to). */
+cudaLaunchConfig_t cnet_config(const nnk_cnet &s, size_t smem, cudaStream_t st, cudaLaunchAttribute *at, bool pdl) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3((unsigned)(s.cl * s.N));
   cfg.blockDim = dim3(CN_THREADS);
@@ -507,8 +518,14 @@ cudaLaunchConfig_t cnet_config(const nnk_cnet &s, size_t smem, cudaStream_t st, 
   at[0].id = cudaLaunchAttributeClusterDimension;
   at[0].val.clusterDim.x = (unsigned)s.cl;
   at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
+  unsigned na = 1;
+  if (pdl && nnk_pdl_enabled()) { /* the start-up overlaps the kernel before (k_cnet's nnk_pdl_wait) */
+    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[1].val.programmaticStreamSerializationAllowed = 1;
+    na = 2;
+  }
   cfg.attrs = at;
-  cfg.numAttrs = 1;
+  cfg.numAttrs = na;
   return cfg;
 }
 }  // namespace
@@ -519,14 +536,14 @@ cudaError_t nnk_cnet_setup(const nnk_cnet &s, size_t smem, int *clusters) {
   cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)CN_MAX_SMEM);
   if (e == cudaSuccess && s.cl > 8) e = cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   if (e != cudaSuccess) return e;
-  cudaLaunchAttribute at[1];
-  const cudaLaunchConfig_t cfg = cnet_config(s, smem, 0, at);
+  cudaLaunchAttribute at[2];
+  const cudaLaunchConfig_t cfg = cnet_config(s, smem, 0, at, false); /* occupancy: the cluster alone */
   return cudaOccupancyMaxActiveClusters(clusters, k, &cfg);
 }
 
 cudaError_t nnk_launch_cnet(const nnk_cnet &s, size_t smem, cudaStream_t st) {
-  cudaLaunchAttribute at[1];
-  const cudaLaunchConfig_t cfg = cnet_config(s, smem, st, at);
+  cudaLaunchAttribute at[2];
+  const cudaLaunchConfig_t cfg = cnet_config(s, smem, st, at, true);
   cudaError_t e = cudaLaunchKernelEx(&cfg, cnet_kernel(s.mi), s);
   return e != cudaSuccess ? e : cudaGetLastError();
 }

@@ -956,10 +956,10 @@ cudaq_nn_status_t cudaq_nn_gpu_describe(const cudaq_nn_gpu_t *g, char *buf, size
         const long long *s0 = t + NNK_STACK_PROF_SLOTS; /* the first layer's start-up */
         const double us = 1000.0 / khz;
         int w = snprintf(buf + used, len - used,
-                         "    start: bias and taps %.2f, input loads issued %.2f, weights issued %.2f, masks %.2f, "
-                         "window cleared %.2f, input stored %.2f us\n",
-                         (s0[0] - t[0]) * us, (s0[1] - s0[0]) * us, (s0[2] - s0[1]) * us, (s0[3] - s0[2]) * us,
-                         (s0[4] - s0[3]) * us, (t[1] - s0[4]) * us);
+                         "    start: bias and taps %.2f, weights issued %.2f, masks %.2f, window cleared and "
+                         "PDL wait %.2f, input loaded and stored %.2f us\n",
+                         (s0[0] - t[0]) * us, (s0[2] - s0[0]) * us, (s0[3] - s0[2]) * us, (s0[4] - s0[3]) * us,
+                         (t[1] - s0[4]) * us);
         if (w > 0 && (size_t)w < len - used) used += (size_t)w;
         for (int l = 0; l < st->L && used < len; l++) {
           const long long *q = t + 1 + 4 * st->L + 4 * l; /* the cluster kernel's stamps inside a layer */

@@ -386,8 +386,8 @@ struct nnk_cnet {
   const __half *x;
   __half *y;
   long long *prof; /* NULL, or NNK_CNET_PROF_SLOTS cycle stamps of CTA 0: the stack kernel's layout, then
-                      the first layer's start-up (bias and taps, input loads issued, weights issued,
-                      masks, window cleared) */
+                      the first layer's start-up (bias and taps, before the weights, weights issued,
+                      masks, window cleared and PDL wait) */
   nnk_cnet_layer layer[NNK_CNET_MAX_LAYERS];
 };
 int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, nnk_cnet *s, size_t *smem);
