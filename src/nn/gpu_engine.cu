@@ -830,6 +830,32 @@ cudaq_nn_status_t cudaq_nn_gpu_launch(cudaq_nn_gpu_t *g, void *stream) {
   return cudaGraphLaunch(g->exec, (cudaStream_t)stream) == cudaSuccess ? CUDAQ_NN_OK : CUDAQ_NN_ERR_CUDA;
 }
 
+cudaq_nn_status_t cudaq_nn_gpu_enqueue(cudaq_nn_gpu_t *g, void *stream, cudaq_nn_error_t *err) {
+  if (!g) {
+    nn__set_error(err, "NULL engine");
+    return CUDAQ_NN_ERR_INVALID_ARG;
+  }
+  /* The launchers all take g->stream (and cuDNN its handle's stream): both
+   * point at the caller's stream for this one pass, then back. The eager run
+   * at create has loaded every kernel and built cuDNN's plans, so nothing
+   * here allocates or synchronizes inside a capture. */
+  const cudaStream_t own = g->stream;
+  g->stream = (cudaStream_t)stream;
+  cudaq_nn_status_t st = CUDAQ_NN_OK;
+  if (cudnnSetStream(g->cudnn, g->stream) != CUDNN_STATUS_SUCCESS) {
+    nn__set_error(err, "cudnnSetStream");
+    st = CUDAQ_NN_ERR_CUDA;
+  } else {
+    st = enqueue_all(g, err);
+  }
+  g->stream = own;
+  if (cudnnSetStream(g->cudnn, own) != CUDNN_STATUS_SUCCESS && st == CUDAQ_NN_OK) {
+    nn__set_error(err, "cudnnSetStream (back to the engine's stream)");
+    st = CUDAQ_NN_ERR_CUDA;
+  }
+  return st;
+}
+
 cudaq_nn_status_t cudaq_nn_gpu_run(cudaq_nn_gpu_t *g, const void *const *inputs, const size_t *input_sizes,
                                    void *const *outputs, const size_t *output_sizes, cudaq_nn_error_t *err) {
   if (!g || !inputs || !input_sizes || !outputs || !output_sizes) {

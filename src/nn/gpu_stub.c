@@ -23,6 +23,11 @@ cudaq_nn_status_t cudaq_nn_gpu_launch(cudaq_nn_gpu_t *gpu, void *stream) {
   (void)gpu; (void)stream;
   return CUDAQ_NN_ERR_INVALID_ARG;
 }
+cudaq_nn_status_t cudaq_nn_gpu_enqueue(cudaq_nn_gpu_t *gpu, void *stream, cudaq_nn_error_t *err) {
+  (void)gpu; (void)stream;
+  nn__set_error(err, "built without CUDA");
+  return CUDAQ_NN_ERR_INVALID_ARG;
+}
 cudaq_nn_status_t cudaq_nn_gpu_run(cudaq_nn_gpu_t *gpu, const void *const *inputs,
                                    const size_t *input_sizes, void *const *outputs,
                                    const size_t *output_sizes, cudaq_nn_error_t *err) {

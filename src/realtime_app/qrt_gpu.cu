@@ -39,6 +39,7 @@ struct qrt_gpu_stage {
   int nw;
   char device_name[256];
   char describe[2048];
+  int pdl; /* publish launched with PDL: compute capability >= 9 and CUDAQ_NN_PDL not "0" (as the engine) */
 };
 
 /* The GPU's global timer in ns (the result's diagnostic stamps). */
@@ -46,6 +47,23 @@ __device__ __forceinline__ uint64_t qrt_now_ns() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
+}
+
+/* Programmatic dependent launch (PDL) across the graph's kernels: the
+ * ingest kernel lets the next kernel (the engine's first, or publish) be
+ * scheduled once the request is in hand, and that kernel waits with
+ * griddepcontrol.wait (the engine's kernels, cudaq_nn_gpu_enqueue; the
+ * publish kernel below) until the ingest kernel has completed and its
+ * stores are visible. No-ops where a kernel was launched without PDL. */
+__device__ __forceinline__ void qrt_pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void qrt_pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
 }
 
 /* The ingest kernels' common body (every thread of the block calls it): the
@@ -134,6 +152,7 @@ __device__ __forceinline__ void qrt_ingest_body(const uint8_t *slot, int32_t *__
 __global__ void qrt_ingest_kernel(void *const *mailbox, int32_t *__restrict__ dst, uint32_t nd,
                                   int packed, qrt_gpu_result_t *out, uint32_t *stats) {
   __shared__ const uint8_t *slot;
+  qrt_pdl_launch_dependents(); /* launched on arrival: the request is here */
   if (threadIdx.x == 0) {
     if (blockIdx.x == 0)
       out->t_start_ns = qrt_now_ns(); /* published with the rest by the publish kernel's R_gpu */
@@ -156,6 +175,9 @@ __global__ void __launch_bounds__(kGatedThreads) qrt_ingest_gated_kernel(cudaq_p
                                                                          int packed, qrt_gpu_result_t *out,
                                                                          uint32_t *stats) {
   const uint8_t *slot = cudaq_pipeline_gate_wait(gate);
+  /* Past the gate, never before: a next kernel started early would hold its
+   * SMs for as long as the graph waits for a request. */
+  qrt_pdl_launch_dependents();
   if (threadIdx.x == 0)
     out->t_start_ns = qrt_now_ns(); /* past the gate; published by the publish kernel's R_gpu */
   qrt_ingest_body(slot, dst, nd, packed, threadIdx.x, blockDim.x, stats);
@@ -181,6 +203,10 @@ __global__ void qrt_publish_kernel(const int32_t *__restrict__ events, uint32_t 
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
   const unsigned nwarps = blockDim.x >> 5;
   uint32_t *list = (uint32_t *)(out + 1);
+  /* Launched with PDL, this kernel may start while the one before it (the
+   * predecoder's tail, or ingest) still runs: nothing it wrote is read
+   * before this wait returns (that grid completed, its stores visible). */
+  qrt_pdl_wait();
   const uint64_t t_pub = threadIdx.x == 0 ? qrt_now_ns() : 0;
   uint32_t bad_t = 0;
   /* The frame: observables 0-31 by warp 0's ballot, 32-63 by warp 1's. */
@@ -281,8 +307,11 @@ extern "C" int qrt_gpu_stage_create(const qrt_gpu_config_t *cfg, qrt_gpu_stage_t
   }
   st->cfg = *cfg;
   cudaDeviceProp prop;
-  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
+  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
     snprintf(st->device_name, sizeof st->device_name, "%s", prop.name);
+    const char *e = getenv("CUDAQ_NN_PDL");
+    st->pdl = prop.major >= 9 && !(e && !strcmp(e, "0"));
+  }
   if (cfg->kind == QRT_GPU_HYBRID) {
     cudaq_nn_error_t nerr;
     nerr.message[0] = '\0';
@@ -361,8 +390,11 @@ extern "C" int qrt_gpu_factory(void *user, int id, cudaq_gpu_worker_resources_t 
   const int32_t *published =
       c->kind == QRT_GPU_HYBRID ? (const int32_t *)cudaq_nn_gpu_output(w->engine, 0) : w->d_events;
 
-  /* The graph: ingest -> [inference] -> publish, as child graphs of one. */
-  cudaGraph_t g_in = nullptr, g_pub = nullptr, g = nullptr;
+  /* The graph: ingest -> [the engine's kernels] -> publish, captured as one
+   * stream of kernels (cudaq_nn_gpu_enqueue, not the engine's graph as a
+   * child node), the engine's kernels and publish launched with PDL: each
+   * may start while the kernel before it finishes (qrt_pdl_wait). */
+  cudaGraph_t g = nullptr;
   unsigned blocks = (nd + kIngestThreads - 1) / kIngestThreads;
   const int packed = c->payload == QRT_PAYLOAD_BITS;
   const int gated = r->gate && c->self_gate; /* gpu_prelaunch given, and asked for */
@@ -373,25 +405,36 @@ extern "C" int qrt_gpu_factory(void *user, int id, cudaq_gpu_worker_resources_t 
   else
     qrt_ingest_kernel<<<blocks ? blocks : 1, kIngestThreads, 0, w->stream>>>(r->mailbox_dev, w->d_events,
                                                                              nd, packed, w->h_out_dev, w->d_stats);
-  QRT_CK(cudaStreamEndCapture(w->stream, &g_in));
-  QRT_CK(cudaStreamBeginCapture(w->stream, cudaStreamCaptureModeThreadLocal));
-  qrt_publish_kernel<<<1, kPublishThreads, 0, w->stream>>>(published, nd, frame,
-                                                           c->num_observables, w->h_out_dev,
-                                                           r->ready_flag_dev, w->d_stats);
-  QRT_CK(cudaStreamEndCapture(w->stream, &g_pub));
-  QRT_CK(cudaGraphCreate(&g, 0));
-  cudaGraphNode_t n_in, n_nn, n_pub;
-  QRT_CK(cudaGraphAddChildGraphNode(&n_in, g, nullptr, 0, g_in));
-  cudaGraphNode_t last = n_in;
-  if (c->kind == QRT_GPU_HYBRID) {
-    QRT_CK(cudaGraphAddChildGraphNode(&n_nn, g, &n_in, 1,
-                                      (cudaGraph_t)cudaq_nn_gpu_graph(w->engine)));
-    last = n_nn;
+  cudaq_nn_error_t nerr;
+  nerr.message[0] = '\0';
+  const cudaq_nn_status_t nst =
+      c->kind == QRT_GPU_HYBRID ? cudaq_nn_gpu_enqueue(w->engine, w->stream, &nerr) : CUDAQ_NN_OK;
+  cudaLaunchAttribute pdl;
+  pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t pub = {};
+  pub.gridDim = dim3(1);
+  pub.blockDim = dim3(kPublishThreads);
+  pub.stream = w->stream;
+  pub.attrs = &pdl;
+  pub.numAttrs = st->pdl ? 1 : 0;
+  const cudaError_t pe = cudaLaunchKernelEx(&pub, qrt_publish_kernel, published, nd, frame, c->num_observables,
+                                            w->h_out_dev, r->ready_flag_dev, w->d_stats);
+  const cudaError_t ce = cudaStreamEndCapture(w->stream, &g);
+  if (nst) {
+    fprintf(stderr, "qec-realtime: worker %d: recording the inference: %s\n", id,
+            nerr.message[0] ? nerr.message : cudaq_nn_status_str(nst));
+    if (g)
+      cudaGraphDestroy(g);
+    return 1;
   }
-  QRT_CK(cudaGraphAddChildGraphNode(&n_pub, g, &last, 1, g_pub));
+  if (pe != cudaSuccess || ce != cudaSuccess) {
+    if (g)
+      cudaGraphDestroy(g);
+    QRT_CK(pe);
+    QRT_CK(ce);
+  }
   QRT_CK(cudaGraphInstantiate(&w->exec, g, 0));
-  cudaGraphDestroy(g_in); /* child nodes hold copies */
-  cudaGraphDestroy(g_pub);
   w->graph = g;
   QRT_CK(cudaGraphUpload(w->exec, w->stream));
   QRT_CK(cudaStreamSynchronize(w->stream));

@@ -37,6 +37,14 @@ int run_forced(const cudaq_nn_model_t *m, io_t *io, cudaq_nn_conv_impl_t impl, c
 /* Reference model name with its inputs and CPU outputs; NULL (counted) on failure. */
 cudaq_nn_model_t *load_case(const char *name, io_t *io);
 
+/* nn_gpu_pdl_caller.cu: *exec (a cudaGraphExec_t) = one graph captured on
+ * stream: a kernel that copies in_bytes from stage into the engine's input 0
+ * ~20 us after letting its dependents launch, cudaq_nn_gpu_enqueue, and a
+ * kernel launched with PDL that copies output 0 (out_bytes) into copy after
+ * griddepcontrol.wait. Non-zero with a sentence in msg on failure. */
+int nn_test_capture_between(cudaq_nn_gpu_t *g, void *stream, const void *stage, size_t in_bytes, void *copy,
+                            size_t out_bytes, void **exec, char *msg, size_t msg_len);
+
 /* nn_gpu_kernel_checks.c: the engine's own kernels, each forced */
 void check_cl_algos(void);
 void check_first_fold(void);

@@ -396,10 +396,15 @@ static void check_model(const char *name) {
 }
 
 /* The graph over fixed buffers: DMA in, launch the graph, DMA out, for
- * several inputs, on a caller stream; each result matches the CPU. child:
+ * several inputs, on a caller stream; each result matches the CPU. child 1:
  * the engine's graph embedded as a child graph node of a caller's graph,
- * as the realtime app does (src/realtime_app/qrt_gpu.cu), with the PDL
- * edges of the engine's kernels inside it. */
+ * with the PDL edges of the engine's kernels inside it. child 2: the
+ * engine's kernels recorded into a caller's capture between two kernels of
+ * its own (cudaq_nn_gpu_enqueue, as the realtime app does:
+ * src/realtime_app/qrt_gpu.cu): input 0 written by the kernel before (late,
+ * after it let the engine's first kernel launch), output 0 read by a kernel
+ * launched with PDL after; a kernel that read or wrote a tensor before its
+ * griddepcontrol.wait would see the previous round's input. */
 static void check_graph_replay(const char *name, int half, int child) {
   if (!selected(name)) return;
   char path[1024];
@@ -418,10 +423,24 @@ static void check_graph_replay(const char *name, int half, int child) {
   CHECK(cudaq_nn_gpu_graph_exec(g) != NULL && cudaq_nn_gpu_graph(g) != NULL, "no graph");
   size_t nodes = 0;
   cudaGraphGetNodes((cudaGraph_t)cudaq_nn_gpu_graph(g), NULL, &nodes);
-  printf("graph   %s %s%s: %zu graph nodes\n", name, half ? "fp16" : "fp32", child ? " as a child graph" : "", nodes);
+  printf("graph   %s %s%s: %zu graph nodes\n", name, half ? "fp16" : "fp32",
+         child == 2 ? " enqueued in a caller's capture" : child ? " as a child graph" : "", nodes);
   cudaGraph_t parent = NULL;
   cudaGraphExec_t pexec = NULL;
-  if (child && g) {
+  void *stage = NULL, *copy = NULL; /* child 2: input 0 staged, output 0 copied by the caller's kernels */
+  const int enq = child == 2;
+  if (enq && g) {
+    cudaq_nn_binding_t bi, bo;
+    cudaq_nn_model_input(m, 0, &bi);
+    cudaq_nn_model_output(m, 0, &bo);
+    char msg[512] = "";
+    void *x = NULL;
+    CHECK(cudaMalloc(&stage, bi.size_bytes) == cudaSuccess && cudaMalloc(&copy, bo.size_bytes) == cudaSuccess &&
+              nn_test_capture_between(g, s, stage, bi.size_bytes, copy, bo.size_bytes, &x, msg, sizeof msg) == 0,
+          "%s: the engine's kernels in a caller's capture: %s", name, msg);
+    pexec = (cudaGraphExec_t)x;
+    CHECK(cudaq_nn_gpu_enqueue(NULL, s, &err) == CUDAQ_NN_ERR_INVALID_ARG, "enqueue of a NULL engine");
+  } else if (child && g) {
     cudaGraphNode_t cn;
     CHECK(cudaGraphCreate(&parent, 0) == cudaSuccess &&
               cudaGraphAddChildGraphNode(&cn, parent, NULL, 0, (cudaGraph_t)cudaq_nn_gpu_graph(g)) == cudaSuccess &&
@@ -432,11 +451,13 @@ static void check_graph_replay(const char *name, int half, int child) {
     io_t io;
     CHECK(io_make(m, name, round * 7919u, &io) == 0, "inputs");
     for (size_t i = 0; i < io.n_in; i++)
-      cudaMemcpyAsync(cudaq_nn_gpu_input(g, i), io.in[i], io.in_sz[i], cudaMemcpyHostToDevice, s);
+      cudaMemcpyAsync(enq && i == 0 ? stage : cudaq_nn_gpu_input(g, i), io.in[i], io.in_sz[i],
+                      cudaMemcpyHostToDevice, s);
     if (child) CHECK(cudaGraphLaunch(pexec, s) == cudaSuccess, "launch of the parent graph");
     else CHECK(cudaq_nn_gpu_launch(g, s) == CUDAQ_NN_OK, "launch");
     for (size_t i = 0; i < io.n_out; i++)
-      cudaMemcpyAsync(io.gpu[i], cudaq_nn_gpu_output(g, i), io.out_sz[i], cudaMemcpyDeviceToHost, s);
+      cudaMemcpyAsync(io.gpu[i], enq && i == 0 ? copy : cudaq_nn_gpu_output(g, i), io.out_sz[i],
+                      cudaMemcpyDeviceToHost, s);
     CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync");
     char what[300];
     snprintf(what, sizeof what, "%.200s replay %u", name, round);
@@ -447,6 +468,8 @@ static void check_graph_replay(const char *name, int half, int child) {
   CHECK(cudaq_nn_gpu_input(g, 99) == NULL && cudaq_nn_gpu_output(g, 99) == NULL, "bad index");
   if (pexec) cudaGraphExecDestroy(pexec);
   if (parent) cudaGraphDestroy(parent);
+  cudaFree(stage);
+  cudaFree(copy);
   cudaStreamDestroy(s);
   cudaq_nn_gpu_destroy(g);
   cudaq_nn_model_destroy(m);
@@ -858,6 +881,9 @@ int main(int argc, char **argv) {
   check_graph_replay("pre_post", 0, 0);
   check_graph_replay("predecoder_int32", 1, 1);
   check_graph_replay("fuse_copy_chain", 0, 1);
+  check_graph_replay("predecoder_int32", 1, 2);
+  check_graph_replay("predecoder_int32", 0, 2);
+  check_graph_replay("fuse_copy_chain", 1, 2);
   check_cache();
   check_errors();
   printf("%s: %d models, %d failures\n", g_fail ? "FAILED" : "PASSED", models, g_fail);

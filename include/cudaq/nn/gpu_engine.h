@@ -129,6 +129,23 @@ size_t cudaq_nn_gpu_device_bytes(const cudaq_nn_gpu_t *gpu);
  * CUDAQ_NN_ERR_INVALID_ARG, CUDAQ_NN_ERR_CUDA. */
 cudaq_nn_status_t cudaq_nn_gpu_launch(cudaq_nn_gpu_t *gpu, void *stream);
 
+/* Records the inference's kernels into stream (a cudaStream_t, normally one
+ * the caller is capturing into a graph of its own), instead of the graph as
+ * one child node: the kernels keep their programmatic dependent launch
+ * (PDL) attributes, so the first one may start while the caller's kernel
+ * before it is still running and a kernel the caller launches after them
+ * with PDL may start during the last one. Every engine kernel neither reads
+ * nor writes a tensor before its griddepcontrol.wait (which returns once
+ * the kernel before has completed and its stores are visible); a caller's
+ * kernel launched after them with PDL must do the same (call
+ * griddepcontrol.wait, cudaGridDependencySynchronize, before it reads an
+ * output). Launched outside a capture it runs the inference as
+ * cudaq_nn_gpu_launch does, kernel by kernel. Allocates nothing; not
+ * concurrently with another call on this engine. Returns CUDAQ_NN_OK,
+ * CUDAQ_NN_ERR_INVALID_ARG (gpu NULL), CUDAQ_NN_ERR_CUDA (err names the
+ * call). */
+cudaq_nn_status_t cudaq_nn_gpu_enqueue(cudaq_nn_gpu_t *gpu, void *stream, cudaq_nn_error_t *err);
+
 /* Convenience for tests and tools: copies the inputs in, launches, copies
  * the outputs out and waits. Sizes must equal the bindings' size_bytes.
  * Returns CUDAQ_NN_OK, CUDAQ_NN_ERR_INVALID_ARG, CUDAQ_NN_ERR_CUDA. */
