@@ -456,6 +456,8 @@ cudaError_t nnk_launch_convert(const void *in, int in_dt, void *out, int out_dt,
   return nnk_launch_ex(k_convert, dim3(grid_for(n, 256)), dim3(256), 0, s, 1, in, in_dt, out, out_dt, n);
 }
 
+int cudaq_nn_pdl_enabled(void) { return nnk_pdl_enabled(); }
+
 int nnk_pdl_enabled(void) {
   static int on = -1; /* races between threads are benign: every one computes the same value */
   if (on < 0) {

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cudaq/nn/gpu_engine.h" /* cudaq_nn_pdl_* */
 #include "cudaq/nn/nn.h"
 #include "gpu_algos.h" /* the channels-last algorithm numbers, NNK_CL_* */
 
@@ -31,16 +32,8 @@ __device__ __forceinline__ float nnk_relu_nan(float v) { return v > 0.0f ? v : (
  * launch_dependents lets the next kernel be scheduled as soon as every block
  * of this one has started. CUDAQ_NN_PDL=0 in the environment launches
  * without the attribute (then both instructions are no-ops). */
-__device__ __forceinline__ void nnk_pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void nnk_pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
+__device__ __forceinline__ void nnk_pdl_launch_dependents() { cudaq_nn_pdl_launch_dependents(); }
+__device__ __forceinline__ void nnk_pdl_wait() { cudaq_nn_pdl_wait(); }
 __device__ __forceinline__ void nnk_pdl_begin() {
   nnk_pdl_launch_dependents();
   nnk_pdl_wait();

@@ -23,6 +23,7 @@ cudaq_nn_status_t cudaq_nn_gpu_launch(cudaq_nn_gpu_t *gpu, void *stream) {
   (void)gpu; (void)stream;
   return CUDAQ_NN_ERR_INVALID_ARG;
 }
+int cudaq_nn_pdl_enabled(void) { return 0; }
 cudaq_nn_status_t cudaq_nn_gpu_enqueue(cudaq_nn_gpu_t *gpu, void *stream, cudaq_nn_error_t *err) {
   (void)gpu; (void)stream;
   nn__set_error(err, "built without CUDA");

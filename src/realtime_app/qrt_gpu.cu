@@ -39,7 +39,7 @@ struct qrt_gpu_stage {
   int nw;
   char device_name[256];
   char describe[2048];
-  int pdl; /* publish launched with PDL: compute capability >= 9 and CUDAQ_NN_PDL not "0" (as the engine) */
+  int pdl; /* publish launched with PDL where the engine's kernels are (cudaq_nn_pdl_enabled) */
 };
 
 /* The GPU's global timer in ns (the result's diagnostic stamps). */
@@ -51,20 +51,10 @@ __device__ __forceinline__ uint64_t qrt_now_ns() {
 
 /* Programmatic dependent launch (PDL) across the graph's kernels: the
  * ingest kernel lets the next kernel (the engine's first, or publish) be
- * scheduled once the request is in hand, and that kernel waits with
- * griddepcontrol.wait (the engine's kernels, cudaq_nn_gpu_enqueue; the
- * publish kernel below) until the ingest kernel has completed and its
- * stores are visible. No-ops where a kernel was launched without PDL. */
-__device__ __forceinline__ void qrt_pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void qrt_pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
+ * scheduled once the request is in hand (cudaq_nn_pdl_launch_dependents),
+ * and that kernel waits (cudaq_nn_pdl_wait: the engine's kernels, see
+ * cudaq_nn_gpu_enqueue; the publish kernel below) until the ingest kernel
+ * has completed and its stores are visible. */
 
 /* The ingest kernels' common body (every thread of the block calls it): the
  * payload of the request at slot as INT32 events in dst, items first,
@@ -152,7 +142,7 @@ __device__ __forceinline__ void qrt_ingest_body(const uint8_t *slot, int32_t *__
 __global__ void qrt_ingest_kernel(void *const *mailbox, int32_t *__restrict__ dst, uint32_t nd,
                                   int packed, qrt_gpu_result_t *out, uint32_t *stats) {
   __shared__ const uint8_t *slot;
-  qrt_pdl_launch_dependents(); /* launched on arrival: the request is here */
+  cudaq_nn_pdl_launch_dependents(); /* launched on arrival: the request is here */
   if (threadIdx.x == 0) {
     if (blockIdx.x == 0)
       out->t_start_ns = qrt_now_ns(); /* published with the rest by the publish kernel's R_gpu */
@@ -177,7 +167,7 @@ __global__ void __launch_bounds__(kGatedThreads) qrt_ingest_gated_kernel(cudaq_p
   const uint8_t *slot = cudaq_pipeline_gate_wait(gate);
   /* Past the gate, never before: a next kernel started early would hold its
    * SMs for as long as the graph waits for a request. */
-  qrt_pdl_launch_dependents();
+  cudaq_nn_pdl_launch_dependents();
   if (threadIdx.x == 0)
     out->t_start_ns = qrt_now_ns(); /* past the gate; published by the publish kernel's R_gpu */
   qrt_ingest_body(slot, dst, nd, packed, threadIdx.x, blockDim.x, stats);
@@ -206,7 +196,7 @@ __global__ void qrt_publish_kernel(const int32_t *__restrict__ events, uint32_t 
   /* Launched with PDL, this kernel may start while the one before it (the
    * predecoder's tail, or ingest) still runs: nothing it wrote is read
    * before this wait returns (that grid completed, its stores visible). */
-  qrt_pdl_wait();
+  cudaq_nn_pdl_wait();
   const uint64_t t_pub = threadIdx.x == 0 ? qrt_now_ns() : 0;
   uint32_t bad_t = 0;
   /* The frame: observables 0-31 by warp 0's ballot, 32-63 by warp 1's. */
@@ -309,9 +299,8 @@ extern "C" int qrt_gpu_stage_create(const qrt_gpu_config_t *cfg, qrt_gpu_stage_t
   cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
     snprintf(st->device_name, sizeof st->device_name, "%s", prop.name);
-    const char *e = getenv("CUDAQ_NN_PDL");
-    st->pdl = prop.major >= 9 && !(e && !strcmp(e, "0"));
   }
+  st->pdl = cudaq_nn_pdl_enabled();
   if (cfg->kind == QRT_GPU_HYBRID) {
     cudaq_nn_error_t nerr;
     nerr.message[0] = '\0';
@@ -393,7 +382,7 @@ extern "C" int qrt_gpu_factory(void *user, int id, cudaq_gpu_worker_resources_t 
   /* The graph: ingest -> [the engine's kernels] -> publish, captured as one
    * stream of kernels (cudaq_nn_gpu_enqueue, not the engine's graph as a
    * child node), the engine's kernels and publish launched with PDL: each
-   * may start while the kernel before it finishes (qrt_pdl_wait). */
+   * may start while the kernel before it finishes (cudaq_nn_pdl_wait). */
   cudaGraph_t g = nullptr;
   unsigned blocks = (nd + kIngestThreads - 1) / kIngestThreads;
   const int packed = c->payload == QRT_PAYLOAD_BITS;

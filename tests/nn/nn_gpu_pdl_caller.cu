@@ -15,9 +15,7 @@
 namespace {
 
 __global__ void k_copy_in_late(const unsigned char *src, unsigned char *dst, size_t n) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
+  cudaq_nn_pdl_launch_dependents();
   if (threadIdx.x == 0) {
     unsigned long long t0 = 0, t = 0;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
@@ -28,9 +26,7 @@ __global__ void k_copy_in_late(const unsigned char *src, unsigned char *dst, siz
 }
 
 __global__ void k_copy_out(const unsigned char *src, unsigned char *dst, size_t n) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
+  cudaq_nn_pdl_wait();
   for (size_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
 }
 

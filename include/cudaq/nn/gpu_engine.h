@@ -146,6 +146,12 @@ cudaq_nn_status_t cudaq_nn_gpu_launch(cudaq_nn_gpu_t *gpu, void *stream);
  * call). */
 cudaq_nn_status_t cudaq_nn_gpu_enqueue(cudaq_nn_gpu_t *gpu, void *stream, cudaq_nn_error_t *err);
 
+/* 1 when the engine launches its kernels with PDL (the current device has
+ * compute capability >= 9.0 and CUDAQ_NN_PDL is not "0"; decided once per
+ * process): a caller's kernels around cudaq_nn_gpu_enqueue follow it. 0
+ * without CUDA. */
+int cudaq_nn_pdl_enabled(void);
+
 /* Convenience for tests and tools: copies the inputs in, launches, copies
  * the outputs out and waits. Sizes must equal the bindings' size_bytes.
  * Returns CUDAQ_NN_OK, CUDAQ_NN_ERR_INVALID_ARG, CUDAQ_NN_ERR_CUDA. */
@@ -201,5 +207,28 @@ cudaq_nn_status_t cudaq_nn_gpu_device_program(cudaq_nn_gpu_t *gpu, size_t smem_l
 #ifdef __cplusplus
 }
 #endif
+
+/* ---- device side (CUDA code) --------------------------------------------- */
+#if defined(__CUDACC__)
+/* Programmatic dependent launch (PDL, compute capability 9.0) for a caller's
+ * kernels around cudaq_nn_gpu_enqueue, and the engine's own (one home):
+ * - cudaq_nn_pdl_launch_dependents: the kernel launched after this one with
+ *   PDL may be scheduled once every block of this one has called it (or
+ *   exited);
+ * - cudaq_nn_pdl_wait: returns once the kernel before this one (launched
+ *   with PDL) has completed and its stores are visible; call it before
+ *   reading anything that kernel wrote.
+ * Both are no-ops below sm_90 and in a kernel launched without PDL. */
+static __device__ __forceinline__ void cudaq_nn_pdl_launch_dependents(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void cudaq_nn_pdl_wait(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+#endif /* __CUDACC__ */
 
 #endif /* CUDAQ_NN_GPU_ENGINE_H */
