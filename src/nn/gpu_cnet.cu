@@ -51,9 +51,10 @@
  * layer's B fragments, 1 KB a step) than by mma.sync; 4 product warps of
  * up to 4 tiles each read half of that and were measured no faster as a
  * whole (H200, nn-cluster-pdl-h200-2026-11-28.md). The start-up that
- * reads only constants overlaps the kernel before (PDL). Next: layer 0 on an im2col
- * of its 3 channels, the rows pushed into the neighbours' next window
- * instead of gathered, wgmma for the products (B read once per warpgroup).
+ * reads only constants overlaps the kernel before (PDL). Next: layer 0 on
+ * an im2col of its 3 channels, the rows pushed into the neighbours' next
+ * window instead of gathered, wgmma for the products (B read once per
+ * warpgroup).
  *
  * Batch: cluster n of the grid runs batch item n. */
 #include <cooperative_groups.h>
@@ -387,8 +388,8 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
      * here on (PDL: it waits for this grid's completion before it reads
      * anything), so its launch overlaps the last layer, and its blocks do
      * not hold SMs through the whole network. */
-    if (last) nnk_pdl_launch_dependents();
     if (last) {
+      nnk_pdl_launch_dependents();
       /* Release of this CTA's reads (other end: the wait before exit):
        * nobody reads shared memory after this point, so every CTA may
        * leave once all have arrived. */

@@ -39,7 +39,6 @@ struct qrt_gpu_stage {
   int nw;
   char device_name[256];
   char describe[2048];
-  int pdl; /* publish launched with PDL where the engine's kernels are (cudaq_nn_pdl_enabled) */
 };
 
 /* The GPU's global timer in ns (the result's diagnostic stamps). */
@@ -48,13 +47,6 @@ __device__ __forceinline__ uint64_t qrt_now_ns() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
-
-/* Programmatic dependent launch (PDL) across the graph's kernels: the
- * ingest kernel lets the next kernel (the engine's first, or publish) be
- * scheduled once the request is in hand (cudaq_nn_pdl_launch_dependents),
- * and that kernel waits (cudaq_nn_pdl_wait: the engine's kernels, see
- * cudaq_nn_gpu_enqueue; the publish kernel below) until the ingest kernel
- * has completed and its stores are visible. */
 
 /* The ingest kernels' common body (every thread of the block calls it): the
  * payload of the request at slot as INT32 events in dst, items first,
@@ -297,10 +289,8 @@ extern "C" int qrt_gpu_stage_create(const qrt_gpu_config_t *cfg, qrt_gpu_stage_t
   }
   st->cfg = *cfg;
   cudaDeviceProp prop;
-  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
+  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
     snprintf(st->device_name, sizeof st->device_name, "%s", prop.name);
-  }
-  st->pdl = cudaq_nn_pdl_enabled();
   if (cfg->kind == QRT_GPU_HYBRID) {
     cudaq_nn_error_t nerr;
     nerr.message[0] = '\0';
@@ -406,20 +396,18 @@ extern "C" int qrt_gpu_factory(void *user, int id, cudaq_gpu_worker_resources_t 
   pub.blockDim = dim3(kPublishThreads);
   pub.stream = w->stream;
   pub.attrs = &pdl;
-  pub.numAttrs = st->pdl ? 1 : 0;
+  pub.numAttrs = cudaq_nn_pdl_enabled() ? 1 : 0; /* as the engine's kernels */
   const cudaError_t pe = cudaLaunchKernelEx(&pub, qrt_publish_kernel, published, nd, frame, c->num_observables,
                                             w->h_out_dev, r->ready_flag_dev, w->d_stats);
   const cudaError_t ce = cudaStreamEndCapture(w->stream, &g);
-  if (nst) {
-    fprintf(stderr, "qec-realtime: worker %d: recording the inference: %s\n", id,
-            nerr.message[0] ? nerr.message : cudaq_nn_status_str(nst));
+  if (nst || pe != cudaSuccess || ce != cudaSuccess) {
     if (g)
       cudaGraphDestroy(g);
-    return 1;
-  }
-  if (pe != cudaSuccess || ce != cudaSuccess) {
-    if (g)
-      cudaGraphDestroy(g);
+    if (nst) {
+      fprintf(stderr, "qec-realtime: worker %d: recording the inference: %s\n", id,
+              nerr.message[0] ? nerr.message : cudaq_nn_status_str(nst));
+      return 1;
+    }
     QRT_CK(pe);
     QRT_CK(ce);
   }
