@@ -821,8 +821,8 @@ def cnet_cases(g):
     predecoder's shape (14^3 cells over 16 CTAs, two m16 tiles per warp,
     halos that reach two CTAs away); batch 2 with kernels 1 x 3 x 3 and
     3 x 1 x 1, odd channel counts (17, 3) and a layer without ReLU; a large
-    volume (7,680 cells, four m16 tiles per warp). Generated last so that
-    the earlier cases keep their data."""
+    volume (7,680 cells, four m16 tiles per warp); five m64 blocks a CTA.
+    Generated last so that the earlier cases keep their data."""
     p1 = dict(pads=[1] * 6)
     cl_chain(g, "conv3d_cnet_d13", [1, 3, 14, 14, 14], [(32, [3, 3, 3], True, p1), (32, [3, 3, 3], True, p1),
                                                         (32, [3, 3, 3], True, p1), (9, [3, 3, 3], False, p1)])
@@ -830,6 +830,11 @@ def cnet_cases(g):
                                                        (32, [3, 3, 3], False, p1),
                                                        (3, [3, 1, 1], True, dict(pads=[1, 0, 0, 1, 0, 0]))])
     cl_chain(g, "conv3d_cnet_large", [1, 4, 16, 20, 24], [(8, [3, 3, 3], True, p1), (6, [3, 3, 3], False, p1)])
+    # 4,800 cells: 300 a CTA, five m64 blocks, so that the wgmma products
+    # (gpu_cnet.cu, cn_layer_wg) give each warpgroup two blocks and split a
+    # third; 16 -> 16 -> 8 channels (wider rows would not fit a CTA)
+    cl_chain(g, "conv3d_cnet_odd5", [1, 3, 15, 16, 20], [(16, [3, 3, 3], True, p1), (16, [3, 3, 3], True, p1),
+                                                         (8, [3, 3, 3], False, p1)])
 
 
 def gen(args):

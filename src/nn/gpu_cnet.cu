@@ -51,10 +51,17 @@
  * layer's B fragments, 1 KB a step) than by mma.sync; 4 product warps of
  * up to 4 tiles each read half of that and were measured no faster as a
  * whole (H200, nn-cluster-pdl-h200-2026-11-28.md). The start-up that
- * reads only constants overlaps the kernel before (PDL). Next: layer 0 on
- * an im2col of its 3 channels, the rows pushed into the neighbours' next
- * window instead of gathered, wgmma for the products (B read once per
- * warpgroup).
+ * reads only constants overlaps the kernel before (PDL).
+ *
+ * wgmma (cn_layer_wg, sm_90a; nn-cluster-wgmma-h200-2026-11-28.md): the
+ * same A fragments from registers, B read once per warpgroup from shared
+ * memory, batches of steps per fence. At N = 32 an m64n32k16 wgmma took
+ * ~37-48 cycles (16 at the tensor peak); per 32 -> 32 layer at d = 13 the
+ * products went 4.3 -> 3.7 us but the kernel did not get faster, and in
+ * the realtime graph at 100k requests/s it was 1-2.5 us slower: used
+ * where it measured faster, one m64 block a CTA (d = 5 to 9).
+ * Next: layer 0 on an im2col of its 3 channels, the rows pushed into the
+ * neighbours' next window instead of gathered.
  *
  * Batch: cluster n of the grid runs batch item n. */
 #include <cooperative_groups.h>
@@ -72,6 +79,11 @@ constexpr int CN_MAX_CH = 32; /* input and output channels of a layer */
 constexpr int CN_MAX_MI = 4;  /* m16 tiles per warp */
 constexpr int CN_BATCH = 8;   /* loads in flight per thread in a window gather */
 constexpr size_t CN_MAX_SMEM = 227 * 1024 - 512; /* the tap table and bias are static shared memory */
+/* The zero blocks (a step's B: 2 x mst output channels x 8 halves) after
+ * each weight buffer that cn_layer_wg's last batch reads past the end: its
+ * batches are at most CN_TAIL_BLOCKS + 1 steps */
+constexpr int CN_TAIL_BLOCKS = 3;
+__host__ __device__ constexpr int cn_tail_bytes(int mst) { return CN_TAIL_BLOCKS * 2 * mst * 16; }
 
 /* A window / activation row in halves: the channels rounded up to 16, plus
  * 8 so that the 8 rows one ldmatrix reads start in distinct bank groups. */
@@ -86,7 +98,11 @@ size_t align16(size_t v) { return (v + 15) / 16 * 16; }
 __device__ __forceinline__ void cn_load_weights(const nnk_cnet &s, int l, unsigned char *buf) {
   if (l < s.L) {
     const unsigned char *src = reinterpret_cast<const unsigned char *>(s.layer[l].w);
-    for (int i = threadIdx.x * 16; i < s.layer[l].w_bytes; i += CN_THREADS * 16) nnk_cp_async16(buf + i, src + i);
+    const int wb = s.layer[l].w_bytes;
+    for (int i = threadIdx.x * 16; i < wb; i += CN_THREADS * 16) nnk_cp_async16(buf + i, src + i);
+    if (s.wg) /* cn_layer_wg's zero blocks after the weights (this buffer held another layer's) */
+      for (int i = wb + threadIdx.x * 16; i < wb + cn_tail_bytes(s.layer[l].mst); i += CN_THREADS * 16)
+        *reinterpret_cast<uint4 *>(buf + i) = make_uint4(0, 0, 0, 0);
   }
   nnk_cp_async_commit();
 }
@@ -113,6 +129,49 @@ __device__ __forceinline__ void cn_masks(const nnk_cnet &s, const int *k, int p0
   }
 }
 
+/* The epilogue of one m16 tile (bias, ReLU, FP16) from its accumulators in
+ * the m16n8 C layout: rows lane / 4 and + 8, columns 2 (lane % 4) and + 1
+ * of each n8 tile. Writes the next layer's activations (act_out, zeros past
+ * M up to round16(M)) or, in the last layer, NCDHW FP16 to the output. */
+template <int NT>
+__device__ __forceinline__ void cn_store(const nnk_cnet &s, const nnk_cnet_layer &ly, bool last, int n, int p0,
+                                         int nown, int tile, const float *bias_s, const float (&acc)[NT][4],
+                                         __half *act_out) {
+  const int lane = threadIdx.x % 32;
+  const int row_out = cn_row(ly.M);
+#pragma unroll
+  for (int j = 0; j < NT; j++) {
+    const int c0 = j * 8 + (lane % 4) * 2;
+    if (c0 >= cn_row(ly.M) - 8) break; /* past the row's channels (round16(M)) */
+    float bias[2];
+    bool keep[2];
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      keep[e] = c0 + e < ly.M;
+      bias[e] = bias_s[c0 + e]; /* zero past M */
+    }
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+      const int r = tile * 16 + lane / 4 + 8 * hr;
+      if (r >= nown) continue;
+      float v[2];
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        float x = acc[j][2 * hr + e] + bias[e];
+        if (ly.relu) x = nnk_relu_nan(x);
+        v[e] = keep[e] ? x : 0.0f; /* padding channels stay zero for the next layer */
+      }
+      if (!last) {
+        *reinterpret_cast<__half2 *>(act_out + (size_t)r * row_out + c0) = __floats2half2_rn(v[0], v[1]);
+      } else {
+        __half *y = s.y + (size_t)n * ly.M * s.P + p0 + r;
+        if (keep[0]) y[(size_t)c0 * s.P] = __float2half(v[0]);
+        if (keep[1]) y[(size_t)(c0 + 1) * s.P] = __float2half(v[1]);
+      }
+    }
+  }
+}
+
 /* Layer l's implicit GEMM and epilogue: MI m16 tiles per warp (one kernel
  * per MI) and NT n8 tiles of output channels, 4, or 2 for a layer of at
  * most 16 output channels (nnk_cnet_layer::nt; the packed weights hold at
@@ -133,7 +192,7 @@ __device__ __forceinline__ void cn_layer(const nnk_cnet &s, const nnk_cnet_layer
                                          const int *tap_off, const uint32_t *mask, const float *bias_s, float *red,
                                          __half *act_out, long long *sub) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int row_in = cn_row(ly.C), row_out = cn_row(ly.M);
+  const int row_in = cn_row(ly.C);
   const int c16 = (ly.C + 15) / 16;
   const int mtiles = (nown + 15) / 16;
   const int taps = ly.k[0] * ly.k[1] * ly.k[2];
@@ -220,47 +279,179 @@ __device__ __forceinline__ void cn_layer(const nnk_cnet &s, const nnk_cnet_layer
     if (group != 0) return;
   }
   if (sub) sub[2] = clock64();
-  /* Epilogue: bias, ReLU, FP16; C fragment rows lane / 4 and + 8, columns
-   * 2 (lane % 4) and + 1 of each n8 tile. */
 #pragma unroll
   for (int i = 0; i < MI; i++) {
     if (tile0 + CN_WARPS * i >= mtiles) break;
+    cn_store<NT>(s, ly, last, n, p0, nown, tile0 + CN_WARPS * i, bias_s, acc[i], act_out);
+  }
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* The products of one warpgroup's first NB blocks (of MB) over steps
+ * [kk_begin, kk_end) (step kk = ch taps + t, chunk-major: the packed
+ * weights' block order, block kk of B 2 mst 16 bytes after block kk - 1).
+ *
+ * Batches of G steps: one wgmma.fence, then G x NB wgmmas back to back (a
+ * chain into the same accumulators needs no fence between them) and one
+ * commit. Measured on an H200: a fence and commit per step left the tensor
+ * pipe waiting on each step's wgmma latency (~170 cycles a step with one
+ * m64n32 wgmma, against ~16 of tensor work). A batch's A fragments (each
+ * warp its tile's, ldmatrix as cn_layer loads them, masked rows from the
+ * zero row) are loaded while the batch before runs: two register sets, a
+ * set reloaded only after wgmma.wait_group shows the wgmmas that read it
+ * complete. Steps past kk_end (the last batch's rest) read the zero row for
+ * A and for B the blocks after: finite weights or the CN_TAIL_BLOCKS zero
+ * blocks after the layer's: they add 0. A step's B descriptor is the
+ * batch's plus g blocks, computed before the fence: no instruction but a
+ * wgmma may write a wgmma's inputs inside a batch, and the loop keeps its
+ * plain shape (a for (;;) with breaks was rotated into one that broke
+ * that), else ptxas serializes every wgmma (C7513). */
+template <int NB, int MB, int NT>
+__device__ __forceinline__ void cn_wg_run(float (&acc)[MB][NT][4], const uint32_t (&abase)[MB],
+                                          const uint32_t (&vmask)[MB], uint32_t zbase, uint64_t desc, int mst,
+                                          const int *tap_off, int taps, int c16, int kk_begin, int kk_end) {
+  /* two sets of G x NB A fragments in registers: more (G = 4 at NB = 2, G = 2
+   * at NB >= 3) ran out of registers (spills, or wgmmas serialized: C7512) */
+  constexpr int G = NB == 1 ? 4 : NB == 2 ? 2 : 1;
+  static_assert(G - 1 <= CN_TAIL_BLOCKS, "a batch reads at most CN_TAIL_BLOCKS blocks past the end");
+  if (kk_begin >= kk_end) return;
+  const uint32_t bstep = (uint32_t)(2 * mst); /* a block, in the descriptor's 16-byte units */
+  const uint64_t db0 = desc + (uint64_t)kk_begin * bstep;
+  int tn = kk_begin % taps, cn = kk_begin / taps; /* the tap and chunk of the next step load reads */
+  (void)c16;
+  auto load = [&](int kk, uint32_t(&a)[G][NB][4]) {
 #pragma unroll
-    for (int j = 0; j < NT; j++) {
-      const int c0 = j * 8 + (lane % 4) * 2;
-      if (c0 >= cn_row(ly.M) - 8) break; /* past the row's channels (round16(M)) */
-      float bias[2];
-      bool keep[2];
+    for (int g = 0; g < G; g++) {
+      const bool in = kk + g < kk_end;
+      const uint32_t off = (uint32_t)tap_off[tn], chb = (uint32_t)cn * 32;
 #pragma unroll
-      for (int e = 0; e < 2; e++) {
-        keep[e] = c0 + e < ly.M;
-        bias[e] = bias_s[c0 + e]; /* zero past M */
-      }
-#pragma unroll
-      for (int hr = 0; hr < 2; hr++) {
-        const int r = (tile0 + CN_WARPS * i) * 16 + lane / 4 + 8 * hr;
-        if (r >= nown) continue;
-        float v[2];
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-          float x = acc[i][j][2 * hr + e] + bias[e];
-          if (ly.relu) x = nnk_relu_nan(x);
-          v[e] = keep[e] ? x : 0.0f; /* padding channels stay zero for the next layer */
-        }
-        if (!last) {
-          *reinterpret_cast<__half2 *>(act_out + (size_t)r * row_out + c0) = __floats2half2_rn(v[0], v[1]);
-        } else {
-          __half *y = s.y + (size_t)n * ly.M * s.P + p0 + r;
-          if (keep[0]) y[(size_t)c0 * s.P] = __float2half(v[0]);
-          if (keep[1]) y[(size_t)(c0 + 1) * s.P] = __float2half(v[1]);
-        }
-      }
+      for (int i = 0; i < NB; i++)
+        nnk_ldmatrix_x4(a[g][i], (in && ((vmask[i] >> tn) & 1u) ? abase[i] + off : zbase) + (in ? chb : 0u));
+      if (++tn == taps) tn = 0, cn++; /* past the end: any tap, the zero row */
     }
+  };
+  auto issue = [&](int kk, const uint32_t(&a)[G][NB][4]) {
+    uint64_t db[G];
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+      db[g] = db0 + (uint64_t)((uint32_t)(kk - kk_begin + g) * bstep);
+      asm volatile("" : "+l"(db[g])); /* computed here, before the fence, not between the wgmmas */
+    }
+    nnk_wg_fence(); /* the batch's ldmatrix results and the accumulators before the wgmmas read them */
+#pragma unroll
+    for (int g = 0; g < G; g++)
+#pragma unroll
+      for (int i = 0; i < NB; i++) {
+        if constexpr (NT == 4)
+          nnk_wgmma_rs_n32(acc[i], a[g][i], db[g]);
+        else
+          nnk_wgmma_rs_n16(acc[i], a[g][i], db[g]);
+      }
+    nnk_wg_commit();
+  };
+  uint32_t ax[G][NB][4], ay[G][NB][4];
+  load(kk_begin, ax);
+  for (int kk = kk_begin; kk < kk_end; kk += 2 * G) {
+    issue(kk, ax);
+    if (kk + G < kk_end) {
+      nnk_wg_wait<1>(); /* the batch before, which read ay, is complete */
+      load(kk + G, ay);
+      issue(kk + G, ay);
+    }
+    if (kk + 2 * G < kk_end) {
+      nnk_wg_wait<1>(); /* the batch that read ax is complete */
+      load(kk + 2 * G, ax);
+    }
+  }
+  nnk_wg_wait<0>();
+#pragma unroll
+  for (int i = 0; i < NB; i++)
+#pragma unroll
+    for (int j = 0; j < NT; j++) nnk_wg_pin(acc[i][j]);
+}
+
+/* Layer l's implicit GEMM on warpgroup MMAs (s.wg; sm_90a), then the same
+ * epilogue as cn_layer. The CTA's rows are s.nb m64 blocks (4 m16 tiles;
+ * every CTA computes as many, a short last CTA's extra rows read the zero
+ * row and are dropped), shared by the two warpgroups: warpgroup g takes
+ * blocks g, g + 2, ... below 2 floor(nb / 2) over every step, and with nb
+ * odd both take the last block over half the steps each (warpgroup g half
+ * g), its partial sums meeting in shared memory (red): per warpgroup MB =
+ * ceil(nb / 2) accumulator blocks, the shared one last; first the half
+ * with all MB, then the other half with the MB - 1 whole blocks. The B
+ * operand (the step's block of the packed weights: core matrices of 8
+ * output channels x 16 bytes, k halves mst x 16 bytes apart, n8 groups
+ * 128) is read from shared memory once per warpgroup, where cn_layer's
+ * 8 warps each load it (half of that kernel's shared-memory reads). */
+template <int MB, int NT>
+__device__ __forceinline__ void cn_layer_wg(const nnk_cnet &s, const nnk_cnet_layer &ly, bool last, int n, int p0,
+                                            int nown, uint32_t win, uint32_t wts, uint32_t zero_row,
+                                            const int *tap_off, const uint32_t *mask, const float *bias_s,
+                                            float *red, __half *act_out, long long *sub) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  /* the warpgroup, through a shuffle so that the compiler knows it is
+   * warp-uniform: a wgmma under a branch it cannot prove uniform is
+   * serialized (ptxas C7520) */
+  const int wg = __shfl_sync(0xffffffffu, warp / 4, 0), wl = warp % 4;
+  const int row_in = cn_row(ly.C);
+  const int mtiles = (nown + 15) / 16;
+  const int taps = ly.k[0] * ly.k[1] * ly.k[2], c16 = (ly.C + 15) / 16, K = c16 * taps;
+  const bool shared = s.nb & 1; /* the last block split between the warpgroups */
+  const uint32_t a_half = (lane / 16) * 16;
+  uint32_t abase[MB], vmask[MB];
+#pragma unroll
+  for (int i = 0; i < MB; i++) {
+    const int blk = shared && i == MB - 1 ? s.nb - 1 : wg + 2 * i;
+    const int r = (blk * 4 + wl) * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
+    abase[i] = win + (uint32_t)((r + s.halo) * row_in * 2) + a_half;
+    vmask[i] = r < nown ? mask[r] : 0u;
+  }
+  if (sub) sub[0] = clock64();
+  const uint32_t zbase = zero_row + a_half;
+  float acc[MB][NT][4];
+  nnk_acc_zero(acc);
+  const uint64_t desc = nnk_wg_desc(wts, (uint32_t)ly.mst * 16, 128);
+  if (!shared) {
+    cn_wg_run<MB, MB, NT>(acc, abase, vmask, zbase, desc, ly.mst, tap_off, taps, c16, 0, K);
+  } else {
+    const int h0 = wg ? K / 2 : 0, h1 = wg ? K : K / 2; /* this warpgroup's half of the shared block */
+    cn_wg_run<MB, MB, NT>(acc, abase, vmask, zbase, desc, ly.mst, tap_off, taps, c16, h0, h1);
+    if constexpr (MB > 1) {
+      const int o0 = wg ? 0 : K / 2, o1 = wg ? K / 2 : K; /* the other half, whole blocks only */
+      cn_wg_run<MB - 1, MB, NT>(acc, abase, vmask, zbase, desc, ly.mst, tap_off, taps, c16, o0, o1);
+    }
+  }
+  if (sub) sub[1] = clock64();
+  if (shared) { /* warpgroup 1's partial sums of the shared block, in fragment order */
+    float4 *o = reinterpret_cast<float4 *>(red) + (size_t)(wl * 32 + lane) * NT;
+    if (wg == 1)
+#pragma unroll
+      for (int j = 0; j < NT; j++)
+        o[j] = make_float4(acc[MB - 1][j][0], acc[MB - 1][j][1], acc[MB - 1][j][2], acc[MB - 1][j][3]);
+    __syncthreads();
+    if (wg == 0)
+#pragma unroll
+      for (int j = 0; j < NT; j++) {
+        const float4 v = o[j];
+        acc[MB - 1][j][0] += v.x, acc[MB - 1][j][1] += v.y, acc[MB - 1][j][2] += v.z, acc[MB - 1][j][3] += v.w;
+      }
+  }
+  if (sub) sub[2] = clock64();
+#pragma unroll
+  for (int i = 0; i < MB; i++) {
+    const bool sh = shared && i == MB - 1;
+    if (sh && wg != 0) continue; /* warpgroup 0 stores the shared block */
+    const int tile = (sh ? s.nb - 1 : wg + 2 * i) * 4 + wl;
+    if (tile >= mtiles) continue;
+    cn_store<NT>(s, ly, last, n, p0, nown, tile, bias_s, acc[i], act_out);
   }
 }
 #endif
+#endif
 
-template <int MI>
+/* MI: m16 tiles per warp (cn_layer), or with WG m64 blocks per warpgroup
+ * (cn_layer_wg, sm_90a code only: the host sets s.wg only where it is). */
+template <int MI, bool WG>
 __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ nnk_cnet s) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(16) unsigned char sm[];
@@ -396,16 +587,29 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
       asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
     }
     nnk_cp_async_wait<1>(); /* layer l's weights (the group before the last committed) */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if (WG) nnk_fence_proxy_async(); /* ... to the async proxy too: wgmma reads B through it */
+#endif
     __syncthreads();        /* window, weights and tap table visible to every warp */
     if (prof) prof[2 + 4 * l] = clock64();
     const uint32_t wts = nnk_smem_u32(wbuf(l)), w32 = nnk_smem_u32(win), z32 = nnk_smem_u32(zero_row);
     __half *out = act(l);
     /* past the stack's slots for L <= 4 layers: 4 stamps inside each layer */
     long long *sub = prof && s.L <= 4 ? prof + 1 + 4 * s.L + 4 * l : nullptr;
-    if (ly.nt == 2)
+    if constexpr (WG) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+      if (ly.nt == 2)
+        cn_layer_wg<MI, 2>(s, ly, last, n, p0, nown, w32, wts, z32, tap_off, mask, bias_s, red, out, sub);
+      else
+        cn_layer_wg<MI, 4>(s, ly, last, n, p0, nown, w32, wts, z32, tap_off, mask, bias_s, red, out, sub);
+#else
+      __trap(); /* never launched: nnk_cnet_plan sets wg only in the sm_90a build */
+#endif
+    } else if (ly.nt == 2) {
       cn_layer<MI, 2>(s, ly, last, n, p0, nown, w32, wts, z32, tap_off, mask, bias_s, red, out, sub);
-    else
+    } else {
       cn_layer<MI, 4>(s, ly, last, n, p0, nown, w32, wts, z32, tap_off, mask, bias_s, red, out, sub);
+    }
     if (prof) prof[3 + 4 * l] = clock64();
     if (!last) {
       /* Release (other end: the acquire wait before layer l + 1's gather):
@@ -431,18 +635,22 @@ using cnet_fn = void (*)(nnk_cnet);
 /* One kernel per MI (m16 tiles per warp), so that a launch's code is one
  * layer body that every layer runs (small enough to stay in the
  * instruction cache) */
-cnet_fn cnet_kernel(int mi) {
-  static const cnet_fn k[CN_MAX_MI] = {k_cnet<1>, k_cnet<2>, k_cnet<3>, k_cnet<4>};
-  return k[(mi < 1 ? 1 : mi > CN_MAX_MI ? CN_MAX_MI : mi) - 1];
+cnet_fn cnet_kernel(int mi, int wg) {
+  static const cnet_fn k[2][CN_MAX_MI] = {{k_cnet<1, false>, k_cnet<2, false>, k_cnet<3, false>, k_cnet<4, false>},
+                                          {k_cnet<1, true>, k_cnet<2, true>, k_cnet<3, true>, k_cnet<4, true>}};
+  return k[wg ? 1 : 0][(mi < 1 ? 1 : mi > CN_MAX_MI ? CN_MAX_MI : mi) - 1];
 }
 
 }  // namespace
 
-int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, nnk_cnet *s, size_t *smem) {
+int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, int wg, nnk_cnet *s, size_t *smem) {
   if (L < 1 || L > NNK_CNET_MAX_LAYERS || cl < 1 || cl > 16) return 0;
   *s = nnk_cnet{};
+#if !defined(CUDAQ_NN_HAVE_SM90A)
+  wg = 0; /* no sm_90a code in this build */
+#endif
   const nnk_conv &p0 = *layers[0];
-  int max_row = 0, max_wbytes = 0;
+  int max_row = 0, max_wbytes = 0, max_wbytes_wg = 0; /* wg: the weights plus their zero blocks */
   for (int l = 0; l < L; l++) {
     const nnk_conv &p = *layers[l];
     if (!nnk_stack_layer_ok(p) || p.N != p0.N || p.C > CN_MAX_CH || p.M > CN_MAX_CH ||
@@ -463,6 +671,7 @@ int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, nnk_c
     if (cn_row(p.C) > max_row) max_row = cn_row(p.C);
     if (cn_row(p.M) > max_row) max_row = cn_row(p.M);
     if (ly.w_bytes > max_wbytes) max_wbytes = ly.w_bytes;
+    if (ly.w_bytes + cn_tail_bytes(ly.mst) > max_wbytes_wg) max_wbytes_wg = ly.w_bytes + cn_tail_bytes(ly.mst);
   }
   s->L = L;
   s->N = p0.N;
@@ -475,7 +684,15 @@ int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, nnk_c
   s->cl = cl;
   s->R = (s->P + cl - 1) / cl;
   const int mtiles = (s->R + 15) / 16;
-  s->mi = (mtiles + CN_WARPS - 1) / CN_WARPS;
+  /* m16 tiles per warp, or m64 blocks per warpgroup (two warpgroups) */
+  s->nb = (mtiles + 3) / 4;
+  /* wgmma (H200, nn-cluster-wgmma-h200-2026-11-28.md): faster than
+   * mma.sync with one m64 block a CTA (d = 7: 18.3 against 18.7 us, d = 9:
+   * 17.4 against 19.7), not with three (d = 13: even alone, 1-2.5 us
+   * slower in the realtime graph at 100k requests/s) */
+  s->wg = wg == 1 || (wg == 2 && s->nb == 1);
+  if (s->wg) max_wbytes = max_wbytes_wg;
+  s->mi = s->wg ? (s->nb + 1) / 2 : (mtiles + CN_WARPS - 1) / CN_WARPS;
   if (s->mi > CN_MAX_MI) return 0;
   for (int l = 0; l < L; l++) /* n8 tiles per warp (cn_layer): past 16 output channels the weights are zero */
     s->layer[l].nt = split && s->layer[l].M <= 16 ? 2 : 4;
@@ -533,7 +750,7 @@ cudaLaunchConfig_t cnet_config(const nnk_cnet &s, size_t smem, cudaStream_t st, 
 
 cudaError_t nnk_cnet_setup(const nnk_cnet &s, size_t smem, int *clusters) {
   *clusters = 0;
-  const cnet_fn k = cnet_kernel(s.mi);
+  const cnet_fn k = cnet_kernel(s.mi, s.wg);
   cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)CN_MAX_SMEM);
   if (e == cudaSuccess && s.cl > 8) e = cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   if (e != cudaSuccess) return e;
@@ -545,6 +762,6 @@ cudaError_t nnk_cnet_setup(const nnk_cnet &s, size_t smem, int *clusters) {
 cudaError_t nnk_launch_cnet(const nnk_cnet &s, size_t smem, cudaStream_t st) {
   cudaLaunchAttribute at[2];
   const cudaLaunchConfig_t cfg = cnet_config(s, smem, st, at, true);
-  cudaError_t e = cudaLaunchKernelEx(&cfg, cnet_kernel(s.mi), s);
+  cudaError_t e = cudaLaunchKernelEx(&cfg, cnet_kernel(s.mi, s.wg), s);
   return e != cudaSuccess ? e : cudaGetLastError();
 }

@@ -526,15 +526,19 @@ int nng_cnet_side(const cudaq_nn_gpu *g, const stack_state *st) {
  * compute capability 9.0 (no clusters; the kernel's body is sm_90 code). */
 static void plan_cnet(stack_state *st, const nnk_conv *const *layers, int device) {
   st->cn_ok = 0;
-  int major = 0;
+  int major = 0, minor = 0;
   if (nng_cnet_env() == 0 || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      major < 9)
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess || major < 9)
     return;
   static const int sizes[] = {16, 8};
   const char *env = getenv("CUDAQ_NN_CNET_SPLIT"); /* 0: four n8 tiles a warp in every layer (comparisons) */
   const int split = !env || strcmp(env, "0") != 0;
+  /* warpgroup MMAs (sm_90a code: compute capability 9.0 only) where they
+   * measured faster; CUDAQ_NN_CNET_WG=1 everywhere, =0 nowhere (comparisons) */
+  const char *wenv = getenv("CUDAQ_NN_CNET_WG");
+  const int wg = major != 9 || minor != 0 ? 0 : !wenv ? 2 : !strcmp(wenv, "1") ? 1 : !strcmp(wenv, "0") ? 0 : 2;
   for (int i = 0; i < 2 && !st->cn_ok; i++) {
-    if (!nnk_cnet_plan(layers, st->L, sizes[i], split, &st->cn, &st->cn_smem)) continue;
+    if (!nnk_cnet_plan(layers, st->L, sizes[i], split, wg, &st->cn, &st->cn_smem)) continue;
     int clusters = 0;
     if (nnk_cnet_setup(st->cn, st->cn_smem, &clusters) != cudaSuccess) {
       (void)cudaGetLastError(); /* a size this device cannot place: try the next */
@@ -969,7 +973,10 @@ cudaq_nn_status_t cudaq_nn_gpu_describe(const cudaq_nn_gpu_t *g, char *buf, size
                      "%.2f us -> %s\n",
                      i, st->L, st->conv[0], st->s.grid, st->s.bk[0], st->s.bk[1], st->s.bk[2], st->smem, st->t_stack,
                      cn, st->t_members,
-                     !st->use ? "not used" : st->kind == STACK_CLUSTER ? "used, cluster" : "used, grid");
+                     !st->use                     ? "not used"
+                     : st->kind != STACK_CLUSTER ? "used, grid"
+                     : st->cn.wg                 ? "used, cluster, wgmma"
+                                                 : "used, cluster, mma.sync");
     if (w < 0) break;
     used += (size_t)w;
     if (st->s.prof && used < len) used += describe_stack_profile(g, st, st->s.prof, buf + used, len - used);

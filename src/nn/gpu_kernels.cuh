@@ -357,7 +357,9 @@ cudaError_t nnk_launch_stack(const nnk_stack &s, size_t smem, cudaStream_t st);
  * but x, y and each layer's w, b for a cluster of cl CTAs (at most 16);
  * 0 when the chain does not fit. split 0 keeps every layer on four n8
  * tiles a warp (for comparisons); 1 gives a layer with at most 16 output
- * channels two.
+ * channels two. wg: the products on warpgroup MMAs where this build has
+ * sm_90a code (the caller checks the device is compute capability 9.0):
+ * 0 never, 1 always, 2 where they measured faster (one m64 block a CTA).
  * nnk_cnet_setup: *clusters that can run at once (0: this cluster size
  * cannot be placed). */
 #define NNK_CNET_MAX_LAYERS 8
@@ -371,7 +373,9 @@ struct nnk_cnet_layer {
 };
 struct nnk_cnet {
   int L, N, D, H, W, P;
-  int cl, R, mi;       /* cluster size, positions per CTA, m16 tiles per warp (at most) */
+  int cl, R, mi;       /* cluster size, positions per CTA, m16 tiles per warp (at most; with wg m64 blocks per warpgroup) */
+  int wg;              /* products on warpgroup MMAs (sm_90a build, compute capability 9.0) */
+  int nb;              /* m64 blocks of R positions (wg) */
   unsigned r_magic;    /* ceil(2^32 / R): q / R as a multiply-high */
   unsigned wr_magic;   /* ceil(2^32 / win_rows): the layer-0 gather's (channel, row) split */
   int halo, win_rows;  /* window: R + 2 halo positions */
@@ -383,7 +387,7 @@ struct nnk_cnet {
                       masks, window cleared and PDL wait) */
   nnk_cnet_layer layer[NNK_CNET_MAX_LAYERS];
 };
-int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, nnk_cnet *s, size_t *smem);
+int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, int wg, nnk_cnet *s, size_t *smem);
 cudaError_t nnk_cnet_setup(const nnk_cnet &s, size_t smem, int *clusters);
 cudaError_t nnk_launch_cnet(const nnk_cnet &s, size_t smem, cudaStream_t st);
 

@@ -6,7 +6,7 @@
 
 #include "gpu_engine_internal.h"
 
-#define ENGINE_PLAN_VERSION 14 /* 3: tensor-core candidates, t_tc per conv; 4: fused cuDNN;
+#define ENGINE_PLAN_VERSION 15 /* 3: tensor-core candidates, t_tc per conv; 4: fused cuDNN;
                                  5: channels-last kernel, t_cl and layouts per conv;
                                  6: stacks (one line each, members IMPL_STACK);
                                  7: the channels-last brick algorithms;
@@ -16,7 +16,8 @@
                                  11: the wgmma flat tiles;
                                  12: stacks as one cluster (kind, t_cnet per stack);
                                  13: the key names options.concurrent;
-                                 14: the cluster kernel with PDL (t_cnet re-timed) */
+                                 14: the cluster kernel with PDL (t_cnet re-timed);
+                                 15: its products on wgmma (t_cnet re-timed) */
 
 /* The cuDNN workspace shared by all convolutions, reallocated to bytes. */
 static cudaq_nn_status_t set_workspace(cudaq_nn_gpu *g, size_t bytes, cudaq_nn_error_t *err) {

@@ -171,29 +171,37 @@ void check_stack_splits(void) {
 /* The cluster kernel (gpu_cnet.cu), forced (CUDAQ_NN_CNET=1): every chain
  * of at most 32 channels runs as one cluster and matches the CPU executor
  * three runs in a row (2D, batch 2, 1 x 1 x 1 and 1 x 3 x 3 kernels, odd
- * channel counts, a layer without ReLU, one to four m16 tiles per warp);
- * a chain with 64 channels gets no cluster plan and still runs (grid). */
+ * channel counts, a layer without ReLU, one to four m16 tiles per warp;
+ * one to eight m64 blocks a CTA, odd counts split between the warpgroups),
+ * its products on mma.sync (CUDAQ_NN_CNET_WG=0) and, on a compute
+ * capability 9.0 device, on wgmma; a chain with 64 channels gets no
+ * cluster plan and still runs (grid). */
 void check_cnet(void) {
   static const struct {
     const char *name;
     int fits;
   } models[] = {{"conv3d_cl_chain", 1},   {"conv3d_cl_batch2", 1},  {"conv3d_stack_deep", 1},
                 {"conv2d_cl_chain", 1},   {"conv3d_cnet_d13", 1},   {"conv3d_cnet_mixed", 1},
-                {"conv3d_cnet_large", 1}, {"conv3d_stack_wide", 0}};
+                {"conv3d_cnet_large", 1}, {"conv3d_cnet_odd5", 1},  {"conv3d_stack_wide", 0}};
   setenv("CUDAQ_NN_CNET", "1", 1);
-  for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
-    if (!selected(models[mi].name)) continue;
-    io_t io;
-    cudaq_nn_model_t *m = load_case(models[mi].name, &io);
-    if (!m) continue;
-    char what[300];
-    snprintf(what, sizeof what, "%.200s fp16 cluster", models[mi].name);
-    const int r = run_forced(m, &io, CUDAQ_NN_CONV_STACK, models[mi].fits ? "-> used, cluster" : "no cluster plan", 3,
-                             what);
-    CHECK(r == 1, "%s: %s", what, models[mi].fits ? "the cluster kernel did not run" : "a cluster plan for 64 channels");
-    if (r) printf("ok      %s: %s\n", what, models[mi].fits ? "matches the CPU" : "no cluster plan (64 channels)");
-    io_free(&io);
-    cudaq_nn_model_destroy(m);
+  for (int wg = sm90(); wg >= 0; wg--) {
+    setenv("CUDAQ_NN_CNET_WG", wg ? "1" : "0", 1);
+    const char *tag = wg ? "-> used, cluster, wgmma" : "-> used, cluster, mma.sync";
+    for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
+      if (!selected(models[mi].name)) continue;
+      io_t io;
+      cudaq_nn_model_t *m = load_case(models[mi].name, &io);
+      if (!m) continue;
+      char what[300];
+      snprintf(what, sizeof what, "%.200s fp16 cluster (%s)", models[mi].name, wg ? "wgmma" : "mma.sync");
+      const int r = run_forced(m, &io, CUDAQ_NN_CONV_STACK, models[mi].fits ? tag : "no cluster plan", 3, what);
+      CHECK(r == 1, "%s: %s", what,
+            models[mi].fits ? "the cluster kernel did not run" : "a cluster plan for 64 channels");
+      if (r) printf("ok      %s: %s\n", what, models[mi].fits ? "matches the CPU" : "no cluster plan (64 channels)");
+      io_free(&io);
+      cudaq_nn_model_destroy(m);
+    }
   }
+  unsetenv("CUDAQ_NN_CNET_WG");
   unsetenv("CUDAQ_NN_CNET");
 }
