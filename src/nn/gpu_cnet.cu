@@ -58,8 +58,9 @@
  * memory, batches of steps per fence. At N = 32 an m64n32k16 wgmma took
  * ~37-48 cycles (16 at the tensor peak); per 32 -> 32 layer at d = 13 the
  * products went 4.3 -> 3.7 us but the kernel did not get faster, and in
- * the realtime graph at 100k requests/s it was 1-2.5 us slower: used
- * where it measured faster, one m64 block a CTA (d = 5 to 9).
+ * the realtime graph at 100k requests/s it was 2-2.5 us slower (d = 7:
+ * 0.25-0.5 us): used where it measured faster, one inference at a time
+ * with one m64 block a CTA (d = 5 to 9); mma.sync for concurrent engines.
  * Measured and not kept (same file): the rows pushed into the neighbours'
  * next window instead of gathered (the release arrival waits for every
  * remote store: slower), layer 0's taps along w folded into its channels
@@ -692,9 +693,10 @@ int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, int w
   /* m16 tiles per warp, or m64 blocks per warpgroup (two warpgroups) */
   s->nb = (mtiles + 3) / 4;
   /* wgmma (H200, nn-cluster-wgmma-h200-2026-11-28.md): faster than
-   * mma.sync with one m64 block a CTA (d = 7: 18.3 against 18.7 us, d = 9:
-   * 17.4 against 19.7), not with three (d = 13: even alone, 1-2.5 us
-   * slower in the realtime graph at 100k requests/s) */
+   * mma.sync alone with one m64 block a CTA (d = 7: 18.3 against 18.7 us,
+   * d = 9: 17.4 against 19.7), not with three (d = 13: no faster alone,
+   * 2-2.5 us slower in the realtime graph at 100k requests/s). The engine
+   * asks for 2 only when planned for one inference at a time. */
   s->wg = wg == 1 || (wg == 2 && s->nb == 1);
   if (s->wg) max_wbytes = max_wbytes_wg;
   s->mi = s->wg ? (s->nb + 1) / 2 : (mtiles + CN_WARPS - 1) / CN_WARPS;

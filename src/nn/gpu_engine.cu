@@ -524,7 +524,7 @@ int nng_cnet_side(const cudaq_nn_gpu *g, const stack_state *st) {
 /* The stack's chain as one cluster (gpu_cnet.cu): 16 CTAs where a cluster
  * of 16 can be placed, else 8; cn_ok stays 0 where neither fits, and below
  * compute capability 9.0 (no clusters; the kernel's body is sm_90 code). */
-static void plan_cnet(stack_state *st, const nnk_conv *const *layers, int device) {
+static void plan_cnet(stack_state *st, const nnk_conv *const *layers, int device, int concurrent) {
   st->cn_ok = 0;
   int major = 0, minor = 0;
   if (nng_cnet_env() == 0 || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
@@ -534,9 +534,16 @@ static void plan_cnet(stack_state *st, const nnk_conv *const *layers, int device
   const char *env = getenv("CUDAQ_NN_CNET_SPLIT"); /* 0: four n8 tiles a warp in every layer (comparisons) */
   const int split = !env || strcmp(env, "0") != 0;
   /* warpgroup MMAs (sm_90a code: compute capability 9.0 only) where they
-   * measured faster; CUDAQ_NN_CNET_WG=1 everywhere, =0 nowhere (comparisons) */
+   * measured faster: one inference at a time with one m64 block a CTA
+   * (nnk_cnet_plan); with concurrent engines (options.concurrent >= 2,
+   * qec-realtime's throughput plan) mma.sync, which measured faster there
+   * (H200 at 100k requests/s: d = 7 0.25-0.5 us, d = 13 2-2.5 us).
+   * CUDAQ_NN_CNET_WG=1 everywhere, =0 nowhere (comparisons). */
   const char *wenv = getenv("CUDAQ_NN_CNET_WG");
-  const int wg = major != 9 || minor != 0 ? 0 : !wenv ? 2 : !strcmp(wenv, "1") ? 1 : !strcmp(wenv, "0") ? 0 : 2;
+  const int wg = major != 9 || minor != 0                      ? 0
+                 : wenv && (!strcmp(wenv, "1") || !strcmp(wenv, "0")) ? wenv[0] - '0'
+                 : concurrent >= 2                              ? 0
+                                                                : 2;
   for (int i = 0; i < 2 && !st->cn_ok; i++) {
     if (!nnk_cnet_plan(layers, st->L, sizes[i], split, wg, &st->cn, &st->cn_smem)) continue;
     int clusters = 0;
@@ -609,7 +616,7 @@ cudaq_nn_status_t nng_plan_stacks(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
     }
     if (getenv("CUDAQ_NN_STACK_PROF"))
       TRY(nng_dalloc(g, NNK_STACK_PROF_SLOTS * sizeof(long long), (void **)&k->prof, err));
-    plan_cnet(st, layers, g->opts.device);
+    plan_cnet(st, layers, g->opts.device, g->opts.concurrent);
     if (st->cn_ok && getenv("CUDAQ_NN_CNET_PROF"))
       TRY(nng_dalloc(g, NNK_CNET_PROF_SLOTS * sizeof(long long), (void **)&st->cn.prof, err));
     st->t_stack = st->t_members = st->t_cnet = -1.0f;

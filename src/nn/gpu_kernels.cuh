@@ -359,7 +359,7 @@ cudaError_t nnk_launch_stack(const nnk_stack &s, size_t smem, cudaStream_t st);
  * tiles a warp (for comparisons); 1 gives a layer with at most 16 output
  * channels two. wg: the products on warpgroup MMAs where this build has
  * sm_90a code (the caller checks the device is compute capability 9.0):
- * 0 never, 1 always, 2 where they measured faster (one m64 block a CTA).
+ * 0 never, 1 always, 2 with one m64 block a CTA (faster there, alone).
  * nnk_cnet_setup: *clusters that can run at once (0: this cluster size
  * cannot be placed). */
 #define NNK_CNET_MAX_LAYERS 8
