@@ -135,6 +135,19 @@ __device__ __forceinline__ void cn_masks(const nnk_cnet &s, const int *k, int p0
   }
 }
 
+/* The A operand's rows (cn_layer, cn_layer_wg): for m16 tile `tile` of the
+ * owned rows, this lane's ldmatrix x4 row (lanes 0-7 rows 0-7, 8-15 rows
+ * 8-15, lane / 16 the k half) as its window address, k half included, and
+ * the taps of that row inside the volume (cn_masks; none for a row past the
+ * CTA's or with use false: every tap then reads the zero row). */
+__device__ __forceinline__ void cn_a_lane(const nnk_cnet &s, uint32_t win, int row_in, const uint32_t *mask, int nown,
+                                          int tile, bool use, uint32_t &abase, uint32_t &vmask) {
+  const int lane = threadIdx.x % 32;
+  const int r = tile * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
+  abase = win + (uint32_t)((r + s.halo) * row_in * 2) + (lane / 16) * 16;
+  vmask = r < nown && use ? mask[r] : 0u;
+}
+
 /* The epilogue of one m16 tile (bias, ReLU, FP16) from its accumulators in
  * the m16n8 C layout: rows lane / 4 and + 8, columns 2 (lane % 4) and + 1
  * of each n8 tile. Writes the next layer's activations (act_out, zeros past
@@ -148,7 +161,7 @@ __device__ __forceinline__ void cn_store(const nnk_cnet &s, const nnk_cnet_layer
 #pragma unroll
   for (int j = 0; j < NT; j++) {
     const int c0 = j * 8 + (lane % 4) * 2;
-    if (c0 >= cn_row(ly.M) - 8) break; /* past the row's channels (round16(M)) */
+    if (c0 >= row_out - 8) break; /* past the row's channels (round16(M)) */
     float bias[2];
     bool keep[2];
 #pragma unroll
@@ -211,11 +224,7 @@ __device__ __forceinline__ void cn_layer(const nnk_cnet &s, const nnk_cnet_layer
   const uint32_t a_half = (lane / 16) * 16;
   uint32_t abase[MI], vmask[MI];
 #pragma unroll
-  for (int i = 0; i < MI; i++) {
-    const int r = (tile0 + CN_WARPS * i) * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
-    abase[i] = win + (uint32_t)((r + s.halo) * row_in * 2) + a_half;
-    vmask[i] = r < nown && active ? mask[r] : 0u;
-  }
+  for (int i = 0; i < MI; i++) cn_a_lane(s, win, row_in, mask, nown, tile0 + CN_WARPS * i, active, abase[i], vmask[i]);
   if (sub) sub[0] = clock64();
   const uint32_t zbase = zero_row + a_half;
   float acc[MI][NT][4];
@@ -315,7 +324,7 @@ __device__ __forceinline__ void cn_layer(const nnk_cnet &s, const nnk_cnet_layer
 template <int NB, int MB, int NT>
 __device__ __forceinline__ void cn_wg_run(float (&acc)[MB][NT][4], const uint32_t (&abase)[MB],
                                           const uint32_t (&vmask)[MB], uint32_t zbase, uint64_t desc, int mst,
-                                          const int *tap_off, int taps, int c16, int kk_begin, int kk_end) {
+                                          const int *tap_off, int taps, int kk_begin, int kk_end) {
   /* two sets of G x NB A fragments in registers: more (G = 4 at NB = 2, G = 2
    * at NB >= 3) ran out of registers (spills, or wgmmas serialized: C7512) */
   constexpr int G = NB == 1 ? 4 : NB == 2 ? 2 : 1;
@@ -324,7 +333,6 @@ __device__ __forceinline__ void cn_wg_run(float (&acc)[MB][NT][4], const uint32_
   const uint32_t bstep = (uint32_t)(2 * mst); /* a block, in the descriptor's 16-byte units */
   const uint64_t db0 = desc + (uint64_t)kk_begin * bstep;
   int tn = kk_begin % taps, cn = kk_begin / taps; /* the tap and chunk of the next step load reads */
-  (void)c16;
   auto load = [&](int kk, uint32_t(&a)[G][NB][4]) {
 #pragma unroll
     for (int g = 0; g < G; g++) {
@@ -406,25 +414,22 @@ __device__ __forceinline__ void cn_layer_wg(const nnk_cnet &s, const nnk_cnet_la
   const uint32_t a_half = (lane / 16) * 16;
   uint32_t abase[MB], vmask[MB];
 #pragma unroll
-  for (int i = 0; i < MB; i++) {
-    const int blk = shared && i == MB - 1 ? s.nb - 1 : wg + 2 * i;
-    const int r = (blk * 4 + wl) * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
-    abase[i] = win + (uint32_t)((r + s.halo) * row_in * 2) + a_half;
-    vmask[i] = r < nown ? mask[r] : 0u;
-  }
+  for (int i = 0; i < MB; i++)
+    cn_a_lane(s, win, row_in, mask, nown, (shared && i == MB - 1 ? s.nb - 1 : wg + 2 * i) * 4 + wl, true, abase[i],
+              vmask[i]);
   if (sub) sub[0] = clock64();
   const uint32_t zbase = zero_row + a_half;
   float acc[MB][NT][4];
   nnk_acc_zero(acc);
   const uint64_t desc = nnk_wg_desc(wts, (uint32_t)ly.mst * 16, 128);
   if (!shared) {
-    cn_wg_run<MB, MB, NT>(acc, abase, vmask, zbase, desc, ly.mst, tap_off, taps, c16, 0, K);
+    cn_wg_run<MB, MB, NT>(acc, abase, vmask, zbase, desc, ly.mst, tap_off, taps, 0, K);
   } else {
     const int h0 = wg ? K / 2 : 0, h1 = wg ? K : K / 2; /* this warpgroup's half of the shared block */
-    cn_wg_run<MB, MB, NT>(acc, abase, vmask, zbase, desc, ly.mst, tap_off, taps, c16, h0, h1);
+    cn_wg_run<MB, MB, NT>(acc, abase, vmask, zbase, desc, ly.mst, tap_off, taps, h0, h1);
     if constexpr (MB > 1) {
       const int o0 = wg ? 0 : K / 2, o1 = wg ? K / 2 : K; /* the other half, whole blocks only */
-      cn_wg_run<MB - 1, MB, NT>(acc, abase, vmask, zbase, desc, ly.mst, tap_off, taps, c16, o0, o1);
+      cn_wg_run<MB - 1, MB, NT>(acc, abase, vmask, zbase, desc, ly.mst, tap_off, taps, o0, o1);
     }
   }
   if (sub) sub[1] = clock64();

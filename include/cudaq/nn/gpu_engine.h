@@ -138,9 +138,10 @@ cudaq_nn_status_t cudaq_nn_gpu_launch(cudaq_nn_gpu_t *gpu, void *stream);
  * nor writes a tensor before its griddepcontrol.wait (which returns once
  * the kernel before has completed and its stores are visible); a caller's
  * kernel launched after them with PDL must do the same (call
- * cudaq_nn_pdl_wait, below, before it reads an output). Launched outside a capture it runs the inference as
- * cudaq_nn_gpu_launch does, kernel by kernel. Allocates nothing; not
- * concurrently with another call on this engine. Returns CUDAQ_NN_OK,
+ * cudaq_nn_pdl_wait, below, before it reads an output). Launched outside a
+ * capture it runs the inference as cudaq_nn_gpu_launch does, kernel by
+ * kernel. Allocates nothing; not concurrently with another call on this
+ * engine. Returns CUDAQ_NN_OK,
  * CUDAQ_NN_ERR_INVALID_ARG (gpu NULL), CUDAQ_NN_ERR_CUDA (err names the
  * call). */
 cudaq_nn_status_t cudaq_nn_gpu_enqueue(cudaq_nn_gpu_t *gpu, void *stream, cudaq_nn_error_t *err);
