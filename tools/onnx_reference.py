@@ -821,7 +821,8 @@ def cnet_cases(g):
     predecoder's shape (14^3 cells over 16 CTAs, two m16 tiles per warp,
     halos that reach two CTAs away); batch 2 with kernels 1 x 3 x 3 and
     3 x 1 x 1, odd channel counts (17, 3) and a layer without ReLU; a large
-    volume (7,680 cells, four m16 tiles per warp); five m64 blocks a CTA.
+    volume (7,680 cells, four m16 tiles per warp); five m64 blocks a CTA;
+    a volume only the grid mode holds (18^3 cells, 32 channels).
     Generated last so that the earlier cases keep their data."""
     p1 = dict(pads=[1] * 6)
     cl_chain(g, "conv3d_cnet_d13", [1, 3, 14, 14, 14], [(32, [3, 3, 3], True, p1), (32, [3, 3, 3], True, p1),
@@ -835,6 +836,11 @@ def cnet_cases(g):
     # third; 16 -> 16 -> 8 channels (wider rows would not fit a CTA)
     cl_chain(g, "conv3d_cnet_odd5", [1, 3, 15, 16, 20], [(16, [3, 3, 3], True, p1), (16, [3, 3, 3], True, p1),
                                                          (8, [3, 3, 3], False, p1)])
+    # 18^3 cells, 32 channels: more than a cluster's shared memory holds, so
+    # only the grid mode of the same kernel runs it (tens of CTAs, each
+    # waiting on the flags of the CTAs its window reads)
+    cl_chain(g, "conv3d_cnet_grid18", [1, 3, 18, 18, 18], [(32, [3, 3, 3], True, p1), (32, [3, 3, 3], True, p1),
+                                                            (9, [3, 3, 3], False, p1)])
 
 
 def gen(args):

@@ -25,10 +25,11 @@
  *     tiles, a tile's taps are split among 8 / tiles warps whose partial
  *     sums meet in shared memory); per (tap, 16-channel chunk) it loads the
  *     B fragments once (ldmatrix from the layer's weights, packed as the
- *     stack kernel packs them and copied to shared memory with cp.async
- *     one layer ahead) and then each of its tiles' A fragment, whose rows
- *     are the window rows shifted by the tap (a row whose tap falls outside
- *     the volume reads a zero row instead: the zero padding);
+ *     stack kernel packs them and copied to shared memory one layer ahead
+ *     by one bulk copy, cn_load_weights) and then each of its tiles' A
+ *     fragment, whose rows are the window rows shifted by the tap (a row
+ *     whose tap falls outside the volume reads a zero row instead: the
+ *     zero padding);
  *  3. adds the bias, applies ReLU and writes FP16 into the other of two
  *     activation buffers (the last layer: NCDHW FP16 to the output tensor).
  * Two activation buffers make one barrier per layer enough: layer l writes
@@ -69,7 +70,33 @@
  * window lies inside the volume; the next lever is more SMs per inference
  * (two clusters, or the per-layer kernels), not less work per CTA.
  *
- * Batch: cluster n of the grid runs batch item n. */
+ * Weights by bulk copy (2026-11-29, nn-cluster-grid-h200-2026-11-29.md):
+ * one cp.async.bulk by thread 0 per layer, on an mbarrier per buffer,
+ * where every thread issued 16-byte cp.async copies (0.5-1 us of a layer's
+ * critical path for the 55 KB of a 32 -> 32 layer): cluster kernel alone
+ * d = 7 18.7 -> 16.1 us, d = 13 32.6 -> 30.0; in the realtime graph at
+ * 100k requests/s (d = 13 fast, 12 workers) the graph's kernels 44.75 ->
+ * 40.5 us p50.
+ *
+ * Grid mode (nnk_cnet::gm, the engine's STACK_CGRID): the same layers on a
+ * cooperative grid of ceil(P / R) CTAs per batch item, for volumes the
+ * cluster's 16 SMs hold slowly or not at all. A layer's rows go to global
+ * memory (two buffers, read back through L2 with ld.global.cg), and in
+ * place of the cluster barrier each CTA releases a flag per layer
+ * (st.release.gpu after the CTA barrier) and, before its next gather,
+ * acquires the flags of only the CTAs whose rows its window holds (a
+ * symmetric set: those are also the CTAs that read its rows, so two
+ * buffers are enough). Flags count runs (epoch = this CTA's own layer-0
+ * flag + 1), so nothing is reset between runs. H200, d = 13 fast, CTA 0:
+ * per layer ~1.5 us flag wait + gather, ~2.4 us products and epilogue;
+ * 19.3 us at 48 rows a CTA (58 CTAs) against 30.0 for the cluster and 18.9
+ * for the per-layer kernels; at 18^3 cells (no cluster plan) 23.1 against
+ * 26.8 for the per-layer kernels, which AUTO then keeps. Only for engines
+ * planned for one inference at a time: concurrent engines' cooperative
+ * grids take turns (qec-realtime d = 13 fast at 100k requests/s: 66k/s).
+ *
+ * Batch: cluster n of the grid (grid mode: CTAs [n cl, n cl + cl)) runs
+ * batch item n. */
 #include <cooperative_groups.h>
 
 #include "gpu_kernels.cuh"
@@ -98,20 +125,27 @@ __host__ __device__ __forceinline__ int cn_row(int c) { return (c + 15) / 16 * 1
 size_t align16(size_t v) { return (v + 15) / 16 * 16; }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-/* Copies layer l's packed weights into buf with cp.async and commits one
- * group (an empty one past the last layer, so that every layer waits on
- * the same group count). */
-__device__ __forceinline__ void cn_load_weights(const nnk_cnet &s, int l, unsigned char *buf) {
-  if (l < s.L) {
-    const unsigned char *src = reinterpret_cast<const unsigned char *>(s.layer[l].w);
-    const int wb = s.layer[l].w_bytes;
-    for (int i = threadIdx.x * 16; i < wb; i += CN_THREADS * 16) nnk_cp_async16(buf + i, src + i);
-    if (s.wg) /* cn_layer_wg's zero blocks after the weights (this buffer held another layer's) */
-      for (int i = wb + threadIdx.x * 16; i < wb + cn_tail_bytes(s.layer[l].mst); i += CN_THREADS * 16)
-        *reinterpret_cast<uint4 *>(buf + i) = make_uint4(0, 0, 0, 0);
+/* Layer l's packed weights into buf: one bulk copy (the TMA engine) by
+ * thread 0, completing the next phase of the buffer's mbarrier bar (the
+ * reader waits on it: cn_wait_weights); nothing past the last layer. The
+ * buffer's earlier readers finished before the __syncthreads before this
+ * call. (cp.async by every thread, before: its issue took 0.5-1 us of the
+ * layer's critical path for 55 KB at d = 13, H200.) */
+__device__ __forceinline__ void cn_load_weights(const nnk_cnet &s, int l, unsigned char *buf, uint32_t bar) {
+  if (l >= s.L) return;
+  const int wb = s.layer[l].w_bytes; /* a multiple of 16 (nnk_stack_weight_elems: blocks of 8 halves x 2) */
+  if (threadIdx.x == 0) {
+    nnk_fence_proxy_async(); /* the buffer's generic-proxy reads before the copy's async-proxy writes */
+    nnk_mbar_arrive_expect_tx(bar, (uint32_t)wb);
+    nnk_bulk_g2s(nnk_smem_u32(buf), s.layer[l].w, (uint32_t)wb, bar);
   }
-  nnk_cp_async_commit();
+  if (s.wg) /* cn_layer_wg's zero blocks after the weights (this buffer held another layer's) */
+    for (int i = wb + threadIdx.x * 16; i < wb + cn_tail_bytes(s.layer[l].mst); i += CN_THREADS * 16)
+      *reinterpret_cast<uint4 *>(buf + i) = make_uint4(0, 0, 0, 0);
 }
+/* Waits for layer l's weights (buffer l % 2, its (l / 2)-th load): acquire,
+ * the other end the bulk copy's complete_tx in cn_load_weights. */
+__device__ __forceinline__ void cn_wait_weights(int l, uint32_t bar) { nnk_mbar_wait(bar, (uint32_t)(l >> 1) & 1u); }
 
 /* The taps of each owned row that stay inside the volume, for kernel dims
  * k: bit t of mask[r] (t = (a k1 + b) k2 + c, the packed weights' tap
@@ -132,6 +166,34 @@ __device__ __forceinline__ void cn_masks(const nnk_cnet &s, const int *k, int p0
       for (int b = 0; b < k[1]; b++, t += k[2])
         if ((vd >> a) & (vh >> b) & 1u) m |= vw << t;
     mask[r] = m;
+  }
+}
+
+/* Grid mode (s.gm): the flag of (batch item n, layer l, CTA r), and its
+ * two ends. */
+__device__ __forceinline__ unsigned *cn_flag(const nnk_cnet &s, int n, int l, int r) {
+  return s.flags + ((size_t)n * (s.L - 1) + l) * s.cl + r;
+}
+__device__ __forceinline__ unsigned cn_ld_acquire(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void cn_st_release(unsigned *p, unsigned v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+/* Spins until the flag reaches this run's epoch (counters wrap: compared as
+ * a signed difference). Every CTA of a cooperative grid is resident, so the
+ * owner always gets there; a wait past 2 s (a broken invariant, not load)
+ * traps, so that the launch fails with an error instead of hanging. */
+__device__ __forceinline__ void cn_wait_flag(const unsigned *f, unsigned epoch) {
+  unsigned long long t0 = 0;
+  for (unsigned i = 1; (int)(cn_ld_acquire(f) - epoch) < 0; i++) {
+    if (i % 1024) continue;
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (!t0) t0 = t;
+    else if (t - t0 > 2000000000ull) __trap();
   }
 }
 
@@ -467,7 +529,7 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(16) unsigned char sm[];
   cg::cluster_group cluster = cg::this_cluster();
-  const int rank = (int)cluster.block_rank();
+  const int rank = (int)(blockIdx.x % s.cl); /* the cluster's block rank (1D clusters), or the grid-mode rank */
   const int n = blockIdx.x / s.cl;
   const int p0 = rank * s.R;
   const int nown = max(0, min(s.R, s.P - p0));
@@ -491,7 +553,15 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
   if (tid < 8) reinterpret_cast<uint4 *>(sm + s.off_zero)[tid] = make_uint4(0, 0, 0, 0); /* 128 bytes: a row's k half and chunk offsets stay inside */
   uint32_t *mask = reinterpret_cast<uint32_t *>(sm + s.off_mask);
 
+  unsigned epoch = 0;                        /* grid mode: this run's flag value (read after the PDL wait) */
   __shared__ int tap_off[27];                /* window offset of each tap, bytes */
+  __shared__ __align__(8) unsigned long long wbar[2]; /* the weight buffers' mbarriers */
+  auto wb_bar = [&](int b) { return nnk_smem_u32(&wbar[b & 1]); };
+  if (tid == 0) { /* before this thread's first copy names them; the other threads wait on them after a __syncthreads */
+    nnk_mbar_init(wb_bar(0), 1);
+    nnk_mbar_init(wb_bar(1), 1);
+    nnk_mbar_init_fence();
+  }
   __shared__ float bias_s[CN_MAX_CH];        /* the layer's bias, zero past M */
   for (int l = 0; l < s.L; l++) {
     const nnk_cnet_layer &ly = s.layer[l];
@@ -524,7 +594,7 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
        * the one before, as it did when the first input loads were issued
        * ahead of this start-up to overlap their latency with it.) */
       if (start) start[1] = clock64();
-      cn_load_weights(s, 0, wbuf(0));
+      cn_load_weights(s, 0, wbuf(0), wb_bar(0));
       if (start) start[2] = clock64();
       if (tid < CN_MAX_CH) bias_s[tid] = bias_v;
       cn_masks(s, ly.k, p0, nown, mask); /* read after this layer's __syncthreads */
@@ -533,6 +603,9 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
       for (int i = tid; i < s.win_rows * row_in / 8; i += CN_THREADS) w4[i] = make_uint4(0, 0, 0, 0);
       __syncthreads(); /* cleared before any thread stores a value */
       nnk_pdl_wait();  /* the input (s.x) is the previous kernel's output */
+      /* Grid mode: only this CTA writes its layer-0 flag, last in the run
+       * before (complete: the PDL wait orders this after it). */
+      if (s.gm && s.L > 1) epoch = __ldcg(cn_flag(s, n, 0, rank)) + 1u;
       if (start) start[4] = clock64();
       const __half *xn = s.x + (size_t)n * ly.C * s.P;
       const int total = ly.C * s.win_rows; /* (channel, row) pairs, rows fastest */
@@ -553,15 +626,28 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
         for (int u = 0; u < CN_BATCH; u++)
           if (at[u] >= 0) win[at[u]] = v[u];
       }
-      cn_load_weights(s, 1, wbuf(1)); /* layer l + 1's, as every later layer loads l + 2's */
+      cn_load_weights(s, 1, wbuf(1), wb_bar(1)); /* layer l + 1's, as every later layer loads l + 2's */
     } else {
-      /* Acquire (other end: the release arrival after layer l - 1's
-       * epilogue, below): every CTA's layer l - 1 activations are visible,
-       * and every CTA has finished layer l - 1's gather from the buffer
-       * this layer writes. */
-      nnk_cluster_wait();
+      if (!s.gm) {
+        /* Acquire (other end: the release arrival after layer l - 1's
+         * epilogue, below): every CTA's layer l - 1 activations are
+         * visible, and every CTA has finished layer l - 1's gather from
+         * the buffer this layer writes. */
+        nnk_cluster_wait();
+      } else {
+        /* Grid mode. Acquire (other end: the release store after layer
+         * l - 1's epilogue, below) by one thread per CTA whose rows the
+         * window holds, then the CTA barrier: their layer l - 1 rows are
+         * visible to every thread here. They have also finished layer
+         * l - 1's gather, which read the buffer this layer writes (the
+         * CTAs whose windows hold this CTA's rows are the same set). */
+        const int lo = max(base, 0) / s.R, hi = (min(base + s.win_rows, s.P) - 1) / s.R;
+        for (int o = lo + tid; o <= hi; o += CN_THREADS) cn_wait_flag(cn_flag(s, n, l - 1, o), epoch);
+        __syncthreads();
+      }
       if (tid < CN_MAX_CH) bias_s[tid] = bias_v; /* the last reads of layer l - 1's ended before its final __syncthreads */
       const __half *src = act(l - 1);
+      const __half *gsrc = s.gm ? s.gact[(l - 1) & 1] + (size_t)n * s.P * row_in : nullptr;
       const int sh = c16 == 1 ? 1 : 2; /* log2 of the 16-byte pieces of a row */
       const int total = s.win_rows << sh;
       for (int i0 = 0; i0 < total; i0 += CN_THREADS * CN_BATCH) {
@@ -573,7 +659,9 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
           const int j = i >> sh, piece = i & ((1 << sh) - 1), q = base + j;
           const bool ok = i < total && q >= 0 && q < s.P;
           at[u] = ok ? j * row_in + piece * 8 : -1;
-          if (ok) {
+          if (ok && s.gm) { /* from L2: the rows were written in this kernel (not through L1's copy) */
+            v[u] = __ldcg(reinterpret_cast<const uint4 *>(gsrc + (size_t)q * row_in + piece * 8));
+          } else if (ok) {
             const int owner = (int)__umulhi((unsigned)q, s.r_magic); /* q / R */
             const __half *r = cluster.map_shared_rank(src, owner);
             v[u] = *reinterpret_cast<const uint4 *>(r + (size_t)(q - owner * s.R) * row_in + piece * 8);
@@ -594,17 +682,18 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
       nnk_pdl_launch_dependents();
       /* Release of this CTA's reads (other end: the wait before exit):
        * nobody reads shared memory after this point, so every CTA may
-       * leave once all have arrived. */
-      asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+       * leave once all have arrived. (Grid mode: nothing is read from
+       * another CTA's shared memory.) */
+      if (!s.gm) asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
     }
-    nnk_cp_async_wait<1>(); /* layer l's weights (the group before the last committed) */
+    cn_wait_weights(l, wb_bar(l)); /* layer l's weights */
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     if (WG) nnk_fence_proxy_async(); /* ... to the async proxy too: wgmma reads B through it */
 #endif
     __syncthreads();        /* window, weights and tap table visible to every warp */
     if (prof) prof[2 + 4 * l] = clock64();
     const uint32_t wts = nnk_smem_u32(wbuf(l)), w32 = nnk_smem_u32(win), z32 = nnk_smem_u32(zero_row);
-    __half *out = act(l);
+    __half *out = s.gm ? s.gact[l & 1] + ((size_t)n * s.P + p0) * cn_row(ly.M) : act(l);
     /* past the stack's slots for L <= 4 layers: 4 stamps inside each layer */
     long long *sub = prof && s.L <= 4 ? prof + 1 + 4 * s.L + 4 * l : nullptr;
     if constexpr (WG) {
@@ -622,7 +711,7 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
       cn_layer<MI, 4>(s, ly, last, n, p0, nown, w32, wts, z32, tap_off, mask, bias_s, red, out, sub);
     }
     if (prof) prof[3 + 4 * l] = clock64();
-    if (!last) {
+    if (!last && !s.gm) {
       /* Release (other end: the acquire wait before layer l + 1's gather):
        * this CTA's layer-l activations, its own shared memory. Its layer-l
        * gather reads from other CTAs completed before: their values were
@@ -631,13 +720,17 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
       nnk_cluster_arrive_relaxed();
     }
     __syncthreads();                       /* window, tap table and weight buffer l % 2 free */
-    cn_load_weights(s, l + 2, wbuf(l));    /* layer l + 2's weights, one layer ahead */
+    /* Grid mode. Release (other end: cn_wait_flag's acquire before layer
+     * l + 1's gather in every CTA whose window holds these rows): every
+     * thread's layer-l rows, stored before the barrier above (the pattern
+     * of a CTA-wide release: barrier, then one thread's release store). */
+    if (s.gm && !last && tid == 0) cn_st_release(cn_flag(s, n, l, rank), epoch);
+    cn_load_weights(s, l + 2, wbuf(l), wb_bar(l)); /* layer l + 2's weights, one layer ahead */
     if (prof) prof[4 + 4 * l] = clock64();
   }
-  nnk_cp_async_wait<0>();
   /* Acquire (other end: the release arrival after the last gather): no CTA
    * still reads this one's shared memory. */
-  nnk_cluster_wait();
+  if (!s.gm) nnk_cluster_wait();
   if (prof) prof[NNK_STACK_PROF_SLOTS - 1] = clock64();
 #endif
 }
@@ -654,8 +747,8 @@ cnet_fn cnet_kernel(int mi, int wg) {
 
 }  // namespace
 
-int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, int wg, nnk_cnet *s, size_t *smem) {
-  if (L < 1 || L > NNK_CNET_MAX_LAYERS || cl < 1 || cl > 16) return 0;
+int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, int wg, int gm, nnk_cnet *s, size_t *smem) {
+  if (L < 1 || L > NNK_CNET_MAX_LAYERS || cl < 1 || cl > (gm ? 4096 : 16)) return 0;
   *s = nnk_cnet{};
 #if !defined(CUDAQ_NN_HAVE_SM90A)
   wg = 0; /* no sm_90a code in this build */
@@ -694,6 +787,11 @@ int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, int w
   s->P = (int)P;
   s->cl = cl;
   s->R = (s->P + cl - 1) / cl;
+  s->gm = gm ? 1 : 0;
+  /* Grid mode: every CTA owns a row (a CTA without one would read its
+   * neighbours' rows without their waiting for it: cn_wait_flag's
+   * symmetric neighbourhood needs owners on both sides). */
+  if (gm) s->cl = (s->P + s->R - 1) / s->R;
   const int mtiles = (s->R + 15) / 16;
   /* m16 tiles per warp, or m64 blocks per warpgroup (two warpgroups) */
   s->nb = (mtiles + 3) / 4;
@@ -715,9 +813,9 @@ int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, int w
   if ((unsigned long long)layers[0]->C * s->win_rows * s->win_rows >= (1ull << 32)) return 0;
   s->wr_magic = (unsigned)((((unsigned long long)1 << 32) + s->win_rows - 1) / s->win_rows);
   size_t at = 0;
-  for (int b = 0; b < 2; b++) {
+  for (int b = 0; b < 2; b++) { /* grid mode: the activations live in global memory (gact) */
     s->off_act[b] = at;
-    at += align16((size_t)s->R * max_row * 2);
+    if (!gm) at += align16((size_t)s->R * max_row * 2);
   }
   s->off_win = at;
   at += align16((size_t)s->win_rows * max_row * 2);
@@ -736,18 +834,36 @@ int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, int w
   return 1;
 }
 
+void nnk_cnet_grid_bytes(const nnk_cnet &s, size_t *act_bytes, size_t *flag_bytes) {
+  int max_row = 0;
+  for (int l = 0; l < s.L; l++) {
+    const int a = cn_row(s.layer[l].C), b = cn_row(s.layer[l].M);
+    max_row = a > max_row ? a : max_row;
+    max_row = b > max_row ? b : max_row;
+  }
+  *act_bytes = (size_t)s.N * s.P * max_row * sizeof(__half);
+  *flag_bytes = (size_t)s.N * (s.L > 1 ? s.L - 1 : 1) * s.cl * sizeof(unsigned);
+}
+
 namespace {
-/* The launch of s: one cluster of s.cl CTAs per batch item, with PDL where
- * the engine's kernels use it (at[2] holds the attributes cfg points to). */
+/* The launch of s: one cluster of s.cl CTAs per batch item (grid mode: a
+ * cooperative grid of s.cl CTAs per item, every CTA resident, which the
+ * flag waits need), with PDL where the engine's kernels use it (at[2]
+ * holds the attributes cfg points to). */
 cudaLaunchConfig_t cnet_config(const nnk_cnet &s, size_t smem, cudaStream_t st, cudaLaunchAttribute *at, bool pdl) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3((unsigned)(s.cl * s.N));
   cfg.blockDim = dim3(CN_THREADS);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = st;
-  at[0].id = cudaLaunchAttributeClusterDimension;
-  at[0].val.clusterDim.x = (unsigned)s.cl;
-  at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
+  if (s.gm) {
+    at[0].id = cudaLaunchAttributeCooperative;
+    at[0].val.cooperative = 1;
+  } else {
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = (unsigned)s.cl;
+    at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
+  }
   unsigned na = 1;
   if (pdl && nnk_pdl_enabled()) { /* the start-up overlaps the kernel before (k_cnet's nnk_pdl_wait) */
     at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -764,8 +880,18 @@ cudaError_t nnk_cnet_setup(const nnk_cnet &s, size_t smem, int *clusters) {
   *clusters = 0;
   const cnet_fn k = cnet_kernel(s.mi, s.wg);
   cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)CN_MAX_SMEM);
-  if (e == cudaSuccess && s.cl > 8) e = cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  if (e == cudaSuccess && !s.gm && s.cl > 8)
+    e = cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   if (e != cudaSuccess) return e;
+  if (s.gm) { /* the whole grid resident at once, or not at all */
+    int dev = 0, sms = 0, per_sm = 0;
+    if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
+        (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, CN_THREADS, smem)) != cudaSuccess)
+      return e;
+    *clusters = (long long)per_sm * sms >= (long long)s.cl * s.N ? 1 : 0;
+    return cudaSuccess;
+  }
   cudaLaunchAttribute at[2];
   const cudaLaunchConfig_t cfg = cnet_config(s, smem, 0, at, false); /* occupancy: the cluster alone */
   return cudaOccupancyMaxActiveClusters(clusters, k, &cfg);

@@ -496,136 +496,6 @@ static void plan_layouts(cudaq_nn_gpu *g) {
   }
 }
 
-/* Stacks (gpu_stack.cu): a chain of plan_layouts whose members follow one
- * another (each reads the one before it, the first reads an NCDHW value,
- * the last writes one) and that the stack kernel takes (FP16, constant
- * weights, kernel dims 1 or 3, "same" padding, stride 1, 2 to 8 layers)
- * gets its layer-result buffers and launch plan here; the
- * tuner decides whether it runs (gpu_tune.cu). */
-int nng_stack_env(void) {
-  const char *env = getenv("CUDAQ_NN_STACK");
-  return !env ? -1 : !strcmp(env, "0") ? 0 : !strcmp(env, "1") ? 1 : -1;
-}
-
-int nng_stacks_on(const cudaq_nn_gpu *g) {
-  const cudaq_nn_conv_impl_t want = g->opts.conv_impl;
-  return g->half && nng_stack_env() != 0 && (want == CUDAQ_NN_CONV_AUTO || want == CUDAQ_NN_CONV_STACK);
-}
-
-int nng_cnet_env(void) {
-  const char *env = getenv("CUDAQ_NN_CNET");
-  return !env ? -1 : !strcmp(env, "0") ? 0 : !strcmp(env, "1") ? 1 : -1;
-}
-
-int nng_cnet_side(const cudaq_nn_gpu *g, const stack_state *st) {
-  return g->opts.concurrent < st->cn_clusters ? g->opts.concurrent : st->cn_clusters;
-}
-
-/* The stack's chain as one cluster (gpu_cnet.cu): 16 CTAs where a cluster
- * of 16 can be placed, else 8; cn_ok stays 0 where neither fits, and below
- * compute capability 9.0 (no clusters; the kernel's body is sm_90 code). */
-static void plan_cnet(stack_state *st, const nnk_conv *const *layers, int device, int concurrent) {
-  st->cn_ok = 0;
-  int major = 0, minor = 0;
-  if (nng_cnet_env() == 0 || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess || major < 9)
-    return;
-  static const int sizes[] = {16, 8};
-  const char *env = getenv("CUDAQ_NN_CNET_SPLIT"); /* 0: four n8 tiles a warp in every layer (comparisons) */
-  const int split = !env || strcmp(env, "0") != 0;
-  /* warpgroup MMAs (sm_90a code: compute capability 9.0 only) where they
-   * measured faster: one inference at a time with one m64 block a CTA
-   * (nnk_cnet_plan); with concurrent engines (options.concurrent >= 2,
-   * qec-realtime's throughput plan) mma.sync, which measured faster there
-   * (H200 at 100k requests/s: d = 7 0.25-0.5 us, d = 13 2-2.5 us).
-   * CUDAQ_NN_CNET_WG=1 everywhere, =0 nowhere (comparisons). */
-  const char *wenv = getenv("CUDAQ_NN_CNET_WG");
-  const int wg = major != 9 || minor != 0                      ? 0
-                 : wenv && (!strcmp(wenv, "1") || !strcmp(wenv, "0")) ? wenv[0] - '0'
-                 : concurrent >= 2                              ? 0
-                                                                : 2;
-  for (int i = 0; i < 2 && !st->cn_ok; i++) {
-    if (!nnk_cnet_plan(layers, st->L, sizes[i], split, wg, &st->cn, &st->cn_smem)) continue;
-    int clusters = 0;
-    if (nnk_cnet_setup(st->cn, st->cn_smem, &clusters) != cudaSuccess) {
-      (void)cudaGetLastError(); /* a size this device cannot place: try the next */
-      continue;
-    }
-    st->cn_ok = clusters >= 1;
-    st->cn_clusters = clusters;
-  }
-  if (!st->cn_ok) return;
-  nnk_cnet *k = &st->cn;
-  k->x = st->s.x;
-  k->y = st->s.y;
-  for (int l = 0; l < st->L; l++) {
-    k->layer[l].w = st->s.layer[l].w;
-    k->layer[l].b = st->s.layer[l].b;
-  }
-}
-
-cudaq_nn_status_t nng_plan_stacks(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
-  if (!nng_stacks_on(g)) return CUDAQ_NN_OK;
-  int sms = 0;
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g->opts.device));
-  g->stacks = (stack_state *)calloc((size_t)g->n_convs + 1, sizeof(stack_state));
-  if (!g->stacks) return CUDAQ_NN_ERR_NO_MEMORY;
-  for (int h = 0; h < g->n_convs; h++) {
-    const conv_state *head = &g->convs[h];
-    if (head->lay_in || !head->lay_out) continue;
-    stack_state *st = &g->stacks[g->n_stacks];
-    memset(st, 0, sizeof *st);
-    const nnk_conv *layers[NNK_STACK_MAX_LAYERS];
-    int ok = 1, cur = h;
-    for (;;) {
-      const conv_state *c = &g->convs[cur];
-      if (st->L == NNK_STACK_MAX_LAYERS || !c->st_w || (c->p.b && !c->b32)) {
-        ok = 0;
-        break;
-      }
-      layers[st->L] = &c->p;
-      st->conv[st->L++] = cur;
-      if (!c->lay_out) break;
-      int next = -1, readers = 0;
-      for (int j = 0; j < g->n_convs; j++)
-        if (g->convs[j].lay_in && g->convs[j].producer == cur) next = j, readers++;
-      if (readers != 1) {
-        ok = 0;
-        break;
-      }
-      cur = next;
-    }
-    size_t acc_floats = 0;
-    /* Test hooks: CUDAQ_NN_STACK_BN, CUDAQ_NN_STACK_KS fix the work split. */
-    const char *fbn = getenv("CUDAQ_NN_STACK_BN"), *fks = getenv("CUDAQ_NN_STACK_KS");
-    if (!ok || !nnk_stack_plan(layers, st->L, sms, fbn ? atoi(fbn) : 0, fks ? atoi(fks) : 0, 0, &st->s, &st->smem,
-                               &acc_floats))
-      continue;
-    int bps = 0;
-    CK(nnk_stack_setup(st->smem, &bps));
-    if (bps < 1) continue;
-    nnk_stack *k = &st->s;
-    k->x = (const __half *)g->convs[st->conv[0]].p.x;
-    k->y = (__half *)g->convs[st->conv[st->L - 1]].p.y;
-    for (int l = 0; l < st->L; l++) {
-      const conv_state *c = &g->convs[st->conv[l]];
-      k->layer[l].w = c->st_w;
-      k->layer[l].b = c->p.b ? c->b32 : NULL;
-      const int a = k->layer[l].abuf;
-      if (!k->acc[a]) TRY(nng_dalloc(g, acc_floats * sizeof(float), (void **)&k->acc[a], err));
-    }
-    if (getenv("CUDAQ_NN_STACK_PROF"))
-      TRY(nng_dalloc(g, NNK_STACK_PROF_SLOTS * sizeof(long long), (void **)&k->prof, err));
-    plan_cnet(st, layers, g->opts.device, g->opts.concurrent);
-    if (st->cn_ok && getenv("CUDAQ_NN_CNET_PROF"))
-      TRY(nng_dalloc(g, NNK_CNET_PROF_SLOTS * sizeof(long long), (void **)&st->cn.prof, err));
-    st->t_stack = st->t_members = st->t_cnet = -1.0f;
-    for (int l = 0; l < st->L; l++) g->convs[st->conv[l]].stack = g->n_stacks;
-    g->n_stacks++;
-  }
-  return CUDAQ_NN_OK;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Enqueue and tuning                                                        */
 
@@ -648,6 +518,12 @@ cudaq_nn_status_t nng_enqueue_conv(cudaq_nn_gpu *g, const conv_state *c, int imp
         return CUDAQ_NN_ERR_UNSUPPORTED;
       }
       CK(nnk_launch_cnet(st->cn, st->cn_smem, g->stream));
+    } else if (algo == STACK_CGRID) {
+      if (!st->n_cg_rs) {
+        nn__set_error(err, "convolution stack #%d has no grid-mode plan", c->stack);
+        return CUDAQ_NN_ERR_UNSUPPORTED;
+      }
+      CK(nnk_launch_cnet(st->cg, st->cg_smem, g->stream));
     } else {
       CK(nnk_launch_stack(st->s, st->smem, g->stream));
     }
@@ -930,6 +806,35 @@ static size_t describe_stack_profile(const cudaq_nn_gpu *g, const stack_state *s
   return w < 0 ? used : used + (size_t)w;
 }
 
+/* CUDAQ_NN_CNET_PROF: CTA 0's stamps of a cluster-kernel plan (cluster or
+ * grid mode). */
+static size_t describe_cnet_profile(const cudaq_nn_gpu *g, const stack_state *st, const long long *prof, char *buf,
+                                    size_t len) {
+  size_t used = 0;
+  used += describe_stack_profile(g, st, prof, buf + used, len - used);
+  long long t[NNK_CNET_PROF_SLOTS];
+  int khz = 0;
+  if (st->L <= 4 && cudaMemcpy(t, prof, sizeof t, cudaMemcpyDeviceToHost) == cudaSuccess &&
+      cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, g->opts.device) == cudaSuccess && khz > 0) {
+    const long long *s0 = t + NNK_STACK_PROF_SLOTS; /* the first layer's start-up */
+    const double us = 1000.0 / khz;
+    int w = snprintf(buf + used, len - used,
+                     "    start: bias and taps %.2f, weights issued %.2f, masks %.2f, window cleared and "
+                     "PDL wait %.2f, input loaded and stored %.2f us\n",
+                     (s0[0] - t[0]) * us, (s0[2] - s0[0]) * us, (s0[3] - s0[2]) * us, (s0[4] - s0[3]) * us,
+                     (t[1] - s0[4]) * us);
+    if (w > 0 && (size_t)w < len - used) used += (size_t)w;
+    for (int l = 0; l < st->L && used < len; l++) {
+      const long long *q = t + 1 + 4 * st->L + 4 * l; /* the cluster kernel's stamps inside a layer */
+      w = snprintf(buf + used, len - used, "    layer %d inside: rows %.2f, products %.2f, sums %.2f, epilogue %.2f us\n",
+                       l, (q[0] - t[2 + 4 * l]) * us, (q[1] - q[0]) * us, (q[2] - q[1]) * us, (t[3 + 4 * l] - q[2]) * us);
+      if (w < 0) break;
+      used += (size_t)w;
+    }
+  }
+  return used;
+}
+
 cudaq_nn_status_t cudaq_nn_gpu_describe(const cudaq_nn_gpu_t *g, char *buf, size_t len) {
   if (!g || !buf || len == 0) return CUDAQ_NN_ERR_INVALID_ARG;
   size_t used = 0;
@@ -975,41 +880,24 @@ cudaq_nn_status_t cudaq_nn_gpu_describe(const cudaq_nn_gpu_t *g, char *buf, size
       if (side > 1 && w > 0 && (size_t)w < sizeof cn) /* the cost tune_stacks compared (concurrent engines) */
         snprintf(cn + w, sizeof cn - (size_t)w, ", %d at once: %.2f us each", side, st->t_cnet / (float)side);
     }
+    char cg[160] = "no grid-mode plan";
+    if (st->n_cg_rs)
+      snprintf(cg, sizeof cg, "in grid mode %d CTAs (%d cells each, %zu B smem, %d row counts timed): %.2f us", st->cg.cl,
+               st->cg.R, st->cg_smem, st->n_cg_rs, st->t_cg);
+    const char *used_as = !st->use                      ? "not used"
+                          : st->kind == STACK_CLUSTER ? (st->cn.wg ? "used, cluster, wgmma" : "used, cluster, mma.sync")
+                          : st->kind == STACK_CGRID   ? (st->cg.wg ? "used, grid mode, wgmma" : "used, grid mode, mma.sync")
+                                                      : "used, grid";
     int w = snprintf(buf + used, len - used,
-                     "stack #%d (%d layers from conv #%d, grid %d, brick %dx%dx%d, %zu B smem): %.2f us, %s, members "
-                     "%.2f us -> %s\n",
+                     "stack #%d (%d layers from conv #%d, grid %d, brick %dx%dx%d, %zu B smem): %.2f us, %s, %s, "
+                     "members %.2f us -> %s\n",
                      i, st->L, st->conv[0], st->s.grid, st->s.bk[0], st->s.bk[1], st->s.bk[2], st->smem, st->t_stack,
-                     cn, st->t_members,
-                     !st->use                     ? "not used"
-                     : st->kind != STACK_CLUSTER ? "used, grid"
-                     : st->cn.wg                 ? "used, cluster, wgmma"
-                                                 : "used, cluster, mma.sync");
+                     cn, cg, st->t_members, used_as);
     if (w < 0) break;
     used += (size_t)w;
     if (st->s.prof && used < len) used += describe_stack_profile(g, st, st->s.prof, buf + used, len - used);
-    if (st->cn.prof && used < len) {
-      used += describe_stack_profile(g, st, st->cn.prof, buf + used, len - used);
-      long long t[NNK_CNET_PROF_SLOTS];
-      int khz = 0;
-      if (st->L <= 4 && cudaMemcpy(t, st->cn.prof, sizeof t, cudaMemcpyDeviceToHost) == cudaSuccess &&
-          cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, g->opts.device) == cudaSuccess && khz > 0) {
-        const long long *s0 = t + NNK_STACK_PROF_SLOTS; /* the first layer's start-up */
-        const double us = 1000.0 / khz;
-        int w = snprintf(buf + used, len - used,
-                         "    start: bias and taps %.2f, weights issued %.2f, masks %.2f, window cleared and "
-                         "PDL wait %.2f, input loaded and stored %.2f us\n",
-                         (s0[0] - t[0]) * us, (s0[2] - s0[0]) * us, (s0[3] - s0[2]) * us, (s0[4] - s0[3]) * us,
-                         (t[1] - s0[4]) * us);
-        if (w > 0 && (size_t)w < len - used) used += (size_t)w;
-        for (int l = 0; l < st->L && used < len; l++) {
-          const long long *q = t + 1 + 4 * st->L + 4 * l; /* the cluster kernel's stamps inside a layer */
-          w = snprintf(buf + used, len - used, "    layer %d inside: rows %.2f, products %.2f, sums %.2f, epilogue %.2f us\n",
-                           l, (q[0] - t[2 + 4 * l]) * us, (q[1] - q[0]) * us, (q[2] - q[1]) * us, (t[3 + 4 * l] - q[2]) * us);
-          if (w < 0) break;
-          used += (size_t)w;
-        }
-      }
-    }
+    if (st->cn.prof && used < len) used += describe_cnet_profile(g, st, st->cn.prof, buf + used, len - used);
+    if (st->cg.prof && used < len) used += describe_cnet_profile(g, st, st->cg.prof, buf + used, len - used);
   }
   if (used < len) used += nng_describe_devprog(g, buf + used, len - used);
   return CUDAQ_NN_OK;

@@ -81,8 +81,24 @@ struct stack_state {
   int cn_ok, kind;
   int cn_clusters; /* copies of the cluster kernel the device runs at once (cudaOccupancyMaxActiveClusters) */
   float t_cnet;
+  /* The same kernel in grid mode (nnk_cnet::gm: a cooperative grid of
+   * ceil(P / R) CTAs, activations through global memory, a flag per CTA
+   * and layer; kind STACK_CGRID): cg_rs[0 .. n_cg_rs) are the rows per CTA
+   * that fit on this device, cg_r the one timed fastest (t_cg; cg holds its
+   * plan), gact / flags its buffers (sized for the smallest R). */
+  nnk_cnet cg;
+  size_t cg_smem;
+  int cg_rs[8], n_cg_rs, cg_r;
+  float t_cg;
+  __half *cg_act[2];
+  unsigned *cg_flags;
+  long long *cg_prof; /* CUDAQ_NN_CNET_PROF */
 };
-enum { STACK_GRID = 0, STACK_CLUSTER = 1 };
+enum { STACK_GRID = 0, STACK_CLUSTER = 1, STACK_CGRID = 2 };
+/* Plans st->cg with R rows per CTA (one of st->cg_rs); 0 when it does not fit. */
+int nng_cgrid_plan(const cudaq_nn_gpu *g, stack_state *st, int R);
+/* The CUDAQ_NN_CNET_GRID switch: -1 unset, 0 (no grid-mode plans), 1 (grid mode wherever a cluster would be forced or chosen). */
+int nng_cgrid_env(void);
 /* The CUDAQ_NN_CNET switch (gpu_engine.cu): -1 unset, 0 "0" (no cluster
  * nets), 1 "1" (the cluster net wherever it launches, in a used stack). */
 int nng_cnet_env(void);

@@ -361,7 +361,17 @@ cudaError_t nnk_launch_stack(const nnk_stack &s, size_t smem, cudaStream_t st);
  * sm_90a code (the caller checks the device is compute capability 9.0):
  * 0 never, 1 always, 2 with one m64 block a CTA (faster there, alone).
  * nnk_cnet_setup: *clusters that can run at once (0: this cluster size
- * cannot be placed). */
+ * cannot be placed).
+ *
+ * gm (grid mode): the same layers on a cooperative grid of cl CTAs per
+ * batch item (no cluster, cl up to the device's resident CTAs), the
+ * activations exchanged through global memory (gact, two buffers of N x P
+ * rows of cn_row(max channels) halves) and, between layers, one flag per
+ * (item, layer, CTA) instead of a cluster barrier: a CTA waits only for
+ * the CTAs whose rows its window reads. flags (N x (L - 1) words, zeroed
+ * once) count the runs: a run's epoch is one more than its CTA's own
+ * layer-0 flag. The engine allocates gact and flags; nnk_cnet_setup's
+ * *clusters is then 1 when the grid fits on the device at once, else 0. */
 #define NNK_CNET_MAX_LAYERS 8
 #define NNK_CNET_PROF_SLOTS (NNK_STACK_PROF_SLOTS + 5)
 struct nnk_cnet_layer {
@@ -376,18 +386,23 @@ struct nnk_cnet {
   int cl, R, mi;       /* cluster size, positions per CTA, m16 tiles per warp (at most; with wg m64 blocks per warpgroup) */
   int wg;              /* products on warpgroup MMAs (sm_90a build, compute capability 9.0) */
   int nb;              /* m64 blocks of R positions (wg) */
+  int gm;              /* grid mode: cl CTAs a batch item, global activations and flags (above) */
   unsigned r_magic;    /* ceil(2^32 / R): q / R as a multiply-high */
   unsigned wr_magic;   /* ceil(2^32 / win_rows): the layer-0 gather's (channel, row) split */
   int halo, win_rows;  /* window: R + 2 halo positions */
   size_t off_act[2], off_win, off_w[2], off_red, off_zero, off_mask; /* shared-memory layout (bytes) */
   const __half *x;
   __half *y;
+  __half *gact[2];  /* grid mode: the activation buffers */
+  unsigned *flags;  /* grid mode: N x (L - 1) x cl run counters */
   long long *prof; /* NULL, or NNK_CNET_PROF_SLOTS cycle stamps of CTA 0: the stack kernel's layout, then
                       the first layer's start-up (bias and taps, before the weights, weights issued,
                       masks, window cleared and PDL wait) */
   nnk_cnet_layer layer[NNK_CNET_MAX_LAYERS];
 };
-int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, int wg, nnk_cnet *s, size_t *smem);
+int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, int wg, int gm, nnk_cnet *s, size_t *smem);
+/* Grid mode: bytes of each activation buffer (gact[0], gact[1]) and of the flags. */
+void nnk_cnet_grid_bytes(const nnk_cnet &s, size_t *act_bytes, size_t *flag_bytes);
 cudaError_t nnk_cnet_setup(const nnk_cnet &s, size_t smem, int *clusters);
 cudaError_t nnk_launch_cnet(const nnk_cnet &s, size_t smem, cudaStream_t st);
 

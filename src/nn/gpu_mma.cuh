@@ -94,28 +94,7 @@ __device__ __forceinline__ void nnk_fence_release_smem_cluster() {
   asm volatile("fence.acq_rel.cluster;\n" ::: "memory");
 #endif
 }
-#endif
-
-/* Warpgroup MMA (wgmma, sm_90a only: compiled where __CUDA_ARCH_FEAT_SM90_ALL
- * is defined). D (64 x N, FP32, the m16n8 accumulator layout per warp: warp
- * w of the group holds rows 16 w .. 16 w + 15, element 4 j + e of n8 block
- * j) += A (64 x 16) B (16 x N), both FP16 in shared memory, K-major, no
- * swizzle, described by nnk_wg_desc. */
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-/* A shared-memory matrix descriptor, no swizzle: core matrices of 8 rows x
- * 16 bytes (rows 16 bytes apart); lbo = bytes between core matrices
- * adjacent in K, sbo = bytes between core matrices adjacent in M (or N). */
-__device__ __forceinline__ uint64_t nnk_wg_desc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
-  return (uint64_t)((saddr >> 4) & 0x3fff) | (uint64_t)((lbo >> 4) & 0x3fff) << 16 |
-         (uint64_t)((sbo >> 4) & 0x3fff) << 32;
-}
-/* Orders this thread's earlier register and shared-memory accesses before the warpgroup's next wgmma. */
-__device__ __forceinline__ void nnk_wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void nnk_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-/* At most N of the warpgroup's committed wgmma groups still pending. */
-template <int N>
-__device__ __forceinline__ void nnk_wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
-/* Makes this thread's generic-proxy writes to shared memory (st.shared,
+/* (sm_90: not only sm_90a.) Makes this thread's generic-proxy writes to shared memory (st.shared,
  * cp.async) visible to the async proxy that wgmma reads through; a barrier
  * after it publishes them to the warpgroup. */
 __device__ __forceinline__ void nnk_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
@@ -151,6 +130,27 @@ __device__ __forceinline__ void nnk_mbar_wait(uint32_t bar, uint32_t parity) {
       "r"(parity)
       : "memory");
 }
+#endif
+
+/* Warpgroup MMA (wgmma, sm_90a only: compiled where __CUDA_ARCH_FEAT_SM90_ALL
+ * is defined). D (64 x N, FP32, the m16n8 accumulator layout per warp: warp
+ * w of the group holds rows 16 w .. 16 w + 15, element 4 j + e of n8 block
+ * j) += A (64 x 16) B (16 x N), both FP16 in shared memory, K-major, no
+ * swizzle, described by nnk_wg_desc. */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* A shared-memory matrix descriptor, no swizzle: core matrices of 8 rows x
+ * 16 bytes (rows 16 bytes apart); lbo = bytes between core matrices
+ * adjacent in K, sbo = bytes between core matrices adjacent in M (or N). */
+__device__ __forceinline__ uint64_t nnk_wg_desc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
+  return (uint64_t)((saddr >> 4) & 0x3fff) | (uint64_t)((lbo >> 4) & 0x3fff) << 16 |
+         (uint64_t)((sbo >> 4) & 0x3fff) << 32;
+}
+/* Orders this thread's earlier register and shared-memory accesses before the warpgroup's next wgmma. */
+__device__ __forceinline__ void nnk_wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void nnk_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+/* At most N of the warpgroup's committed wgmma groups still pending. */
+template <int N>
+__device__ __forceinline__ void nnk_wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
 /* Keeps the compiler from moving accumulator registers while a wgmma may still write them. */
 template <int R>
 __device__ __forceinline__ void nnk_wg_pin(float (&d)[R]) {

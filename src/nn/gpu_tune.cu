@@ -6,7 +6,7 @@
 
 #include "gpu_engine_internal.h"
 
-#define ENGINE_PLAN_VERSION 15 /* 3: tensor-core candidates, t_tc per conv; 4: fused cuDNN;
+#define ENGINE_PLAN_VERSION 16 /* 3: tensor-core candidates, t_tc per conv; 4: fused cuDNN;
                                  5: channels-last kernel, t_cl and layouts per conv;
                                  6: stacks (one line each, members IMPL_STACK);
                                  7: the channels-last brick algorithms;
@@ -17,7 +17,8 @@
                                  12: stacks as one cluster (kind, t_cnet per stack);
                                  13: the key names options.concurrent;
                                  14: the cluster kernel with PDL (t_cnet re-timed);
-                                 15: its products on wgmma (t_cnet re-timed) */
+                                 15: its products on wgmma (t_cnet re-timed);
+                                 16: the cluster kernel in grid mode (kind 2, t_cg, cg_r) */
 
 /* The cuDNN workspace shared by all convolutions, reallocated to bytes. */
 static cudaq_nn_status_t set_workspace(cudaq_nn_gpu *g, size_t bytes, cudaq_nn_error_t *err) {
@@ -329,7 +330,7 @@ static void apply_stack(cudaq_nn_gpu *g, const stack_state *st) {
  * used. */
 static void tune_stacks(cudaq_nn_gpu *g) {
   const int force_cn = nng_cnet_env() == 1;
-  const int force = g->opts.conv_impl == CUDAQ_NN_CONV_STACK || nng_stack_env() == 1 || force_cn;
+  const int force = g->opts.conv_impl == CUDAQ_NN_CONV_STACK || nng_stack_env() == 1 || force_cn || nng_cgrid_env() == 1;
   for (int i = 0; i < g->n_stacks; i++) {
     stack_state *st = &g->stacks[i];
     float sum = 0.0f;
@@ -355,11 +356,32 @@ static void tune_stacks(cudaq_nn_gpu *g) {
       st->t_cnet = -1.0f;
     }
     if (st->cn_ok) tune_log(g, &g->convs[st->conv[0]], "stack as one cluster of", st->cn.cl, st->t_cnet);
+    /* Grid mode: each row count that fits, the fastest kept (st->cg). */
+    int best_r = 0;
+    st->t_cg = -1.0f;
+    for (int r = 0; r < st->n_cg_rs; r++) {
+      float t = -1.0f;
+      if (!nng_cgrid_plan(g, st, st->cg_rs[r]) ||
+          time_conv(g, &g->convs[st->conv[0]], IMPL_STACK, STACK_CGRID, 0, 0, 0, &t, &e2) != CUDAQ_NN_OK) {
+        (void)cudaGetLastError();
+        continue;
+      }
+      tune_log(g, &g->convs[st->conv[0]], "stack in grid mode, CTAs", st->cg.cl, t);
+      if (st->t_cg < 0.0f || t < st->t_cg) st->t_cg = t, best_r = st->cg_rs[r];
+    }
+    if (best_r == 0 || !nng_cgrid_plan(g, st, best_r)) st->t_cg = -1.0f;
     const int side = nng_cnet_side(g, st);
     const float c_cnet = side > 1 ? st->t_cnet / (float)side : st->t_cnet; /* cost, as above */
     const int cn = st->t_cnet >= 0.0f && (force_cn || st->t_stack < 0.0f || c_cnet < st->t_stack);
     st->kind = cn ? STACK_CLUSTER : STACK_GRID;
-    const float t = cn ? c_cnet : st->t_stack;
+    float t = cn ? c_cnet : st->t_stack;
+    /* grid mode takes the whole GPU (its cost is its time, as the grid
+     * kernel's); CUDAQ_NN_CNET_GRID=1 forces it */
+    const int force_cg = nng_cgrid_env() == 1;
+    if (st->t_cg >= 0.0f && (force_cg || t < 0.0f || (!force_cn && st->t_cg < t))) {
+      st->kind = STACK_CGRID;
+      t = st->t_cg;
+    }
     st->use = t >= 0.0f && (force || st->t_members < 0.0f || t < st->t_members);
     apply_stack(g, st);
   }
@@ -442,14 +464,21 @@ static int read_plan(cudaq_nn_gpu *g, const char *path) {
   /* Stacks: the same chains, every member running the stack exactly when it is used. */
   for (int i = 0; i < g->n_stacks; i++) {
     stack_state *st = &g->stacks[i];
-    int head, use, kind, used = 0;
-    float ts, tm, tc;
-    if (sscanf(p, "stack %d %d %f %f %d %f\n%n", &head, &use, &ts, &tm, &kind, &tc, &used) != 6 || used == 0)
+    int head, use, kind, cg_r, used = 0;
+    float ts, tm, tc, tg;
+    if (sscanf(p, "stack %d %d %f %f %d %f %f %d\n%n", &head, &use, &ts, &tm, &kind, &tc, &tg, &cg_r, &used) != 8 ||
+        used == 0)
       return 0;
     p += used;
-    if (head != st->conv[0] || (use != 0 && use != 1) || (kind != STACK_GRID && kind != STACK_CLUSTER) ||
+    if (head != st->conv[0] || (use != 0 && use != 1) || kind < STACK_GRID || kind > STACK_CGRID ||
         (kind == STACK_CLUSTER && !st->cn_ok))
       return 0;
+    /* grid mode: the row count timed fastest, if it still fits here */
+    int cg_fits = 0;
+    for (int r = 0; r < st->n_cg_rs; r++) cg_fits |= st->cg_rs[r] == cg_r;
+    if (cg_r > 0 && (!cg_fits || !nng_cgrid_plan(g, st, cg_r))) return 0;
+    if (kind == STACK_CGRID && cg_r <= 0) return 0;
+    st->t_cg = tg;
     for (int l = 0; l < st->L; l++) {
       const conv_state *c = &g->convs[st->conv[l]];
       if ((c->impl == IMPL_STACK) != use || (use && c->algo != kind)) return 0;
@@ -491,8 +520,8 @@ static cudaq_nn_status_t write_plan(cudaq_nn_gpu *g, const char *path, cudaq_nn_
   }
   for (int i = 0; i < g->n_stacks; i++) {
     const stack_state *st = &g->stacks[i];
-    fprintf(f, "stack %d %d %.9g %.9g %d %.9g\n", st->conv[0], st->use, st->t_stack, st->t_members, st->kind,
-            st->t_cnet);
+    fprintf(f, "stack %d %d %.9g %.9g %d %.9g %.9g %d\n", st->conv[0], st->use, st->t_stack, st->t_members, st->kind,
+            st->t_cnet, st->t_cg, st->t_cg >= 0.0f ? st->cg_r : 0);
   }
   fputs("end\n", f);
   int bad = ferror(f);

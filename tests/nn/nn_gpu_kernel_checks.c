@@ -175,14 +175,20 @@ void check_stack_splits(void) {
  * one to eight m64 blocks a CTA, odd counts split between the warpgroups),
  * its products on mma.sync (CUDAQ_NN_CNET_WG=0) and, on a compute
  * capability 9.0 device, on wgmma; a chain with 64 channels gets no
- * cluster plan and still runs (grid). */
+ * cluster plan and still runs (grid), as does a volume of 18^3 cells
+ * (more than a cluster holds). Then the same kernel in grid mode
+ * (CUDAQ_NN_CNET_GRID=1: a cooperative grid, activations through global
+ * memory, a flag per CTA and layer; the tuner's row count, and 16 rows a
+ * CTA where that fits: the most CTAs, each waiting on many owners), whose
+ * three runs in a row also check that the flags' epochs advance. */
 void check_cnet(void) {
   static const struct {
     const char *name;
-    int fits;
-  } models[] = {{"conv3d_cl_chain", 1},   {"conv3d_cl_batch2", 1},  {"conv3d_stack_deep", 1},
-                {"conv2d_cl_chain", 1},   {"conv3d_cnet_d13", 1},   {"conv3d_cnet_mixed", 1},
-                {"conv3d_cnet_large", 1}, {"conv3d_cnet_odd5", 1},  {"conv3d_stack_wide", 0}};
+    int fits, grid; /* a cluster plan; a grid-mode plan */
+  } models[] = {{"conv3d_cl_chain", 1, 1},   {"conv3d_cl_batch2", 1, 1},  {"conv3d_stack_deep", 1, 1},
+                {"conv2d_cl_chain", 1, 1},   {"conv3d_cnet_d13", 1, 1},   {"conv3d_cnet_mixed", 1, 1},
+                {"conv3d_cnet_large", 1, 1}, {"conv3d_cnet_odd5", 1, 1},  {"conv3d_cnet_grid18", 0, 1},
+                {"conv3d_stack_wide", 0, 0}};
   setenv("CUDAQ_NN_CNET", "1", 1);
   for (int wg = sm90(); wg >= 0; wg--) {
     setenv("CUDAQ_NN_CNET_WG", wg ? "1" : "0", 1);
@@ -195,13 +201,44 @@ void check_cnet(void) {
       char what[300];
       snprintf(what, sizeof what, "%.200s fp16 cluster (%s)", models[mi].name, wg ? "wgmma" : "mma.sync");
       const int r = run_forced(m, &io, CUDAQ_NN_CONV_STACK, models[mi].fits ? tag : "no cluster plan", 3, what);
-      CHECK(r == 1, "%s: %s", what,
-            models[mi].fits ? "the cluster kernel did not run" : "a cluster plan for 64 channels");
-      if (r) printf("ok      %s: %s\n", what, models[mi].fits ? "matches the CPU" : "no cluster plan (64 channels)");
+      CHECK(r == 1, "%s: %s", what, models[mi].fits ? "the cluster kernel did not run" : "a cluster plan where none fits");
+      if (r) printf("ok      %s: %s\n", what, models[mi].fits ? "matches the CPU" : "no cluster plan (too wide or too large)");
       io_free(&io);
       cudaq_nn_model_destroy(m);
     }
   }
+  /* grid mode: R 0 the tuner's choice among the row counts that fit, 16 forced (where it fits) */
+  setenv("CUDAQ_NN_CNET_GRID", "1", 1);
+  int ran16 = 0, tried16 = 0;
+  for (int wg = sm90(); wg >= 0; wg--) {
+    setenv("CUDAQ_NN_CNET_WG", wg ? "1" : "0", 1);
+    const char *tag = wg ? "-> used, grid mode, wgmma" : "-> used, grid mode, mma.sync";
+    for (int r16 = 0; r16 < 2; r16++) {
+      if (r16) setenv("CUDAQ_NN_CNET_GRID_R", "16", 1);
+      else unsetenv("CUDAQ_NN_CNET_GRID_R");
+      for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
+        if (!selected(models[mi].name)) continue;
+        io_t io;
+        cudaq_nn_model_t *m = load_case(models[mi].name, &io);
+        if (!m) continue;
+        char what[300];
+        snprintf(what, sizeof what, "%.200s fp16 grid mode (%s, %s)", models[mi].name, wg ? "wgmma" : "mma.sync",
+                 r16 ? "16 rows a CTA" : "tuned rows");
+        const int r = run_forced(m, &io, CUDAQ_NN_CONV_STACK, models[mi].grid ? tag : "no grid-mode plan", 3, what);
+        /* 16 rows a CTA may need more CTAs than the device holds at once: then no plan, and nothing to check */
+        CHECK(r == 1 || (r16 && models[mi].grid), "%s: %s", what,
+              models[mi].grid ? "the grid-mode kernel did not run" : "a grid-mode plan for 64 channels");
+        if (r) printf("ok      %s: %s\n", what, models[mi].grid ? "matches the CPU" : "no grid-mode plan (64 channels)");
+        ran16 += r16 && models[mi].grid && r;
+        tried16 += r16 && models[mi].grid;
+        io_free(&io);
+        cudaq_nn_model_destroy(m);
+      }
+    }
+  }
+  CHECK(tried16 == 0 || ran16 > 0, "grid mode at 16 rows a CTA ran on none of %d chains", tried16);
+  unsetenv("CUDAQ_NN_CNET_GRID_R");
+  unsetenv("CUDAQ_NN_CNET_GRID");
   unsetenv("CUDAQ_NN_CNET_WG");
   unsetenv("CUDAQ_NN_CNET");
 }
