@@ -36,6 +36,26 @@
  * buffer l % 2, which every CTA last read in layer l - 1's gather, before
  * it arrived at the barrier that ended layer l - 1.
  *
+ * Rows pushed (s.push, the default where two windows fit: every shipped
+ * fast model; 2026-11-29): no gather and no barrier between layers. Two
+ * windows, layer l reading window l % 2; the epilogue writes the CTA's
+ * own rows into the next window, and after the layer thread q issues one
+ * bulk copy (cp.async.bulk shared::cta -> shared::cluster) of the rows
+ * that CTA q's next window holds, counted on q's mbarrier for that window
+ * (armed by q with the bytes it expects: its window's rows inside the
+ * volume but its own). A CTA starts layer l once its window's mbarrier
+ * phase completes: it waits only for its neighbours, when their rows
+ * land. Overwrites are safe because the neighbourhood is symmetric: CTA q
+ * pushed its layer l - 1 rows (which this CTA's layer l needed) only after
+ * its own layer l - 1 products, its last read of the window this CTA now
+ * writes into. One cluster barrier after the mbarriers' init (waited
+ * before the first push) and the one before exit remain. (Pushing with
+ * 16-byte remote stores and a release arrival was slower, below: the
+ * arrival waited for every remote store.) H200: cluster kernel alone d7
+ * fast 17.0 -> 15.6 us, d9 17.5 -> 16.4, d13 31.1 -> 28.4; qec-realtime
+ * d13 fast, 12 workers, 100k requests/s: graph's kernels 41.75 -> 38.75-39
+ * us p50. CUDAQ_NN_CNET_PUSH=0 gathers (comparisons).
+ *
  * Status (H200, 2026-11-28, bench/results/nn-cluster-h200-2026-11-28.md,
  * nn-cluster-throughput-h200-2026-11-28.md): correct everywhere it
  * applies; alone slower than the per-layer kernels on the fast
@@ -63,8 +83,8 @@
  * 0.25-0.5 us): used where it measured faster, one inference at a time
  * with one m64 block a CTA (d = 5 to 9); mma.sync for concurrent engines.
  * Measured and not kept (same file): the rows pushed into the neighbours'
- * next window instead of gathered (the release arrival waits for every
- * remote store: slower), layer 0's taps along w folded into its channels
+ * next window by 16-byte remote stores (the release arrival waits for
+ * every remote store: slower; bulk copies on mbarriers, above, are kept), layer 0's taps along w folded into its channels
  * (its products 2.2 -> 0.8 us at d = 13, the kernel no faster). The
  * critical path is the window loads and barrier waits of the CTAs whose
  * window lies inside the volume; the next lever is more SMs per inference
@@ -95,10 +115,18 @@
  * planned for one inference at a time: concurrent engines' cooperative
  * grids take turns (qec-realtime d = 13 fast at 100k requests/s: 66k/s).
  *
+ * Tried, not kept (2026-11-29): at d = 13 (11 m16 tiles on 8 warps) the
+ * 3 tiles past the first 8 split by taps over 2 warps each, so that a
+ * warp's longest chain is 54 + 27 steps instead of 2 x 54: slower (cluster
+ * kernel 30.0 -> 34.8 us; realtime graph's kernels 40.5 -> 46.0): two
+ * tiles in one step share the step's B fragments, so 54 two-tile steps
+ * cost less than 81 one-tile steps plus the partial sums.
+ *
  * Batch: cluster n of the grid (grid mode: CTAs [n cl, n cl + cl)) runs
  * batch item n. */
 #include <cooperative_groups.h>
 
+#include "gpu_cnet.cuh"
 #include "gpu_kernels.cuh"
 #include "gpu_mma.cuh"
 
@@ -106,23 +134,6 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int CN_THREADS = 256;
-constexpr int CN_WARPS = CN_THREADS / 32;
-constexpr int CN_MAX_CH = 32; /* input and output channels of a layer */
-constexpr int CN_MAX_MI = 4;  /* m16 tiles per warp */
-constexpr int CN_BATCH = 8;   /* loads in flight per thread in a window gather */
-constexpr size_t CN_MAX_SMEM = 227 * 1024 - 512; /* the tap table and bias are static shared memory */
-/* The zero blocks (a step's B: 2 x mst output channels x 8 halves) after
- * each weight buffer that cn_layer_wg's last batch reads past the end: its
- * batches are at most CN_TAIL_BLOCKS + 1 steps */
-constexpr int CN_TAIL_BLOCKS = 3;
-__host__ __device__ constexpr int cn_tail_bytes(int mst) { return CN_TAIL_BLOCKS * 2 * mst * 16; }
-
-/* A window / activation row in halves: the channels rounded up to 16, plus
- * 8 so that the 8 rows one ldmatrix reads start in distinct bank groups. */
-__host__ __device__ __forceinline__ int cn_row(int c) { return (c + 15) / 16 * 16 + 8; }
-
-size_t align16(size_t v) { return (v + 15) / 16 * 16; }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 /* Layer l's packed weights into buf: one bulk copy (the TMA engine) by
@@ -167,6 +178,13 @@ __device__ __forceinline__ void cn_masks(const nnk_cnet &s, const int *k, int p0
         if ((vd >> a) & (vh >> b) & 1u) m |= vw << t;
     mask[r] = m;
   }
+}
+
+/* The window's bytes that other CTAs push for layer l (>= 1): its rows
+ * inside the volume but this CTA's own. */
+__device__ __forceinline__ uint32_t cn_push_bytes(const nnk_cnet &s, int l, int p0, int nown, int base) {
+  const int rows = min(base + s.win_rows, s.P) - max(base, 0) - nown;
+  return (uint32_t)(rows * cn_row(s.layer[l].C) * 2);
 }
 
 /* Grid mode (s.gm): the flag of (batch item n, layer l, CTA r), and its
@@ -557,11 +575,25 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
   __shared__ int tap_off[27];                /* window offset of each tap, bytes */
   __shared__ __align__(8) unsigned long long wbar[2]; /* the weight buffers' mbarriers */
   auto wb_bar = [&](int b) { return nnk_smem_u32(&wbar[b & 1]); };
+  /* push: the two windows (layer l reads window l % 2) and their mbarriers */
+  __shared__ __align__(8) unsigned long long xbar[2];
+  auto xb = [&](int b) { return nnk_smem_u32(&xbar[b & 1]); };
+  __half *win2 = reinterpret_cast<__half *>(sm + s.off_win2);
+  auto window = [&](int l) { return s.push && (l & 1) ? win2 : win; };
   if (tid == 0) { /* before this thread's first copy names them; the other threads wait on them after a __syncthreads */
     nnk_mbar_init(wb_bar(0), 1);
     nnk_mbar_init(wb_bar(1), 1);
+    if (s.push) {
+      nnk_mbar_init(xb(0), 1);
+      nnk_mbar_init(xb(1), 1);
+      nnk_mbar_arrive_expect_tx(xb(1), cn_push_bytes(s, 1, p0, nown, base)); /* layer 1's window */
+    }
     nnk_mbar_init_fence();
   }
+  /* push: release of the initialised mbarriers to the cluster (other end:
+   * the wait before this CTA's first push, after layer 0, which every
+   * other CTA's first push into this one follows too) */
+  if (s.push) nnk_cluster_arrive_relaxed();
   __shared__ float bias_s[CN_MAX_CH];        /* the layer's bias, zero past M */
   for (int l = 0; l < s.L; l++) {
     const nnk_cnet_layer &ly = s.layer[l];
@@ -627,6 +659,16 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
           if (at[u] >= 0) win[at[u]] = v[u];
       }
       cn_load_weights(s, 1, wbuf(1), wb_bar(1)); /* layer l + 1's, as every later layer loads l + 2's */
+    } else if (s.push) {
+      /* Acquire (other end: the complete_tx of the neighbours' bulk copies
+       * after their layer l - 1, below): the window's rows inside the
+       * volume (this CTA's own: its own epilogue, before the last
+       * __syncthreads). Window l % 2's uses are layers l, l + 2, ...:
+       * phase (l - 1) / 2 of its mbarrier. */
+      nnk_mbar_wait(xb(l), (uint32_t)((l - 1) >> 1) & 1u);
+      /* the next layer's window: its last phase completed at layer l - 1's start */
+      if (tid == 0 && l + 1 < s.L) nnk_mbar_arrive_expect_tx(xb(l + 1), cn_push_bytes(s, l + 1, p0, nown, base));
+      if (tid < CN_MAX_CH) bias_s[tid] = bias_v; /* the last reads of layer l - 1's ended before its final __syncthreads */
     } else {
       if (!s.gm) {
         /* Acquire (other end: the release arrival after layer l - 1's
@@ -692,8 +734,10 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
 #endif
     __syncthreads();        /* window, weights and tap table visible to every warp */
     if (prof) prof[2 + 4 * l] = clock64();
-    const uint32_t wts = nnk_smem_u32(wbuf(l)), w32 = nnk_smem_u32(win), z32 = nnk_smem_u32(zero_row);
-    __half *out = s.gm ? s.gact[l & 1] + ((size_t)n * s.P + p0) * cn_row(ly.M) : act(l);
+    const uint32_t wts = nnk_smem_u32(wbuf(l)), w32 = nnk_smem_u32(window(l)), z32 = nnk_smem_u32(zero_row);
+    __half *out = s.gm     ? s.gact[l & 1] + ((size_t)n * s.P + p0) * cn_row(ly.M)
+                  : s.push ? window(l + 1) + (size_t)s.halo * cn_row(ly.M) /* own rows of the next window */
+                           : act(l);
     /* past the stack's slots for L <= 4 layers: 4 stamps inside each layer */
     long long *sub = prof && s.L <= 4 ? prof + 1 + 4 * s.L + 4 * l : nullptr;
     if constexpr (WG) {
@@ -711,7 +755,12 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
       cn_layer<MI, 4>(s, ly, last, n, p0, nown, w32, wts, z32, tap_off, mask, bias_s, red, out, sub);
     }
     if (prof) prof[3 + 4 * l] = clock64();
-    if (!last && !s.gm) {
+    /* push: this thread's generic-proxy accesses of the windows (the
+     * products' reads, the epilogue's writes) ordered before the bulk
+     * copies (async proxy) that read or overwrite them after the barrier
+     * below */
+    if (s.push) nnk_fence_proxy_async();
+    if (!last && !s.gm && !s.push) {
       /* Release (other end: the acquire wait before layer l + 1's gather):
        * this CTA's layer-l activations, its own shared memory. Its layer-l
        * gather reads from other CTAs completed before: their values were
@@ -725,6 +774,23 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
      * thread's layer-l rows, stored before the barrier above (the pattern
      * of a CTA-wide release: barrier, then one thread's release store). */
     if (s.gm && !last && tid == 0) cn_st_release(cn_flag(s, n, l, rank), epoch);
+    if (s.push && !last) {
+      /* Acquire (other end: every CTA's arrival after its mbarrier init,
+       * at the start): the destinations' mbarriers are initialised. */
+      if (l == 0) nnk_cluster_wait();
+      /* Push: this CTA's layer-l rows from its next window into the next
+       * window of each CTA q whose window holds them (thread q issues q's
+       * copy), counted on q's mbarrier. q has finished reading that
+       * window (its layer l - 1): this CTA's layer-l products needed q's
+       * layer l - 1 rows, which q pushed after that layer. */
+      const int q = tid, qb = q * s.R - s.halo; /* q's window row 0 */
+      const int lo = max(p0, max(qb, 0)), hi = min(p0 + nown, min(qb + s.win_rows, s.P));
+      if (q < s.cl && q != rank && lo < hi) {
+        const uint32_t rb = (uint32_t)cn_row(ly.M) * 2, nw = nnk_smem_u32(window(l + 1));
+        nnk_bulk_s2s(nnk_mapa(nw + (uint32_t)(lo - qb) * rb, q), nw + (uint32_t)(s.halo + lo - p0) * rb,
+                     (uint32_t)(hi - lo) * rb, nnk_mapa(xb(l + 1), q));
+      }
+    }
     cn_load_weights(s, l + 2, wbuf(l), wb_bar(l)); /* layer l + 2's weights, one layer ahead */
     if (prof) prof[4 + 4 * l] = clock64();
   }
@@ -746,104 +812,6 @@ cnet_fn cnet_kernel(int mi, int wg) {
 }
 
 }  // namespace
-
-int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, int wg, int gm, nnk_cnet *s, size_t *smem) {
-  if (L < 1 || L > NNK_CNET_MAX_LAYERS || cl < 1 || cl > (gm ? 4096 : 16)) return 0;
-  *s = nnk_cnet{};
-#if !defined(CUDAQ_NN_HAVE_SM90A)
-  wg = 0; /* no sm_90a code in this build */
-#endif
-  const nnk_conv &p0 = *layers[0];
-  int max_row = 0, max_wbytes = 0, max_wbytes_wg = 0; /* wg: the weights plus their zero blocks */
-  for (int l = 0; l < L; l++) {
-    const nnk_conv &p = *layers[l];
-    if (!nnk_stack_layer_ok(p) || p.N != p0.N || p.C > CN_MAX_CH || p.M > CN_MAX_CH ||
-        (l && p.C != layers[l - 1]->M))
-      return 0;
-    for (int i = 0; i < 3; i++)
-      if (p.in3[i] != p0.in3[i]) return 0;
-    const int taps = p.k[0] * p.k[1] * p.k[2], c16 = (p.C + 15) / 16;
-    const size_t elems = nnk_stack_weight_elems(p); /* [c16][taps][2][mst][8] */
-    nnk_cnet_layer &ly = s->layer[l];
-    ly.C = p.C;
-    ly.M = p.M;
-    ly.mst = (int)(elems / ((size_t)c16 * taps * 16));
-    for (int i = 0; i < 3; i++) ly.k[i] = p.k[i];
-    ly.relu = p.relu;
-    ly.w_bytes = (int)(elems * sizeof(__half));
-    if (ly.mst < 32 || ly.mst % 16) return 0; /* four n8 tiles are loaded in pairs */
-    if (cn_row(p.C) > max_row) max_row = cn_row(p.C);
-    if (cn_row(p.M) > max_row) max_row = cn_row(p.M);
-    if (ly.w_bytes > max_wbytes) max_wbytes = ly.w_bytes;
-    if (ly.w_bytes + cn_tail_bytes(ly.mst) > max_wbytes_wg) max_wbytes_wg = ly.w_bytes + cn_tail_bytes(ly.mst);
-  }
-  s->L = L;
-  s->N = p0.N;
-  s->D = p0.in3[0];
-  s->H = p0.in3[1];
-  s->W = p0.in3[2];
-  const long long P = (long long)s->D * s->H * s->W;
-  if (P < 1 || P > (1 << 20)) return 0;
-  s->P = (int)P;
-  s->cl = cl;
-  s->R = (s->P + cl - 1) / cl;
-  s->gm = gm ? 1 : 0;
-  /* Grid mode: every CTA owns a row (a CTA without one would read its
-   * neighbours' rows without their waiting for it: cn_wait_flag's
-   * symmetric neighbourhood needs owners on both sides). */
-  if (gm) s->cl = (s->P + s->R - 1) / s->R;
-  const int mtiles = (s->R + 15) / 16;
-  /* m16 tiles per warp, or m64 blocks per warpgroup (two warpgroups) */
-  s->nb = (mtiles + 3) / 4;
-  /* wgmma (H200, nn-cluster-wgmma-h200-2026-11-28.md): faster than
-   * mma.sync alone with one m64 block a CTA (d = 7: 18.3 against 18.7 us,
-   * d = 9: 17.4 against 19.7), not with three (d = 13: no faster alone,
-   * 2-2.5 us slower in the realtime graph at 100k requests/s). The engine
-   * asks for 2 only when planned for one inference at a time. */
-  s->wg = wg == 1 || (wg == 2 && s->nb == 1);
-  if (s->wg) max_wbytes = max_wbytes_wg;
-  s->mi = s->wg ? (s->nb + 1) / 2 : (mtiles + CN_WARPS - 1) / CN_WARPS;
-  if (s->mi > CN_MAX_MI) return 0;
-  for (int l = 0; l < L; l++) /* n8 tiles per warp (cn_layer): past 16 output channels the weights are zero */
-    s->layer[l].nt = split && s->layer[l].M <= 16 ? 2 : 4;
-  s->r_magic = (unsigned)((((unsigned long long)1 << 32) + s->R - 1) / s->R); /* q / R = umulhi(q, r_magic): q R < 2^32 */
-  s->halo = s->H * s->W + s->W + 1;
-  s->win_rows = s->R + 2 * s->halo;
-  /* (channel, row) index / win_rows as a multiply-high: exact while index x win_rows < 2^32 */
-  if ((unsigned long long)layers[0]->C * s->win_rows * s->win_rows >= (1ull << 32)) return 0;
-  s->wr_magic = (unsigned)((((unsigned long long)1 << 32) + s->win_rows - 1) / s->win_rows);
-  size_t at = 0;
-  for (int b = 0; b < 2; b++) { /* grid mode: the activations live in global memory (gact) */
-    s->off_act[b] = at;
-    if (!gm) at += align16((size_t)s->R * max_row * 2);
-  }
-  s->off_win = at;
-  at += align16((size_t)s->win_rows * max_row * 2);
-  for (int b = 0; b < 2; b++) {
-    s->off_w[b] = at;
-    at += align16((size_t)max_wbytes);
-  }
-  s->off_red = at; /* the split-tap partial sums: 8 warps x 32 lanes x 16 floats */
-  at += (size_t)CN_WARPS * 32 * 16 * sizeof(float);
-  s->off_zero = at;
-  at += 128;
-  s->off_mask = at; /* cn_masks: a word per owned row */
-  at += align16((size_t)s->R * sizeof(uint32_t));
-  if (at > CN_MAX_SMEM) return 0;
-  *smem = at;
-  return 1;
-}
-
-void nnk_cnet_grid_bytes(const nnk_cnet &s, size_t *act_bytes, size_t *flag_bytes) {
-  int max_row = 0;
-  for (int l = 0; l < s.L; l++) {
-    const int a = cn_row(s.layer[l].C), b = cn_row(s.layer[l].M);
-    max_row = a > max_row ? a : max_row;
-    max_row = b > max_row ? b : max_row;
-  }
-  *act_bytes = (size_t)s.N * s.P * max_row * sizeof(__half);
-  *flag_bytes = (size_t)s.N * (s.L > 1 ? s.L - 1 : 1) * s.cl * sizeof(unsigned);
-}
 
 namespace {
 /* The launch of s: one cluster of s.cl CTAs per batch item (grid mode: a

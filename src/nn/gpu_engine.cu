@@ -875,8 +875,8 @@ cudaq_nn_status_t cudaq_nn_gpu_describe(const cudaq_nn_gpu_t *g, char *buf, size
     char cn[160] = "no cluster plan";
     if (st->cn_ok) {
       const int side = nng_cnet_side(g, st);
-      int w = snprintf(cn, sizeof cn, "as one cluster of %d (%d cells each, %zu B smem): %.2f us", st->cn.cl,
-                       st->cn.R, st->cn_smem, st->t_cnet);
+      int w = snprintf(cn, sizeof cn, "as one cluster of %d (%d cells each, %zu B smem, rows %s): %.2f us", st->cn.cl,
+                       st->cn.R, st->cn_smem, st->cn.push ? "pushed" : "gathered", st->t_cnet);
       if (side > 1 && w > 0 && (size_t)w < sizeof cn) /* the cost tune_stacks compared (concurrent engines) */
         snprintf(cn + w, sizeof cn - (size_t)w, ", %d at once: %.2f us each", side, st->t_cnet / (float)side);
     }

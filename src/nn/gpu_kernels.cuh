@@ -363,6 +363,11 @@ cudaError_t nnk_launch_stack(const nnk_stack &s, size_t smem, cudaStream_t st);
  * nnk_cnet_setup: *clusters that can run at once (0: this cluster size
  * cannot be placed).
  *
+ * push (cluster mode, at least 2 layers, where two windows fit): each
+ * layer's rows go straight into the next window of every CTA whose window
+ * holds them, by bulk copies counted on that CTA's mbarrier, in place of
+ * the gather and the cluster barrier (gpu_cnet.cu says why and how).
+ *
  * gm (grid mode): the same layers on a cooperative grid of cl CTAs per
  * batch item (no cluster, cl up to the device's resident CTAs), the
  * activations exchanged through global memory (gact, two buffers of N x P
@@ -387,10 +392,11 @@ struct nnk_cnet {
   int wg;              /* products on warpgroup MMAs (sm_90a build, compute capability 9.0) */
   int nb;              /* m64 blocks of R positions (wg) */
   int gm;              /* grid mode: cl CTAs a batch item, global activations and flags (above) */
+  int push;            /* cluster mode: each layer's rows pushed into the neighbours' next window (two windows) */
   unsigned r_magic;    /* ceil(2^32 / R): q / R as a multiply-high */
   unsigned wr_magic;   /* ceil(2^32 / win_rows): the layer-0 gather's (channel, row) split */
   int halo, win_rows;  /* window: R + 2 halo positions */
-  size_t off_act[2], off_win, off_w[2], off_red, off_zero, off_mask; /* shared-memory layout (bytes) */
+  size_t off_act[2], off_win, off_win2, off_w[2], off_red, off_zero, off_mask; /* shared-memory layout (bytes) */
   const __half *x;
   __half *y;
   __half *gact[2];  /* grid mode: the activation buffers */
@@ -400,7 +406,8 @@ struct nnk_cnet {
                       masks, window cleared and PDL wait) */
   nnk_cnet_layer layer[NNK_CNET_MAX_LAYERS];
 };
-int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, int wg, int gm, nnk_cnet *s, size_t *smem);
+int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, int wg, int gm, int push, nnk_cnet *s,
+                  size_t *smem);
 /* Grid mode: bytes of each activation buffer (gact[0], gact[1]) and of the flags. */
 void nnk_cnet_grid_bytes(const nnk_cnet &s, size_t *act_bytes, size_t *flag_bytes);
 cudaError_t nnk_cnet_setup(const nnk_cnet &s, size_t smem, int *clusters);

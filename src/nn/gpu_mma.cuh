@@ -116,6 +116,21 @@ __device__ __forceinline__ void nnk_bulk_g2s(uint32_t dst, const void *src, uint
                "l"(src), "r"(bytes), "r"(bar)
                : "memory");
 }
+/* The shared::cluster address of the variable at this CTA's shared-memory
+ * address addr in cluster CTA rank (same layout in every CTA). */
+__device__ __forceinline__ uint32_t nnk_mapa(uint32_t addr, int rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+/* This CTA's shared memory (src) -> another cluster CTA's (dst, a
+ * shared::cluster address), bytes % 16 == 0, both 16-byte aligned;
+ * completes on bar, the destination CTA's mbarrier (shared::cluster). */
+__device__ __forceinline__ void nnk_bulk_s2s(uint32_t dst, uint32_t src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "r"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
 /* Ends bar's life as an mbarrier, before its bytes are used for anything else. */
 __device__ __forceinline__ void nnk_mbar_inval(uint32_t bar) {
   asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");

@@ -81,8 +81,13 @@ static void plan_cnet(stack_state *st, const nnk_conv *const *layers, int device
   int split = 1, wg = 0;
   if (!cnet_options(device, concurrent, &split, &wg)) return;
   static const int sizes[] = {16, 8};
+  /* each layer's rows pushed into the neighbours' next window where two
+   * windows fit (nnk_cnet_plan); CUDAQ_NN_CNET_PUSH=0 gathers them instead
+   * (comparisons) */
+  const char *penv = getenv("CUDAQ_NN_CNET_PUSH");
+  const int push = !penv || strcmp(penv, "0") != 0;
   for (int i = 0; i < 2 && !st->cn_ok; i++) {
-    if (!nnk_cnet_plan(layers, st->L, sizes[i], split, wg, 0, &st->cn, &st->cn_smem)) continue;
+    if (!nnk_cnet_plan(layers, st->L, sizes[i], split, wg, 0, push, &st->cn, &st->cn_smem)) continue;
     int clusters = 0;
     if (nnk_cnet_setup(st->cn, st->cn_smem, &clusters) != cudaSuccess) {
       (void)cudaGetLastError(); /* a size this device cannot place: try the next */
@@ -100,7 +105,7 @@ int nng_cgrid_plan(const cudaq_nn_gpu *g, stack_state *st, int R) {
   stack_layers(g, st, layers);
   const long long P = (long long)layers[0]->in3[0] * layers[0]->in3[1] * layers[0]->in3[2];
   if (R < 1 || P < 1 || !cnet_options(g->opts.device, g->opts.concurrent, &split, &wg) ||
-      !nnk_cnet_plan(layers, st->L, (int)((P + R - 1) / R), split, wg, 1, &st->cg, &st->cg_smem))
+      !nnk_cnet_plan(layers, st->L, (int)((P + R - 1) / R), split, wg, 1, 0, &st->cg, &st->cg_smem))
     return 0;
   if (nnk_cnet_setup(st->cg, st->cg_smem, &clusters) != cudaSuccess) {
     (void)cudaGetLastError();
