@@ -181,6 +181,19 @@ void check_stack_splits(void) {
  * memory, a flag per CTA and layer; the tuner's row count, and 16 rows a
  * CTA where that fits: the most CTAs, each waiting on many owners), whose
  * three runs in a row also check that the flags' epochs advance. */
+/* One forced run of reference case name (run_forced: the tag in the
+ * engine's description, then three runs against the CPU); 1 when the tag
+ * was there, 0 when not, -1 when the case did not load (counted there). */
+static int cnet_case(const char *name, const char *tag, const char *what) {
+  io_t io;
+  cudaq_nn_model_t *m = load_case(name, &io);
+  if (!m) return -1;
+  const int r = run_forced(m, &io, CUDAQ_NN_CONV_STACK, tag, 3, what);
+  io_free(&io);
+  cudaq_nn_model_destroy(m);
+  return r;
+}
+
 void check_cnet(void) {
   static const struct {
     const char *name;
@@ -195,16 +208,12 @@ void check_cnet(void) {
     const char *tag = wg ? "-> used, cluster, wgmma" : "-> used, cluster, mma.sync";
     for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
       if (!selected(models[mi].name)) continue;
-      io_t io;
-      cudaq_nn_model_t *m = load_case(models[mi].name, &io);
-      if (!m) continue;
       char what[300];
       snprintf(what, sizeof what, "%.200s fp16 cluster (%s)", models[mi].name, wg ? "wgmma" : "mma.sync");
-      const int r = run_forced(m, &io, CUDAQ_NN_CONV_STACK, models[mi].fits ? tag : "no cluster plan", 3, what);
+      const int r = cnet_case(models[mi].name, models[mi].fits ? tag : "no cluster plan", what);
+      if (r < 0) continue;
       CHECK(r == 1, "%s: %s", what, models[mi].fits ? "the cluster kernel did not run" : "a cluster plan where none fits");
       if (r) printf("ok      %s: %s\n", what, models[mi].fits ? "matches the CPU" : "no cluster plan (too wide or too large)");
-      io_free(&io);
-      cudaq_nn_model_destroy(m);
     }
   }
   /* grid mode: R 0 the tuner's choice among the row counts that fit, 16 forced (where it fits) */
@@ -218,21 +227,17 @@ void check_cnet(void) {
       else unsetenv("CUDAQ_NN_CNET_GRID_R");
       for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
         if (!selected(models[mi].name)) continue;
-        io_t io;
-        cudaq_nn_model_t *m = load_case(models[mi].name, &io);
-        if (!m) continue;
         char what[300];
         snprintf(what, sizeof what, "%.200s fp16 grid mode (%s, %s)", models[mi].name, wg ? "wgmma" : "mma.sync",
                  r16 ? "16 rows a CTA" : "tuned rows");
-        const int r = run_forced(m, &io, CUDAQ_NN_CONV_STACK, models[mi].grid ? tag : "no grid-mode plan", 3, what);
+        const int r = cnet_case(models[mi].name, models[mi].grid ? tag : "no grid-mode plan", what);
+        if (r < 0) continue;
         /* 16 rows a CTA may need more CTAs than the device holds at once: then no plan, and nothing to check */
         CHECK(r == 1 || (r16 && models[mi].grid), "%s: %s", what,
               models[mi].grid ? "the grid-mode kernel did not run" : "a grid-mode plan for 64 channels");
         if (r) printf("ok      %s: %s\n", what, models[mi].grid ? "matches the CPU" : "no grid-mode plan (64 channels)");
         ran16 += r16 && models[mi].grid && r;
         tried16 += r16 && models[mi].grid;
-        io_free(&io);
-        cudaq_nn_model_destroy(m);
       }
     }
   }
