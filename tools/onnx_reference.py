@@ -822,7 +822,8 @@ def cnet_cases(g):
     halos that reach two CTAs away); batch 2 with kernels 1 x 3 x 3 and
     3 x 1 x 1, odd channel counts (17, 3) and a layer without ReLU; a large
     volume (7,680 cells, four m16 tiles per warp); five m64 blocks a CTA;
-    a volume only the grid mode holds (18^3 cells, 32 channels).
+    a volume only the grid mode holds (18^3 cells, 32 channels); a volume
+    smaller than the cluster (3 cells).
     Generated last so that the earlier cases keep their data."""
     p1 = dict(pads=[1] * 6)
     cl_chain(g, "conv3d_cnet_d13", [1, 3, 14, 14, 14], [(32, [3, 3, 3], True, p1), (32, [3, 3, 3], True, p1),
@@ -841,6 +842,11 @@ def cnet_cases(g):
     # waiting on the flags of the CTAs its window reads)
     cl_chain(g, "conv3d_cnet_grid18", [1, 3, 18, 18, 18], [(32, [3, 3, 3], True, p1), (32, [3, 3, 3], True, p1),
                                                             (9, [3, 3, 3], False, p1)])
+    # 1 x 1 x 3 = 3 cells over a cluster of 16: thirteen CTAs own no cell,
+    # and the windows of the last five lie past the volume's end (no rows
+    # pushed to them)
+    cl_chain(g, "conv3d_cnet_tiny", [1, 3, 1, 1, 3], [(8, [3, 3, 3], True, p1), (8, [3, 3, 3], True, p1),
+                                                      (4, [3, 3, 3], False, p1)])
 
 
 def gen(args):

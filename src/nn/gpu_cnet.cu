@@ -183,7 +183,8 @@ __device__ __forceinline__ void cn_masks(const nnk_cnet &s, const int *k, int p0
 /* The window's bytes that other CTAs push for layer l (>= 1): its rows
  * inside the volume but this CTA's own. */
 __device__ __forceinline__ uint32_t cn_push_bytes(const nnk_cnet &s, int l, int p0, int nown, int base) {
-  const int rows = min(base + s.win_rows, s.P) - max(base, 0) - nown;
+  /* a CTA past the volume's end (nown 0; cl > P / R) may have no window rows inside it */
+  const int rows = max(0, min(base + s.win_rows, s.P) - max(base, 0)) - nown;
   return (uint32_t)(rows * cn_row(s.layer[l].C) * 2);
 }
 

@@ -176,7 +176,8 @@ void check_stack_splits(void) {
  * its products on mma.sync (CUDAQ_NN_CNET_WG=0) and, on a compute
  * capability 9.0 device, on wgmma; a chain with 64 channels gets no
  * cluster plan and still runs (grid), as does a volume of 18^3 cells
- * (more than a cluster holds). Then the same kernel in grid mode
+ * (more than a cluster holds); a volume of 3 cells leaves most of the
+ * cluster's CTAs without cells, some without window rows. Then the same kernel in grid mode
  * (CUDAQ_NN_CNET_GRID=1: a cooperative grid, activations through global
  * memory, a flag per CTA and layer; the tuner's row count, and 16 rows a
  * CTA where that fits: the most CTAs, each waiting on many owners), whose
@@ -201,7 +202,7 @@ void check_cnet(void) {
   } models[] = {{"conv3d_cl_chain", 1, 1},   {"conv3d_cl_batch2", 1, 1},  {"conv3d_stack_deep", 1, 1},
                 {"conv2d_cl_chain", 1, 1},   {"conv3d_cnet_d13", 1, 1},   {"conv3d_cnet_mixed", 1, 1},
                 {"conv3d_cnet_large", 1, 1}, {"conv3d_cnet_odd5", 1, 1},  {"conv3d_cnet_grid18", 0, 1},
-                {"conv3d_stack_wide", 0, 0}};
+                {"conv3d_cnet_tiny", 1, 1},    {"conv3d_stack_wide", 0, 0}};
   setenv("CUDAQ_NN_CNET", "1", 1);
   for (int wg = sm90(); wg >= 0; wg--) {
     setenv("CUDAQ_NN_CNET_WG", wg ? "1" : "0", 1);
