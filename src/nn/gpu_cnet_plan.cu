@@ -8,6 +8,17 @@ namespace {
 size_t align16(size_t v) { return (v + 15) / 16 * 16; }
 }  // namespace
 
+/* The widest activation row of the plan's layers, in halves. */
+static int cn_max_row(const nnk_cnet &s) {
+  int max_row = 0;
+  for (int l = 0; l < s.L; l++) {
+    const int a = cn_row(s.layer[l].C), b = cn_row(s.layer[l].M);
+    max_row = a > max_row ? a : max_row;
+    max_row = b > max_row ? b : max_row;
+  }
+  return max_row;
+}
+
 /* The layout after the windows: weight buffers, split sums, the zero row, masks. */
 static size_t cn_layout_tail(nnk_cnet *s, size_t at, int max_wbytes) {
   for (int b = 0; b < 2; b++) {
@@ -31,7 +42,7 @@ int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, int w
   wg = 0; /* no sm_90a code in this build */
 #endif
   const nnk_conv &p0 = *layers[0];
-  int max_row = 0, max_wbytes = 0, max_wbytes_wg = 0; /* wg: the weights plus their zero blocks */
+  int max_wbytes = 0, max_wbytes_wg = 0; /* wg: the weights plus their zero blocks */
   for (int l = 0; l < L; l++) {
     const nnk_conv &p = *layers[l];
     if (!nnk_stack_layer_ok(p) || p.N != p0.N || p.C > CN_MAX_CH || p.M > CN_MAX_CH ||
@@ -49,12 +60,11 @@ int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, int w
     ly.relu = p.relu;
     ly.w_bytes = (int)(elems * sizeof(__half));
     if (ly.mst < 32 || ly.mst % 16) return 0; /* four n8 tiles are loaded in pairs */
-    if (cn_row(p.C) > max_row) max_row = cn_row(p.C);
-    if (cn_row(p.M) > max_row) max_row = cn_row(p.M);
     if (ly.w_bytes > max_wbytes) max_wbytes = ly.w_bytes;
     if (ly.w_bytes + cn_tail_bytes(ly.mst) > max_wbytes_wg) max_wbytes_wg = ly.w_bytes + cn_tail_bytes(ly.mst);
   }
   s->L = L;
+  const int max_row = cn_max_row(*s);
   s->N = p0.N;
   s->D = p0.in3[0];
   s->H = p0.in3[1];
@@ -111,14 +121,7 @@ int nnk_cnet_plan(const nnk_conv *const *layers, int L, int cl, int split, int w
   }
 }
 
-
 void nnk_cnet_grid_bytes(const nnk_cnet &s, size_t *act_bytes, size_t *flag_bytes) {
-  int max_row = 0;
-  for (int l = 0; l < s.L; l++) {
-    const int a = cn_row(s.layer[l].C), b = cn_row(s.layer[l].M);
-    max_row = a > max_row ? a : max_row;
-    max_row = b > max_row ? b : max_row;
-  }
-  *act_bytes = (size_t)s.N * s.P * max_row * sizeof(__half);
+  *act_bytes = (size_t)s.N * s.P * cn_max_row(s) * sizeof(__half);
   *flag_bytes = (size_t)s.N * (s.L > 1 ? s.L - 1 : 1) * s.cl * sizeof(unsigned);
 }

@@ -373,7 +373,7 @@ cudaError_t nnk_launch_stack(const nnk_stack &s, size_t smem, cudaStream_t st);
  * activations exchanged through global memory (gact, two buffers of N x P
  * rows of cn_row(max channels) halves) and, between layers, one flag per
  * (item, layer, CTA) instead of a cluster barrier: a CTA waits only for
- * the CTAs whose rows its window reads. flags (N x (L - 1) words, zeroed
+ * the CTAs whose rows its window reads. flags (N x (L - 1) x cl words, zeroed
  * once) count the runs: a run's epoch is one more than its CTA's own
  * layer-0 flag. The engine allocates gact and flags; nnk_cnet_setup's
  * *clusters is then 1 when the grid fits on the device at once, else 0. */

@@ -94,9 +94,10 @@ __device__ __forceinline__ void nnk_fence_release_smem_cluster() {
   asm volatile("fence.acq_rel.cluster;\n" ::: "memory");
 #endif
 }
-/* (sm_90: not only sm_90a.) Makes this thread's generic-proxy writes to shared memory (st.shared,
- * cp.async) visible to the async proxy that wgmma reads through; a barrier
- * after it publishes them to the warpgroup. */
+/* Makes this thread's generic-proxy accesses of shared memory (st.shared,
+ * cp.async) visible to the async proxy that wgmma and bulk copies use; a
+ * barrier after it publishes them to the other threads. (This and the
+ * mbarrier and bulk-copy helpers below are sm_90 code, not only sm_90a.) */
 __device__ __forceinline__ void nnk_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 /* mbarrier (shared memory, 8 bytes) and bulk copies (cp.async.bulk, the
  * TMA engine: one instruction moves a contiguous range; its bytes count

@@ -11,33 +11,27 @@
  * weights, kernel dims 1 or 3, "same" padding, stride 1, 2 to 8 layers)
  * gets its layer-result buffers and launch plan here; the
  * tuner decides whether it runs (gpu_tune.cu). */
-int nng_stack_env(void) {
-  const char *env = getenv("CUDAQ_NN_STACK");
+/* A 0/1 switch in the environment: -1 unset (or neither), 0 "0", 1 "1". */
+static int env_switch(const char *name) {
+  const char *env = getenv(name);
   return !env ? -1 : !strcmp(env, "0") ? 0 : !strcmp(env, "1") ? 1 : -1;
 }
+
+int nng_stack_env(void) { return env_switch("CUDAQ_NN_STACK"); }
 
 int nng_stacks_on(const cudaq_nn_gpu *g) {
   const cudaq_nn_conv_impl_t want = g->opts.conv_impl;
   return g->half && nng_stack_env() != 0 && (want == CUDAQ_NN_CONV_AUTO || want == CUDAQ_NN_CONV_STACK);
 }
 
-int nng_cnet_env(void) {
-  const char *env = getenv("CUDAQ_NN_CNET");
-  return !env ? -1 : !strcmp(env, "0") ? 0 : !strcmp(env, "1") ? 1 : -1;
-}
+int nng_cnet_env(void) { return env_switch("CUDAQ_NN_CNET"); }
 
-int nng_cgrid_env(void) {
-  const char *env = getenv("CUDAQ_NN_CNET_GRID");
-  return !env ? -1 : !strcmp(env, "0") ? 0 : !strcmp(env, "1") ? 1 : -1;
-}
+int nng_cgrid_env(void) { return env_switch("CUDAQ_NN_CNET_GRID"); }
 
 int nng_cnet_side(const cudaq_nn_gpu *g, const stack_state *st) {
   return g->opts.concurrent < st->cn_clusters ? g->opts.concurrent : st->cn_clusters;
 }
 
-/* The stack's chain as one cluster (gpu_cnet.cu): 16 CTAs where a cluster
- * of 16 can be placed, else 8; cn_ok stays 0 where neither fits, and below
- * compute capability 9.0 (no clusters; the kernel's body is sm_90 code). */
 /* The cluster kernel's plan options for this device: 0 where it has none
  * (below compute capability 9.0, or CUDAQ_NN_CNET=0). */
 static int cnet_options(int device, int concurrent, int *split, int *wg) {
@@ -76,6 +70,9 @@ static void cnet_tensors(const stack_state *st, nnk_cnet *k) {
   }
 }
 
+/* The stack's chain as one cluster (gpu_cnet.cu): 16 CTAs where a cluster
+ * of 16 can be placed, else 8; cn_ok stays 0 where neither fits, and below
+ * compute capability 9.0 (no clusters; the kernel's body is sm_90 code). */
 static void plan_cnet(stack_state *st, const nnk_conv *const *layers, int device, int concurrent) {
   st->cn_ok = 0;
   int split = 1, wg = 0;
@@ -149,18 +146,16 @@ static cudaq_nn_status_t plan_cgrid(cudaq_nn_gpu *g, stack_state *st, cudaq_nn_e
   if (nng_cgrid_env() == 0 || (g->opts.concurrent >= 2 && nng_cgrid_env() != 1)) return CUDAQ_NN_OK;
   const char *env = getenv("CUDAQ_NN_CNET_GRID_R");
   const int only = env ? atoi(env) : 0;
+  size_t act = 0, flags = 0; /* the buffers for the first R that fits, the smallest: the most CTAs, the most flags */
   for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
     const int R = only > 0 ? only : rows[i];
-    if (nng_cgrid_plan(g, st, R)) st->cg_rs[st->n_cg_rs++] = R;
+    if (nng_cgrid_plan(g, st, R)) {
+      if (!st->n_cg_rs) nnk_cnet_grid_bytes(st->cg, &act, &flags);
+      st->cg_rs[st->n_cg_rs++] = R;
+    }
     if (only > 0) break;
   }
   if (!st->n_cg_rs) return CUDAQ_NN_OK;
-  if (!nng_cgrid_plan(g, st, st->cg_rs[0])) { /* the smallest R: the most CTAs, the most flags */
-    st->n_cg_rs = 0;
-    return CUDAQ_NN_OK;
-  }
-  size_t act = 0, flags = 0;
-  nnk_cnet_grid_bytes(st->cg, &act, &flags);
   for (int b = 0; b < 2; b++) TRY(nng_dalloc(g, act, (void **)&st->cg_act[b], err));
   TRY(nng_dalloc(g, flags, (void **)&st->cg_flags, err)); /* zeroed: no run yet */
   if (getenv("CUDAQ_NN_CNET_PROF"))

@@ -177,8 +177,8 @@ void check_stack_splits(void) {
  * capability 9.0 device, on wgmma; a chain with 64 channels gets no
  * cluster plan and still runs (grid), as does a volume of 18^3 cells
  * (more than a cluster holds); a volume of 3 cells leaves most of the
- * cluster's CTAs without cells, some without window rows. Then the same kernel in grid mode
- * (CUDAQ_NN_CNET_GRID=1: a cooperative grid, activations through global
+ * cluster's CTAs without cells, some without window rows. Then the same
+ * kernel in grid mode (CUDAQ_NN_CNET_GRID=1: a cooperative grid, activations through global
  * memory, a flag per CTA and layer; the tuner's row count, and 16 rows a
  * CTA where that fits: the most CTAs, each waiting on many owners), whose
  * three runs in a row also check that the flags' epochs advance. */
