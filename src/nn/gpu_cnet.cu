@@ -127,6 +127,7 @@
 #include <cooperative_groups.h>
 
 #include "gpu_cnet.cuh"
+#include "gpu_ew.cuh"
 #include "gpu_kernels.cuh"
 #include "gpu_mma.cuh"
 
@@ -180,13 +181,69 @@ __device__ __forceinline__ void cn_masks(const nnk_cnet &s, const int *k, int p0
   }
 }
 
+/* The positions [lo, hi) of the volume that a window starting at position
+ * base (its row 0) holds: the one home of that range for the push's
+ * expected bytes, the pusher's copies and grid mode's flag waits. Empty
+ * (hi <= lo) for a window past the volume's end (a CTA without rows where
+ * cl > P / R, cluster mode only). */
+struct cn_span {
+  int lo, hi;
+};
+__device__ __forceinline__ cn_span cn_in_volume(const nnk_cnet &s, int base) {
+  return cn_span{max(base, 0), min(base + s.win_rows, s.P)};
+}
+
 /* The window's bytes that other CTAs push for layer l (>= 1): its rows
  * inside the volume but this CTA's own. */
-__device__ __forceinline__ uint32_t cn_push_bytes(const nnk_cnet &s, int l, int p0, int nown, int base) {
-  /* a CTA past the volume's end (nown 0; cl > P / R) may have no window rows inside it */
-  const int rows = max(0, min(base + s.win_rows, s.P) - max(base, 0)) - nown;
+__device__ __forceinline__ uint32_t cn_push_bytes(const nnk_cnet &s, int l, int nown, int base) {
+  const cn_span v = cn_in_volume(s, base);
+  const int rows = max(0, v.hi - v.lo) - nown;
   return (uint32_t)(rows * cn_row(s.layer[l].C) * 2);
 }
+
+/* Layer 0's window from s.x (C channels, NCDHW FP16, batch item n), the
+ * window's rows inside the volume (a row outside is never read: every tap
+ * there is padding). Each thread issues CN_BATCH loads before it stores
+ * any, so that their latencies overlap. */
+__device__ __forceinline__ void cn_window_x(const nnk_cnet &s, int C, int n, int base, int row_in, __half *win) {
+  const __half *xn = s.x + (size_t)n * C * s.P;
+  const int total = C * s.win_rows; /* (channel, row) pairs, rows fastest */
+  for (int i0 = 0; i0 < total; i0 += CN_THREADS * CN_BATCH) {
+    __half v[CN_BATCH];
+    int at[CN_BATCH];
+#pragma unroll
+    for (int u = 0; u < CN_BATCH; u++) {
+      const int i = i0 + u * CN_THREADS + (int)threadIdx.x;
+      const int c = (int)__umulhi((unsigned)i, s.wr_magic); /* i / win_rows */
+      const int j = i - c * s.win_rows, q = base + j;
+      const bool ok = i < total && q >= 0 && q < s.P;
+      at[u] = ok ? j * row_in + c : -1;
+      v[u] = ok ? xn[(size_t)c * s.P + q] : __float2half(0.0f);
+    }
+#pragma unroll
+    for (int u = 0; u < CN_BATCH; u++)
+      if (at[u] >= 0) win[at[u]] = v[u];
+  }
+}
+
+/* Folded copy: this thread's batch of (dynamic channel, window row) pairs
+ * from pair i0 on, rows fastest: e[u] the element of s.fold.x (-1: none,
+ * the copy's constant zero or a row outside the volume), at[u] its place
+ * in the window. */
+__device__ __forceinline__ void cn_fold_indices(const nnk_cnet &s, int i0, int base, int row_in,
+                                                int32_t (&e)[CN_BATCH], int (&at)[CN_BATCH]) {
+  const int total = s.fold.cd * s.win_rows;
+#pragma unroll
+  for (int u = 0; u < CN_BATCH; u++) {
+    const int i = i0 + u * CN_THREADS + (int)threadIdx.x;
+    const int k = i >= s.win_rows ? 1 : 0; /* cd <= NNK_FIRST_MAX_CD = 2 */
+    const int j = i - k * s.win_rows, q = base + j;
+    const bool ok = i < total && q >= 0 && q < s.P;
+    e[u] = ok ? __ldg(s.fold.idx + (size_t)k * s.P + q) : -1;
+    at[u] = j * row_in + s.fold.ch[k];
+  }
+}
+static_assert(NNK_FIRST_MAX_CD == 2, "cn_fold_indices splits a pair index into at most two channels");
 
 /* Grid mode (s.gm): the flag of (batch item n, layer l, CTA r), and its
  * two ends. */
@@ -587,7 +644,7 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
     if (s.push) {
       nnk_mbar_init(xb(0), 1);
       nnk_mbar_init(xb(1), 1);
-      nnk_mbar_arrive_expect_tx(xb(1), cn_push_bytes(s, 1, p0, nown, base)); /* layer 1's window */
+      nnk_mbar_arrive_expect_tx(xb(1), cn_push_bytes(s, 1, nown, base)); /* layer 1's window */
     }
     nnk_mbar_init_fence();
   }
@@ -635,29 +692,33 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
       uint4 *w4 = reinterpret_cast<uint4 *>(win);
       for (int i = tid; i < s.win_rows * row_in / 8; i += CN_THREADS) w4[i] = make_uint4(0, 0, 0, 0);
       __syncthreads(); /* cleared before any thread stores a value */
-      nnk_pdl_wait();  /* the input (s.x) is the previous kernel's output */
+      /* Folded copy (s.fold.x): s.x is constant, read before the wait, and
+       * so are the first batch's indices into the run-time buffer. */
+      int32_t fe[CN_BATCH];
+      int fat[CN_BATCH];
+      if (s.fold.x) {
+        cn_window_x(s, ly.C, n, base, row_in, win);
+        cn_fold_indices(s, 0, base, row_in, fe, fat);
+      }
+      nnk_pdl_wait();  /* the input (s.x, or s.fold.x) is the previous kernel's output */
       /* Grid mode: only this CTA writes its layer-0 flag, last in the run
        * before (complete: the PDL wait orders this after it). */
       if (s.gm && s.L > 1) epoch = __ldcg(cn_flag(s, n, 0, rank)) + 1u;
       if (start) start[4] = clock64();
-      const __half *xn = s.x + (size_t)n * ly.C * s.P;
-      const int total = ly.C * s.win_rows; /* (channel, row) pairs, rows fastest */
-      for (int i0 = 0; i0 < total; i0 += CN_THREADS * CN_BATCH) {
-        __half v[CN_BATCH];
-        int at[CN_BATCH];
+      if (!s.fold.x) {
+        cn_window_x(s, ly.C, n, base, row_in, win);
+      } else {
+        const int total = s.fold.cd * s.win_rows;
+        for (int i0 = 0;;) {
+          float v[CN_BATCH];
 #pragma unroll
-        for (int u = 0; u < CN_BATCH; u++) {
-          const int i = i0 + u * CN_THREADS + tid;
-          const int c = (int)__umulhi((unsigned)i, s.wr_magic); /* i / win_rows */
-          const int j = i - c * s.win_rows, q = base + j;
-          /* a row outside the volume is never read: every tap there is padding */
-          const bool ok = i < total && q >= 0 && q < s.P;
-          at[u] = ok ? j * row_in + c : -1;
-          v[u] = ok ? xn[(size_t)c * s.P + q] : __float2half(0.0f);
+          for (int u = 0; u < CN_BATCH; u++) v[u] = fe[u] >= 0 ? ldf(s.fold.x, s.fold.x_dt, fe[u]) : 0.0f;
+#pragma unroll
+          for (int u = 0; u < CN_BATCH; u++)
+            if (fe[u] >= 0) win[fat[u]] = __float2half(v[u]); /* as the copy's Cast stores it */
+          if ((i0 += CN_THREADS * CN_BATCH) >= total) break;
+          cn_fold_indices(s, i0, base, row_in, fe, fat);
         }
-#pragma unroll
-        for (int u = 0; u < CN_BATCH; u++)
-          if (at[u] >= 0) win[at[u]] = v[u];
       }
       cn_load_weights(s, 1, wbuf(1), wb_bar(1)); /* layer l + 1's, as every later layer loads l + 2's */
     } else if (s.push) {
@@ -668,7 +729,7 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
        * phase (l - 1) / 2 of its mbarrier. */
       nnk_mbar_wait(xb(l), (uint32_t)((l - 1) >> 1) & 1u);
       /* the next layer's window: its last phase completed at layer l - 1's start */
-      if (tid == 0 && l + 1 < s.L) nnk_mbar_arrive_expect_tx(xb(l + 1), cn_push_bytes(s, l + 1, p0, nown, base));
+      if (tid == 0 && l + 1 < s.L) nnk_mbar_arrive_expect_tx(xb(l + 1), cn_push_bytes(s, l + 1, nown, base));
       if (tid < CN_MAX_CH) bias_s[tid] = bias_v; /* the last reads of layer l - 1's ended before its final __syncthreads */
     } else {
       if (!s.gm) {
@@ -684,8 +745,9 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
          * visible to every thread here. They have also finished layer
          * l - 1's gather, which read the buffer this layer writes (the
          * CTAs whose windows hold this CTA's rows are the same set). */
-        const int lo = max(base, 0) / s.R, hi = (min(base + s.win_rows, s.P) - 1) / s.R;
-        for (int o = lo + tid; o <= hi; o += CN_THREADS) cn_wait_flag(cn_flag(s, n, l - 1, o), epoch);
+        const cn_span v = cn_in_volume(s, base); /* not empty: every grid-mode CTA owns a row */
+        for (int o = v.lo / s.R + tid; o <= (v.hi - 1) / s.R; o += CN_THREADS)
+          cn_wait_flag(cn_flag(s, n, l - 1, o), epoch);
         __syncthreads();
       }
       if (tid < CN_MAX_CH) bias_s[tid] = bias_v; /* the last reads of layer l - 1's ended before its final __syncthreads */
@@ -785,7 +847,8 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
        * window (its layer l - 1): this CTA's layer-l products needed q's
        * layer l - 1 rows, which q pushed after that layer. */
       const int q = tid, qb = q * s.R - s.halo; /* q's window row 0 */
-      const int lo = max(p0, max(qb, 0)), hi = min(p0 + nown, min(qb + s.win_rows, s.P));
+      const cn_span v = cn_in_volume(s, qb);
+      const int lo = max(p0, v.lo), hi = min(p0 + nown, v.hi);
       if (q < s.cl && q != rank && lo < hi) {
         const uint32_t rb = (uint32_t)cn_row(ly.M) * 2, nw = nnk_smem_u32(window(l + 1));
         nnk_bulk_s2s(nnk_mapa(nw + (uint32_t)(lo - qb) * rb, q), nw + (uint32_t)(s.halo + lo - p0) * rb,

@@ -108,6 +108,20 @@ cudaq_nn_status_t cudaq_nn_gpu_device_program(cudaq_nn_gpu_t *g, size_t smem_lim
         }
         stack_id = c->stack;
         rc = plan_stack(g, stack_id, smem_limit, &hp->stack, &smem, err);
+        if (rc == CUDAQ_NN_OK && g->stacks[stack_id].folded) {
+          /* the copy the cluster kernel reads itself (its step is gone): the
+           * device program's stack reads the copy's output */
+          if (hp->n_steps == NNK_DEVPROG_MAX_STEPS) {
+            nn__set_error(err, "more than %d steps", NNK_DEVPROG_MAX_STEPS);
+            rc = CUDAQ_NN_ERR_UNSUPPORTED;
+            break;
+          }
+          nnk_devprog_step mv;
+          memset(&mv, 0, sizeof mv);
+          mv.kind = DP_MOVE;
+          mv.mv = g->stacks[stack_id].fold_mv;
+          hp->step[hp->n_steps++] = mv;
+        }
         d.kind = DP_STACK;
         break;
       }

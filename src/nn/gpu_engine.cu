@@ -872,18 +872,19 @@ cudaq_nn_status_t cudaq_nn_gpu_describe(const cudaq_nn_gpu_t *g, char *buf, size
   }
   for (int i = 0; i < g->n_stacks && used < len; i++) {
     const stack_state *st = &g->stacks[i];
-    char cn[160] = "no cluster plan";
+    char cn[200] = "no cluster plan";
     if (st->cn_ok) {
       const int side = nng_cnet_side(g, st);
-      int w = snprintf(cn, sizeof cn, "as one cluster of %d (%d cells each, %zu B smem, rows %s): %.2f us", st->cn.cl,
-                       st->cn.R, st->cn_smem, st->cn.push ? "pushed" : "gathered", st->t_cnet);
+      int w = snprintf(cn, sizeof cn, "as one cluster of %d (%d cells each, %zu B smem, rows %s%s): %.2f us",
+                       st->cn.cl, st->cn.R, st->cn_smem, st->cn.push ? "pushed" : "gathered",
+                       st->cn.fold.x ? ", input copy folded in" : "", st->t_cnet);
       if (side > 1 && w > 0 && (size_t)w < sizeof cn) /* the cost tune_stacks compared (concurrent engines) */
         snprintf(cn + w, sizeof cn - (size_t)w, ", %d at once: %.2f us each", side, st->t_cnet / (float)side);
     }
-    char cg[160] = "no grid-mode plan";
+    char cg[200] = "no grid-mode plan";
     if (st->n_cg_rs)
-      snprintf(cg, sizeof cg, "in grid mode %d CTAs (%d cells each, %zu B smem, %d row counts timed): %.2f us", st->cg.cl,
-               st->cg.R, st->cg_smem, st->n_cg_rs, st->t_cg);
+      snprintf(cg, sizeof cg, "in grid mode %d CTAs (%d cells each, %zu B smem, %d row counts timed%s): %.2f us",
+               st->cg.cl, st->cg.R, st->cg_smem, st->n_cg_rs, st->cg.fold.x ? ", input copy folded in" : "", st->t_cg);
     const char *used_as = !st->use                      ? "not used"
                           : st->kind == STACK_CLUSTER ? (st->cn.wg ? "used, cluster, wgmma" : "used, cluster, mma.sync")
                           : st->kind == STACK_CGRID   ? (st->cg.wg ? "used, grid mode, wgmma" : "used, grid mode, mma.sync")

@@ -93,6 +93,11 @@ struct stack_state {
   __half *cg_act[2];
   unsigned *cg_flags;
   long long *cg_prof; /* CUDAQ_NN_CNET_PROF */
+  /* The copy in front of the stack, read inside the cluster kernel or its
+   * grid mode (nng_fold_first_layers; the plan's fold): its step is gone
+   * from the engine's steps, the device program runs it from here. */
+  int folded;
+  nnk_move fold_mv;
 };
 enum { STACK_GRID = 0, STACK_CLUSTER = 1, STACK_CGRID = 2 };
 /* Plans st->cg with R rows per CTA (one of st->cg_rs); 0 when it does not fit. */
@@ -236,7 +241,12 @@ int nng_read_by_chain(const cudaq_nn_model_t *m, int v, const int *chain, int n,
  * convolution's bias are folded into a per-cell term at create, and the
  * first layer is computed where the second stages its input window
  * (nnk_first): the copy's and the first convolution's steps go (gpu_first.cu).
- * Off with CUDAQ_NN_NO_FIRST=1 (A/B) or CUDAQ_NN_NO_FUSE. */
+ * Off with CUDAQ_NN_NO_FIRST=1 (A/B) or CUDAQ_NN_NO_FUSE.
+ * Also: a copy read only by the first member of a stack that runs as the
+ * cluster kernel or in its grid mode (batch 1, FP16) is read inside that
+ * kernel (nnk_cnet::fold): the copy's step goes; the stack keeps it
+ * (stack_state::fold_mv) for the device program. Off with
+ * CUDAQ_NN_CNET_FOLD=0 (A/B) or CUDAQ_NN_NO_FUSE. */
 cudaq_nn_status_t nng_fold_first_layers(cudaq_nn_gpu *g, cudaq_nn_error_t *err);
 /* Merges chains of elementwise steps into ST_FUSED steps, and a chain that
  * reads a matrix product's result only into that product's epilogue. */

@@ -210,11 +210,71 @@ cudaq_nn_status_t try_fold(cudaq_nn_gpu *g, const int *producer, const unsigned 
   return st;
 }
 
+/* Copy step mi in front of stack st, which runs as the cluster kernel or
+ * in its grid mode (plan k): the kernel reads the copy's constant channels
+ * from a tensor made here and its dynamic channels through the copy's map
+ * (nnk_cnet::fold) when every condition holds (else *done = 0). */
+cudaq_nn_status_t try_fold_cnet(cudaq_nn_gpu *g, const int *producer, const unsigned char *absorbed, int mi,
+                                stack_state *st, nnk_cnet *k, int *done, cudaq_nn_error_t *err) {
+  const cudaq_nn_model_t *m = g->m;
+  const step *M = &g->steps[mi];
+  const conv_state *c = &g->convs[st->conv[0]];
+  const int cn = c->node;
+  *done = 0;
+  if (k->N != 1 || k->fold.x || !nng_read_by_chain(m, m->nodes[M->node].out[0], &cn, 1, 1)) return CUDAQ_NN_OK;
+  const size_t cells = (size_t)k->P, n = (size_t)c->p.C * cells;
+  if (m->values[m->nodes[M->node].out[0]].n != n || g->sdt[m->nodes[M->node].out[0]] != CUDAQ_NN_FLOAT16)
+    return CUDAQ_NN_OK;
+  uint8_t *src = (uint8_t *)malloc(n);
+  int64_t *idx = (int64_t *)malloc(n * sizeof(int64_t));
+  const void **bufs = (const void **)malloc(256 * sizeof(void *));
+  double *xc = (double *)malloc(n * sizeof(double));
+  int32_t *didx = (int32_t *)malloc(NNK_FIRST_MAX_CD * cells * sizeof(int32_t));
+  __half *xh = (__half *)malloc(n * sizeof(__half));
+  int dts[256], n_bufs = 0;
+  split_map sm;
+  cudaq_nn_status_t st_ = src && idx && bufs && xc && didx && xh ? CUDAQ_NN_OK : CUDAQ_NN_ERR_NO_MEMORY;
+  if (st_) nn__set_error(err, "out of host memory folding a copy into the cluster kernel");
+  if (!st_) st_ = nng_copy_map(g, producer, absorbed, M->node, src, idx, bufs, dts, &n_bufs);
+  if (!st_ && split_copy_map(g, c->p.C, cells, src, idx, bufs, n_bufs, 1, xc, didx, &sm)) {
+    /* the element types the kernel converts inline (ldf, as the copy's Cast) */
+    const int dt = dts[sm.dyn_buf];
+    if (dt == CUDAQ_NN_FLOAT || dt == CUDAQ_NN_FLOAT16 || dt == CUDAQ_NN_INT32 || dt == CUDAQ_NN_INT64 ||
+        dt == CUDAQ_NN_UINT8 || dt == CUDAQ_NN_BOOL) {
+      for (size_t i = 0; i < n; i++) xh[i] = __float2half((float)xc[i]); /* FP16 values already (half = 1) */
+      void *dx = NULL, *di = NULL;
+      st_ = upload(g, xh, n * sizeof(__half), &dx, err);
+      if (!st_) st_ = upload(g, didx, (size_t)sm.cd * cells * sizeof(int32_t), &di, err);
+      if (!st_) {
+        k->x = (const __half *)dx;
+        k->fold.x = bufs[sm.dyn_buf];
+        k->fold.idx = (const int32_t *)di;
+        k->fold.x_dt = dt;
+        k->fold.cd = sm.cd;
+        for (int j = 0; j < sm.cd; j++) k->fold.ch[j] = sm.chan[j];
+        st->folded = 1;
+        st->fold_mv = M->mv;
+        *done = 1;
+      }
+    }
+  }
+  free(src); free(idx); free(bufs); free(xc); free(didx); free(xh);
+  return st_;
+}
+
+/* The ST_MOVE step writing x, before step `before`, or -1. */
+int move_step_writing(const cudaq_nn_gpu *g, const void *x, int before) {
+  for (int t = 0; t < before && t < g->n_steps; t++)
+    if (g->steps[t].kind == ST_MOVE && g->steps[t].mv.n && g->steps[t].mv.out == x) return t;
+  return -1;
+}
+
 }  // namespace
 
 cudaq_nn_status_t nng_fold_first_layers(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
-  const char *no = getenv("CUDAQ_NN_NO_FIRST");
-  if (nng_fuse_off() || (no && no[0] == '1') || !g->half) return CUDAQ_NN_OK;
+  const char *no = getenv("CUDAQ_NN_NO_FIRST"), *cno = getenv("CUDAQ_NN_CNET_FOLD");
+  const int first = !(no && no[0] == '1'), cnet = !(cno && strcmp(cno, "0") == 0);
+  if (nng_fuse_off() || (!first && !cnet) || !g->half) return CUDAQ_NN_OK;
   const cudaq_nn_model_t *m = g->m;
   int *producer = (int *)malloc((m->n_values + 1) * sizeof(int));
   unsigned char *absorbed = (unsigned char *)calloc(m->n_nodes + 1, 1);
@@ -227,7 +287,7 @@ cudaq_nn_status_t nng_fold_first_layers(cudaq_nn_gpu *g, cudaq_nn_error_t *err) 
   cudaq_nn_status_t st = CUDAQ_NN_OK;
   nng_producers(m, producer);
   nng_plan_copy_absorb(m, producer, absorbed);
-  for (int i = 0; i < g->n_steps && !st; i++) {
+  for (int i = 0; i < g->n_steps && !st && first; i++) {
     const step *M = &g->steps[i];
     if (M->kind != ST_MOVE || !M->mv.n || drop[i]) continue;
     const int s1 = conv_step_reading(g, M->mv.out, i + 1);
@@ -238,6 +298,19 @@ cudaq_nn_status_t nng_fold_first_layers(cudaq_nn_gpu *g, cudaq_nn_error_t *err) 
     int done = 0;
     st = try_fold(g, producer, absorbed, i, c1, &g->convs[g->steps[s2].conv], &done, err);
     if (done) drop[i] = drop[s1] = 1;
+  }
+  for (int i = 0; i < g->n_stacks && !st && cnet; i++) {
+    stack_state *sk = &g->stacks[i];
+    if (!sk->use || (sk->kind != STACK_CLUSTER && sk->kind != STACK_CGRID)) continue;
+    const conv_state *c0 = &g->convs[sk->conv[0]];
+    int s0 = -1; /* the stack's step */
+    for (int t = 0; t < g->n_steps && s0 < 0; t++)
+      if (g->steps[t].kind == ST_CONV && g->steps[t].conv == sk->conv[0]) s0 = t;
+    const int mi = s0 < 0 ? -1 : move_step_writing(g, c0->p.x, s0);
+    if (mi < 0 || drop[mi]) continue;
+    int done = 0;
+    st = try_fold_cnet(g, producer, absorbed, mi, sk, sk->kind == STACK_CLUSTER ? &sk->cn : &sk->cg, &done, err);
+    if (done) drop[mi] = 1;
   }
   int w = 0;
   for (int i = 0; i < g->n_steps; i++)

@@ -376,7 +376,16 @@ cudaError_t nnk_launch_stack(const nnk_stack &s, size_t smem, cudaStream_t st);
  * the CTAs whose rows its window reads. flags (N x (L - 1) x cl words, zeroed
  * once) count the runs: a run's epoch is one more than its CTA's own
  * layer-0 flag. The engine allocates gact and flags; nnk_cnet_setup's
- * *clusters is then 1 when the grid fits on the device at once, else 0. */
+ * *clusters is then 1 when the grid fits on the device at once, else 0.
+ *
+ * fold (batch 1; nng_fold_copy_into_cnet, gpu_first.cu): the copy that
+ * builds the first layer's input (a predecoder's events scattered onto the
+ * grid beside constant site masks) read inside the kernel instead of run
+ * before it. x then holds the copy's constant channels (FP16 NCDHW, zero in
+ * the dynamic ones), which the kernel reads before its PDL wait, and after
+ * it fold.idx[k][cell] names the element of fold.x that dynamic channel
+ * fold.ch[k] holds at that cell (-1: zero), converted to FP16 as the copy's
+ * Cast does. */
 #define NNK_CNET_MAX_LAYERS 8
 #define NNK_CNET_PROF_SLOTS (NNK_STACK_PROF_SLOTS + 5)
 struct nnk_cnet_layer {
@@ -401,6 +410,12 @@ struct nnk_cnet {
   __half *y;
   __half *gact[2];  /* grid mode: the activation buffers */
   unsigned *flags;  /* grid mode: N x (L - 1) x cl run counters */
+  struct {
+    const void *x;      /* NULL: no fold; else the dynamic channels' source (a graph input) */
+    const int32_t *idx; /* [cd][P] */
+    int x_dt, cd;       /* x's element type; dynamic channels (<= NNK_FIRST_MAX_CD) */
+    int ch[NNK_FIRST_MAX_CD];
+  } fold;
   long long *prof; /* NULL, or NNK_CNET_PROF_SLOTS cycle stamps of CTA 0: the stack kernel's layout, then
                       the first layer's start-up (bias and taps, before the weights, weights issued,
                       masks, window cleared and PDL wait) */
