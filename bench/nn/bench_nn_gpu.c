@@ -3,7 +3,8 @@
  * with the convolutions chosen by timing (auto) and forced to cuDNN, to the
  * own kernel and to the tensor-core kernel (tc); auto also with the input DMA and output DMA around the
  * graph. PyTorch times of the same models (bench/nn/torch_cnn.py, same
- * GPU, same visit) are printed beside when given.
+ * GPU, same visit) are printed beside when given. The first row is the
+ * floor of them all: a one-node graph (a 4-byte memset) timed the same way.
  *
  * --check DIR: for MODEL.onnx with DIR/MODEL.in.bin and DIR/MODEL.out.bin
  * (bench/nn/torch_cnn.py writes PyTorch's FP32 output there), the engine's
@@ -51,6 +52,38 @@ static stats_t percentiles(double *t, int n) {
   return s;
 }
 
+/* Times iters calls of launch(ctx, s) + cudaStreamSynchronize on the host,
+ * after 200 untimed ones. */
+typedef int (*launch_fn)(void *ctx, cudaStream_t s);
+static int time_loop(launch_fn launch, void *ctx, cudaStream_t s, int iters, stats_t *out) {
+  double *t = malloc((size_t)iters * sizeof *t);
+  int rc = t ? 0 : -1;
+  for (int i = -200; i < iters && !rc; i++) {
+    double t0 = now_us();
+    if (launch(ctx, s) != 0) rc = -1;
+    if (cudaStreamSynchronize(s) != cudaSuccess) rc = -1;
+    if (i >= 0) t[i] = now_us() - t0;
+  }
+  if (!rc) *out = percentiles(t, iters);
+  free(t);
+  return rc;
+}
+
+typedef struct engine_ctx {
+  cudaq_nn_gpu_t *g;
+  int dma;
+  void *hin, *hout;
+  size_t in_bytes, out_bytes;
+} engine_ctx;
+static int launch_engine(void *ctx, cudaStream_t s) {
+  engine_ctx *e = ctx;
+  int rc = 0;
+  if (e->dma) cudaMemcpyAsync(cudaq_nn_gpu_input(e->g, 0), e->hin, e->in_bytes, cudaMemcpyHostToDevice, s);
+  if (cudaq_nn_gpu_launch(e->g, s) != CUDAQ_NN_OK) rc = -1;
+  if (e->dma) cudaMemcpyAsync(e->hout, cudaq_nn_gpu_output(e->g, 0), e->out_bytes, cudaMemcpyDeviceToHost, s);
+  return rc;
+}
+
 /* Replays the graph iters times; with dma, copies the primary input in and
  * the primary output out around each launch. */
 static int time_engine(cudaq_nn_gpu_t *g, const cudaq_nn_model_t *m, int iters, int dma, stats_t *out) {
@@ -59,25 +92,47 @@ static int time_engine(cudaq_nn_gpu_t *g, const cudaq_nn_model_t *m, int iters, 
   cudaq_nn_binding_t bi, bo;
   cudaq_nn_model_input(m, 0, &bi);
   cudaq_nn_model_output(m, 0, &bo);
-  void *hin = NULL, *hout = NULL;
-  cudaMallocHost(&hin, bi.size_bytes + 1);
-  cudaMallocHost(&hout, bo.size_bytes + 1);
-  memset(hin, 0, bi.size_bytes);
-  double *t = malloc((size_t)iters * sizeof *t);
-  int rc = 0;
-  for (int i = -200; i < iters && !rc; i++) {
-    double t0 = now_us();
-    if (dma) cudaMemcpyAsync(cudaq_nn_gpu_input(g, 0), hin, bi.size_bytes, cudaMemcpyHostToDevice, s);
-    if (cudaq_nn_gpu_launch(g, s) != CUDAQ_NN_OK) rc = -1;
-    if (dma) cudaMemcpyAsync(hout, cudaq_nn_gpu_output(g, 0), bo.size_bytes, cudaMemcpyDeviceToHost, s);
-    if (cudaStreamSynchronize(s) != cudaSuccess) rc = -1;
-    if (i >= 0) t[i] = now_us() - t0;
-  }
-  if (!rc) *out = percentiles(t, iters);
-  free(t);
-  cudaFreeHost(hin);
-  cudaFreeHost(hout);
+  engine_ctx e = {g, dma, NULL, NULL, bi.size_bytes, bo.size_bytes};
+  cudaMallocHost(&e.hin, bi.size_bytes + 1);
+  cudaMallocHost(&e.hout, bo.size_bytes + 1);
+  memset(e.hin, 0, bi.size_bytes);
+  const int rc = time_loop(launch_engine, &e, s, iters, out);
+  cudaFreeHost(e.hin);
+  cudaFreeHost(e.hout);
   cudaStreamDestroy(s);
+  return rc;
+}
+
+static int launch_exec(void *ctx, cudaStream_t s) {
+  return cudaGraphLaunch(*(cudaGraphExec_t *)ctx, s) == cudaSuccess ? 0 : -1;
+}
+
+/* The floor of every row: a graph of one node (a 4-byte memset), replayed
+ * and synchronised as the engines' graphs are. What a whole inference
+ * timed this way cannot go below on this host and GPU. */
+static int time_floor(int iters, stats_t *out) {
+  cudaStream_t s = NULL;
+  void *d = NULL;
+  cudaGraph_t gr = NULL;
+  cudaGraphExec_t ex = NULL;
+  struct cudaMemsetParams ms;
+  memset(&ms, 0, sizeof ms);
+  int rc = -1;
+  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess && cudaMalloc(&d, 4) == cudaSuccess &&
+      cudaGraphCreate(&gr, 0) == cudaSuccess) {
+    ms.dst = d;
+    ms.elementSize = 4;
+    ms.width = 1;
+    ms.height = 1;
+    cudaGraphNode_t node;
+    if (cudaGraphAddMemsetNode(&node, gr, NULL, 0, &ms) == cudaSuccess &&
+        cudaGraphInstantiate(&ex, gr, 0) == cudaSuccess)
+      rc = time_loop(launch_exec, &ex, s, iters, out);
+  }
+  if (ex) cudaGraphExecDestroy(ex);
+  if (gr) cudaGraphDestroy(gr);
+  if (d) cudaFree(d);
+  if (s) cudaStreamDestroy(s);
   return rc;
 }
 
@@ -202,6 +257,9 @@ int main(int argc, char **argv) {
   printf("%-26s %-4s %-6s %10s %10s %12s %12s %11s %11s\n", "model", "prec", "conv", "p50_us", "p99_us",
          "dma_p50_us", "dma_p99_us", "torch_p50", "torch_p99");
   int fails = 0;
+  stats_t fl;
+  if (time_floor(iters, &fl) == 0) printf("%-26s %-4s %-6s %10.1f %10.1f\n", "floor:1-node-graph", "-", "-", fl.p50, fl.p99);
+  else fails++;
   for (int a = first; a < argc; a++) {
     cudaq_nn_model_t *m = NULL;
     cudaq_nn_error_t err;
