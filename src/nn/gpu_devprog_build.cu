@@ -51,6 +51,16 @@ static cudaq_nn_status_t plan_stack(cudaq_nn_gpu *g, int stack_id, size_t smem_l
   return CUDAQ_NN_OK;
 }
 
+/* Appends d to the device program's steps. */
+static cudaq_nn_status_t push_step(cudaq_nn_device_program *hp, const nnk_devprog_step *d, cudaq_nn_error_t *err) {
+  if (hp->n_steps == NNK_DEVPROG_MAX_STEPS) {
+    nn__set_error(err, "more than %d steps", NNK_DEVPROG_MAX_STEPS);
+    return CUDAQ_NN_ERR_UNSUPPORTED;
+  }
+  hp->step[hp->n_steps++] = *d;
+  return CUDAQ_NN_OK;
+}
+
 cudaq_nn_status_t cudaq_nn_gpu_device_program(cudaq_nn_gpu_t *g, size_t smem_limit,
                                               cudaq_nn_device_program_info_t *out, cudaq_nn_error_t *err) {
   if (!g || !out) {
@@ -111,16 +121,11 @@ cudaq_nn_status_t cudaq_nn_gpu_device_program(cudaq_nn_gpu_t *g, size_t smem_lim
         if (rc == CUDAQ_NN_OK && g->stacks[stack_id].folded) {
           /* the copy the cluster kernel reads itself (its step is gone): the
            * device program's stack reads the copy's output */
-          if (hp->n_steps == NNK_DEVPROG_MAX_STEPS) {
-            nn__set_error(err, "more than %d steps", NNK_DEVPROG_MAX_STEPS);
-            rc = CUDAQ_NN_ERR_UNSUPPORTED;
-            break;
-          }
           nnk_devprog_step mv;
           memset(&mv, 0, sizeof mv);
           mv.kind = DP_MOVE;
           mv.mv = g->stacks[stack_id].fold_mv;
-          hp->step[hp->n_steps++] = mv;
+          rc = push_step(hp, &mv, err);
         }
         d.kind = DP_STACK;
         break;
@@ -131,12 +136,7 @@ cudaq_nn_status_t cudaq_nn_gpu_device_program(cudaq_nn_gpu_t *g, size_t smem_lim
         break;
     }
     if (rc != CUDAQ_NN_OK || !d.kind) continue;
-    if (hp->n_steps == NNK_DEVPROG_MAX_STEPS) {
-      nn__set_error(err, "more than %d steps", NNK_DEVPROG_MAX_STEPS);
-      rc = CUDAQ_NN_ERR_UNSUPPORTED;
-      break;
-    }
-    hp->step[hp->n_steps++] = d;
+    rc = push_step(hp, &d, err);
   }
   if (rc == CUDAQ_NN_OK && hp->n_steps == 0) {
     /* The call's input check relies on a grid barrier after it (each step ends with one). */

@@ -250,6 +250,25 @@ static void test_d5_z_by_pointer(void **state) { (void)state; agree("predecoder_
 static void test_d5_x_staged(void **state) { (void)state; agree("predecoder_d5_x.onnx", 60, 0, 1); }
 static void test_d13_x(void **state) { (void)state; agree("predecoder_d13_x.onnx", 120, 1, 1); }
 
+/* A fast model whose engine runs the cluster kernel (CUDAQ_NN_CNET=1) with
+ * the copy in front folded in (its step gone, nnk_cnet::fold): the device
+ * program puts the copy back before its stack, and every answer still
+ * agrees. */
+static void test_d7_fast_cluster_folds(void **state) {
+  (void)state;
+  setenv("CUDAQ_NN_CNET", "1", 1);
+  cudaq_nn_model_t *m = load("predecoder_d7_z_fast.onnx");
+  cudaq_nn_gpu_t *g = engine(m, CUDAQ_NN_FP16, CUDAQ_NN_CONV_STACK);
+  char desc[8192];
+  assert_int_equal(cudaq_nn_gpu_describe(g, desc, sizeof desc), CUDAQ_NN_OK);
+  if (!strstr(desc, "used, cluster") || !strstr(desc, "input copy folded in"))
+    fail_msg("the cluster kernel with the copy folded in is not in use:\n%s", desc);
+  cudaq_nn_gpu_destroy(g);
+  cudaq_nn_model_destroy(m);
+  agree("predecoder_d7_z_fast.onnx", 120, 1, 1);
+  unsetenv("CUDAQ_NN_CNET");
+}
+
 /* A grid whose blocks are not the program's size: every request answered
  * with CUDAQ_NN_DEVICE_ERR_LAUNCH, none hangs. */
 static void test_wrong_block_size(void **state) {
@@ -318,7 +337,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_refusals),      cmocka_unit_test(test_d5_z),  cmocka_unit_test(test_d5_z_by_pointer),
       cmocka_unit_test(test_d5_x_staged),   cmocka_unit_test(test_d13_x), cmocka_unit_test(test_wrong_block_size),
-      cmocka_unit_test(test_inline_kernel_bad_launch),
+      cmocka_unit_test(test_inline_kernel_bad_launch), cmocka_unit_test(test_d7_fast_cluster_folds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
