@@ -4,7 +4,8 @@
  * Without arguments (ctest test_bench_report, label unit): statistics
  * against known inputs (latencies 1..100 us), the nearest-rank percentile
  * rule, the only-completed rule, timeouts, wall time and throughput from
- * injected stamps, the stage breakdown, histogram buckets and sums, the
+ * injected stamps, the stage breakdown (with each stage's percentiles and
+ * the slowest 1% split by stage), histogram buckets and sums, the
  * text and JSON reports, and every argument error.
  *
  * With the argument "mt" (ctest test_bench_report_mt, label mt, run under
@@ -237,6 +238,43 @@ static void test_stage_breakdown(void **state) {
   cudaq_bench_destroy(b);
 }
 
+/* Each stage's percentiles over the requests that stamped it, and the
+ * slowest 1% (end to end >= p99) split by stage: latencies 1..100 us,
+ * stage 0 half of each, stage 1 stamped (30 us) on the slowest alone. */
+static void test_stage_percentiles_and_tail(void **state) {
+  (void)state;
+  cudaq_bench_t *b = NULL;
+  assert_int_equal(cudaq_bench_create("tail", 100, &b), CUDAQ_OK);
+  assert_int_equal(cudaq_bench_set_stage_name(b, 0, "half"), CUDAQ_OK);
+  assert_int_equal(cudaq_bench_set_stage_name(b, 1, "slowest only"), CUDAQ_OK);
+  for (size_t i = 0; i < 100; ++i) {
+    const uint64_t lat = 100 - i, t0 = i * 1000 * US;
+    assert_int_equal(cudaq_bench_mark_submit(b, i, t0), CUDAQ_OK);
+    assert_int_equal(cudaq_bench_mark_stage(b, i, 0, lat * US / 2), CUDAQ_OK);
+    if (lat == 100) assert_int_equal(cudaq_bench_mark_stage(b, i, 1, 30 * US), CUDAQ_OK);
+    assert_int_equal(cudaq_bench_mark_complete(b, i, t0 + lat * US), CUDAQ_OK);
+  }
+  cudaq_bench_stats_t st;
+  assert_int_equal(cudaq_bench_compute(b, &st), CUDAQ_OK);
+  assert_true(st.p99_us == 99.0);
+  assert_true(st.stages[0].p50_us == 25.0); /* nearest rank 50 of 0.5, 1.0, ..., 50.0 */
+  assert_true(st.stages[0].p99_us == 49.5);
+  assert_true(st.stages[1].p50_us == 30.0 && st.stages[1].p99_us == 30.0); /* its one stamp */
+  assert_int_equal(st.tail_n, 2);                                        /* 99 and 100 us */
+  assert_true(st.tail_mean_us == 99.5);
+  assert_true(st.stages[0].tail_us == 49.75);
+  assert_true(st.stages[1].tail_us == 15.0); /* the request that did not stamp it counts 0 */
+  assert_true(fabs(st.tail_unattributed_us - 34.75) < 1e-9);
+  char buf[4096];
+  FILE *f = fmemopen(buf, sizeof buf, "w");
+  assert_non_null(f);
+  assert_int_equal(cudaq_bench_print(&st, f), CUDAQ_OK);
+  fclose(f);
+  assert_non_null(strstr(buf, "p50     25.0  p99     49.5  slowest 1%     49.8"));
+  assert_non_null(strstr(buf, "slowest 1%     99.5 (2 requests)"));
+  cudaq_bench_destroy(b);
+}
+
 static uint64_t sum(const uint64_t *c, size_t n) {
   uint64_t s = 0;
   for (size_t i = 0; i < n; ++i) s += c[i];
@@ -342,7 +380,9 @@ static void test_json(void **state) {
                             "\"p50\": 50.000, \"p90\": 90.000, \"p95\": 95.000, \"p99\": 99.000, "
                             "\"stddev\": 28.866}"));
   assert_non_null(strstr(j, "\"stages\": [{\"name\": \"MWPM \\\"decode\\\"\", \"stamped\": 0, "
-                            "\"mean_us\": 0.000, \"share\": 0.0000}]"));
+                            "\"mean_us\": 0.000, \"share\": 0.0000, \"p50_us\": 0.000, \"p99_us\": 0.000, "
+                            "\"slowest_1pct_us\": 0.000}]"));
+  assert_non_null(strstr(j, "\"slowest_1pct\": {\"requests\": 2, \"mean_us\": 99.500, \"unattributed_us\": 99.500}"));
   assert_non_null(strstr(j, "\"unattributed_us\": 50.500"));
   assert_non_null(strstr(j, "\"rounds\": 13,"));
   assert_non_null(strstr(j, "\"per_round_us\": 3.885"));
@@ -593,6 +633,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_only_completed_and_timeouts),
       cmocka_unit_test(test_wall_time_and_throughput),
       cmocka_unit_test(test_stage_breakdown),
+      cmocka_unit_test(test_stage_percentiles_and_tail),
       cmocka_unit_test(test_histogram),
       cmocka_unit_test(test_json),
       cmocka_unit_test(test_print),

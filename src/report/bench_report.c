@@ -245,6 +245,47 @@ static double wall_seconds(const cudaq_bench_t *b) {
   return stop >= b->start_ns ? (double)(stop - b->start_ns) / 1e9 : 0.0;
 }
 
+/* After the latency statistics (b->scratch: the n >= 1 completed
+ * requests' latencies, sorted): the slowest 1% and what each stage took in
+ * it, then each stage's percentiles over the requests that stamped it
+ * (sorted in b->scratch, which they overwrite). */
+static void tail_and_stage_percentiles(cudaq_bench_t *b, size_t n, cudaq_bench_stats_t *st) {
+  uint64_t thr = 0; /* the p99 latency itself, in ns */
+  cudaq_bench_percentile(b->scratch, n, 99, &thr);
+  double tail_sum[CUDAQ_BENCH_MAX_STAGES] = {0}, tail_lat = 0.0;
+  uint64_t tn = 0;
+  for (size_t i = 0; i < b->capacity; ++i) {
+    /* A3: see compute. */
+    if (atomic_load_explicit(&b->state[i], memory_order_acquire) != REQ_COMPLETED) continue;
+    uint64_t lat = cudaq__load_relaxed_u64(&b->complete_ns[i]) - cudaq__load_relaxed_u64(&b->submit_ns[i]);
+    if (lat < thr) continue;
+    ++tn;
+    tail_lat += (double)lat;
+    for (uint32_t k = 0; k < b->num_stages; ++k) {
+      uint64_t v = cudaq__load_relaxed_u64(&b->stage_ns[k][i]);
+      if (v) tail_sum[k] += (double)(v - 1);
+    }
+  }
+  st->tail_n = tn;
+  st->tail_mean_us = tn ? tail_lat / (double)tn / 1e3 : 0.0;
+  double attributed = 0.0;
+  for (uint32_t k = 0; k < b->num_stages; ++k) {
+    st->stages[k].tail_us = tn ? tail_sum[k] / (double)tn / 1e3 : 0.0;
+    attributed += st->stages[k].tail_us;
+    size_t m = 0;
+    for (size_t i = 0; i < b->capacity; ++i) {
+      if (atomic_load_explicit(&b->state[i], memory_order_acquire) != REQ_COMPLETED) continue; /* A3 */
+      uint64_t v = cudaq__load_relaxed_u64(&b->stage_ns[k][i]);
+      if (v) b->scratch[m++] = v - 1;
+    }
+    if (!m) continue;
+    qsort(b->scratch, m, sizeof *b->scratch, cmp_u64);
+    st->stages[k].p50_us = percentile_us(b->scratch, m, 50);
+    st->stages[k].p99_us = percentile_us(b->scratch, m, 99);
+  }
+  st->tail_unattributed_us = st->tail_mean_us - attributed;
+}
+
 cudaq_status_t cudaq_bench_compute(cudaq_bench_t *b, cudaq_bench_stats_t *out) {
   if (!b || !out) return CUDAQ_ERR_INVALID_ARG;
   cudaq_bench_stats_t st;
@@ -309,6 +350,7 @@ cudaq_status_t cudaq_bench_compute(cudaq_bench_t *b, cudaq_bench_stats_t *out) {
     st.unattributed_us = st.mean_us - attributed;
     st.unattributed_share = st.mean_us > 0.0 ? st.unattributed_us / st.mean_us : 0.0;
     st.per_round_us = b->rounds ? st.mean_us / (double)b->rounds : 0.0;
+    tail_and_stage_percentiles(b, n, &st);
   }
   *out = st;
   return CUDAQ_OK;
@@ -393,13 +435,15 @@ cudaq_status_t cudaq_bench_print(const cudaq_bench_stats_t *s, FILE *out) {
     for (uint32_t k = 0; k < s->num_stages && k < CUDAQ_BENCH_MAX_STAGES; ++k) {
       char label[CUDAQ_BENCH_STAGE_NAME_LEN + 1];
       snprintf(label, sizeof label, "%s:", s->stages[k].name);
-      bad |= fprintf(out, "    %-24s %10.1f us  (%5.1f%%)\n", label, s->stages[k].mean_us,
-                     100.0 * s->stages[k].share) < 0;
+      bad |= fprintf(out, "    %-24s %10.1f us  (%5.1f%%)   p50 %8.1f  p99 %8.1f  slowest 1%% %8.1f\n", label,
+                     s->stages[k].mean_us, 100.0 * s->stages[k].share, s->stages[k].p50_us, s->stages[k].p99_us,
+                     s->stages[k].tail_us) < 0;
     }
-    bad |= fprintf(out, "    %-24s %10.1f us  (%5.1f%%)\n", "Other (unattributed):",
-                   s->unattributed_us, 100.0 * s->unattributed_share) < 0;
+    bad |= fprintf(out, "    %-24s %10.1f us  (%5.1f%%)   %27s %8.1f\n", "Other (unattributed):",
+                   s->unattributed_us, 100.0 * s->unattributed_share, "slowest 1%", s->tail_unattributed_us) < 0;
   }
-  bad |= fprintf(out, "    %-24s %10.1f us\n", "Total end-to-end:", s->mean_us) < 0;
+  bad |= fprintf(out, "    %-24s %10.1f us  %38s %8.1f (%llu requests)\n", "Total end-to-end:", s->mean_us,
+                 "slowest 1%", s->tail_mean_us, (unsigned long long)s->tail_n) < 0;
   if (s->rounds > 0) {
     char label[40];
     snprintf(label, sizeof label, "Per-round (/%u):", (unsigned)s->rounds);
@@ -468,12 +512,19 @@ cudaq_status_t cudaq_bench_write_json(const cudaq_bench_stats_t *s, const uint64
                    (unsigned long long)s->stages[k].stamped) < 0;
     bad |= json_fixed(out, "%.3f", s->stages[k].mean_us);
     bad |= fprintf(out, ", \"share\": ") < 0 || json_fixed(out, "%.4f", s->stages[k].share);
+    bad |= fprintf(out, ", \"p50_us\": ") < 0 || json_fixed(out, "%.3f", s->stages[k].p50_us);
+    bad |= fprintf(out, ", \"p99_us\": ") < 0 || json_fixed(out, "%.3f", s->stages[k].p99_us);
+    bad |= fprintf(out, ", \"slowest_1pct_us\": ") < 0 || json_fixed(out, "%.3f", s->stages[k].tail_us);
     bad |= fputc('}', out) == EOF;
   }
   bad |= fprintf(out, "],\n  \"unattributed_us\": ") < 0 ||
          json_fixed(out, "%.3f", s->unattributed_us);
   bad |= fprintf(out, ",\n  \"unattributed_share\": ") < 0 ||
          json_fixed(out, "%.4f", s->unattributed_share);
+  bad |= fprintf(out, ",\n  \"slowest_1pct\": {\"requests\": %llu, \"mean_us\": ", (unsigned long long)s->tail_n) < 0 ||
+         json_fixed(out, "%.3f", s->tail_mean_us);
+  bad |= fprintf(out, ", \"unattributed_us\": ") < 0 || json_fixed(out, "%.3f", s->tail_unattributed_us);
+  bad |= fputc('}', out) == EOF;
   bad |= fprintf(out, ",\n  \"rounds\": %u,\n  \"per_round_us\": ", (unsigned)s->rounds) < 0 ||
          json_fixed(out, "%.3f", s->per_round_us);
   if (counts) {
