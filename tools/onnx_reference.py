@@ -847,6 +847,57 @@ def cnet_cases(g):
     # pushed to them)
     cl_chain(g, "conv3d_cnet_tiny", [1, 3, 1, 1, 3], [(8, [3, 3, 3], True, p1), (8, [3, 3, 3], True, p1),
                                                       (4, [3, 3, 3], False, p1)])
+    cnet_fold_cases(g)
+
+
+def cnet_fold_cases(g):
+    """The copy in front of a cluster-kernel chain read inside the kernel
+    (gpu_cnet.cu, nnk_cnet::fold): a predecoder's front with its run-time
+    channel last (two constant site masks, then the events gathered onto
+    the grid: channel 2), and two run-time channels (values -1 .. 2) after
+    a constant one (channels 1 and 2). The kernel writes the constant
+    channels before its PDL wait and the run-time ones after it."""
+    F, I32 = TP.FLOAT, TP.INT32
+    r = g.rng
+    conv = dict(kernel_shape=[3, 3, 3], pads=[1] * 6)
+
+    def chain(first):
+        nodes, inits, cur, cin = [], [], first, 3
+        for i, (cout, relu) in enumerate([(16, True), (16, True), (8, False)]):
+            inits += cl_weights(g, "l%d" % i, cin, cout, [3, 3, 3])
+            out = "y" if i == 2 else "c%d" % i
+            nodes.append(node("Conv", [cur, "l%dw" % i, "l%db" % i], [out], **conv))
+            if relu:
+                nodes.append(node("Relu", [out], ["r%d" % i]))
+                out = "r%d" % i
+            cur, cin = out, cout
+        return nodes, inits
+
+    T, H, W = 6, 9, 10
+    sites = np.sort(r.choice(T * H * W, size=300, replace=False))
+    gidx = np.full(T * H * W, 300, dtype=np.int64)
+    gidx[sites] = np.arange(300)
+    masks = np.zeros([1, 2, T, H, W], dtype=np.float32)
+    flat = masks.reshape(2, -1)
+    flat[0, sites[::2]] = 1.0
+    flat[1, sites[1::2]] = 1.0
+    ev = (r.random([1, 300]) < 0.2).astype(np.int32)
+    nodes, inits = chain("xin")
+    g.case("conv3d_cnet_fold_last",
+           [node("Cast", ["x"], ["xf"], to=F), node("Concat", ["xf", "zero"], ["xz"], axis=1),
+            node("Gather", ["xz", "gidx"], ["xg"], axis=1), node("Reshape", ["xg", "shape"], ["xr"]),
+            node("Concat", ["masks", "xr"], ["xin"], axis=1)] + nodes,
+           [("x", I32, [1, 300])], [("y", F)],
+           [init("zero", np.zeros([1, 1], dtype=np.float32)), init("gidx", gidx),
+            init("shape", np.array([1, 1, T, H, W], dtype=np.int64)), init("masks", masks)] + inits,
+           feeds={"x": ev})
+    x2 = r.choice([-1, 0, 0, 0, 1, 1, 2], size=[1, 2, 5, 9, 10]).astype(np.int32)
+    nodes, inits = chain("xin")
+    g.case("conv3d_cnet_fold_two",
+           [node("Cast", ["x"], ["xf"], to=F), node("Concat", ["c", "xf"], ["xin"], axis=1)] + nodes,
+           [("x", I32, [1, 2, 5, 9, 10])], [("y", F)],
+           [init("c", r.standard_normal([1, 1, 5, 9, 10]).astype(np.float32))] + inits,
+           feeds={"x": x2})
 
 
 def gen(args):

@@ -203,9 +203,11 @@ __device__ __forceinline__ uint32_t cn_push_bytes(const nnk_cnet &s, int l, int 
 
 /* Layer 0's window from s.x (C channels, NCDHW FP16, batch item n), the
  * window's rows inside the volume (a row outside is never read: every tap
- * there is padding). Each thread issues CN_BATCH loads before it stores
- * any, so that their latencies overlap. */
-__device__ __forceinline__ void cn_window_x(const nnk_cnet &s, int C, int n, int base, int row_in, __half *win) {
+ * there is padding), but the channels in skip (bit c: channel c). Each
+ * thread issues CN_BATCH loads before it stores any, so that their
+ * latencies overlap. */
+__device__ __forceinline__ void cn_window_x(const nnk_cnet &s, int C, int n, int base, int row_in, __half *win,
+                                           uint32_t skip) {
   const __half *xn = s.x + (size_t)n * C * s.P;
   const int total = C * s.win_rows; /* (channel, row) pairs, rows fastest */
   for (int i0 = 0; i0 < total; i0 += CN_THREADS * CN_BATCH) {
@@ -216,7 +218,7 @@ __device__ __forceinline__ void cn_window_x(const nnk_cnet &s, int C, int n, int
       const int i = i0 + u * CN_THREADS + (int)threadIdx.x;
       const int c = (int)__umulhi((unsigned)i, s.wr_magic); /* i / win_rows */
       const int j = i - c * s.win_rows, q = base + j;
-      const bool ok = i < total && q >= 0 && q < s.P;
+      const bool ok = i < total && q >= 0 && q < s.P && !((skip >> c) & 1u);
       at[u] = ok ? j * row_in + c : -1;
       v[u] = ok ? xn[(size_t)c * s.P + q] : __float2half(0.0f);
     }
@@ -676,13 +678,16 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
       /* The input, NCDHW in global memory, transposed into the window.
        * Everything that reads only constants comes first: layer 0's
        * weights, its bias, the masks, the cleared window (channels past C
-       * must be zero: their weights are, but NaN * 0 is not). With PDL
-       * this start-up overlaps the kernel before, which wrote the input:
-       * nnk_pdl_wait (griddepcontrol.wait) returns once that grid has
-       * completed and its stores are visible, and only then is the input
-       * read. (Without PDL the wait is a no-op and the kernel starts after
-       * the one before, as it did when the first input loads were issued
-       * ahead of this start-up to overlap their latency with it.) */
+       * must be zero: their weights are, but NaN * 0 is not), and with a
+       * folded copy (s.fold.x) the copy's constant channels (s.x) and the
+       * first batch of indices into its run-time buffer. With PDL this
+       * start-up overlaps the kernel before, which wrote the input (s.x,
+       * or s.fold.x): nnk_pdl_wait (griddepcontrol.wait) returns once that
+       * grid has completed and its stores are visible, and only then is
+       * the input read. (Without PDL the wait is a no-op and the kernel
+       * starts after the one before, as it did when the first input loads
+       * were issued ahead of this start-up to overlap their latency with
+       * it.) */
       if (start) start[1] = clock64();
       cn_load_weights(s, 0, wbuf(0), wb_bar(0));
       if (start) start[2] = clock64();
@@ -692,21 +697,24 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
       uint4 *w4 = reinterpret_cast<uint4 *>(win);
       for (int i = tid; i < s.win_rows * row_in / 8; i += CN_THREADS) w4[i] = make_uint4(0, 0, 0, 0);
       __syncthreads(); /* cleared before any thread stores a value */
-      /* Folded copy (s.fold.x): s.x is constant, read before the wait, and
-       * so are the first batch's indices into the run-time buffer. */
+      /* Folded copy: the constant channels only (the run-time ones stay
+       * cleared until the stores after the wait, by other threads: no
+       * barrier orders the two, so they must not touch the same halves) */
       int32_t fe[CN_BATCH];
       int fat[CN_BATCH];
+      uint32_t dyn = 0; /* the run-time channels, a bit each (C <= CN_MAX_CH = 32) */
+      for (int k = 0; s.fold.x && k < s.fold.cd; k++) dyn |= 1u << s.fold.ch[k];
       if (s.fold.x) {
-        cn_window_x(s, ly.C, n, base, row_in, win);
+        cn_window_x(s, ly.C, n, base, row_in, win, dyn);
         cn_fold_indices(s, 0, base, row_in, fe, fat);
       }
-      nnk_pdl_wait();  /* the input (s.x, or s.fold.x) is the previous kernel's output */
+      nnk_pdl_wait();
       /* Grid mode: only this CTA writes its layer-0 flag, last in the run
        * before (complete: the PDL wait orders this after it). */
       if (s.gm && s.L > 1) epoch = __ldcg(cn_flag(s, n, 0, rank)) + 1u;
       if (start) start[4] = clock64();
       if (!s.fold.x) {
-        cn_window_x(s, ly.C, n, base, row_in, win);
+        cn_window_x(s, ly.C, n, base, row_in, win, 0u);
       } else {
         const int total = s.fold.cd * s.win_rows;
         for (int i0 = 0;;) {
@@ -715,7 +723,7 @@ __global__ void __launch_bounds__(CN_THREADS, 1) k_cnet(const __grid_constant__ 
           for (int u = 0; u < CN_BATCH; u++) v[u] = fe[u] >= 0 ? ldf(s.fold.x, s.fold.x_dt, fe[u]) : 0.0f;
 #pragma unroll
           for (int u = 0; u < CN_BATCH; u++)
-            if (fe[u] >= 0) win[fat[u]] = __float2half(v[u]); /* as the copy's Cast stores it */
+            if (fe[u] >= 0) win[fat[u]] = __float2half(v[u]); /* as the copy stores it (move_at: Cast, or FP16 as is) */
           if ((i0 += CN_THREADS * CN_BATCH) >= total) break;
           cn_fold_indices(s, i0, base, row_in, fe, fat);
         }

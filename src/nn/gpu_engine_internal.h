@@ -104,6 +104,8 @@ enum { STACK_GRID = 0, STACK_CLUSTER = 1, STACK_CGRID = 2 };
 int nng_cgrid_plan(const cudaq_nn_gpu *g, stack_state *st, int R);
 /* The CUDAQ_NN_CNET_GRID switch: -1 unset, 0 (no grid-mode plans), 1 (grid mode wherever a cluster would be forced or chosen). */
 int nng_cgrid_env(void);
+/* The CUDAQ_NN_CNET_FOLD switch: -1 unset, 0 (no copy folded into the cluster kernel), 1. */
+int nng_cnet_fold_env(void);
 /* The CUDAQ_NN_CNET switch (gpu_engine.cu): -1 unset, 0 "0" (no cluster
  * nets), 1 "1" (the cluster net wherever it launches, in a used stack). */
 int nng_cnet_env(void);

@@ -10,7 +10,12 @@
  * what depends on the request is one channel of mostly zeros. The next
  * convolution (a wgmma brick or flat tile, gpu_conv_wg.cu) stages its input window
  * anyway: it computes act(b + sum w x) there instead of copying the first
- * layer's result, so the copy and the first layer's launch go. */
+ * layer's result, so the copy and the first layer's launch go.
+ *
+ * Also here: the same copy read inside the cluster kernel or its grid mode
+ * (try_fold_cnet, nnk_cnet::fold), which take the first layer as it is but
+ * need the copy's constant channels apart from its run-time ones. Both
+ * folds read the copy's map the same way (read_split_map). */
 #include <math.h>
 
 #include "gpu_engine_internal.h"
@@ -148,6 +153,41 @@ cudaq_nn_status_t upload(cudaq_nn_gpu *g, const void *host, size_t bytes, void *
   return CUDAQ_NN_OK;
 }
 
+/* The map of copy node `node` (C channels of `cells` cells), read and
+ * split (split_copy_map): its buffers, their element types, the constant
+ * channels' values (xc) and the run-time channels' indices (didx). *ok = 0
+ * when the map has another form. */
+struct split_copy {
+  uint8_t *src;
+  int64_t *idx;
+  const void **bufs;
+  double *xc;
+  int32_t *didx;
+  int dts[256], n_bufs;
+  split_map sm;
+};
+void free_split(split_copy *c) {
+  free(c->src); free(c->idx); free(c->bufs); free(c->xc); free(c->didx);
+}
+cudaq_nn_status_t read_split_map(const cudaq_nn_gpu *g, const int *producer, const unsigned char *absorbed, int node,
+                                 int C, size_t cells, int half, split_copy *c, int *ok, cudaq_nn_error_t *err) {
+  const size_t n = (size_t)C * cells;
+  *ok = 0;
+  memset(c, 0, sizeof *c);
+  c->src = (uint8_t *)malloc(n);
+  c->idx = (int64_t *)malloc(n * sizeof(int64_t));
+  c->bufs = (const void **)malloc(256 * sizeof(void *));
+  c->xc = (double *)malloc(n * sizeof(double));
+  c->didx = (int32_t *)malloc(NNK_FIRST_MAX_CD * cells * sizeof(int32_t));
+  if (!c->src || !c->idx || !c->bufs || !c->xc || !c->didx) {
+    nn__set_error(err, "out of host memory reading a copy's map");
+    return CUDAQ_NN_ERR_NO_MEMORY;
+  }
+  TRY(nng_copy_map(g, producer, absorbed, node, c->src, c->idx, c->bufs, c->dts, &c->n_bufs));
+  *ok = split_copy_map(g, C, cells, c->src, c->idx, c->bufs, c->n_bufs, half, c->xc, c->didx, &c->sm);
+  return CUDAQ_NN_OK;
+}
+
 /* Copy step mi, first convolution c1 (step s1), second c2: fold when every
  * condition holds (else leave the steps as they are: *done = 0). */
 cudaq_nn_status_t try_fold(cudaq_nn_gpu *g, const int *producer, const unsigned char *absorbed, int mi, conv_state *c1,
@@ -166,38 +206,35 @@ cudaq_nn_status_t try_fold(cudaq_nn_gpu *g, const int *producer, const unsigned 
   const size_t n = (size_t)c1->p.C * cells;
   if (m->values[m->nodes[M->node].out[0]].n != n) return CUDAQ_NN_OK;
   const int ld = c1->p.M; /* a multiple of 8: the window's 16-byte copies */
-  uint8_t *src = (uint8_t *)malloc(n);
-  int64_t *idx = (int64_t *)malloc(n * sizeof(int64_t));
-  const void **bufs = (const void **)malloc(256 * sizeof(void *));
-  double *xc = (double *)malloc(n * sizeof(double));
-  int32_t *didx = (int32_t *)malloc(NNK_FIRST_MAX_CD * cells * sizeof(int32_t));
   float *fb = (float *)calloc(cells * ld, sizeof(float));
   float *fw = (float *)calloc((size_t)NNK_FIRST_MAX_CD * 27 * ld, sizeof(float));
-  int dts[256], n_bufs = 0;
-  split_map sm;
-  cudaq_nn_status_t st = src && idx && bufs && xc && didx && fb && fw ? CUDAQ_NN_OK : CUDAQ_NN_ERR_NO_MEMORY;
-  if (st) nn__set_error(err, "out of host memory folding the first convolution");
-  if (!st) st = nng_copy_map(g, producer, absorbed, M->node, src, idx, bufs, dts, &n_bufs);
   const int half = g->sdt[m->nodes[M->node].out[0]] == CUDAQ_NN_FLOAT16;
-  if (!st && split_copy_map(g, c1->p.C, cells, src, idx, bufs, n_bufs, half, xc, didx, &sm) &&
-      nnk_cl_first_ok(c2->p, c2->algo, sm.cd)) {
+  split_copy cp;
+  int ok = 0;
+  cudaq_nn_status_t st = read_split_map(g, producer, absorbed, M->node, c1->p.C, cells, half, &cp, &ok, err);
+  if (!st && (!fb || !fw)) {
+    nn__set_error(err, "out of host memory folding the first convolution");
+    st = CUDAQ_NN_ERR_NO_MEMORY;
+  }
+  const split_map &sm = cp.sm;
+  if (!st && ok && nnk_cl_first_ok(c2->p, c2->algo, sm.cd)) {
     const nn_node_t *nd = &m->nodes[n1];
     const float *bias = nd->n_in > 2 && nd->in[2] >= 0 ? (const float *)m->values[nd->in[2]].data : NULL;
     void *db = NULL, *dw = NULL, *di = NULL;
-    if (!fold((const float *)m->values[nd->in[1]].data, bias, c1->p.M, c1->p.C, c1->p.in3, xc, sm, ld, fb, fw)) {
+    if (!fold((const float *)m->values[nd->in[1]].data, bias, c1->p.M, c1->p.C, c1->p.in3, cp.xc, sm, ld, fb, fw)) {
       nn__set_error(err, "out of host memory folding the first convolution");
       st = CUDAQ_NN_ERR_NO_MEMORY;
     }
     if (!st) st = upload(g, fb, cells * ld * sizeof(float), &db, err);
     if (!st) st = upload(g, fw, (size_t)sm.cd * 27 * ld * sizeof(float), &dw, err);
-    if (!st) st = upload(g, didx, (size_t)sm.cd * cells * sizeof(int32_t), &di, err);
+    if (!st) st = upload(g, cp.didx, (size_t)sm.cd * cells * sizeof(int32_t), &di, err);
     if (!st) {
       nnk_first &f = c2->cf.first;
       f.b = (const float *)db;
       f.w = (const float *)dw;
       f.idx = (const int32_t *)di;
-      f.x = bufs[sm.dyn_buf];
-      f.x_dt = dts[sm.dyn_buf];
+      f.x = cp.bufs[sm.dyn_buf];
+      f.x_dt = cp.dts[sm.dyn_buf];
       f.half_x = half;
       f.cd = sm.cd;
       f.ld = ld;
@@ -206,7 +243,8 @@ cudaq_nn_status_t try_fold(cudaq_nn_gpu *g, const int *producer, const unsigned 
       *done = 1;
     }
   }
-  free(src); free(idx); free(bufs); free(xc); free(didx); free(fb); free(fw);
+  free_split(&cp);
+  free(fb); free(fw);
   return st;
 }
 
@@ -225,40 +263,37 @@ cudaq_nn_status_t try_fold_cnet(cudaq_nn_gpu *g, const int *producer, const unsi
   const size_t cells = (size_t)k->P, n = (size_t)c->p.C * cells;
   if (m->values[m->nodes[M->node].out[0]].n != n || g->sdt[m->nodes[M->node].out[0]] != CUDAQ_NN_FLOAT16)
     return CUDAQ_NN_OK;
-  uint8_t *src = (uint8_t *)malloc(n);
-  int64_t *idx = (int64_t *)malloc(n * sizeof(int64_t));
-  const void **bufs = (const void **)malloc(256 * sizeof(void *));
-  double *xc = (double *)malloc(n * sizeof(double));
-  int32_t *didx = (int32_t *)malloc(NNK_FIRST_MAX_CD * cells * sizeof(int32_t));
   __half *xh = (__half *)malloc(n * sizeof(__half));
-  int dts[256], n_bufs = 0;
-  split_map sm;
-  cudaq_nn_status_t st_ = src && idx && bufs && xc && didx && xh ? CUDAQ_NN_OK : CUDAQ_NN_ERR_NO_MEMORY;
-  if (st_) nn__set_error(err, "out of host memory folding a copy into the cluster kernel");
-  if (!st_) st_ = nng_copy_map(g, producer, absorbed, M->node, src, idx, bufs, dts, &n_bufs);
-  if (!st_ && split_copy_map(g, c->p.C, cells, src, idx, bufs, n_bufs, 1, xc, didx, &sm)) {
-    /* the element types the kernel converts inline (ldf, as the copy's Cast) */
-    const int dt = dts[sm.dyn_buf];
-    if (dt == CUDAQ_NN_FLOAT || dt == CUDAQ_NN_FLOAT16 || dt == CUDAQ_NN_INT32 || dt == CUDAQ_NN_INT64 ||
-        dt == CUDAQ_NN_UINT8 || dt == CUDAQ_NN_BOOL) {
-      for (size_t i = 0; i < n; i++) xh[i] = __float2half((float)xc[i]); /* FP16 values already (half = 1) */
-      void *dx = NULL, *di = NULL;
-      st_ = upload(g, xh, n * sizeof(__half), &dx, err);
-      if (!st_) st_ = upload(g, didx, (size_t)sm.cd * cells * sizeof(int32_t), &di, err);
-      if (!st_) {
-        k->x = (const __half *)dx;
-        k->fold.x = bufs[sm.dyn_buf];
-        k->fold.idx = (const int32_t *)di;
-        k->fold.x_dt = dt;
-        k->fold.cd = sm.cd;
-        for (int j = 0; j < sm.cd; j++) k->fold.ch[j] = sm.chan[j];
-        st->folded = 1;
-        st->fold_mv = M->mv;
-        *done = 1;
-      }
+  split_copy cp;
+  int ok = 0;
+  cudaq_nn_status_t st_ = read_split_map(g, producer, absorbed, M->node, c->p.C, cells, 1, &cp, &ok, err);
+  if (!st_ && !xh) {
+    nn__set_error(err, "out of host memory folding a copy into the cluster kernel");
+    st_ = CUDAQ_NN_ERR_NO_MEMORY;
+  }
+  if (!st_ && ok) {
+    /* The run-time channels are converted in the kernel by ldf then
+     * __float2half: what the copy's move_at does with a Cast absorbed
+     * (ew_apply's Cast to FLOAT16) and, for an FP16 buffer copied as it
+     * is, the same halves (NaN payloads aside). */
+    for (size_t i = 0; i < n; i++) xh[i] = __float2half((float)cp.xc[i]); /* FP16 values already (half = 1) */
+    void *dx = NULL, *di = NULL;
+    st_ = upload(g, xh, n * sizeof(__half), &dx, err);
+    if (!st_) st_ = upload(g, cp.didx, (size_t)cp.sm.cd * cells * sizeof(int32_t), &di, err);
+    if (!st_) {
+      k->x = (const __half *)dx;
+      k->fold.x = cp.bufs[cp.sm.dyn_buf];
+      k->fold.idx = (const int32_t *)di;
+      k->fold.x_dt = cp.dts[cp.sm.dyn_buf];
+      k->fold.cd = cp.sm.cd;
+      for (int j = 0; j < cp.sm.cd; j++) k->fold.ch[j] = cp.sm.chan[j];
+      st->folded = 1;
+      st->fold_mv = M->mv;
+      *done = 1;
     }
   }
-  free(src); free(idx); free(bufs); free(xc); free(didx); free(xh);
+  free_split(&cp);
+  free(xh);
   return st_;
 }
 
@@ -272,8 +307,8 @@ int move_step_writing(const cudaq_nn_gpu *g, const void *x, int before) {
 }  // namespace
 
 cudaq_nn_status_t nng_fold_first_layers(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
-  const char *no = getenv("CUDAQ_NN_NO_FIRST"), *cno = getenv("CUDAQ_NN_CNET_FOLD");
-  const int first = !(no && no[0] == '1'), cnet = !(cno && strcmp(cno, "0") == 0);
+  const char *no = getenv("CUDAQ_NN_NO_FIRST");
+  const int first = !(no && no[0] == '1'), cnet = nng_cnet_fold_env() != 0;
   if (nng_fuse_off() || (!first && !cnet) || !g->half) return CUDAQ_NN_OK;
   const cudaq_nn_model_t *m = g->m;
   int *producer = (int *)malloc((m->n_values + 1) * sizeof(int));
@@ -306,7 +341,7 @@ cudaq_nn_status_t nng_fold_first_layers(cudaq_nn_gpu *g, cudaq_nn_error_t *err) 
     int s0 = -1; /* the stack's step */
     for (int t = 0; t < g->n_steps && s0 < 0; t++)
       if (g->steps[t].kind == ST_CONV && g->steps[t].conv == sk->conv[0]) s0 = t;
-    const int mi = s0 < 0 ? -1 : move_step_writing(g, c0->p.x, s0);
+    const int mi = s0 < 0 || drop[s0] ? -1 : move_step_writing(g, c0->p.x, s0);
     if (mi < 0 || drop[mi]) continue;
     int done = 0;
     st = try_fold_cnet(g, producer, absorbed, mi, sk, sk->kind == STACK_CLUSTER ? &sk->cn : &sk->cg, &done, err);

@@ -378,7 +378,7 @@ cudaError_t nnk_launch_stack(const nnk_stack &s, size_t smem, cudaStream_t st);
  * layer-0 flag. The engine allocates gact and flags; nnk_cnet_setup's
  * *clusters is then 1 when the grid fits on the device at once, else 0.
  *
- * fold (batch 1; nng_fold_copy_into_cnet, gpu_first.cu): the copy that
+ * fold (batch 1; nng_fold_first_layers, gpu_first.cu): the copy that
  * builds the first layer's input (a predecoder's events scattered onto the
  * grid beside constant site masks) read inside the kernel instead of run
  * before it. x then holds the copy's constant channels (FP16 NCDHW, zero in

@@ -172,7 +172,8 @@ static void check_model(const char *dir, const char *file) {
       printf("%s %s: %zu graph nodes (%zu without the tail kernel, %zu without the fold%s), %zu positions, %zu "
              "differ from the generic steps, %zu from the CPU executor, %zu from the unfolded copy\n",
              differ || nonbinary || fold_differ || cpu_bad * 10000 > positions ? "FAIL" : "ok  ", what, nodes[0],
-             nodes[1], nodes[2], cnet ? ", cluster kernel" : "", positions, differ, cpu_bad, fold_differ);
+             nodes[1], nodes[2], !cnet ? "" : strstr(desc[0], "used, grid mode") ? ", grid mode" : ", cluster kernel",
+             positions, differ, cpu_bad, fold_differ);
     }
     for (int k = 0; k < 3; k++) cudaq_nn_gpu_destroy(g[k]);
     remove(plan);
