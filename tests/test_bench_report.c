@@ -239,8 +239,9 @@ static void test_stage_breakdown(void **state) {
 }
 
 /* Each stage's percentiles over the requests that stamped it, and the
- * slowest 1% (end to end >= p99) split by stage: latencies 1..100 us,
- * stage 0 half of each, stage 1 stamped (30 us) on the slowest alone. */
+ * slowest 1% (the ceil(n / 100) longest) split by stage: latencies 1..100
+ * us, stage 0 half of each, stage 1 stamped (30 us) on the slowest alone;
+ * then ties at the boundary and a request that stamped nothing. */
 static void test_stage_percentiles_and_tail(void **state) {
   (void)state;
   cudaq_bench_t *b = NULL;
@@ -260,18 +261,35 @@ static void test_stage_percentiles_and_tail(void **state) {
   assert_true(st.stages[0].p50_us == 25.0); /* nearest rank 50 of 0.5, 1.0, ..., 50.0 */
   assert_true(st.stages[0].p99_us == 49.5);
   assert_true(st.stages[1].p50_us == 30.0 && st.stages[1].p99_us == 30.0); /* its one stamp */
-  assert_int_equal(st.tail_n, 2);                                        /* 99 and 100 us */
-  assert_true(st.tail_mean_us == 99.5);
-  assert_true(st.stages[0].tail_us == 49.75);
-  assert_true(st.stages[1].tail_us == 15.0); /* the request that did not stamp it counts 0 */
-  assert_true(fabs(st.tail_unattributed_us - 34.75) < 1e-9);
+  assert_int_equal(st.tail_n, 1); /* ceil(100 / 100): the 100 us request */
+  assert_true(st.tail_mean_us == 100.0);
+  assert_true(st.stages[0].tail_us == 50.0);
+  assert_true(st.stages[1].tail_us == 30.0);
+  assert_true(fabs(st.tail_unattributed_us - 20.0) < 1e-9);
   char buf[4096];
   FILE *f = fmemopen(buf, sizeof buf, "w");
   assert_non_null(f);
   assert_int_equal(cudaq_bench_print(&st, f), CUDAQ_OK);
   fclose(f);
-  assert_non_null(strstr(buf, "p50     25.0  p99     49.5  slowest 1%     49.8"));
-  assert_non_null(strstr(buf, "slowest 1%     99.5 (2 requests)"));
+  assert_non_null(strstr(buf, "p50     25.0  p99     49.5  slowest 1%     50.0"));
+  assert_non_null(strstr(buf, "slowest 1%    100.0 (1 requests)"));
+  cudaq_bench_destroy(b);
+  /* 250 requests, the last four tied at 250 us: the ceil(2.5) = 3 slowest
+   * and the one tied with them; a request that stamped no stage is in the
+   * tail with 0 for every stage */
+  assert_int_equal(cudaq_bench_create("ties", 250, &b), CUDAQ_OK);
+  assert_int_equal(cudaq_bench_set_stage_name(b, 0, "half"), CUDAQ_OK);
+  for (size_t i = 0; i < 250; ++i) {
+    const uint64_t lat = i >= 246 ? 250 : i + 1, t0 = i * 1000 * US;
+    assert_int_equal(cudaq_bench_mark_submit(b, i, t0), CUDAQ_OK);
+    if (i != 249) assert_int_equal(cudaq_bench_mark_stage(b, i, 0, lat * US / 2), CUDAQ_OK);
+    assert_int_equal(cudaq_bench_mark_complete(b, i, t0 + lat * US), CUDAQ_OK);
+  }
+  assert_int_equal(cudaq_bench_compute(b, &st), CUDAQ_OK);
+  assert_int_equal(st.tail_n, 4);
+  assert_true(st.tail_mean_us == 250.0);
+  assert_true(st.stages[0].tail_us == 93.75); /* (3 x 125 + 0) / 4 */
+  assert_int_equal(st.stages[0].stamped, 249);
   cudaq_bench_destroy(b);
 }
 
@@ -382,7 +400,7 @@ static void test_json(void **state) {
   assert_non_null(strstr(j, "\"stages\": [{\"name\": \"MWPM \\\"decode\\\"\", \"stamped\": 0, "
                             "\"mean_us\": 0.000, \"share\": 0.0000, \"p50_us\": 0.000, \"p99_us\": 0.000, "
                             "\"slowest_1pct_us\": 0.000}]"));
-  assert_non_null(strstr(j, "\"slowest_1pct\": {\"requests\": 2, \"mean_us\": 99.500, \"unattributed_us\": 99.500}"));
+  assert_non_null(strstr(j, "\"slowest_1pct\": {\"requests\": 1, \"mean_us\": 100.000, \"unattributed_us\": 100.000}"));
   assert_non_null(strstr(j, "\"unattributed_us\": 50.500"));
   assert_non_null(strstr(j, "\"rounds\": 13,"));
   assert_non_null(strstr(j, "\"per_round_us\": 3.885"));

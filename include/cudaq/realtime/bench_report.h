@@ -98,8 +98,8 @@ typedef struct {
   double mean_us;   /* sum of its stamps / completed */
   double share;     /* sum of its stamps / sum of end-to-end latencies, 0..1 */
   double p50_us, p99_us; /* nearest-rank percentiles over the requests that stamped it (0: none) */
-  double tail_us;   /* its mean over the slowest 1% (tail_n requests, below; unstamped counts 0):
-                       what the requests behind p99 spent in this stage */
+  double tail_us;   /* its mean over the slowest 1% of completed requests (tail_n, below; a request
+                       that did not stamp it counts 0): what the requests behind p99 spent here */
 } cudaq_bench_stage_stats_t;
 
 /* The report. Latency fields are 0 when completed == 0. */
@@ -118,13 +118,17 @@ typedef struct {
   cudaq_bench_stage_stats_t stages[CUDAQ_BENCH_MAX_STAGES];
   double unattributed_us;    /* mean_us - sum of the stages' mean_us (< 0 if stages overlap) */
   double unattributed_share; /* unattributed_us / mean_us */
-  /* The slowest 1%: the completed requests whose end-to-end latency is at
-   * least p99_us, their mean latency, and what no stage accounts for in it
-   * (tail_mean_us - sum of the stages' tail_us). */
-  uint64_t tail_n;
-  double tail_mean_us, tail_unattributed_us;
   uint32_t rounds;           /* 0: no per-round line */
   double per_round_us;       /* mean_us / rounds */
+  /* The slowest 1%: the ceil(completed / 100) completed requests with the
+   * longest end-to-end latency (with any others tied with the shortest of
+   * them; timed-out requests are not among them), their mean latency, and
+   * what no stage accounts for in it (tail_mean_us - sum of the stages'
+   * tail_us; < 0 if stages overlap). Computed while requests still
+   * complete, these and the stages' percentiles may count a few requests
+   * the other fields do not. */
+  uint64_t tail_n;
+  double tail_mean_us, tail_unattributed_us;
 } cudaq_bench_stats_t;
 
 /* Nanoseconds of CLOCK_MONOTONIC (vDSO: no syscall on Linux). Returns 0 if
