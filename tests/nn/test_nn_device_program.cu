@@ -256,17 +256,20 @@ static void test_d13_x(void **state) { (void)state; agree("predecoder_d13_x.onnx
  * agrees. */
 static void test_d7_fast_cluster_folds(void **state) {
   (void)state;
+  int major = 0;
+  CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  if (major < 9) skip(); /* no thread-block clusters: nothing is folded */
   setenv("CUDAQ_NN_CNET", "1", 1);
   cudaq_nn_model_t *m = load("predecoder_d7_z_fast.onnx");
   cudaq_nn_gpu_t *g = engine(m, CUDAQ_NN_FP16, CUDAQ_NN_CONV_STACK);
   char desc[8192];
   assert_int_equal(cudaq_nn_gpu_describe(g, desc, sizeof desc), CUDAQ_NN_OK);
-  if (!strstr(desc, "used, cluster") || !strstr(desc, "input copy folded in"))
-    fail_msg("the cluster kernel with the copy folded in is not in use:\n%s", desc);
+  const int folded = strstr(desc, "used, cluster") && strstr(desc, "input copy folded in");
   cudaq_nn_gpu_destroy(g);
   cudaq_nn_model_destroy(m);
-  agree("predecoder_d7_z_fast.onnx", 120, 1, 1);
+  if (folded) agree("predecoder_d7_z_fast.onnx", 120, 1, 1); /* the program is built from an engine like g */
   unsetenv("CUDAQ_NN_CNET");
+  if (!folded) fail_msg("the cluster kernel with the copy folded in is not in use:\n%s", desc);
 }
 
 /* A grid whose blocks are not the program's size: every request answered
