@@ -728,6 +728,27 @@ def tail_cases(g):
     # kernel's 1,024 blocks, so blocks take a second output in their grid-stride loop.
     row_sums("tail_grid_stride", 300, 1100, 130)
 
+def gather_front(r, T=6, H=9, W=10, n=300):
+    """A predecoder's front: n events (INT32 input x, [1, n]) gathered onto a
+    T x H x W grid (empty sites read an appended zero) as value "xr", beside
+    two constant 0/1 site masks (initializer "masks"); returns the nodes,
+    their initializers, the events fed to x and (gather indices, masks)."""
+    F = TP.FLOAT
+    sites = np.sort(r.choice(T * H * W, size=n, replace=False))
+    gidx = np.full(T * H * W, n, dtype=np.int64)
+    gidx[sites] = np.arange(n)
+    masks = np.zeros([1, 2, T, H, W], dtype=np.float32)
+    flat = masks.reshape(2, -1)
+    flat[0, sites[::2]] = 1.0
+    flat[1, sites[1::2]] = 1.0
+    ev = (r.random([1, n]) < 0.2).astype(np.int32)
+    nodes = [node("Cast", ["x"], ["xf"], to=F), node("Concat", ["xf", "zero"], ["xz"], axis=1),
+             node("Gather", ["xz", "gidx"], ["xg"], axis=1), node("Reshape", ["xg", "shape"], ["xr"])]
+    inits = [init("zero", np.zeros([1, 1], dtype=np.float32)), init("gidx", gidx),
+             init("shape", np.array([1, 1, T, H, W], dtype=np.int64)), init("masks", masks)]
+    return nodes, inits, ev, (gidx, masks)
+
+
 def first_fold_cases(g):
     """A first convolution folded into the next one's input window
     (gpu_first.cu): its input a copy of run-time channels beside constant
@@ -757,26 +778,15 @@ def first_fold_cases(g):
     # a predecoder's front: events gathered onto the grid (empty sites read an
     # appended zero), two constant 0/1 site masks, 64 and 40 channels (a partial block)
     T, H, W = 6, 9, 10
-    sites = np.sort(r.choice(T * H * W, size=300, replace=False))
-    gidx = np.full(T * H * W, 300, dtype=np.int64)
-    gidx[sites] = np.arange(300)
-    masks = np.zeros([1, 2, T, H, W], dtype=np.float32)
-    flat = masks.reshape(2, -1)
-    flat[0, sites[::2]] = 1.0
-    flat[1, sites[1::2]] = 1.0
-    ev = (r.random([1, 300]) < 0.2).astype(np.int32)
+    front, front_inits, ev, (gidx, masks) = gather_front(r, T, H, W)
     g.case("first_fold_gather",
-           [node("Cast", ["x"], ["xf"], to=F), node("Concat", ["xf", "zero"], ["xz"], axis=1),
-            node("Gather", ["xz", "gidx"], ["xg"], axis=1), node("Reshape", ["xg", "shape"], ["xr"]),
-            node("Concat", ["xr", "masks"], ["xin"], axis=1),
+           front + [node("Concat", ["xr", "masks"], ["xin"], axis=1),
             node("Conv", ["xin", "w0", "b0"], ["c0"], **p1), node("Relu", ["c0"], ["r0"]),
             node("Conv", ["r0", "w1", "b1"], ["c1"], **p1), node("Relu", ["c1"], ["r1"]),
             node("Conv", ["r1", "w2", "b2"], ["y"], **p1)],
            [("x", I32, [1, 300])], [("y", F)],
-           [init("zero", np.zeros([1, 1], dtype=np.float32)), init("gidx", gidx),
-            init("shape", np.array([1, 1, T, H, W], dtype=np.int64)), init("masks", masks),
-            init("w0", w(64, 3)), init("b0", b(64)), init("w1", w(40, 64)), init("b1", b(40)),
-            init("w2", w(5, 40)), init("b2", b(5))],
+           front_inits + [init("w0", w(64, 3)), init("b0", b(64)), init("w1", w(40, 64)), init("b1", b(40)),
+                          init("w2", w(5, 40)), init("b2", b(5))],
            feeds={"x": ev})
     # FP32 run-time values (not exact in FP16), no bias and no ReLU on the
     # first layer, 40 channels (a partial second block of the folded window)
@@ -873,24 +883,10 @@ def cnet_fold_cases(g):
             cur, cin = out, cout
         return nodes, inits
 
-    T, H, W = 6, 9, 10
-    sites = np.sort(r.choice(T * H * W, size=300, replace=False))
-    gidx = np.full(T * H * W, 300, dtype=np.int64)
-    gidx[sites] = np.arange(300)
-    masks = np.zeros([1, 2, T, H, W], dtype=np.float32)
-    flat = masks.reshape(2, -1)
-    flat[0, sites[::2]] = 1.0
-    flat[1, sites[1::2]] = 1.0
-    ev = (r.random([1, 300]) < 0.2).astype(np.int32)
+    front, front_inits, ev, _ = gather_front(r)
     nodes, inits = chain("xin")
-    g.case("conv3d_cnet_fold_last",
-           [node("Cast", ["x"], ["xf"], to=F), node("Concat", ["xf", "zero"], ["xz"], axis=1),
-            node("Gather", ["xz", "gidx"], ["xg"], axis=1), node("Reshape", ["xg", "shape"], ["xr"]),
-            node("Concat", ["masks", "xr"], ["xin"], axis=1)] + nodes,
-           [("x", I32, [1, 300])], [("y", F)],
-           [init("zero", np.zeros([1, 1], dtype=np.float32)), init("gidx", gidx),
-            init("shape", np.array([1, 1, T, H, W], dtype=np.int64)), init("masks", masks)] + inits,
-           feeds={"x": ev})
+    g.case("conv3d_cnet_fold_last", front + [node("Concat", ["masks", "xr"], ["xin"], axis=1)] + nodes,
+           [("x", I32, [1, 300])], [("y", F)], front_inits + inits, feeds={"x": ev})
     x2 = r.choice([-1, 0, 0, 0, 1, 1, 2], size=[1, 2, 5, 9, 10]).astype(np.int32)
     nodes, inits = chain("xin")
     g.case("conv3d_cnet_fold_two",
