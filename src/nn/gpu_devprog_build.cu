@@ -118,7 +118,7 @@ cudaq_nn_status_t cudaq_nn_gpu_device_program(cudaq_nn_gpu_t *g, size_t smem_lim
         }
         stack_id = c->stack;
         rc = plan_stack(g, stack_id, smem_limit, &hp->stack, &smem, err);
-        if (rc == CUDAQ_NN_OK && g->stacks[stack_id].folded) {
+        if (rc == CUDAQ_NN_OK && g->stacks[stack_id].fold_mv.n) {
           /* the copy the cluster kernel reads itself (its step is gone): the
            * device program's stack reads the copy's output */
           nnk_devprog_step mv;

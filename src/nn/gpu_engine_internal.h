@@ -94,9 +94,8 @@ struct stack_state {
   unsigned *cg_flags;
   long long *cg_prof; /* CUDAQ_NN_CNET_PROF */
   /* The copy in front of the stack, read inside the cluster kernel or its
-   * grid mode (nng_fold_first_layers; the plan's fold): its step is gone
-   * from the engine's steps, the device program runs it from here. */
-  int folded;
+   * grid mode (nng_fold_first_layers; the plan's fold), or n 0: its step is
+   * gone from the engine's steps, the device program runs it from here. */
   nnk_move fold_mv;
 };
 enum { STACK_GRID = 0, STACK_CLUSTER = 1, STACK_CGRID = 2 };

@@ -156,7 +156,8 @@ cudaq_nn_status_t upload(cudaq_nn_gpu *g, const void *host, size_t bytes, void *
 /* The map of copy node `node` (C channels of `cells` cells), read and
  * split (split_copy_map): its buffers, their element types, the constant
  * channels' values (xc) and the run-time channels' indices (didx). *ok = 0
- * when the map has another form. */
+ * when the copy's output is not C x cells elements or its map has another
+ * form. */
 struct split_copy {
   uint8_t *src;
   int64_t *idx;
@@ -174,6 +175,7 @@ cudaq_nn_status_t read_split_map(const cudaq_nn_gpu *g, const int *producer, con
   const size_t n = (size_t)C * cells;
   *ok = 0;
   memset(c, 0, sizeof *c);
+  if (g->m->values[g->m->nodes[node].out[0]].n != n) return CUDAQ_NN_OK; /* not C channels of these cells */
   c->src = (uint8_t *)malloc(n);
   c->idx = (int64_t *)malloc(n * sizeof(int64_t));
   c->bufs = (const void **)malloc(256 * sizeof(void *));
@@ -203,8 +205,6 @@ cudaq_nn_status_t try_fold(cudaq_nn_gpu *g, const int *producer, const unsigned 
   if (!nng_read_by_chain(m, m->nodes[M->node].out[0], &n1, 1, 1) || !nng_read_by_chain(m, c1->out_value, &n2, 1, 1))
     return CUDAQ_NN_OK;
   const size_t cells = (size_t)c1->p.in3[0] * c1->p.in3[1] * c1->p.in3[2];
-  const size_t n = (size_t)c1->p.C * cells;
-  if (m->values[m->nodes[M->node].out[0]].n != n) return CUDAQ_NN_OK;
   const int ld = c1->p.M; /* a multiple of 8: the window's 16-byte copies */
   float *fb = (float *)calloc(cells * ld, sizeof(float));
   float *fw = (float *)calloc((size_t)NNK_FIRST_MAX_CD * 27 * ld, sizeof(float));
@@ -261,8 +261,7 @@ cudaq_nn_status_t try_fold_cnet(cudaq_nn_gpu *g, const int *producer, const unsi
   *done = 0;
   if (k->N != 1 || k->fold.x || !nng_read_by_chain(m, m->nodes[M->node].out[0], &cn, 1, 1)) return CUDAQ_NN_OK;
   const size_t cells = (size_t)k->P, n = (size_t)c->p.C * cells;
-  if (m->values[m->nodes[M->node].out[0]].n != n || g->sdt[m->nodes[M->node].out[0]] != CUDAQ_NN_FLOAT16)
-    return CUDAQ_NN_OK;
+  if (g->sdt[m->nodes[M->node].out[0]] != CUDAQ_NN_FLOAT16) return CUDAQ_NN_OK;
   __half *xh = (__half *)malloc(n * sizeof(__half));
   split_copy cp;
   int ok = 0;
@@ -287,8 +286,7 @@ cudaq_nn_status_t try_fold_cnet(cudaq_nn_gpu *g, const int *producer, const unsi
       k->fold.x_dt = cp.dts[cp.sm.dyn_buf];
       k->fold.cd = cp.sm.cd;
       for (int j = 0; j < cp.sm.cd; j++) k->fold.ch[j] = cp.sm.chan[j];
-      st->folded = 1;
-      st->fold_mv = M->mv;
+      st->fold_mv = M->mv; /* n > 0: move_step_writing takes only copies that move something */
       *done = 1;
     }
   }
