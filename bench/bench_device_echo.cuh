@@ -51,9 +51,10 @@ struct bench_device_echo {
 };
 
 /* Starts the echo dispatcher: `blocks` blocks of 32 threads, regular or
- * cooperative, over a mapped ring of `slots` slots of slot_size bytes. */
+ * cooperative, over a mapped ring of `slots` slots of slot_size bytes;
+ * `launch` (if not NULL) replaces the regular kernel's launch helper. */
 static inline void bench_device_echo_start(bench_device_echo *e, uint32_t slots, uint32_t slot_size, bool coop,
-                                           uint32_t blocks) {
+                                           uint32_t blocks, cudaq_dispatch_launch_fn_t launch = nullptr) {
   cudaq_dispatcher_config_t c;
   cudaq_dispatcher_config_init(&c);
   c.num_slots = slots;
@@ -73,7 +74,7 @@ static inline void bench_device_echo_start(bench_device_echo *e, uint32_t slots,
   BENCH_CUDAQ_CK(cudaq_dispatcher_set_function_table(e->d, &table));
   BENCH_CUDAQ_CK(cudaq_dispatcher_set_control(e->d, e->flag, e->stats));
   BENCH_CUDAQ_CK(cudaq_dispatcher_set_launch_fn(
-      e->d, coop ? cudaq_launch_dispatch_kernel_cooperative : cudaq_launch_dispatch_kernel_regular));
+      e->d, coop ? cudaq_launch_dispatch_kernel_cooperative : launch ? launch : cudaq_launch_dispatch_kernel_regular));
   BENCH_CUDAQ_CK(cudaq_dispatcher_start(e->d));
 }
 

@@ -38,6 +38,7 @@
 #include "cudaq/realtime/dispatch_kernel.h"
 #include "cudaq/realtime/emu_transport.h"
 #include "bench_device_echo.cuh"
+#include "dispatch_loop.cuh" /* src/cuda: the loop instantiated with the echo compiled in (a row below) */
 
 /* CUDA and library calls: exit with a message on failure (bench_cuda_check.h). */
 #define CK BENCH_CUDA_CK
@@ -79,10 +80,20 @@ __global__ void pong(uint64_t *req, uint64_t *resp, uint64_t n) {
     }
     if (Mark == 2) mark.store(i, cuda::memory_order_relaxed);
     uint64_t dep = 0;
-    for (int k = 0; k < Reads; ++k) dep = chain[dep + (uint64_t)k * 8];
-    if (Mark == 1) mark.store(i, cuda::memory_order_relaxed);
-    for (int k = 0; k < Stores; ++k)
-      cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(req[64 + 8 * k]).store(i, cuda::memory_order_release);
+    if (Mark == 3) {
+      /* The read issued, then the marker and the release stores while it
+       * is in flight; its value used after them. */
+      const uint64_t v = chain[0];
+      mark.store(i, cuda::memory_order_relaxed);
+      for (int k = 0; k < Stores; ++k)
+        cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(req[64 + 8 * k]).store(i, cuda::memory_order_release);
+      dep = v;
+    } else {
+      for (int k = 0; k < Reads; ++k) dep = chain[dep + (uint64_t)k * 8];
+      if (Mark == 1) mark.store(i, cuda::memory_order_relaxed);
+      for (int k = 0; k < Stores; ++k)
+        cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(req[64 + 8 * k]).store(i, cuda::memory_order_release);
+    }
     if (Bare) *(volatile uint64_t *)resp = i + dep;
     else s.store(i + dep, cuda::memory_order_release);
   }
@@ -109,6 +120,136 @@ static double run_floor(uint64_t n, const char *name) {
       for (int k = 0; k < 16; ++k) ((volatile uint64_t *)h)[32 + k] = 0; /* chain[]: same values, lines now dirty */
     req.store(i, cuda::memory_order_release);
     while (resp.load(cuda::memory_order_acquire) != i) {}
+    lat[i - 1] = now_ns() - t0;
+  }
+  CK(cudaStreamSynchronize(s));
+  CK(cudaStreamDestroy(s));
+  CK(cudaFreeHost(h));
+  double p50;
+  report(name, lat, &p50);
+  return p50;
+}
+
+/* Several pollers: lane 0 of each of W warps polls the request word (fence
+ * before each poll), each warp starting `stagger_ns` after the previous, so
+ * up to W reads of the word are in flight at staggered times; the first warp
+ * to see request i claims it in shared memory and answers. Shows whether
+ * reads in flight together find a new value sooner than one poller. */
+__device__ inline uint64_t floor_clock_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__global__ void pong_multi(uint64_t *req, uint64_t *resp, uint64_t n, uint32_t stagger_ns) {
+  __shared__ unsigned long long claimed;
+  if (threadIdx.x == 0) claimed = 0;
+  __syncthreads();
+  if ((threadIdx.x & 31u) != 0) return;
+  const uint32_t w = threadIdx.x / 32u;
+  const uint64_t t0 = floor_clock_ns();
+  while (floor_clock_ns() - t0 < (uint64_t)w * stagger_ns) {
+  }
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> r(*req), s(*resp);
+  for (uint64_t i = 1; i <= n; i++) {
+    for (;;) {
+      if (*(volatile unsigned long long *)&claimed >= i) break; /* another warp answered i */
+      __threadfence_system();
+      if (r.load(cuda::memory_order_acquire) == i) {
+        if (atomicCAS(&claimed, (unsigned long long)(i - 1), (unsigned long long)i) == i - 1)
+          s.store(i, cuda::memory_order_release);
+        break;
+      }
+    }
+  }
+}
+
+static double run_floor_multi(uint64_t n, uint32_t warps, uint32_t stagger_ns, const char *name) {
+  uint64_t *h, *d;
+  CK(cudaHostAlloc(&h, 4096, cudaHostAllocMapped));
+  memset(h, 0, 4096);
+  CK(cudaHostGetDevicePointer(&d, h, 0));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  pong_multi<<<1, 32 * warps, 0, s>>>(d, d + 16, n, stagger_ns);
+  CK(cudaGetLastError());
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> req(h[0]), resp(h[16]);
+  std::vector<uint64_t> lat(n);
+  for (uint64_t i = 1; i <= n; i++) {
+    uint64_t t0 = now_ns();
+    req.store(i, cuda::memory_order_release);
+    while (resp.load(cuda::memory_order_acquire) != i) {}
+    lat[i - 1] = now_ns() - t0;
+  }
+  CK(cudaStreamSynchronize(s));
+  CK(cudaStreamDestroy(s));
+  CK(cudaFreeHost(h));
+  double p50;
+  report(name, lat, &p50);
+  return p50;
+}
+
+/* The device-call protocol with nothing else (one warp): lane 0 polls the
+ * RX word (fence before each poll); the warp reads the request's 88 bytes
+ * (header + 64-byte payload) that the host wrote before it; lane 0 stores
+ * the in-flight marker and clears RX (release), after the read (Early 0) or
+ * while it is in flight (Early 1); lanes 0-21 write the 88-byte response
+ * (the request's words); lane 0 publishes the TX word (release). The host
+ * checks the response's last word and clears TX. */
+template <int Early>
+__global__ void pong_proto(uint64_t *rx, uint64_t *tx, const uint32_t *req_data, uint32_t *resp_data, uint64_t n) {
+  const uint32_t lane = threadIdx.x & 31u;
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> r(*rx), t(*tx);
+  for (uint64_t i = 1; i <= n; i++) {
+    uint32_t go = 0;
+    while (!go) {
+      if (lane == 0) {
+        __threadfence_system();
+        go = r.load(cuda::memory_order_acquire) != 0; /* pairs with the host's release of RX */
+      }
+      go = __shfl_sync(0xFFFFFFFFu, go, 0);
+    }
+    __syncwarp();
+    const uint32_t v = lane < 22 ? req_data[lane] : 0u;
+    if (Early && lane == 0) {
+      t.store(CUDAQ_TX_FLAG_IN_FLIGHT, cuda::memory_order_relaxed);
+      r.store(0, cuda::memory_order_release);
+    }
+    uint32_t w = __shfl_sync(0xFFFFFFFFu, v, 0); /* the "parse": lane 0's first word */
+    if (!Early && lane == 0) {
+      t.store(CUDAQ_TX_FLAG_IN_FLIGHT, cuda::memory_order_relaxed);
+      r.store(0, cuda::memory_order_release);
+    }
+    if (lane < 22) resp_data[lane] = v + (w == 0xFFFFFFFFu);
+    __syncwarp();
+    if (lane == 0) t.store(i, cuda::memory_order_release); /* publishes the response; pairs with the host's acquire */
+  }
+}
+
+template <int Early>
+static double run_floor_proto(uint64_t n, const char *name) {
+  uint8_t *h, *d;
+  CK(cudaHostAlloc(&h, 8192, cudaHostAllocMapped));
+  memset(h, 0, 8192);
+  CK(cudaHostGetDevicePointer((void **)&d, h, 0));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  /* RX word, TX word, request (one 128-byte line), response: each on lines of its own */
+  pong_proto<Early><<<1, 32, 0, s>>>((uint64_t *)d, (uint64_t *)(d + 128), (const uint32_t *)(d + 1024),
+                                     (uint32_t *)(d + 4096), n);
+  CK(cudaGetLastError());
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> rx(*(uint64_t *)h), tx(*(uint64_t *)(h + 128));
+  volatile uint32_t *rq = (volatile uint32_t *)(h + 1024), *rs = (volatile uint32_t *)(h + 4096);
+  std::vector<uint64_t> lat(n);
+  for (uint64_t i = 1; i <= n; i++) {
+    uint64_t t0 = now_ns();
+    for (int k = 0; k < 22; ++k) rq[k] = (uint32_t)i + (uint32_t)k;
+    rx.store(i, cuda::memory_order_release);
+    while (tx.load(cuda::memory_order_acquire) != i) {}
+    if (rs[21] != (uint32_t)i + 21u) {
+      fprintf(stderr, "%s: response %llu holds %u\n", name, (unsigned long long)i, rs[21]);
+      exit(1);
+    }
+    tx.store(0, cuda::memory_order_release);
     lat[i - 1] = now_ns() - t0;
   }
   CK(cudaStreamSynchronize(s));
@@ -213,13 +354,36 @@ static double measure_ring(const char *base, cudaq_ringbuffer_t *rb, uint32_t sl
   return p50;
 }
 
-static double bench_device_call(bool coop, uint32_t payload, uint64_t n) {
+/* The regular device-call kernel with the echo handler compiled into the
+ * loop (no call through the entry's function pointer), as the NN device
+ * program runs its handler: shows what the indirect call costs. */
+struct echo_inline {
+  static __device__ __forceinline__ bool inline_call(cudaq_device_rpc_fn_t fn) { return fn == bench_d_echo; }
+  static __device__ __forceinline__ int32_t call(const void *a, void *r, uint32_t len, uint32_t max, uint32_t *rl) {
+    return bench_d_echo(a, r, len, max, rl);
+  }
+};
+__global__ void dispatch_regular_echo_inline(cudaq__dispatch_params p) { dispatch_loop<false, echo_inline>(p); }
+static void launch_echo_inline(volatile uint64_t *rx_flags, volatile uint64_t *tx_flags, uint8_t *rx_data,
+                               uint8_t *tx_data, size_t rx_stride_sz, size_t tx_stride_sz,
+                               cudaq_function_entry_t *table, size_t count, volatile int *shutdown_flag,
+                               uint64_t *stats, size_t num_slots, uint32_t num_blocks, uint32_t threads,
+                               cudaStream_t stream) {
+  cudaq__dispatch_params p;
+  if (cudaq__dispatch_prepare(false, rx_flags, tx_flags, rx_data, tx_data, rx_stride_sz, tx_stride_sz, table, count,
+                              shutdown_flag, stats, num_slots, num_blocks, threads, nullptr, &p))
+    dispatch_regular_echo_inline<<<num_blocks, threads, p.stage_bytes, stream>>>(p);
+}
+
+static double bench_device_call(bool coop, uint32_t payload, uint64_t n, bool inline_echo = false) {
   const uint32_t slots = 32, slot_size = 64 + ((payload + 7) & ~7u);
   int occ;
   CK(coop ? cudaq_dispatch_kernel_cooperative_query_occupancy(&occ, 32) : cudaq_dispatch_kernel_query_occupancy(&occ, 32));
   bench_device_echo e;
-  bench_device_echo_start(&e, slots, slot_size, coop, coop ? 2 : 1);
-  double p50 = measure_ring(coop ? "device-call cooperative (2x32) round trip" : "device-call regular (1x32) round trip",
+  bench_device_echo_start(&e, slots, slot_size, coop, coop ? 2 : 1, inline_echo ? launch_echo_inline : nullptr);
+  double p50 = measure_ring(coop           ? "device-call cooperative (2x32) round trip"
+                            : inline_echo ? "device-call regular, handler inline"
+                                          : "device-call regular (1x32) round trip",
                             &e.rb, slots, payload, n);
   bench_device_echo_stop(&e, NULL);
   return p50;
@@ -370,7 +534,7 @@ static double bench_unified(uint32_t payload, uint64_t n) {
 int main(int argc, char **argv) {
   uint64_t n = 100000;
   uint32_t payload = 64;
-  int cpu = 2, ab_rounds = 0, call_rounds = 0, only_call = 0;
+  int cpu = 2, ab_rounds = 0, call_rounds = 0, only_call = 0, call_inline = 0;
   double interval = 20.0;
   std::vector<const char *> call_envs;
   for (int i = 1; i < argc; ++i) {
@@ -381,15 +545,17 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--call-rounds") && i + 1 < argc) call_rounds = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--call-env") && i + 1 < argc) call_envs.push_back(argv[++i]);
     else if (!strcmp(argv[i], "--only-call")) only_call = 1;
+    else if (!strcmp(argv[i], "--call-inline")) call_inline = 1;
     else if (!strcmp(argv[i], "--interval") && i + 1 < argc) interval = atof(argv[++i]);
     else {
       fprintf(stderr,
               "usage: %s [--requests N] [--payload BYTES] [--cpu C] [--ab ROUNDS]\n"
-              "          [--call-rounds ROUNDS --call-env NAME=VALUE[,NAME=VALUE]...]... [--only-call]\n"
+              "          [--call-rounds ROUNDS --call-env NAME=VALUE[,NAME=VALUE]...]... [--only-call] [--call-inline]\n"
               "          [--interval US]\n"
               "  --ab ROUNDS         graph launch with and without the staged copy, interleaved\n"
               "  --call-rounds R     device-call (regular) once per --call-env setting (\"\" = as is), R rounds\n"
               "  --only-call         only the floors and the --call-rounds rows\n"
+              "  --call-inline       each --call-rounds row again with the echo compiled into the loop\n"
               "  --interval US       the paced graph-launch rows: one request US after each response (default 20)\n",
               argv[0]);
       return 2;
@@ -430,6 +596,16 @@ int main(int argc, char **argv) {
   /* The same reads of lines the host has just written (a request). */
   run_floor<true, 1, 0, 0, false, true>(n / 4, "floor (fenced) + 1 read, host-written line");
   run_floor<true, 1, 1, 1, false, true>(n / 4, "floor + read, marker, release, host-written");
+  /* The marker and the release while the read is in flight. */
+  run_floor<true, 1, 1, 3>(n / 4, "floor (fenced) + read || marker, release");
+  /* Several pollers, staggered. */
+  run_floor_multi(n / 4, 1, 0, "floor (fenced), 1 polling warp (as above)");
+  run_floor_multi(n / 4, 2, 400, "floor (fenced), 2 polling warps 400 ns apart");
+  run_floor_multi(n / 4, 4, 200, "floor (fenced), 4 polling warps 200 ns apart");
+  run_floor_multi(n / 4, 8, 100, "floor (fenced), 8 polling warps 100 ns apart");
+  /* The device-call protocol alone, one warp, 88-byte request and response. */
+  run_floor_proto<0>(n / 4, "protocol floor (warp): read, marker, RX, answer");
+  run_floor_proto<1>(n / 4, "protocol floor (warp): read || marker, RX, answer");
   if (call_rounds > 0) {
     if (call_envs.empty()) call_envs.push_back("");
     for (int round = 1; round <= call_rounds; ++round)
@@ -453,6 +629,7 @@ int main(int argc, char **argv) {
         std::string v = std::string(" [") + (spec[0] ? spec : "as is") + "]";
         g_variant = v.c_str();
         bench_device_call(false, payload, n);
+        if (call_inline) bench_device_call(false, payload, n, true);
         g_variant = "";
         for (const std::string &nm : names) unsetenv(nm.c_str());
       }

@@ -42,6 +42,7 @@ struct cudaq__dispatch_params {
   uint32_t count_every;    /* answered requests the leader counts before adding them to `processed` */
   uint32_t no_stage;       /* cooperative, cudaq_dispatch_coop_options_t.args_in_slot: args = the RX slot */
   uint32_t handler_smem;   /* dynamic shared memory after the staging area lent to handlers (bytes) */
+  uint32_t early_clear;    /* marker and RX clear while the prefetch is in flight (prefetch_request); default 1 */
 };
 
 namespace {
@@ -213,10 +214,28 @@ __device__ uint32_t poll_ready_slot(const dispatch_params &p, uint32_t slot, uin
   }
 }
 
+/* Lane 0 of the polling warp: marks slot `slot` in flight and hands its RX
+ * slot back (the flag order is explained at parse_request). */
+__device__ inline void hand_back(const dispatch_params &p, uint32_t slot) {
+  /* The marker publishes nothing: a relaxed store, ordered before the RX
+   * clear by R3's release. */
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(p.tx_flags[slot])
+      .store(CUDAQ_TX_FLAG_IN_FLIGHT, cuda::memory_order_relaxed);
+  /* R3 hands the RX slot back (after the in-flight marker); pairs with A3
+   * in slot_available / cudaq_host_ringbuffer_slot_available. */
+  cudaq__store_release_sys(&p.rx_flags[slot], 0);
+}
+
 /* Polling warp: reads the first prefetch_bytes of the slot (header and the
  * start of the payload) into the staging area, every load issued at once:
  * one PCIe round trip instead of one for the header and one for the
- * payload. Bytes past arg_len are read too and never used. */
+ * payload. Bytes past arg_len are read too and never used.
+ * With p.early_clear, lane 0 marks the slot in flight and hands the RX slot
+ * back (hand_back) between issuing its loads and using them: R3's fence
+ * then waits while the loads are in flight instead of after them (one
+ * system-scope fence off the request's path). The slot is then in flight
+ * before its header is checked: parse_request takes the marker back for a
+ * request it drops. */
 __device__ void prefetch_request(const dispatch_params &p, uint32_t slot, uint8_t *stage) {
   const uint32_t *src = reinterpret_cast<const uint32_t *>(p.rx_data + (size_t)slot * p.rx_stride);
   uint32_t *dst = reinterpret_cast<uint32_t *>(stage);
@@ -227,6 +246,7 @@ __device__ void prefetch_request(const dispatch_params &p, uint32_t slot, uint8_
     const uint32_t w = lane + 32u * k;
     v[k] = w < words ? src[w] : 0u;
   }
+  if (p.early_clear && lane == 0) hand_back(p, slot);
 #pragma unroll
   for (uint32_t k = 0; k < PREFETCH_WORDS_PER_LANE; ++k) {
     const uint32_t w = lane + 32u * k;
@@ -258,8 +278,9 @@ __device__ void parse_request(const dispatch_params &p, const cached_entry *cach
     return;
   }
   st->cmd = CMD_ANSWER;
-  /* Flag order: TX = in flight -> RX = 0 (here) -> TX = the response (the
-   * last store, in finish_request). Measured on an H100 over PCIe
+  /* Flag order: TX = in flight -> RX = 0 (here, or in prefetch_request with
+   * p.early_clear) -> TX = the response (the last store, in
+   * finish_request). Measured on an H100 over PCIe
    * (hostNativeAtomicSupported 0): when the kernel stored the TX flag and
    * then cleared the RX flag, the host never saw the TX store nor the
    * response bytes written before it (requests answered back to back were
@@ -267,14 +288,8 @@ __device__ void parse_request(const dispatch_params &p, const cached_entry *cach
    * last store, every response arrives. The in-flight marker keeps the
    * producer (which reuses a slot only when both flags are 0) off the slot
    * from here until the response, so the rest of the payload may still be
-   * read after RX is cleared.
-   * The marker itself publishes nothing: a relaxed store, ordered before
-   * the RX clear by R3's release. */
-  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(p.tx_flags[slot])
-      .store(CUDAQ_TX_FLAG_IN_FLIGHT, cuda::memory_order_relaxed);
-  /* R3 hands the RX slot back (after the in-flight marker); pairs with A3
-   * in slot_available / cudaq_host_ringbuffer_slot_available. */
-  cudaq__store_release_sys(&p.rx_flags[slot], 0);
+   * read after RX is cleared. */
+  if (!p.early_clear) hand_back(p, slot);
   const int32_t status = cudaq__entry_status(e.rule, e.mode, e.fn != nullptr, CUDAQ_DISPATCH_DEVICE_CALL, w2,
                                              p.rx_stride - CUDAQ_RPC_HEADER_SIZE);
   if (status) st->status = status;
@@ -327,7 +342,15 @@ __device__ void finish_request(const dispatch_params &p, const request_state *st
 }
 
 __device__ void drop_request(const dispatch_params &p, const request_state *st) {
-  cudaq__store_release_sys(&p.rx_flags[st->slot], 0); /* R3: consumed, no response */
+  if (p.early_clear) {
+    /* RX was handed back behind the in-flight marker (prefetch_request):
+     * take the marker back, so the slot is free again (TX 0, RX 0). The
+     * same thread stored the marker, so this store follows it in the
+     * flag's coherence order; R3 already ordered the RX clear before it. */
+    cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(p.tx_flags[st->slot]).store(0, cuda::memory_order_relaxed);
+  } else {
+    cudaq__store_release_sys(&p.rx_flags[st->slot], 0); /* R3: consumed, no response */
+  }
   cudaq__bump(st->drop_kind == 0 ? &p.state->dropped_bad_magic : &p.state->dropped_unknown_function);
 }
 

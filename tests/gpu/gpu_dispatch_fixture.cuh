@@ -246,9 +246,14 @@ static inline cudaq_tx_status_t wait_tx(const cudaq_ringbuffer_t *rb, uint32_t s
     }
   return st;
 }
+/* Waits (bounded) until a request the dispatcher drops is consumed: the
+ * slot free again, both flags 0 (cudaq_host_ringbuffer_slot_available). RX
+ * alone is not enough: with CUDAQ_DISPATCH_EARLY_CLEAR=1 the device-call
+ * kernels mark the slot in flight and clear RX before they read the header,
+ * and take the marker back when they drop the request. */
 static inline void wait_rx_consumed(const cudaq_ringbuffer_t *rb, uint32_t slot) {
   uint64_t t0 = now_ns();
-  while (__atomic_load_n(&rb->rx_flags_host[slot], __ATOMIC_ACQUIRE) != 0)
+  while (!cudaq_host_ringbuffer_slot_available(rb, slot))
     if (now_ns() - t0 > g_wait_ns) {
       if (g_stats) cudaq__dispatch_debug_dump(g_stats);
       fail_msg("slot %u never consumed", slot);

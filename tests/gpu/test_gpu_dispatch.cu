@@ -194,6 +194,50 @@ static void test_malformed_inputs_and_echo(void **) {
 }
 
 
+/* Flag order (spec realtime-host-api, "Ring buffer": a slot may be reused
+ * when both flags are 0; cudaq_host_ringbuffer_slot_available): a request
+ * is never seen free before its answer. The kernels clear RX before the
+ * handler runs, with the TX in-flight marker stored before it (early: while
+ * the request's read is in flight; CUDAQ_DISPATCH_EARLY_CLEAR=0: after
+ * it); a producer that reads RX == 0 must then read TX != 0 until the
+ * response. A 2 ms handler leaves that window wide open. Regular and
+ * cooperative kernels. */
+static void check_in_flight_until_answered(cudaq_kernel_type_t kind) {
+  fixture f;
+  fixture_init(&f, 4, 256, kind, kind == CUDAQ_KERNEL_COOPERATIVE ? 2 : 1, 32);
+  assert_int_equal(cudaq_dispatcher_start(f.d), CUDAQ_OK);
+  uint8_t p[4] = {1, 2, 3, 4};
+  uint64_t seen_cleared = 0;
+  for (uint32_t k = 0; k < 12; ++k) {
+    const uint32_t slot = k % 4;
+    assert_true(cudaq_host_ringbuffer_slot_available(&f.rb, slot));
+    assert_int_equal(cudaq_host_ringbuffer_write_rpc_request(&f.rb, slot, FN_SLOW, p, 4, k, k), CUDAQ_OK);
+    cudaq_host_ringbuffer_signal_slot(&f.rb, slot);
+    const uint64_t t0 = now_ns();
+    for (;;) {
+      /* RX first (acquire), then TX: the marker came before the RX clear. */
+      const uint64_t rx = __atomic_load_n(&f.rb.rx_flags_host[slot], __ATOMIC_ACQUIRE);
+      const uint64_t tx = __atomic_load_n(&f.rb.tx_flags_host[slot], __ATOMIC_ACQUIRE);
+      if (rx == 0 && tx == 0) fail_msg("request %u: slot %u free (both flags 0) before its answer", k, slot);
+      if (rx == 0 && tx == CUDAQ_TX_FLAG_IN_FLIGHT) ++seen_cleared;
+      if (tx != 0 && tx != CUDAQ_TX_FLAG_IN_FLIGHT) break;
+      if (now_ns() - t0 > g_wait_ns) fail_msg("request %u: no answer", k);
+    }
+    cudaq_rpc_response_t r = read_resp(&f.rb, slot);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(r.request_id, k);
+    assert_int_equal(__atomic_load_n(&f.rb.rx_flags_host[slot], __ATOMIC_ACQUIRE), 0);
+    cudaq_host_ringbuffer_clear_slot(&f.rb, slot);
+  }
+  assert_true(seen_cleared > 0); /* the window was observed, not skipped over */
+  stop_expect_processed(&f, 12);
+  fixture_fini(&f);
+}
+static void test_in_flight_until_answered(void **) {
+  check_in_flight_until_answered(CUDAQ_KERNEL_REGULAR);
+  check_in_flight_until_answered(CUDAQ_KERNEL_COOPERATIVE);
+}
+
 /* Payload sizes around the polling warp's one-step read (512 bytes of the
  * slot: header + 488 payload bytes), around the shared-memory staging limit
  * (32 KiB of payload), and beyond it (handler reads the slot in place). */
@@ -783,6 +827,7 @@ int main(void) {
       cmocka_unit_test(test_regular_multi_block),
       cmocka_unit_test(test_processed_exact_when_idle),
       cmocka_unit_test(test_malformed_inputs_and_echo),
+      cmocka_unit_test(test_in_flight_until_answered),
       cmocka_unit_test(test_payload_sizes),
       cmocka_unit_test(test_variable_schema_min_len),
       cmocka_unit_test(test_counters_fresh_dispatcher_same_stats),
