@@ -346,7 +346,11 @@ __device__ void drop_request(const dispatch_params &p, const request_state *st) 
     /* RX was handed back behind the in-flight marker (prefetch_request):
      * take the marker back, so the slot is free again (TX 0, RX 0). The
      * same thread stored the marker, so this store follows it in the
-     * flag's coherence order; R3 already ordered the RX clear before it. */
+     * flag's coherence order; R3 already ordered the RX clear before it.
+     * TX was 0 before the marker for any producer that reuses a slot only
+     * once it is free or its answer consumed (a request signalled over an
+     * unconsumed answer loses that answer here, as an accepted one always
+     * did by its marker). */
     cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(p.tx_flags[st->slot]).store(0, cuda::memory_order_relaxed);
   } else {
     cudaq__store_release_sys(&p.rx_flags[st->slot], 0); /* R3: consumed, no response */
