@@ -99,35 +99,51 @@ __global__ void pong(uint64_t *req, uint64_t *resp, uint64_t n) {
   }
 }
 
-/* Dirty: the host writes the lines the device reads (chain[0..15]) right
- * before the flag, as a producer writes a request, instead of leaving them
- * untouched since the start (clean in the host's caches). */
-template <bool Fence, int Reads = 0, int Stores = 0, int Mark = 0, bool Bare = false, bool Dirty = false>
-static double run_floor(uint64_t n, const char *name) {
-  uint64_t *h, *d;
-  CK(cudaHostAlloc(&h, 4096, cudaHostAllocMapped));
-  memset(h, 0, 4096);
-  CK(cudaHostGetDevicePointer(&d, h, 0));
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  pong<Fence, Reads, Stores, Mark, Bare><<<1, 1, 0, s>>>(d, d + 16, n);
-  CK(cudaGetLastError());
-  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> req(h[0]), resp(h[16]);
-  std::vector<uint64_t> lat(n);
-  for (uint64_t i = 1; i <= n; i++) {
-    uint64_t t0 = now_ns();
-    if (Dirty)
-      for (int k = 0; k < 16; ++k) ((volatile uint64_t *)h)[32 + k] = 0; /* chain[]: same values, lines now dirty */
-    req.store(i, cuda::memory_order_release);
-    while (resp.load(cuda::memory_order_acquire) != i) {}
-    lat[i - 1] = now_ns() - t0;
-  }
+/* The end of a floor run: the kernel has answered its n requests and
+ * exits; its stream and mapped page are freed and the row reported. */
+static double floor_finish(cudaStream_t s, void *h, const char *name, std::vector<uint64_t> &lat) {
   CK(cudaStreamSynchronize(s));
   CK(cudaStreamDestroy(s));
   CK(cudaFreeHost(h));
   double p50;
   report(name, lat, &p50);
   return p50;
+}
+
+/* The floors' host side: a mapped page, the kernel launch(d, stream) started
+ * on its device view, n round trips (the request word h[0] set to i, the
+ * answer awaited in h[16]). Dirty: the host writes the lines the device
+ * reads (chain[0..15]) right before the flag, as a producer writes a
+ * request, instead of leaving them untouched since the start (clean in the
+ * host's caches). */
+template <typename Launch>
+static double floor_rounds(uint64_t n, const char *name, bool dirty, Launch launch) {
+  uint64_t *h, *d;
+  CK(cudaHostAlloc(&h, 4096, cudaHostAllocMapped));
+  memset(h, 0, 4096);
+  CK(cudaHostGetDevicePointer(&d, h, 0));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  launch(d, s);
+  CK(cudaGetLastError());
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> req(h[0]), resp(h[16]);
+  std::vector<uint64_t> lat(n);
+  for (uint64_t i = 1; i <= n; i++) {
+    uint64_t t0 = now_ns();
+    if (dirty)
+      for (int k = 0; k < 16; ++k) ((volatile uint64_t *)h)[32 + k] = 0; /* chain[]: same values, lines now dirty */
+    req.store(i, cuda::memory_order_release);
+    while (resp.load(cuda::memory_order_acquire) != i) {}
+    lat[i - 1] = now_ns() - t0;
+  }
+  return floor_finish(s, h, name, lat);
+}
+
+template <bool Fence, int Reads = 0, int Stores = 0, int Mark = 0, bool Bare = false, bool Dirty = false>
+static double run_floor(uint64_t n, const char *name) {
+  return floor_rounds(n, name, Dirty, [n](uint64_t *d, cudaStream_t s) {
+    pong<Fence, Reads, Stores, Mark, Bare><<<1, 1, 0, s>>>(d, d + 16, n);
+  });
 }
 
 /* Several pollers: lane 0 of each of W warps polls the request word (fence
@@ -164,28 +180,9 @@ __global__ void pong_multi(uint64_t *req, uint64_t *resp, uint64_t n, uint32_t s
 }
 
 static double run_floor_multi(uint64_t n, uint32_t warps, uint32_t stagger_ns, const char *name) {
-  uint64_t *h, *d;
-  CK(cudaHostAlloc(&h, 4096, cudaHostAllocMapped));
-  memset(h, 0, 4096);
-  CK(cudaHostGetDevicePointer(&d, h, 0));
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  pong_multi<<<1, 32 * warps, 0, s>>>(d, d + 16, n, stagger_ns);
-  CK(cudaGetLastError());
-  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> req(h[0]), resp(h[16]);
-  std::vector<uint64_t> lat(n);
-  for (uint64_t i = 1; i <= n; i++) {
-    uint64_t t0 = now_ns();
-    req.store(i, cuda::memory_order_release);
-    while (resp.load(cuda::memory_order_acquire) != i) {}
-    lat[i - 1] = now_ns() - t0;
-  }
-  CK(cudaStreamSynchronize(s));
-  CK(cudaStreamDestroy(s));
-  CK(cudaFreeHost(h));
-  double p50;
-  report(name, lat, &p50);
-  return p50;
+  return floor_rounds(n, name, false, [=](uint64_t *d, cudaStream_t s) {
+    pong_multi<<<1, 32 * warps, 0, s>>>(d, d + 16, n, stagger_ns);
+  });
 }
 
 /* The device-call protocol with nothing else (one warp): lane 0 polls the
@@ -252,12 +249,7 @@ static double run_floor_proto(uint64_t n, const char *name) {
     tx.store(0, cuda::memory_order_release);
     lat[i - 1] = now_ns() - t0;
   }
-  CK(cudaStreamSynchronize(s));
-  CK(cudaStreamDestroy(s));
-  CK(cudaFreeHost(h));
-  double p50;
-  report(name, lat, &p50);
-  return p50;
+  return floor_finish(s, h, name, lat);
 }
 
 /* ---- handlers ---------------------------------------------------------------- */
