@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # One GPU visit for the device-call path and the pipeline's 16 KiB rows
-# (issue 15): the dispatch tests with each setting of the dispatcher's A/B
-# switch, the NN device program's test (the same dispatch loop, cooperative,
+# (issue 15): the dispatch tests (device-call with each setting of the dispatcher's A/B
+# switch, graph dispatch), the NN device program's test (the same dispatch loop, cooperative,
 # handler inline), bench_gpu_dispatch's floors and interleaved device-call
 # rounds, and (PIPE=1) bench_pipeline's 16 KiB GPU + CPU row at 1, 2 and 4
 # gate blocks. Pack here first:
-#   cmake --build build-gpu --target bench_gpu_dispatch test_gpu_dispatch test_nn_device_program \
-#       bench_pipeline test_pipeline_gpu
-#   CARRY=.gpucarry-d BINS="tests/test_gpu_dispatch bench/bench_gpu_dispatch tests/nn/test_nn_device_program \
-#       bench/bench_pipeline tests/test_pipeline_gpu" scripts/gpu-pack.sh
-# and carry .gpucarry-d. AB: the --call-env settings (default: the early
+#   cmake --build build-gpu --target bench_gpu_dispatch test_gpu_dispatch test_graph_dispatch \
+#       test_nn_device_program bench_pipeline test_pipeline_gpu
+#   CARRY=.gpucarry-d BINS="tests/test_gpu_dispatch tests/test_graph_dispatch bench/bench_gpu_dispatch \
+#       tests/nn/test_nn_device_program bench/bench_pipeline tests/test_pipeline_gpu" scripts/gpu-pack.sh
+#   cp -L /usr/lib/x86_64-linux-gnu/libprotobuf-c.so.1 .gpucarry-d/   # test_nn_device_program needs it
+# and carry .gpucarry-d (a binary left out of BINS is skipped). AB: the --call-env settings (default: the early
 # clear off and on). ROUNDS, REQUESTS: the bench's rounds and requests;
 # SANITIZE=1 adds compute-sanitizer memcheck and racecheck of the dispatch tests.
 set -uo pipefail
@@ -24,6 +25,10 @@ for kv in $AB; do
   run "test_gpu_dispatch_${kv##*=}" env "$kv" CUDAQ_TEST_SCALE="${TEST_SCALE:-0.3}" /tmp/dab/test_gpu_dispatch
   tail -2 "$OUT/test_gpu_dispatch_${kv##*=}.log"
 done
+if [ -x /tmp/dab/test_graph_dispatch ]; then
+  run test_graph_dispatch env CUDAQ_TEST_SCALE="${TEST_SCALE:-0.3}" /tmp/dab/test_graph_dispatch
+  tail -2 "$OUT/test_graph_dispatch.log"
+fi
 if [ -x /tmp/dab/test_nn_device_program ]; then
   run nn_device_program /tmp/dab/test_nn_device_program models
   grep -E "positions|PASSED|FAILED" "$OUT/nn_device_program.log"

@@ -73,11 +73,13 @@ cudaq_tx_status_t cudaq_host_ringbuffer_poll_tx_flag(const cudaq_ringbuffer_t *r
 
 int cudaq_host_ringbuffer_slot_available(const cudaq_ringbuffer_t *rb, uint32_t slot_idx) {
   if (!rb || !rx_flags_h(rb) || !tx_flags_h(rb)) return 0;
-  /* A3 pairs with R3 (dispatcher cleared RX) and R5 (consumer cleared TX:
-   * done reading the response); only then may the producer overwrite the
-   * slot. While a dispatcher still reads a request after clearing RX (the
-   * GPU kernels stage the payload after R3), TX holds its in-flight marker,
-   * so the slot is not available until the response is consumed. */
+  /* A3 pairs with R3 (dispatcher cleared RX), R3d (a device-call kernel
+   * took back the in-flight marker of a request it dropped) and R5
+   * (consumer cleared TX: done reading the response); only then may the
+   * producer overwrite the slot. While a dispatcher still reads a request
+   * after clearing RX (the GPU kernels read the request after R3), TX holds
+   * its in-flight marker, so the slot is not available until the response
+   * is consumed. */
   return cudaq__load_acquire_u64(&rx_flags_h(rb)[slot_idx]) == 0 &&
          cudaq__load_acquire_u64(&tx_flags_h(rb)[slot_idx]) == 0;
 }

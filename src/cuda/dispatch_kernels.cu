@@ -135,7 +135,7 @@ void launch(volatile uint64_t *rx_flags, volatile uint64_t *tx_flags, uint8_t *r
     return;
   static_assert(MAX_LAUNCH_SMEM <= 48 * 1024, "staging beyond 48 KiB needs cudaFuncSetAttribute");
   if (Coop) cudaq__coop_launch(dispatch_kernel_cooperative, p, num_blocks, threads_per_block, stream);
-  else dispatch_kernel_regular<<<num_blocks, threads_per_block, p.stage_bytes, stream>>>(p); /* no handler smem */
+  else cudaq__regular_launch(dispatch_kernel_regular, p, num_blocks, threads_per_block, stream);
 }
 
 } // namespace
@@ -186,11 +186,12 @@ bool cudaq__dispatch_prepare(bool coop, volatile uint64_t *rx_flags, volatile ui
     if (v >= 1 && v <= 1 << 20) p.count_every = (uint32_t)v;
   }
   /* The in-flight marker and the RX clear are stored while the request's
-   * prefetch is in flight (prefetch_request): H200, bench_gpu_dispatch,
-   * device-call p50 4.65-4.84 us against 4.78-5.15 after the prefetch.
+   * prefetch is in flight (prefetch_request; measured in
+   * bench/results/gpu-dispatch-h200-2026-11-29.md).
    * CUDAQ_DISPATCH_EARLY_CLEAR=0 stores them after it, as before (A/B). */
   p.early_clear = 1;
-  if (const char *ec = getenv("CUDAQ_DISPATCH_EARLY_CLEAR")) p.early_clear = ec[0] == '0' ? 0u : 1u;
+  if (const char *ec = getenv("CUDAQ_DISPATCH_EARLY_CLEAR"))
+    if (*ec) p.early_clear = strtol(ec, nullptr, 10) != 0 ? 1u : 0u;
   p.no_stage = opt && opt->args_in_slot ? 1u : 0u;
   p.handler_smem = opt ? (uint32_t)((opt->handler_smem_bytes + 15) & ~size_t(15)) : 0u;
   return true;

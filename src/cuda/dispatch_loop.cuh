@@ -255,8 +255,9 @@ __device__ void prefetch_request(const dispatch_params &p, uint32_t slot, uint8_
   __syncwarp(); /* the staged header is visible to lane 0 */
 }
 
-/* Leader: checks the staged header of `slot`, fills st, and hands the RX
- * slot back for every request it keeps (flag order below). */
+/* Leader: checks the staged header of `slot` and fills st; without
+ * p.early_clear it also hands the RX slot back for every request it keeps
+ * (flag order below; with it, prefetch_request did). */
 __device__ void parse_request(const dispatch_params &p, const cached_entry *cache, uint32_t cached,
                               uint32_t slot, const uint8_t *stage, request_state *st) {
   const uint32_t *h = reinterpret_cast<const uint32_t *>(stage);
@@ -350,8 +351,11 @@ __device__ void drop_request(const dispatch_params &p, const request_state *st) 
      * TX was 0 before the marker for any producer that reuses a slot only
      * once it is free or its answer consumed (a request signalled over an
      * unconsumed answer loses that answer here, as an accepted one always
-     * did by its marker). */
-    cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(p.tx_flags[st->slot]).store(0, cuda::memory_order_relaxed);
+     * did by its marker).
+     * R3d frees the slot: the polling warp's reads of it (ordered before
+     * this by the __syncwarp after the prefetch) come before; pairs with A3
+     * in cudaq_host_ringbuffer_slot_available. */
+    cudaq__store_release_sys(&p.tx_flags[st->slot], 0);
   } else {
     cudaq__store_release_sys(&p.rx_flags[st->slot], 0); /* R3: consumed, no response */
   }
@@ -490,6 +494,15 @@ inline uint32_t cudaq__dispatch_stage_bytes(size_t rx_stride_sz) {
   const size_t want = rx_stride_sz < CUDAQ_RPC_HEADER_SIZE + MAX_STAGE_BYTES ? rx_stride_sz
                                                                              : CUDAQ_RPC_HEADER_SIZE + MAX_STAGE_BYTES;
   return (uint32_t)((want + 15) & ~size_t(15));
+}
+
+/* Launches a regular dispatch kernel over prepared parameters (its shared
+ * memory: the staging area; no handler share). Errors stay for
+ * cudaGetLastError(), as for the launch helpers. */
+template <typename Kernel>
+void cudaq__regular_launch(Kernel kernel, const cudaq__dispatch_params &p, uint32_t num_blocks,
+                           uint32_t threads_per_block, cudaStream_t stream) {
+  kernel<<<num_blocks, threads_per_block, p.stage_bytes, stream>>>(p);
 }
 
 /* A cooperative dispatch kernel's dynamic shared memory: its limit raised

@@ -111,7 +111,7 @@ __host__ __device__ inline bool prelaunchable(const cudaq_function_entry_t *e) {
 
 
 /* Answers a request the dispatcher itself rejects. Flag order as in
- * dispatch_kernels.cu: RX cleared first, the response published last. */
+ * dispatch_loop.cuh (parse_request): RX cleared first, the response published last. */
 __device__ void answer(const graph_params &p, uint32_t slot, int32_t status, uint32_t rid, uint64_t ptp) {
   uint8_t *tx = p.tx_data + (size_t)slot * p.tx_stride;
   uint32_t *h = reinterpret_cast<uint32_t *>(tx);
@@ -288,9 +288,11 @@ __global__ void graph_dispatch_kernel(graph_params p) {
        * response is published (by us or by the graph). The marker itself
        * publishes nothing: a relaxed store, ordered before the RX clear by
        * R3's release on every path below (here, or in answer()), as in
-       * dispatch_kernels.cu's parse_request. (Measured on an H100: storing
-       * it before the request's read, to overlap the two, was no faster
-       * here and 0.15-0.35 us slower in the device-call kernel.) */
+       * dispatch_loop.cuh's hand_back. (Measured on an H100: storing it
+       * before the request's read was issued was no faster here and
+       * 0.15-0.35 us slower in the device-call kernel; the device-call
+       * kernels now store the marker and R3 after issuing the read, while
+       * it is in flight: gpu-dispatch-h200-2026-11-29.md.) */
       if (l0)
         cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(p.tx_flags[slot])
             .store(CUDAQ_TX_FLAG_IN_FLIGHT, cuda::memory_order_relaxed);
@@ -355,7 +357,7 @@ __global__ void graph_dispatch_kernel(graph_params p) {
           busy.store(1u, cuda::memory_order_relaxed);
           /* RX is cleared before the launch so that the graph's TX store (G1)
            * is the last flag store of the request (see the flag-order note in
-           * dispatch_kernels.cu); the in-flight marker keeps the producer off
+           * dispatch_loop.cuh, parse_request); the in-flight marker keeps the producer off
            * the slot meanwhile (the graph may read the slot itself when the
            * request was too large to stage). R3, pairs with A3. */
           cudaq__store_release_sys(&p.rx_flags[slot], 0);

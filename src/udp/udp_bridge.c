@@ -198,7 +198,9 @@ static uint32_t tx_poll(cudaq_udp_bridge_t *b, int inline_mode) {
                cudaq_host_ringbuffer_slot_available(&b->ring, s)) {
       /* Consumed without a response (an id the dispatcher does not serve):
        * nothing to send. A3 inside slot_available reads RX before TX, and
-       * the dispatcher stores TX (R2) before it clears RX (R3). */
+       * every dispatcher stores TX (the response, R2, or the device-call
+       * kernels' in-flight marker) before it clears RX (R3); a device-call
+       * kernel that drops a request takes its marker back afterwards (R3d). */
       b->peer_valid[s] = 0;
     } else {
       continue;

@@ -246,18 +246,25 @@ static inline cudaq_tx_status_t wait_tx(const cudaq_ringbuffer_t *rb, uint32_t s
     }
   return st;
 }
-/* Waits (bounded) until a request the dispatcher drops is consumed: the
- * slot free again, both flags 0 (cudaq_host_ringbuffer_slot_available). RX
- * alone is not enough: with CUDAQ_DISPATCH_EARLY_CLEAR=1 the device-call
- * kernels mark the slot in flight and clear RX before they read the header,
- * and take the marker back when they drop the request. */
-static inline void wait_rx_consumed(const cudaq_ringbuffer_t *rb, uint32_t slot) {
+/* Waits (bounded) until a request the dispatcher drops is consumed without
+ * an answer: the slot free again, both flags 0
+ * (cudaq_host_ringbuffer_slot_available). RX alone is not enough: the
+ * device-call kernels mark the slot in flight and clear RX before they read
+ * the header, and take the marker back when they drop the request. A drop
+ * that answers instead fails here at once; one that leaves the marker, after
+ * the wait, with the slot's flags. */
+static inline void wait_dropped(const cudaq_ringbuffer_t *rb, uint32_t slot) {
   uint64_t t0 = now_ns();
-  while (!cudaq_host_ringbuffer_slot_available(rb, slot))
+  while (!cudaq_host_ringbuffer_slot_available(rb, slot)) {
+    const uint64_t tx = __atomic_load_n(&rb->tx_flags_host[slot], __ATOMIC_ACQUIRE);
+    if (tx != 0 && tx != CUDAQ_TX_FLAG_IN_FLIGHT) fail_msg("slot %u: a dropped request was answered (TX %llx)", slot,
+                                                           (unsigned long long)tx);
     if (now_ns() - t0 > g_wait_ns) {
       if (g_stats) cudaq__dispatch_debug_dump(g_stats);
-      fail_msg("slot %u never consumed", slot);
+      fail_msg("slot %u never consumed: rx flag %llx, tx flag %llx", slot,
+               (unsigned long long)rb->rx_flags_host[slot], (unsigned long long)tx);
     }
+  }
 }
 /* Waits (bounded) until cudaq_dispatcher_get_processed reads `want` on a
  * running dispatcher: the device-call kernels mirror the count into

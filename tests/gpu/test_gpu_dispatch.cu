@@ -118,12 +118,12 @@ static void test_malformed_inputs_and_echo(void **) {
   uint32_t bad = 0x12345678u;
   memcpy(f.rb.rx_data_host, &bad, 4);
   cudaq_host_ringbuffer_signal_slot(&f.rb, 0);
-  wait_rx_consumed(&f.rb, 0);
+  wait_dropped(&f.rb, 0);
   assert_int_equal(cudaq_host_ringbuffer_poll_tx_flag(&f.rb, 0, NULL), CUDAQ_TX_EMPTY);
   /* unknown function: cleared, no response */
   assert_int_equal(cudaq_host_ringbuffer_write_rpc_request(&f.rb, 1, 0xBADF00Du, buf, 8, 2, ptp), CUDAQ_OK);
   cudaq_host_ringbuffer_signal_slot(&f.rb, 1);
-  wait_rx_consumed(&f.rb, 1);
+  wait_dropped(&f.rb, 1);
   assert_int_equal(cudaq_host_ringbuffer_poll_tx_flag(&f.rb, 1, NULL), CUDAQ_TX_EMPTY);
   /* arg_len beyond the slot (forged header) */
   assert_int_equal(cudaq_host_ringbuffer_write_rpc_request(&f.rb, 2, FN_ECHO, buf, 8, 3, ptp), CUDAQ_OK);
@@ -341,7 +341,7 @@ static void test_restart_keeps_drop_counters(void **) {
   for (uint32_t s = 0; s < 3; ++s) { /* unknown function: consumed, not answered */
     assert_int_equal(cudaq_host_ringbuffer_write_rpc_request(&f.rb, s, 0x1234u, NULL, 0, s, 0), CUDAQ_OK);
     cudaq_host_ringbuffer_signal_slot(&f.rb, s);
-    wait_rx_consumed(&f.rb, s);
+    wait_dropped(&f.rb, s);
   }
   assert_int_equal(cudaq_dispatcher_stop(f.d), CUDAQ_OK);
   expect_counts(f.d, f.h_stats, 0, 3);
