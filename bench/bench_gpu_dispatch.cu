@@ -452,7 +452,7 @@ static void launch_echo_inline(volatile uint64_t *rx_flags, volatile uint64_t *t
   cudaq__dispatch_params p;
   if (cudaq__dispatch_prepare(false, rx_flags, tx_flags, rx_data, tx_data, rx_stride_sz, tx_stride_sz, table, count,
                               shutdown_flag, stats, num_slots, num_blocks, threads, nullptr, &p))
-    dispatch_regular_echo_inline<<<num_blocks, threads, p.stage_bytes, stream>>>(p);
+    cudaq__regular_launch(dispatch_regular_echo_inline, p, num_blocks, threads, stream);
 }
 
 static double bench_device_call(bool coop, uint32_t payload, uint64_t n, bool inline_echo = false) {
