@@ -366,8 +366,18 @@ static double measure_ring(const char *base, cudaq_ringbuffer_t *rb, uint32_t sl
  * Driven by measure_ring (the same host loop as the device-call rows), it
  * separates what the dispatcher's own code costs from what the protocol and
  * the host side do. Payloads up to 104 bytes; stops on *stop. */
-__global__ void min_dispatch(cudaq_ringbuffer_t rb, uint32_t slots, const volatile int *stop) {
+__device__ inline uint32_t floor_smid() {
+  uint32_t id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  return id;
+}
+/* want_sm >= 0 (--sm-sweep): launched as one block per SM, only the block
+ * on SM want_sm serves; *where: the SM that served. */
+__global__ void min_dispatch(cudaq_ringbuffer_t rb, uint32_t slots, const volatile int *stop, int want_sm,
+                             int *where) {
   const uint32_t lane = threadIdx.x & 31u;
+  if (want_sm >= 0 && floor_smid() != (uint32_t)want_sm) return;
+  if (lane == 0) *where = (int)floor_smid();
   for (uint32_t slot = 0, it = 0;; slot = slot + 1 == slots ? 0 : slot + 1) {
     uint32_t go = 0;
     while (!go) {
@@ -407,7 +417,7 @@ __global__ void min_dispatch(cudaq_ringbuffer_t rb, uint32_t slots, const volati
   }
 }
 
-static double bench_min_dispatch(uint32_t payload, uint64_t n, uint32_t slots = 32) {
+static double bench_min_dispatch(uint32_t payload, uint64_t n, uint32_t slots = 32, int want_sm = -1) {
   const uint32_t slot_size = 64 + ((payload + 7) & ~7u);
   if (payload > 104) {
     printf("%-46s skipped: the minimal kernel echoes payloads of at most 104 bytes\n",
@@ -416,20 +426,36 @@ static double bench_min_dispatch(uint32_t payload, uint64_t n, uint32_t slots = 
   }
   cudaq_ringbuffer_t rb;
   CQ(cudaq_host_ringbuffer_alloc(&rb, slots, slot_size, CUDAQ_RING_ALLOC_MAPPED));
-  int *stop;
+  int *stop, *where;
   CK(cudaMalloc(&stop, sizeof(int)));
+  CK(cudaMallocManaged(&where, sizeof(int)));
+  *where = -1;
   CQ(cudaq_dispatch_set_shutdown_flag(stop, 0));
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  min_dispatch<<<1, 32, 0, s>>>(rb, slots, stop);
+  if (want_sm < 0) {
+    min_dispatch<<<1, 32, 0, s>>>(rb, slots, stop, -1, where);
+  } else {
+    /* One block per SM: each asks for more than half an SM's shared memory. */
+    int sms = 0, smem = 0;
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    CK(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+    CK(cudaFuncSetAttribute(min_dispatch, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    min_dispatch<<<sms, 32, smem, s>>>(rb, slots, stop, want_sm, where);
+  }
   CK(cudaGetLastError());
-  char name[64];
-  snprintf(name, sizeof name, "protocol on the ring (minimal kernel), %u slot%s", slots, slots > 1 ? "s" : "");
+  char name[80];
+  if (want_sm < 0)
+    snprintf(name, sizeof name, "protocol on the ring (minimal kernel), %u slot%s", slots, slots > 1 ? "s" : "");
+  else
+    snprintf(name, sizeof name, "protocol on the ring, %u slots, on SM %d", slots, want_sm);
   double p50 = measure_ring(name, &rb, slots, payload, n);
+  printf("%-46s served by SM %d\n", "", *(volatile int *)where);
   CQ(cudaq_dispatch_set_shutdown_flag(stop, 1));
   CK(cudaStreamSynchronize(s));
   CK(cudaStreamDestroy(s));
   CK(cudaFree(stop));
+  CK(cudaFree(where));
   CQ(cudaq_host_ringbuffer_free(&rb));
   return p50;
 }
@@ -614,7 +640,7 @@ static double bench_unified(uint32_t payload, uint64_t n) {
 int main(int argc, char **argv) {
   uint64_t n = 100000;
   uint32_t payload = 64;
-  int cpu = 2, ab_rounds = 0, call_rounds = 0, only_call = 0, call_inline = 0;
+  int cpu = 2, ab_rounds = 0, call_rounds = 0, only_call = 0, call_inline = 0, sm_sweep = 0;
   double interval = 20.0;
   std::vector<const char *> call_envs;
   for (int i = 1; i < argc; ++i) {
@@ -626,6 +652,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--call-env") && i + 1 < argc) call_envs.push_back(argv[++i]);
     else if (!strcmp(argv[i], "--only-call")) only_call = 1;
     else if (!strcmp(argv[i], "--call-inline")) call_inline = 1;
+    else if (!strcmp(argv[i], "--sm-sweep") && i + 1 < argc) sm_sweep = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--interval") && i + 1 < argc) interval = atof(argv[++i]);
     else {
       fprintf(stderr,
@@ -635,6 +662,7 @@ int main(int argc, char **argv) {
               "  --ab ROUNDS         graph launch with and without the staged copy, interleaved\n"
               "  --call-rounds R     device-call (regular) once per --call-env setting (\"\" = as is), R rounds\n"
               "  --only-call         only the floors and the --call-rounds rows\n"
+              "  --sm-sweep STEP     the protocol alone on the ring served from SM 0, STEP, 2 STEP, ... (twice)\n"
               "  --call-inline       each --call-rounds row again with the echo compiled into the loop, and the\n"
               "                      protocol alone on the ring (a minimal one-warp kernel; 32, 1, 2 slots)\n"
               "  --interval US       the paced graph-launch rows: one request US after each response (default 20)\n",
@@ -726,6 +754,14 @@ int main(int argc, char **argv) {
         for (const std::string &nm : names) unsetenv(nm.c_str());
       }
     }
+  }
+  if (sm_sweep > 0) {
+    /* Does the serving SM decide the round trip? Every SM STEP apart, two
+     * passes (each row a new ring). */
+    int sms = 0;
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    for (int pass = 0; pass < 2; ++pass)
+      for (int sm = 0; sm < sms; sm += sm_sweep) bench_min_dispatch(payload, n / 4, 32, sm);
   }
   if (only_call) return 0;
   double reg = bench_device_call(false, payload, n);
