@@ -418,15 +418,15 @@ __global__ void min_dispatch(cudaq_ringbuffer_t rb, uint32_t slots, const volati
   }
 }
 
-static double bench_min_dispatch(uint32_t payload, uint64_t n, uint32_t slots = 32, int want_sm = -1) {
-  const uint32_t slot_size = 64 + ((payload + 7) & ~7u);
+/* Runs the minimal kernel over ring rb (one block, or with want_sm >= 0
+ * one block per SM, the one on SM want_sm serving) through measure_ring,
+ * then stops it; prints the SM that served. */
+static double run_min_on_ring(cudaq_ringbuffer_t *rb, uint32_t slots, uint32_t payload, uint64_t n, int want_sm,
+                              const char *name) {
   if (payload > 104) {
-    printf("%-46s skipped: the minimal kernel echoes payloads of at most 104 bytes\n",
-           "protocol on the ring (minimal kernel)");
+    printf("%-46s skipped: the minimal kernel echoes payloads of at most 104 bytes\n", name);
     return 0;
   }
-  cudaq_ringbuffer_t rb;
-  CQ(cudaq_host_ringbuffer_alloc(&rb, slots, slot_size, CUDAQ_RING_ALLOC_MAPPED));
   int *stop, *where;
   CK(cudaMalloc(&stop, sizeof(int)));
   CK(cudaMallocManaged(&where, sizeof(int)));
@@ -435,28 +435,36 @@ static double bench_min_dispatch(uint32_t payload, uint64_t n, uint32_t slots = 
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   if (want_sm < 0) {
-    min_dispatch<<<1, 32, 0, s>>>(rb, slots, stop, -1, where);
+    min_dispatch<<<1, 32, 0, s>>>(*rb, slots, stop, -1, where);
   } else {
     /* One block per SM: each asks for more than half an SM's shared memory. */
     int sms = 0, smem = 0;
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     CK(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
     CK(cudaFuncSetAttribute(min_dispatch, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    min_dispatch<<<sms, 32, smem, s>>>(rb, slots, stop, want_sm, where);
+    min_dispatch<<<sms, 32, smem, s>>>(*rb, slots, stop, want_sm, where);
   }
   CK(cudaGetLastError());
-  char name[80];
-  if (want_sm < 0)
-    snprintf(name, sizeof name, "protocol on the ring (minimal kernel), %u slot%s", slots, slots > 1 ? "s" : "");
-  else
-    snprintf(name, sizeof name, "protocol on the ring, %u slots, on SM %d", slots, want_sm);
-  double p50 = measure_ring(name, &rb, slots, payload, n);
+  double p50 = measure_ring(name, rb, slots, payload, n);
   printf("%-46s served by SM %d\n", "", *(volatile int *)where);
   CQ(cudaq_dispatch_set_shutdown_flag(stop, 1));
   CK(cudaStreamSynchronize(s));
   CK(cudaStreamDestroy(s));
   CK(cudaFree(stop));
   CK(cudaFree(where));
+  return p50;
+}
+
+static double bench_min_dispatch(uint32_t payload, uint64_t n, uint32_t slots = 32, int want_sm = -1) {
+  const uint32_t slot_size = 64 + ((payload + 7) & ~7u);
+  cudaq_ringbuffer_t rb;
+  CQ(cudaq_host_ringbuffer_alloc(&rb, slots, slot_size, CUDAQ_RING_ALLOC_MAPPED));
+  char name[80];
+  if (want_sm < 0)
+    snprintf(name, sizeof name, "protocol on the ring (minimal kernel), %u slot%s", slots, slots > 1 ? "s" : "");
+  else
+    snprintf(name, sizeof name, "protocol on the ring, %u slots, on SM %d", slots, want_sm);
+  double p50 = run_min_on_ring(&rb, slots, payload, n, want_sm, name);
   CQ(cudaq_host_ringbuffer_free(&rb));
   return p50;
 }
@@ -496,23 +504,10 @@ static double bench_min_ring_memory(uint32_t payload, uint64_t n, int kind) {
   rb.rx_data = d + 2 * fb;
   rb.tx_data = d + 2 * fb + db;
   rb.rx_stride_sz = rb.tx_stride_sz = stride;
-  int *stop, *where;
-  CK(cudaMalloc(&stop, sizeof(int)));
-  CK(cudaMallocManaged(&where, sizeof(int)));
-  CQ(cudaq_dispatch_set_shutdown_flag(stop, 0));
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  min_dispatch<<<1, 32, 0, s>>>(rb, slots, stop, -1, where);
-  CK(cudaGetLastError());
   static const char *kinds[] = {"cudaHostAlloc", "4 KiB pages, registered", "2 MiB THP, registered"};
   char name[96];
   snprintf(name, sizeof name, "protocol on the ring, %s", kinds[kind]);
-  double p50 = measure_ring(name, &rb, slots, payload, n);
-  CQ(cudaq_dispatch_set_shutdown_flag(stop, 1));
-  CK(cudaStreamSynchronize(s));
-  CK(cudaStreamDestroy(s));
-  CK(cudaFree(stop));
-  CK(cudaFree(where));
+  double p50 = run_min_on_ring(&rb, slots, payload, n, -1, name);
   if (kind == 0) CK(cudaFreeHost(h));
   else {
     CK(cudaHostUnregister(h));
