@@ -25,7 +25,6 @@
 
 #include <algorithm>
 #include <pthread.h>
-#include <sys/mman.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -469,53 +468,6 @@ static double bench_min_dispatch(uint32_t payload, uint64_t n, uint32_t slots = 
   return p50;
 }
 
-/* --ring-memory: the minimal kernel's ring laid out as
- * cudaq_host_ringbuffer_alloc lays it out (RX flags, TX flags, RX data, TX
- * data, 128-byte aligned), in memory of one of three kinds: cudaHostAlloc
- * (as the library), 4 KiB pages registered with cudaHostRegister, or one
- * 2 MiB region advised for a transparent huge page and registered. Shows
- * whether where the ring lies decides the round trip (the rows' two modes). */
-static double bench_min_ring_memory(uint32_t payload, uint64_t n, int kind) {
-  const uint32_t slots = 32, slot_size = 64 + ((payload + 7) & ~7u);
-  const size_t stride = (slot_size + 7) & ~(size_t)7, fb = (slots * 8 + 127) & ~(size_t)127,
-               db = (slots * stride + 127) & ~(size_t)127, total = 2 * fb + 2 * db;
-  const size_t huge = 2u << 20;
-  uint8_t *h = nullptr;
-  if (kind == 0) {
-    CK(cudaHostAlloc((void **)&h, total, cudaHostAllocMapped));
-  } else {
-    const size_t align = kind == 2 ? huge : 4096, bytes = kind == 2 ? huge : (total + 4095) & ~(size_t)4095;
-    if (posix_memalign((void **)&h, align, bytes)) return 0;
-    if (kind == 2) madvise(h, bytes, MADV_HUGEPAGE);
-    memset(h, 0, bytes);
-    CK(cudaHostRegister(h, bytes, cudaHostRegisterMapped));
-  }
-  memset(h, 0, total);
-  uint8_t *d;
-  CK(cudaHostGetDevicePointer((void **)&d, h, 0));
-  cudaq_ringbuffer_t rb;
-  memset(&rb, 0, sizeof rb);
-  rb.rx_flags_host = (volatile uint64_t *)h;
-  rb.tx_flags_host = (volatile uint64_t *)(h + fb);
-  rb.rx_data_host = h + 2 * fb;
-  rb.tx_data_host = h + 2 * fb + db;
-  rb.rx_flags = (volatile uint64_t *)d;
-  rb.tx_flags = (volatile uint64_t *)(d + fb);
-  rb.rx_data = d + 2 * fb;
-  rb.tx_data = d + 2 * fb + db;
-  rb.rx_stride_sz = rb.tx_stride_sz = stride;
-  static const char *kinds[] = {"cudaHostAlloc", "4 KiB pages, registered", "2 MiB THP, registered"};
-  char name[96];
-  snprintf(name, sizeof name, "protocol on the ring, %s", kinds[kind]);
-  double p50 = run_min_on_ring(&rb, slots, payload, n, -1, name);
-  if (kind == 0) CK(cudaFreeHost(h));
-  else {
-    CK(cudaHostUnregister(h));
-    free(h);
-  }
-  return p50;
-}
-
 /* The regular device-call kernel with the echo handler compiled into the
  * loop (no call through the entry's function pointer), as the NN device
  * program runs its handler: shows what the indirect call costs. */
@@ -696,7 +648,7 @@ static double bench_unified(uint32_t payload, uint64_t n) {
 int main(int argc, char **argv) {
   uint64_t n = 100000;
   uint32_t payload = 64;
-  int cpu = 2, ab_rounds = 0, call_rounds = 0, only_call = 0, call_inline = 0, sm_sweep = 0, ring_memory = 0;
+  int cpu = 2, ab_rounds = 0, call_rounds = 0, only_call = 0, call_inline = 0, sm_sweep = 0;
   double interval = 20.0;
   std::vector<const char *> call_envs;
   for (int i = 1; i < argc; ++i) {
@@ -709,7 +661,6 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--only-call")) only_call = 1;
     else if (!strcmp(argv[i], "--call-inline")) call_inline = 1;
     else if (!strcmp(argv[i], "--sm-sweep") && i + 1 < argc) sm_sweep = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--ring-memory") && i + 1 < argc) ring_memory = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--interval") && i + 1 < argc) interval = atof(argv[++i]);
     else {
       fprintf(stderr,
@@ -720,7 +671,6 @@ int main(int argc, char **argv) {
               "  --call-rounds R     device-call (regular) once per --call-env setting (\"\" = as is), R rounds\n"
               "  --only-call         only the floors and the --call-rounds rows\n"
               "  --sm-sweep STEP     the protocol alone on the ring served from SM 0, STEP, 2 STEP, ... (twice)\n"
-              "  --ring-memory R     the protocol alone on rings in three kinds of host memory, R rounds\n"
               "  --call-inline       each --call-rounds row again with the echo compiled into the loop, and the\n"
               "                      protocol alone on the ring (a minimal one-warp kernel; 32, 1, 2 slots)\n"
               "  --interval US       the paced graph-launch rows: one request US after each response (default 20)\n",
@@ -821,8 +771,6 @@ int main(int argc, char **argv) {
     for (int pass = 0; pass < 2; ++pass)
       for (int sm = 0; sm < sms; sm += sm_sweep) bench_min_dispatch(payload, n / 4, 32, sm);
   }
-  for (int round = 0; round < ring_memory; ++round)
-    for (int kind = 0; kind < 3; ++kind) bench_min_ring_memory(payload, n / 4, kind);
   if (only_call) return 0;
   double reg = bench_device_call(false, payload, n);
   double coop = bench_device_call(true, payload, n);

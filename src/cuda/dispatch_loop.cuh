@@ -234,8 +234,8 @@ __device__ inline void hand_back(const dispatch_params &p, uint32_t slot) {
  * back (hand_back) between issuing its loads and using them: R3's fence
  * then waits while the loads are in flight instead of after them (one
  * system-scope fence off the request's path). The slot is then in flight
- * before its header is checked: parse_request takes the marker back for a
- * request it drops. */
+ * before its header is checked: drop_request takes the marker back for a
+ * request the leader drops. */
 __device__ void prefetch_request(const dispatch_params &p, uint32_t slot, uint8_t *stage) {
   const uint32_t *src = reinterpret_cast<const uint32_t *>(p.rx_data + (size_t)slot * p.rx_stride);
   uint32_t *dst = reinterpret_cast<uint32_t *>(stage);
