@@ -52,9 +52,12 @@ struct bench_device_echo {
 
 /* Starts the echo dispatcher: `blocks` blocks of 32 threads, regular or
  * cooperative, over a mapped ring of `slots` slots of slot_size bytes;
- * `launch` (if not NULL) replaces the regular kernel's launch helper. */
+ * `launch` (if not NULL) replaces the regular kernel's launch helper;
+ * ring_flags are added to the ring's allocation flags (e.g.
+ * CUDAQ_RING_ALLOC_HEADER_COMPLETION). */
 static inline void bench_device_echo_start(bench_device_echo *e, uint32_t slots, uint32_t slot_size, bool coop,
-                                           uint32_t blocks, cudaq_dispatch_launch_fn_t launch = nullptr) {
+                                           uint32_t blocks, cudaq_dispatch_launch_fn_t launch = nullptr,
+                                           uint32_t ring_flags = 0) {
   cudaq_dispatcher_config_t c;
   cudaq_dispatcher_config_init(&c);
   c.num_slots = slots;
@@ -64,7 +67,7 @@ static inline void bench_device_echo_start(bench_device_echo *e, uint32_t slots,
   c.threads_per_block = 32;
   BENCH_CUDAQ_CK(cudaq_dispatch_manager_create(&e->m));
   BENCH_CUDAQ_CK(cudaq_dispatcher_create(e->m, &c, &e->d));
-  BENCH_CUDAQ_CK(cudaq_host_ringbuffer_alloc(&e->rb, slots, slot_size, CUDAQ_RING_ALLOC_MAPPED));
+  BENCH_CUDAQ_CK(cudaq_host_ringbuffer_alloc(&e->rb, slots, slot_size, CUDAQ_RING_ALLOC_MAPPED | ring_flags));
   e->t = bench_echo_table();
   BENCH_CUDA_CK(cudaMalloc(&e->flag, sizeof(int))); /* control words in device memory (DESIGN.md) */
   BENCH_CUDA_CK(cudaMemset(e->flag, 0, sizeof(int)));

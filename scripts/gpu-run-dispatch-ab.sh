@@ -11,7 +11,8 @@
 #       tests/nn/test_nn_device_program bench/bench_pipeline tests/test_pipeline_gpu" scripts/gpu-pack.sh
 #   cp -L /usr/lib/x86_64-linux-gnu/libprotobuf-c.so.1 .gpucarry-d/   # test_nn_device_program needs it
 # and carry .gpucarry-d (a binary left out of BINS is skipped). AB: the --call-env settings (default: the early
-# clear off and on). ROUNDS, REQUESTS: the bench's rounds and requests;
+# clear off and on). ROUNDS, REQUESTS: the bench's rounds and requests; BENCH_EXTRA: more bench options
+# (e.g. --call-header: the rows again over a ring with header completion);
 # SANITIZE=1 adds compute-sanitizer memcheck and racecheck of the dispatch tests.
 set -uo pipefail
 source "$(dirname "$0")/gpu-common.sh"
@@ -40,7 +41,7 @@ fi
 envs=()
 for kv in $AB; do envs+=(--call-env "$kv"); done
 run bench_gpu_dispatch /tmp/dab/bench_gpu_dispatch --requests "${REQUESTS:-100000}" --cpu 2 \
-  --call-rounds "${ROUNDS:-3}" "${envs[@]}" --call-inline --only-call
+  --call-rounds "${ROUNDS:-3}" "${envs[@]}" --call-inline --only-call ${BENCH_EXTRA:-}
 cat "$OUT/bench_gpu_dispatch.log"
 if [ -n "${PIPE:-}" ] && [ -x /tmp/dab/bench_pipeline ]; then
   for r in 1 2; do

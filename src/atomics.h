@@ -24,6 +24,7 @@
 _Static_assert(sizeof(_Atomic uint64_t) == sizeof(uint64_t), "atomic u64 layout");
 _Static_assert(_Alignof(_Atomic uint64_t) == _Alignof(uint64_t), "atomic u64 alignment");
 _Static_assert(sizeof(_Atomic int) == sizeof(int), "atomic int layout");
+_Static_assert(sizeof(_Atomic uint32_t) == sizeof(uint32_t), "atomic u32 layout");
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free");
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "int atomics must be lock-free");
 
@@ -41,6 +42,12 @@ static inline void cudaq__store_release_u64(volatile uint64_t *p, uint64_t v) {
 }
 static inline void cudaq__store_relaxed_u64(volatile uint64_t *p, uint64_t v) {
   atomic_store_explicit(CUDAQ__A64(p), v, memory_order_relaxed);
+}
+static inline uint32_t cudaq__load_acquire_u32(const volatile uint32_t *p) {
+  return atomic_load_explicit((_Atomic uint32_t *)(uintptr_t)(p), memory_order_acquire);
+}
+static inline void cudaq__store_release_u32(volatile uint32_t *p, uint32_t v) {
+  atomic_store_explicit((_Atomic uint32_t *)(uintptr_t)(p), v, memory_order_release);
 }
 static inline int cudaq__load_acquire_int(const volatile int *p) {
   return atomic_load_explicit(CUDAQ__AINT(p), memory_order_acquire);

@@ -136,7 +136,15 @@ cudaq_status_t cudaq__device_start(cudaq_dispatcher_t *d) {
     cudaSetDevice(prev);
     return cudaq__fail(CUDAQ_ERR_CUDA, "%s: clearing the stats buffer: %s", fn, cudaGetErrorString(e));
   }
-  if (cudaq__device_counters_prepare(d->stats, !d->started_once) != 0) {
+  if (d->ring.completion == CUDAQ_RX_COMPLETION_HEADER &&
+      (d->config.kernel_type == CUDAQ_KERNEL_UNIFIED || !cudaq__is_header_launcher(d->launch_fn))) {
+    cudaSetDevice(prev);
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                       "%s: a ring with header completion needs cudaq_launch_dispatch_kernel_regular or "
+                       "cudaq_launch_dispatch_kernel_cooperative as the launch function",
+                       fn);
+  }
+  if (cudaq__device_counters_prepare(d->stats, !d->started_once, d->ring.completion) != 0) {
     cudaSetDevice(prev);
     return cudaq__fail(CUDAQ_ERR_CUDA, "%s: preparing the device counters failed", fn);
   }

@@ -15,6 +15,7 @@
 
 static _Atomic(cudaq__counter_reader_fn) counter_reader;
 static _Atomic(cudaq__counter_prepare_fn) counter_prepare;
+static _Atomic(cudaq_dispatch_launch_fn_t) header_launchers[2];
 
 /* Called by the dispatch kernel library (cudaq_realtime_dispatch) when it
  * is loaded, so that cudaq_dispatcher_get_counters() can read the counters
@@ -22,15 +23,24 @@ static _Atomic(cudaq__counter_prepare_fn) counter_prepare;
  * it whether they start from 0. Exported for that library only. The
  * release stores pair with the acquire loads of the callers (the function
  * pointers are all they publish). */
-void cudaq__register_device_counter_reader(cudaq__counter_reader_fn read, cudaq__counter_prepare_fn prepare);
-void cudaq__register_device_counter_reader(cudaq__counter_reader_fn read, cudaq__counter_prepare_fn prepare) {
+void cudaq__register_device_counter_reader(cudaq__counter_reader_fn read, cudaq__counter_prepare_fn prepare,
+                                           cudaq_dispatch_launch_fn_t regular, cudaq_dispatch_launch_fn_t coop);
+void cudaq__register_device_counter_reader(cudaq__counter_reader_fn read, cudaq__counter_prepare_fn prepare,
+                                           cudaq_dispatch_launch_fn_t regular, cudaq_dispatch_launch_fn_t coop) {
   atomic_store_explicit(&counter_reader, read, memory_order_release);
   atomic_store_explicit(&counter_prepare, prepare, memory_order_release);
+  atomic_store_explicit(&header_launchers[0], regular, memory_order_release);
+  atomic_store_explicit(&header_launchers[1], coop, memory_order_release);
 }
 
-int cudaq__device_counters_prepare(const uint64_t *stats, int fresh) {
+int cudaq__device_counters_prepare(const uint64_t *stats, int fresh, uint32_t completion) {
   cudaq__counter_prepare_fn fn = atomic_load_explicit(&counter_prepare, memory_order_acquire);
-  return fn ? fn(stats, fresh) : 0; /* no dispatch library: the user's kernel keeps its own counters */
+  return fn ? fn(stats, fresh, completion) : 0; /* no dispatch library: the user's kernel keeps its own counters */
+}
+
+int cudaq__is_header_launcher(cudaq_dispatch_launch_fn_t fn) {
+  return fn && (fn == atomic_load_explicit(&header_launchers[0], memory_order_acquire) ||
+                fn == atomic_load_explicit(&header_launchers[1], memory_order_acquire));
 }
 
 static bool on_device_path(const cudaq_dispatcher_t *d) {
@@ -216,6 +226,21 @@ cudaq_status_t cudaq_dispatcher_set_ringbuffer(cudaq_dispatcher_t *dispatcher,
   if (on_device_path(dispatcher) && (r->rx_stride_sz % 4 || r->tx_stride_sz % 4))
     return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
                        "%s: the dispatch kernel needs slot strides that are multiples of 4", fn);
+  /* Header completion (cudaq_rx_completion_t): the device-call kernels'
+   * extension; its layout rules. */
+  if (r->completion != CUDAQ_RX_COMPLETION_FLAG && r->completion != CUDAQ_RX_COMPLETION_HEADER)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: completion %u is not a cudaq_rx_completion_t (zero the ring struct)",
+                       fn, r->completion);
+  if (r->completion == CUDAQ_RX_COMPLETION_HEADER) {
+    if (!on_device_path(dispatcher))
+      return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                         "%s: header completion is served by the GPU device-call kernels, not the host path", fn);
+    if (r->rx_stride_sz % CUDAQ_HEADER_LINE || (uintptr_t)r->rx_data % CUDAQ_HEADER_LINE || r->rx_data == r->tx_data)
+      return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                         "%s: header completion needs RX slots on %u-byte lines (rx_data %p, stride %zu) and "
+                         "separate TX data",
+                         fn, CUDAQ_HEADER_LINE, (void *)r->rx_data, r->rx_stride_sz);
+  }
   cudaq_ringbuffer_t ring = *r;
   /* A NULL host view means the device view is host-accessible too. */
   if (!ring.rx_flags_host) ring.rx_flags_host = ring.rx_flags;

@@ -139,10 +139,15 @@ typedef int (*cudaq__counter_reader_fn)(const uint64_t *stats, cudaq_dispatcher_
  * (fresh: the dispatcher's first start) or continue (a restart), so that
  * the next launch does not decide from stats[0] (which stays 0 after a run
  * that only dropped requests). Returns 0 on success. */
-typedef int (*cudaq__counter_prepare_fn)(const uint64_t *stats, int fresh);
-/* Calls the registered prepare hook (dispatcher.c); 0 when none is
- * registered (a launch function of the user's own, without our library). */
-int cudaq__device_counters_prepare(const uint64_t *stats, int fresh);
+typedef int (*cudaq__counter_prepare_fn)(const uint64_t *stats, int fresh, uint32_t completion);
+/* Calls the registered prepare hook (dispatcher.c) with the ring's
+ * cudaq_rx_completion_t for the launch; 0 when none is registered (a
+ * launch function of the user's own, without our library). */
+int cudaq__device_counters_prepare(const uint64_t *stats, int fresh, uint32_t completion);
+/* 1 if `fn` is one of the dispatch library's device-call launch functions
+ * (registered with the hooks above): the launches that serve header
+ * completion (cudaq_rx_completion_t). */
+int cudaq__is_header_launcher(cudaq_dispatch_launch_fn_t fn);
 
 /* Thread and ring helpers shared by the host dispatcher and the pipeline
  * (host_dispatch.c): */

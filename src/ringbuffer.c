@@ -24,6 +24,12 @@ static inline uint8_t *rx_data_h(const cudaq_ringbuffer_t *rb) {
   return rb->rx_data_host ? rb->rx_data_host : rb->rx_data;
 }
 
+/* Slot `slot_idx`'s first word (the request's magic), acquire. */
+static inline uint32_t slot_magic_acquire(const cudaq_ringbuffer_t *rb, uint32_t slot_idx) {
+  return cudaq__load_acquire_u32((const volatile uint32_t *)(const void *)(rx_data_h(rb) +
+                                                                          (size_t)slot_idx * rb->rx_stride_sz));
+}
+
 cudaq_status_t cudaq_host_ringbuffer_write_rpc_request(const cudaq_ringbuffer_t *rb,
                                                        uint32_t slot_idx, uint32_t function_id,
                                                        const void *payload, uint32_t payload_len,
@@ -41,8 +47,15 @@ cudaq_status_t cudaq_host_ringbuffer_write_rpc_request(const cudaq_ringbuffer_t 
   uint8_t *slot = rx_data_h(rb) + (size_t)slot_idx * rb->rx_stride_sz;
   cudaq_rpc_header_t h = {CUDAQ_RPC_MAGIC_REQUEST, function_id, payload_len, request_id,
                           ptp_timestamp};
-  memcpy(slot, &h, sizeof h);
+  /* The payload, the header after the magic, and the magic word last: a
+   * dispatcher with header completion (a ring with CUDAQ_RX_COMPLETION_HEADER)
+   * takes a line whose magic is a request's for a complete request. */
   if (payload_len) memcpy(slot + CUDAQ_RPC_HEADER_SIZE, payload, payload_len);
+  memcpy(slot + sizeof h.magic, (const uint8_t *)&h + sizeof h.magic, sizeof h - sizeof h.magic);
+  /* R1h publishes the request (payload and header) through its magic word;
+   * pairs with A1h, the header-completion poll in the dispatch kernel
+   * (dispatch_loop.cuh, poll_ready_slot and parse_request). */
+  cudaq__store_release_u32((volatile uint32_t *)slot, h.magic);
   return cudaq__ok();
 }
 
@@ -80,12 +93,25 @@ int cudaq_host_ringbuffer_slot_available(const cudaq_ringbuffer_t *rb, uint32_t 
    * after clearing RX (the GPU kernels read the request after R3), TX holds
    * its in-flight marker, so the slot is not available until the response
    * is consumed. */
-  return cudaq__load_acquire_u64(&rx_flags_h(rb)[slot_idx]) == 0 &&
-         cudaq__load_acquire_u64(&tx_flags_h(rb)[slot_idx]) == 0;
+  if (cudaq__load_acquire_u64(&rx_flags_h(rb)[slot_idx]) != 0 ||
+      cudaq__load_acquire_u64(&tx_flags_h(rb)[slot_idx]) != 0)
+    return 0;
+  /* Header completion: a dispatcher clears RX before its answer with no
+   * in-flight marker, so both flags read 0 for a moment before TX is set;
+   * the slot's magic word (CUDAQ_RPC_SLOT_CONSUMED from the take until
+   * clear_slot zeroes it, after the answer) tells that moment from a free
+   * slot. A3h pairs with R5h in cudaq_host_ringbuffer_clear_slot and R3h
+   * in the kernel's drop (dispatch_loop.cuh). */
+  return rb->completion != CUDAQ_RX_COMPLETION_HEADER || slot_magic_acquire(rb, slot_idx) == 0;
 }
 
 void cudaq_host_ringbuffer_clear_slot(const cudaq_ringbuffer_t *rb, uint32_t slot_idx) {
   if (!rb || !tx_flags_h(rb)) return;
+  /* Header completion: the slot's magic word zeroed first (R5h: ordered
+   * before TX's clear by R5, so a producer that sees TX 0 sees it;
+   * slot_available's A3h). */
+  if (rb->completion == CUDAQ_RX_COMPLETION_HEADER && rx_data_h(rb))
+    cudaq__store_release_u32((volatile uint32_t *)(void *)(rx_data_h(rb) + (size_t)slot_idx * rb->rx_stride_sz), 0);
   /* R5 says the consumer is done with the response; pairs with A3 in
    * cudaq_host_ringbuffer_slot_available (the producer). */
   cudaq__store_release_u64(&tx_flags_h(rb)[slot_idx], 0);
@@ -138,7 +164,8 @@ static int cuda_device_usable(void) {
 cudaq_status_t cudaq_host_ringbuffer_alloc(cudaq_ringbuffer_t *rb, uint32_t num_slots,
                                            uint32_t slot_size, uint32_t flags) {
   static const char *fn = "cudaq_host_ringbuffer_alloc";
-  const uint32_t known = CUDAQ_RING_ALLOC_HOST | CUDAQ_RING_ALLOC_MAPPED | CUDAQ_RING_ALLOC_IN_PLACE;
+  const uint32_t known = CUDAQ_RING_ALLOC_HOST | CUDAQ_RING_ALLOC_MAPPED | CUDAQ_RING_ALLOC_IN_PLACE |
+                         CUDAQ_RING_ALLOC_HEADER_COMPLETION;
   if (!rb) return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: rb is NULL", fn);
   if (num_slots == 0) return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: num_slots is 0", fn);
   if (slot_size < CUDAQ_RPC_HEADER_SIZE)
@@ -148,6 +175,11 @@ cudaq_status_t cudaq_host_ringbuffer_alloc(cudaq_ringbuffer_t *rb, uint32_t num_
       ((flags & CUDAQ_RING_ALLOC_HOST) && (flags & CUDAQ_RING_ALLOC_MAPPED)))
     return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: bad flags 0x%x", fn, flags);
   const int in_place = (flags & CUDAQ_RING_ALLOC_IN_PLACE) != 0;
+  const int header = (flags & CUDAQ_RING_ALLOC_HEADER_COMPLETION) != 0;
+  if (header && (in_place || slot_size % CUDAQ_HEADER_LINE))
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                       "%s: header completion needs slots on %u-byte lines and separate TX data "
+                       "(slot_size %u%s)", fn, CUDAQ_HEADER_LINE, slot_size, in_place ? ", in place" : "");
 
   int mapped = 0;
   if (flags & CUDAQ_RING_ALLOC_MAPPED) {
@@ -224,6 +256,7 @@ cudaq_status_t cudaq_host_ringbuffer_alloc(cudaq_ringbuffer_t *rb, uint32_t num_
   rb->tx_data = d_base + (h_tx_data - base);
   rb->rx_stride_sz = stride;
   rb->tx_stride_sz = stride;
+  rb->completion = header ? CUDAQ_RX_COMPLETION_HEADER : CUDAQ_RX_COMPLETION_FLAG;
   node->base = base;
   node->rx_flags_host = h_rx_flags;
   node->mapped = mapped;

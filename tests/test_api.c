@@ -339,6 +339,54 @@ static void test_write_request(void **state) {
   assert_int_equal(cudaq_host_ringbuffer_free(&rb), CUDAQ_OK);
 }
 
+/* Header completion's host side (cudaq_rx_completion_t, extension): the
+ * allocation flag and its layout rules, and the slot's life as a producer
+ * sees it: free; a request (magic written); taken and answered by the
+ * dispatcher (RX 0, magic CUDAQ_RPC_SLOT_CONSUMED, then TX set: the slot is
+ * not free in between, although both flags read 0 for a moment); released
+ * by clear_slot (magic 0, TX 0: free). A flag-protocol ring ignores the
+ * magic word. */
+static void test_header_completion_host(void **state) {
+  (void)state;
+  cudaq_ringbuffer_t rb;
+  EXPECT_ERR(cudaq_host_ringbuffer_alloc(&rb, 2, 192, CUDAQ_RING_ALLOC_HOST | CUDAQ_RING_ALLOC_HEADER_COMPLETION),
+             CUDAQ_ERR_INVALID_ARG);
+  EXPECT_ERR(cudaq_host_ringbuffer_alloc(&rb, 2, 128, CUDAQ_RING_ALLOC_HOST | CUDAQ_RING_ALLOC_IN_PLACE |
+                                                          CUDAQ_RING_ALLOC_HEADER_COMPLETION),
+             CUDAQ_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_host_ringbuffer_alloc(&rb, 2, 256, CUDAQ_RING_ALLOC_HOST | CUDAQ_RING_ALLOC_HEADER_COMPLETION),
+                   CUDAQ_OK);
+  assert_int_equal(rb.completion, CUDAQ_RX_COMPLETION_HEADER);
+  assert_int_equal((uintptr_t)rb.rx_data % CUDAQ_HEADER_LINE, 0);
+  assert_int_equal(rb.rx_stride_sz % CUDAQ_HEADER_LINE, 0);
+  volatile uint32_t *magic = (volatile uint32_t *)(void *)(rb.rx_data_host + rb.rx_stride_sz);
+  assert_true(cudaq_host_ringbuffer_slot_available(&rb, 1));
+  uint8_t payload[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  assert_int_equal(cudaq_host_ringbuffer_write_rpc_request(&rb, 1, 9, payload, 8, 3, 4), CUDAQ_OK);
+  assert_int_equal(*magic, CUDAQ_RPC_MAGIC_REQUEST);
+  cudaq_host_ringbuffer_signal_slot(&rb, 1);
+  assert_false(cudaq_host_ringbuffer_slot_available(&rb, 1));
+  /* The dispatcher's take: magic consumed, RX cleared, no answer yet. */
+  *magic = CUDAQ_RPC_SLOT_CONSUMED;
+  rb.rx_flags_host[1] = 0;
+  assert_false(cudaq_host_ringbuffer_slot_available(&rb, 1));
+  /* The answer, then the consumer's release. */
+  rb.tx_flags_host[1] = (uint64_t)(uintptr_t)rb.tx_data;
+  assert_false(cudaq_host_ringbuffer_slot_available(&rb, 1));
+  cudaq_host_ringbuffer_clear_slot(&rb, 1);
+  assert_int_equal(*magic, 0);
+  assert_int_equal(rb.tx_flags_host[1], 0);
+  assert_true(cudaq_host_ringbuffer_slot_available(&rb, 1));
+  /* A flag ring: the flags alone decide. */
+  rb.completion = CUDAQ_RX_COMPLETION_FLAG;
+  *magic = CUDAQ_RPC_SLOT_CONSUMED;
+  assert_true(cudaq_host_ringbuffer_slot_available(&rb, 1));
+  cudaq_host_ringbuffer_clear_slot(&rb, 1);
+  assert_int_equal(*magic, CUDAQ_RPC_SLOT_CONSUMED);
+  rb.completion = CUDAQ_RX_COMPLETION_HEADER;
+  assert_int_equal(cudaq_host_ringbuffer_free(&rb), CUDAQ_OK);
+}
+
 static void test_ring_alloc(void **state) {
   (void)state;
   cudaq_ringbuffer_t rb;
@@ -380,7 +428,7 @@ static void test_ring_alloc(void **state) {
   /* A ring the caller allocated is not ours to free. */
   uint64_t flags[8] = {0};
   uint8_t data[256];
-  cudaq_ringbuffer_t mine = {flags, flags + 4, data, data + 128, 32, 32, NULL, NULL, NULL, NULL};
+  cudaq_ringbuffer_t mine = {flags, flags + 4, data, data + 128, 32, 32, NULL, NULL, NULL, NULL, CUDAQ_RX_COMPLETION_FLAG};
   EXPECT_ERR(cudaq_host_ringbuffer_free(&mine), CUDAQ_ERR_INVALID_ARG);
 
   assert_int_equal(cudaq_host_ringbuffer_alloc(&rb, 3, 64, CUDAQ_RING_ALLOC_IN_PLACE | CUDAQ_RING_ALLOC_HOST),
@@ -420,7 +468,7 @@ int main(void) {
       cmocka_unit_test(test_dispatcher_create_errors), cmocka_unit_test(test_wiring_errors),
       cmocka_unit_test(test_device_path_start),   cmocka_unit_test(test_tx_flag_classification),
       cmocka_unit_test(test_write_request),       cmocka_unit_test(test_ring_alloc),
-      cmocka_unit_test(test_slot_helpers_null_ring),
+      cmocka_unit_test(test_slot_helpers_null_ring), cmocka_unit_test(test_header_completion_host),
       cmocka_unit_test(test_status_strings),
   };
   return cmocka_run_group_tests_name("host_api", tests, NULL, NULL);

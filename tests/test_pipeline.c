@@ -978,7 +978,7 @@ static void test_prelaunch_refused(void **state) {
   static _Alignas(8) uint8_t ext_data[2][4 * 516];
   static volatile uint64_t ext_flags[2][4];
   cudaq_ringbuffer_t ext = {ext_flags[0], ext_flags[1], ext_data[0], ext_data[1], 516, 516,
-                            NULL, NULL, NULL, NULL};
+                            NULL, NULL, NULL, NULL, CUDAQ_RX_COMPLETION_FLAG};
   for (int k = 0; k < 8; ++k) {
     cudaq_pipeline_config_t cfg;
     emu_config(&cfg, 2, k == 7 ? 65536 : 4, k == 7 ? 64 : 512);

@@ -17,6 +17,8 @@ struct cudaq__request_state {
   uint64_t ptp;
   int32_t status;     /* the answer for CMD_ANSWER */
   uint32_t drop_kind; /* 0 bad magic, 1 unknown function */
+  uint32_t line;      /* header completion: the request was seen in its slot's first line */
+  uint32_t rx_seen;   /* ... with its RX flag set in the same poll */
   cudaq_device_rpc_fn_t fn;
 };
 
@@ -146,8 +148,11 @@ cudaq__device_state *cudaq__state_for(const uint64_t *stats, bool create);
 /* cudaq__state_for(stats, true), prepared for a new launch: the counters
  * start again from 0 when stats[0] reads 0 (a fresh stats buffer, or one
  * the caller zeroed), else they continue (a restarted dispatcher); the
- * per-launch fields are always reset. Not on any hot path. */
-cudaq__device_state *cudaq__state_for_launch(const uint64_t *stats);
+ * per-launch fields are always reset. *completion (if not NULL): the
+ * ring's cudaq_rx_completion_t that cudaq_dispatcher_start prepared this
+ * launch with (FLAG for a launch helper called directly). Not on any hot
+ * path. */
+cudaq__device_state *cudaq__state_for_launch(const uint64_t *stats, uint32_t *completion = nullptr);
 
 /* Reports a launch-helper argument error the way CUDA reports launch
  * errors: the next cudaGetLastError() returns cudaErrorInvalidConfiguration. */

@@ -49,6 +49,8 @@ struct counters_node {
    * next launch keeps the counters as prepared instead of deciding from
    * stats[0]. Guarded by registry_lock. */
   bool prepared;
+  /* The ring's cudaq_rx_completion_t for that launch (same guard). */
+  uint32_t completion;
 };
 pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 counters_node *registry;
@@ -94,19 +96,23 @@ cudaq__device_state *cudaq__state_for(const uint64_t *stats, bool create) {
  * start) zeroes every counter, else they continue, even when the earlier
  * runs only dropped requests and stats[0] still reads 0. Returns 0, or -1
  * when the device state cannot be made. */
-static int prepare_counters_for_dispatcher(const uint64_t *stats, int fresh) {
+static int prepare_counters_for_dispatcher(const uint64_t *stats, int fresh, uint32_t completion) {
   pthread_mutex_lock(&registry_lock);
   counters_node *n = node_for(stats, true);
   bool ok = n && (!fresh || reset_state(n->dev, 0));
-  if (ok) n->prepared = true;
+  if (ok) {
+    n->prepared = true;
+    n->completion = completion;
+  }
   pthread_mutex_unlock(&registry_lock);
   return ok ? 0 : -1;
 }
 
-cudaq__device_state *cudaq__state_for_launch(const uint64_t *stats) {
+cudaq__device_state *cudaq__state_for_launch(const uint64_t *stats, uint32_t *completion) {
   pthread_mutex_lock(&registry_lock);
   counters_node *n = node_for(stats, true);
   const bool prepared = n && n->prepared;
+  if (completion) *completion = prepared ? n->completion : (uint32_t)CUDAQ_RX_COMPLETION_FLAG;
   if (n) n->prepared = false; /* one launch per preparation */
   pthread_mutex_unlock(&registry_lock);
   if (!n) return nullptr;
@@ -167,7 +173,8 @@ bool cudaq__dispatch_prepare(bool coop, volatile uint64_t *rx_flags, volatile ui
     cudaq__report_bad_launch();
     return false;
   }
-  p.state = cudaq__state_for_launch(stats);
+  uint32_t completion = CUDAQ_RX_COMPLETION_FLAG;
+  p.state = cudaq__state_for_launch(stats, &completion);
   if (!p.state) {
     cudaq__report_bad_launch();
     return false;
@@ -192,6 +199,20 @@ bool cudaq__dispatch_prepare(bool coop, volatile uint64_t *rx_flags, volatile ui
   p.early_clear = 1;
   if (const char *ec = getenv("CUDAQ_DISPATCH_EARLY_CLEAR"))
     if (*ec) p.early_clear = strtol(ec, nullptr, 10) != 0 ? 1u : 0u;
+  /* Header completion (dispatch_loop.cuh, HEADER_LINE): a ring with
+   * CUDAQ_RX_COMPLETION_HEADER, passed by cudaq_dispatcher_start with the
+   * counters' preparation (a launch helper called directly serves the
+   * spec's flag protocol). cudaq_dispatcher_set_ringbuffer checked the
+   * ring; the layout is checked again here, where it is relied on. */
+  p.header_poll = completion == CUDAQ_RX_COMPLETION_HEADER ? 1u : 0u;
+  if (p.header_poll) {
+    if (rx_stride_sz % HEADER_LINE || (uintptr_t)rx_data % HEADER_LINE || rx_data == tx_data) {
+      cudaq__report_bad_launch();
+      return false;
+    }
+    p.early_clear = 1;
+    p.prefetch_bytes = HEADER_LINE;
+  }
   p.no_stage = opt && opt->args_in_slot ? 1u : 0u;
   p.handler_smem = opt ? (uint32_t)((opt->handler_smem_bytes + 15) & ~size_t(15)) : 0u;
   return true;
@@ -301,12 +322,14 @@ extern "C" cudaError_t cudaq_dispatch_kernel_cooperative_query_occupancy(int *ou
  * the shared library) reach the counters kept here: registered when this
  * library is loaded. */
 extern "C" void cudaq__register_device_counter_reader(int (*read)(const uint64_t *, cudaq_dispatcher_counters_t *),
-                                                      int (*prepare)(const uint64_t *, int));
+                                                      int (*prepare)(const uint64_t *, int, uint32_t),
+                                                      cudaq_dispatch_launch_fn_t regular, cudaq_dispatch_launch_fn_t coop);
 static int read_counters_for_dispatcher(const uint64_t *stats, cudaq_dispatcher_counters_t *out) {
   return cudaq_dispatch_kernel_get_counters(stats, out) == cudaSuccess ? 0 : -1;
 }
 __attribute__((constructor)) static void register_counter_reader() {
-  cudaq__register_device_counter_reader(read_counters_for_dispatcher, prepare_counters_for_dispatcher);
+  cudaq__register_device_counter_reader(read_counters_for_dispatcher, prepare_counters_for_dispatcher,
+                                        cudaq_launch_dispatch_kernel_regular, cudaq_launch_dispatch_kernel_cooperative);
 }
 
 extern "C" void cudaq__dispatch_debug_dump(const uint64_t *stats) {

@@ -43,6 +43,7 @@ struct cudaq__dispatch_params {
   uint32_t no_stage;       /* cooperative, cudaq_dispatch_coop_options_t.args_in_slot: args = the RX slot */
   uint32_t handler_smem;   /* dynamic shared memory after the staging area lent to handlers (bytes) */
   uint32_t early_clear;    /* marker and RX clear while the prefetch is in flight (prefetch_request); default 1 */
+  uint32_t header_poll;    /* 1: the polling warp also reads the slot's first line (header completion, below) */
 };
 
 namespace {
@@ -150,15 +151,74 @@ __device__ void mirror_total(const dispatch_params &p) {
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p.stats).store(n, cuda::memory_order_relaxed);
 }
 
+/* Header completion (p.header_poll: a ring with
+ * CUDAQ_RX_COMPLETION_HEADER, cudaq_realtime.h). The producer writes the
+ * request's payload and header and the header's magic word last
+ * (cudaq_host_ringbuffer_write_rpc_request, R1h), then signals RX as
+ * always. The polling warp reads the slot's first line (HEADER_LINE bytes,
+ * one load of the warp) with the RX flag: a line whose magic is a
+ * request's holds the request's first 128 bytes whole (the magic is
+ * written last, and test_gpu_dispatch and bench_gpu_dispatch check that
+ * the line is never seen half-written), so the request is served without
+ * a dependent read after the flag. Bytes past the line are read after an
+ * acquire fence (parse_request).
+ * Flags: with the answer, lane 0 stores the magic word
+ * CUDAQ_RPC_SLOT_CONSUMED and clears RX (relaxed), and R2 publishes the
+ * response after them: one system-scope fence a request. No in-flight
+ * marker: the slot cannot look free between the RX clear and the answer,
+ * because on such a ring cudaq_host_ringbuffer_slot_available also wants
+ * the magic word 0, which only the consumer's clear_slot writes, after the
+ * answer. A producer that reuses the slot as soon as it has read the
+ * answer finds RX 0 and the magic word consumed (both before R2). RX is
+ * cleared only once the kernel has seen it set (the producer's signal
+ * comes first in RX's coherence order, so a clear never lands before it).
+ * A slot whose RX is set without a request's magic in the line (a bad
+ * request, or a line read before its magic landed) is read the flag's way
+ * (prefetch_request). */
+constexpr uint32_t HEADER_LINE = CUDAQ_HEADER_LINE;
+
+/* Slot `slot`'s first word (the magic), as a system-scope word. */
+__device__ inline cuda::atomic_ref<uint32_t, cuda::thread_scope_system> slot_magic(const dispatch_params &p,
+                                                                                  uint32_t slot) {
+  return cuda::atomic_ref<uint32_t, cuda::thread_scope_system>(
+      *reinterpret_cast<uint32_t *>(p.rx_data + (size_t)slot * p.rx_stride));
+}
+
+/* Lane 0, header completion: a request taken from its line gives its slot
+ * back. The magic word becomes `magic` (CUDAQ_RPC_SLOT_CONSUMED with an
+ * answer, 0 for a drop), a relaxed store; then RX is cleared, relaxed with
+ * an answer (R2 that follows orders both before TX) or with `release` for
+ * a drop (R3h: frees the slot, TX being 0; it orders the magic word and
+ * the polling warp's reads of the slot, by the __syncwarp in
+ * poll_ready_slot, before it; pairs with A3h in
+ * cudaq_host_ringbuffer_slot_available). RX is cleared once seen set (A1h:
+ * ordering only); when shutdown is raised first (a producer that never
+ * signals) RX is left as it is, and a late signal finds the slot's magic
+ * gone: read the flag's way, dropped and counted as a bad request. */
+__device__ void line_give_back(const dispatch_params &p, const request_state *st, uint32_t magic, bool release) {
+  slot_magic(p, st->slot).store(magic, cuda::memory_order_relaxed);
+  for (uint32_t k = 1; !st->rx_seen; ++k) {
+    if (cudaq__load_acquire_sys(&p.rx_flags[st->slot]) != 0) break;
+    if (k % SHUTDOWN_POLL_INTERVAL == 0 && load_relaxed_sys(p.shutdown)) return;
+  }
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(p.rx_flags[st->slot])
+      .store(0, release ? cuda::memory_order_release : cuda::memory_order_relaxed);
+}
+
 /* Warp 0 of the leader block polls. Lane 0 watches the current slot; every
  * IDLE_SCAN_INTERVAL idle polls all lanes look at up to 32 of this block's
  * slots at once (one PCIe round trip) so a request signalled out of ring
  * order is found. Returns the ready slot, or UINT32_MAX when shutdown is
  * seen. Every lane of warp 0 must call it; on return every lane is ordered
  * after the acquire that found the slot (__syncwarp), so any lane may read
- * the request. */
+ * the request. With p.header_poll the warp reads the slot's first line with
+ * the flag; *line is then 1 (the request's magic seen, RX seen set too),
+ * 2 (magic seen, RX not yet) or 0 (found by RX: prefetch_request reads the
+ * request), and a request seen in the line is staged already. */
 __device__ uint32_t poll_ready_slot(const dispatch_params &p, uint32_t slot, uint32_t first,
-                                    uint32_t step, uint32_t *iter, uint32_t *pending) {
+                                    uint32_t step, uint32_t *iter, uint32_t *pending, uint8_t *stage,
+                                    uint32_t *line) {
+  *line = 0;
   const uint32_t lane = threadIdx.x & 31u;
   const uint32_t my_slots = (p.num_slots - first + step - 1) / step; /* slots of this block */
   uint32_t idle = 0, window = 0;
@@ -170,7 +230,29 @@ __device__ uint32_t poll_ready_slot(const dispatch_params &p, uint32_t slot, uin
       if (__shfl_sync(0xFFFFFFFFu, stop, 0)) return UINT32_MAX;
     }
     uint32_t found = UINT32_MAX;
-    if (lane == 0) {
+    if (p.header_poll) {
+      /* Header completion: every lane reads one word of the slot's first
+       * line (one 128-byte load of the warp; volatile: relaxed, system
+       * scope, never from L1), lane 0 the RX flag too (A1, as below), all
+       * issued together; the fence before the poll as below. */
+      __threadfence_system();
+      const volatile uint32_t *ln = reinterpret_cast<const volatile uint32_t *>(p.rx_data + (size_t)slot * p.rx_stride);
+      const uint32_t w = ln[lane];
+      const uint32_t rx = lane == 0 && cudaq__load_acquire_sys(&p.rx_flags[slot]) != 0;
+      /* The request's magic, written last by the producer (R1h in
+       * cudaq_host_ringbuffer_write_rpc_request): the line holds the whole
+       * request's first 128 bytes. Bytes past the line are acquired by
+       * parse_request's fence. */
+      const uint32_t magic = __shfl_sync(0xFFFFFFFFu, w, 0);
+      const uint32_t rx_set = __shfl_sync(0xFFFFFFFFu, rx, 0);
+      if (magic == CUDAQ_RPC_MAGIC_REQUEST) {
+        reinterpret_cast<uint32_t *>(stage)[lane] = w;
+        *line = rx_set ? 1u : 2u;
+        __syncwarp(); /* the staged line and lane 0's A1 before every lane's use */
+        return slot;
+      }
+      if (rx_set) found = slot;
+    } else if (lane == 0) {
       /* The fence before each poll makes the poll see a new flag sooner
        * (measured: the floor's round trip drops from 3.2 to 2.3 us on an
        * H100; see bench/results). A1 pairs with R1 in
@@ -217,6 +299,12 @@ __device__ uint32_t poll_ready_slot(const dispatch_params &p, uint32_t slot, uin
 /* Lane 0 of the polling warp: marks slot `slot` in flight and hands its RX
  * slot back (the flag order is explained at parse_request). */
 __device__ inline void hand_back(const dispatch_params &p, uint32_t slot) {
+  /* Header completion: the slot's magic word marked consumed too (ordered
+   * before the RX clear by R3), so the line is not taken for a request
+   * again and the slot stays busy until clear_slot. Same thread and
+   * address as the prefetch's load of it, which reads the value before
+   * this store. */
+  if (p.header_poll) slot_magic(p, slot).store(CUDAQ_RPC_SLOT_CONSUMED, cuda::memory_order_relaxed);
   /* The marker publishes nothing: a relaxed store, ordered before the RX
    * clear by R3's release. */
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(p.tx_flags[slot])
@@ -259,10 +347,18 @@ __device__ void prefetch_request(const dispatch_params &p, uint32_t slot, uint8_
  * p.early_clear it also hands the RX slot back for every request it keeps
  * (flag order below; with it, prefetch_request did). */
 __device__ void parse_request(const dispatch_params &p, const cached_entry *cache, uint32_t cached,
-                              uint32_t slot, const uint8_t *stage, request_state *st) {
+                              uint32_t slot, const uint8_t *stage, request_state *st, uint32_t line) {
   const uint32_t *h = reinterpret_cast<const uint32_t *>(stage);
   const uint32_t w0 = h[0], w1 = h[1], w2 = h[2];
   st->slot = slot;
+  st->line = line != 0;
+  st->rx_seen = line == 1;
+  /* A request seen in the line (poll_ready_slot): its bytes past the line
+   * (and, with args in the slot, all of them) are read after this fence,
+   * which with this thread's load of the magic that R1h wrote last is the
+   * acquire (A1h) that makes them visible; the barrier before the reads
+   * orders the other threads after it. */
+  if (line && (CUDAQ_RPC_HEADER_SIZE + (uint64_t)w2 > HEADER_LINE || p.no_stage)) __threadfence_system();
   st->arg_len = w2;
   st->request_id = h[3];
   st->ptp = (uint64_t)h[4] | ((uint64_t)h[5] << 32);
@@ -325,6 +421,9 @@ __device__ void finish_request(const dispatch_params &p, const request_state *st
   result_len = __shfl_sync(0xFFFFFFFFu, result_len, 0);
   uint8_t *tx = p.tx_data + (size_t)st->slot * p.tx_stride;
   uint32_t *h = reinterpret_cast<uint32_t *>(tx);
+  /* A request taken from its line: magic consumed, RX cleared, ordered
+   * before TX by R2 below. */
+  if (st->line && lane == 0) line_give_back(p, st, CUDAQ_RPC_SLOT_CONSUMED, false);
   const uint32_t words[6] = {CUDAQ_RPC_MAGIC_RESPONSE, (uint32_t)status, result_len, st->request_id,
                              (uint32_t)st->ptp, (uint32_t)(st->ptp >> 32)};
   if (lane < 6) h[lane] = words[lane];
@@ -343,6 +442,16 @@ __device__ void finish_request(const dispatch_params &p, const request_state *st
 }
 
 __device__ void drop_request(const dispatch_params &p, const request_state *st) {
+  if (st->line) {
+    /* Taken from its line (TX 0, no marker): magic word 0, RX cleared by
+     * R3h (line_give_back). */
+    line_give_back(p, st, 0u, true);
+    cudaq__bump(&p.state->dropped_unknown_function);
+    return;
+  }
+  /* Header completion, read the flag's way: the magic word (consumed,
+   * hand_back) back to 0, ordered by R3d below, so the slot is free. */
+  if (p.header_poll) slot_magic(p, st->slot).store(0u, cuda::memory_order_relaxed);
   if (p.early_clear) {
     /* RX was handed back behind the in-flight marker (prefetch_request):
      * take the marker back, so the slot is free again (TX 0, RX 0). The
@@ -418,9 +527,9 @@ __device__ void dispatch_loop(const dispatch_params &p) {
 
   for (;;) {
     if (poll_block && threadIdx.x < 32) {
-      uint32_t s = UINT32_MAX;
+      uint32_t s = UINT32_MAX, line = 0;
       if (!draining) {
-        s = poll_ready_slot(p, slot, first, step, &iter, &pending);
+        s = poll_ready_slot(p, slot, first, step, &iter, &pending, stage, &line);
         if (s == UINT32_MAX) { /* shutdown: answer what is already signalled */
           draining = 1;
           drain_left = (p.num_slots - first + step - 1) / step;
@@ -435,10 +544,10 @@ __device__ void dispatch_loop(const dispatch_params &p) {
         }
         __syncwarp(); /* lane 0's A1 happens before the prefetch of every lane */
       }
-      if (s != UINT32_MAX) prefetch_request(p, s, stage);
+      if (s != UINT32_MAX && !line) prefetch_request(p, s, stage); /* a request seen in its line is staged */
       if (leader) {
         if (s == UINT32_MAX) st->cmd = CMD_EXIT;
-        else parse_request(p, cache, cached, s, stage, st);
+        else parse_request(p, cache, cached, s, stage, st, line);
       }
     }
     barrier();

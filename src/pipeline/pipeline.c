@@ -99,6 +99,8 @@ static cudaq_status_t bind_external(cudaq_pipeline_t *p, const cudaq_ringbuffer_
   CHECK_ARG(r->rx_flags && r->tx_flags && r->rx_data && r->tx_data, fn,
             "external ring has a NULL flag or data pointer");
   CHECK_ARG(r->rx_flags != r->tx_flags, fn, "external ring: rx_flags and tx_flags are the same array");
+  CHECK_ARG(r->completion == CUDAQ_RX_COMPLETION_FLAG, fn,
+            "external ring: the pipeline serves the flag protocol (completion must be CUDAQ_RX_COMPLETION_FLAG)");
   if (r->rx_stride_sz < p->cfg.slot_size || r->tx_stride_sz < CUDAQ_RPC_HEADER_SIZE)
     return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
                        "%s: external ring strides (rx %zu, tx %zu) below slot_size %zu / 24", fn,

@@ -284,6 +284,22 @@ static inline cudaq_rpc_response_t read_resp(const cudaq_ringbuffer_t *rb, uint3
 static inline const uint8_t *resp_payload(const cudaq_ringbuffer_t *rb, uint32_t slot) {
   return rb->tx_data_host + (size_t)slot * rb->tx_stride_sz + CUDAQ_RPC_HEADER_SIZE;
 }
+/* Writes a request with a forged header word (word_index, value) into
+ * `slot` as a producer would write it: payload and header first, the
+ * magic word last (release), so a dispatcher with header completion never
+ * sees a valid magic over a half-written or later-altered request. Not
+ * signalled. */
+static inline void write_forged_request(const cudaq_ringbuffer_t *rb, uint32_t slot, uint32_t fn, const void *p,
+                                        uint32_t len, uint32_t rid, uint64_t ptp, uint32_t word_index,
+                                        uint32_t value) {
+  uint8_t *s = rb->rx_data_host + (size_t)slot * rb->rx_stride_sz;
+  cudaq_rpc_header_t h = {CUDAQ_RPC_MAGIC_REQUEST, fn, len, rid, ptp};
+  memcpy((uint32_t *)&h + word_index, &value, 4);
+  if (len) memcpy(s + CUDAQ_RPC_HEADER_SIZE, p, len);
+  memcpy(s + 4, (const uint8_t *)&h + 4, sizeof h - 4);
+  __atomic_store_n((uint32_t *)s, h.magic, __ATOMIC_RELEASE);
+}
+
 static inline cudaq_tx_status_t roundtrip(fixture *f, uint32_t slot, uint32_t fn, const void *p, uint32_t len,
                                    uint32_t rid, uint64_t ptp) {
   assert_true(cudaq_host_ringbuffer_slot_available(&f->rb, slot));

@@ -114,9 +114,7 @@ static void test_malformed_inputs_and_echo(void **) {
   memset(buf, 0x11, sizeof buf);
   cudaq_rpc_response_t r;
   /* bad magic: consumed, no response */
-  assert_int_equal(cudaq_host_ringbuffer_write_rpc_request(&f.rb, 0, FN_ECHO, buf, 8, 1, ptp), CUDAQ_OK);
-  uint32_t bad = 0x12345678u;
-  memcpy(f.rb.rx_data_host, &bad, 4);
+  write_forged_request(&f.rb, 0, FN_ECHO, buf, 8, 1, ptp, 0, 0x12345678u);
   cudaq_host_ringbuffer_signal_slot(&f.rb, 0);
   wait_dropped(&f.rb, 0);
   assert_int_equal(cudaq_host_ringbuffer_poll_tx_flag(&f.rb, 0, NULL), CUDAQ_TX_EMPTY);
@@ -126,9 +124,7 @@ static void test_malformed_inputs_and_echo(void **) {
   wait_dropped(&f.rb, 1);
   assert_int_equal(cudaq_host_ringbuffer_poll_tx_flag(&f.rb, 1, NULL), CUDAQ_TX_EMPTY);
   /* arg_len beyond the slot (forged header) */
-  assert_int_equal(cudaq_host_ringbuffer_write_rpc_request(&f.rb, 2, FN_ECHO, buf, 8, 3, ptp), CUDAQ_OK);
-  uint32_t huge = 0xFFFFFFFFu;
-  memcpy(f.rb.rx_data_host + 2 * f.rb.rx_stride_sz + 8, &huge, 4);
+  write_forged_request(&f.rb, 2, FN_ECHO, buf, 8, 3, ptp, 2, 0xFFFFFFFFu);
   cudaq_host_ringbuffer_signal_slot(&f.rb, 2);
   assert_int_equal(wait_tx(&f.rb, 2), CUDAQ_TX_READY);
   r = read_resp(&f.rb, 2);
@@ -417,6 +413,129 @@ static void test_cooperative_grid_handler(void **) {
   fixture_fini(&f);
 }
 
+/* Header completion (cudaq_rx_completion_t, an extension of the spec's
+ * flag protocol; dispatch_loop.cuh): the kernel reads the slot's first
+ * 128-byte line with the RX flag and serves a request whose magic it sees
+ * there without a dependent read. Every answer is checked byte for byte,
+ * so a line seen half-written (the magic new, a payload word old) fails
+ * the test: stream_and_check writes each slot again as soon as its answer
+ * is read, while the kernel polls it. Payloads inside the line, on its end
+ * and past it; bad requests; the cooperative kernel. */
+static void test_header_completion(void **) {
+  {
+    fixture f;
+    fixture_init(&f, 16, 256, CUDAQ_KERNEL_REGULAR, 1, 32, CUDAQ_RING_ALLOC_HEADER_COMPLETION);
+    assert_int_equal(f.rb.completion, CUDAQ_RX_COMPLETION_HEADER);
+    assert_int_equal(cudaq_dispatcher_start(f.d), CUDAQ_OK);
+    const uint32_t n = scaled(100000);
+    stream_and_check(&f, n);
+    uint8_t buf[232];
+    uint32_t k = 0;
+    for (uint32_t len : {0u, 1u, 103u, 104u, 105u, 232u})
+      for (uint32_t fn = 0; fn < 2; ++fn, ++k) {
+        const uint32_t slot = k % 16;
+        for (uint32_t i = 0; i < len; ++i) buf[i] = (uint8_t)(i * 29 + k);
+        assert_int_equal(roundtrip(&f, slot, fn ? FN_BLOCK : FN_ECHO, buf, len, k, k), CUDAQ_TX_READY);
+        cudaq_rpc_response_t r = read_resp(&f.rb, slot);
+        assert_int_equal(r.status, 0);
+        assert_int_equal(r.request_id, k);
+        assert_int_equal(r.result_len, len);
+        for (uint32_t i = 0; i < len; ++i)
+          assert_int_equal(resp_payload(&f.rb, slot)[i], fn ? (uint8_t)(buf[i] ^ (i & 0xFF)) : buf[i]);
+        /* Answered: the slot's magic word is marked consumed and the slot
+         * is not free until the consumer releases it. */
+        uint32_t magic;
+        memcpy(&magic, f.rb.rx_data_host + (size_t)slot * f.rb.rx_stride_sz, 4);
+        assert_int_equal(magic, CUDAQ_RPC_SLOT_CONSUMED);
+        assert_false(cudaq_host_ringbuffer_slot_available(&f.rb, slot));
+        cudaq_host_ringbuffer_clear_slot(&f.rb, slot);
+        assert_true(cudaq_host_ringbuffer_slot_available(&f.rb, slot));
+      }
+    /* A bad magic is never a request in the line: found by RX, dropped. */
+    write_forged_request(&f.rb, 0, FN_ECHO, buf, 8, 1, 0, 0, 0x12345678u);
+    cudaq_host_ringbuffer_signal_slot(&f.rb, 0);
+    wait_dropped(&f.rb, 0);
+    /* An unknown function seen in the line: dropped, the slot free again. */
+    assert_int_equal(cudaq_host_ringbuffer_write_rpc_request(&f.rb, 1, 0xBADF00Du, buf, 8, 2, 0), CUDAQ_OK);
+    cudaq_host_ringbuffer_signal_slot(&f.rb, 1);
+    wait_dropped(&f.rb, 1);
+    /* The slots serve again after the drops. */
+    assert_int_equal(roundtrip(&f, 0, FN_ECHO, buf, 4, 3, 0), CUDAQ_TX_READY);
+    cudaq_host_ringbuffer_clear_slot(&f.rb, 0);
+    assert_int_equal(roundtrip(&f, 1, FN_ECHO, buf, 4, 4, 0), CUDAQ_TX_READY);
+    cudaq_host_ringbuffer_clear_slot(&f.rb, 1);
+    assert_int_equal(cudaq_dispatcher_stop(f.d), CUDAQ_OK);
+    cudaq_dispatcher_counters_t c;
+    assert_int_equal(cudaq_dispatcher_get_counters(f.d, &c), CUDAQ_OK);
+    assert_int_equal(c.dropped_bad_magic, 1);
+    assert_int_equal(c.dropped_unknown_function, 1);
+    assert_int_equal(c.processed, n + k + 2);
+    fixture_fini(&f);
+  }
+  {
+    fixture f;
+    fixture_init(&f, 8, 1024, CUDAQ_KERNEL_COOPERATIVE, 2, 64, CUDAQ_RING_ALLOC_HEADER_COMPLETION);
+    assert_int_equal(cudaq_dispatcher_start(f.d), CUDAQ_OK);
+    stream_and_check(&f, scaled(10000));
+    assert_int_equal(cudaq_dispatcher_stop(f.d), CUDAQ_OK);
+    fixture_fini(&f);
+  }
+}
+
+/* Header completion refused where it cannot hold, each with a message:
+ * slots off 128-byte lines or in place (alloc and set_ringbuffer), the host
+ * path, a launch function of the user's own, a completion value that is
+ * not one. */
+static void launch_regular_by_hand(volatile uint64_t *rx_flags, volatile uint64_t *tx_flags, uint8_t *rx_data,
+                                   uint8_t *tx_data, size_t rx_stride, size_t tx_stride, cudaq_function_entry_t *table,
+                                   size_t count, volatile int *shutdown, uint64_t *stats, size_t slots,
+                                   uint32_t blocks, uint32_t threads, cudaStream_t stream) {
+  cudaq_launch_dispatch_kernel_regular(rx_flags, tx_flags, rx_data, tx_data, rx_stride, tx_stride, table, count,
+                                       shutdown, stats, slots, blocks, threads, stream);
+}
+
+static void test_header_completion_refused(void **) {
+  cudaq_ringbuffer_t rb;
+  assert_int_equal(cudaq_host_ringbuffer_alloc(&rb, 4, 192, CUDAQ_RING_ALLOC_MAPPED | CUDAQ_RING_ALLOC_HEADER_COMPLETION),
+                   CUDAQ_ERR_INVALID_ARG);
+  assert_non_null(strstr(cudaq_last_error(), "128-byte lines"));
+  assert_int_equal(cudaq_host_ringbuffer_alloc(&rb, 4, 256, CUDAQ_RING_ALLOC_MAPPED | CUDAQ_RING_ALLOC_IN_PLACE |
+                                                                CUDAQ_RING_ALLOC_HEADER_COMPLETION),
+                   CUDAQ_ERR_INVALID_ARG);
+  fixture f;
+  fixture_init(&f, 4, 256, CUDAQ_KERNEL_REGULAR, 1, 32);
+  cudaq_ringbuffer_t bad = f.rb;
+  bad.completion = 7;
+  assert_int_equal(cudaq_dispatcher_set_ringbuffer(f.d, &bad), CUDAQ_ERR_INVALID_ARG);
+  assert_non_null(strstr(cudaq_last_error(), "not a cudaq_rx_completion_t"));
+  bad.completion = CUDAQ_RX_COMPLETION_HEADER;
+  bad.rx_stride_sz = bad.tx_stride_sz = 200; /* within the slots, off the lines */
+  assert_int_equal(cudaq_dispatcher_set_ringbuffer(f.d, &bad), CUDAQ_ERR_INVALID_ARG);
+  bad = f.rb;
+  bad.completion = CUDAQ_RX_COMPLETION_HEADER;
+  assert_int_equal(cudaq_dispatcher_set_ringbuffer(f.d, &bad), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_set_launch_fn(f.d, launch_regular_by_hand), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_start(f.d), CUDAQ_ERR_INVALID_ARG);
+  assert_non_null(strstr(cudaq_last_error(), "header completion needs"));
+  fixture_fini(&f);
+  /* The host path serves the flag protocol only. */
+  cudaq_dispatch_manager_t *m;
+  cudaq_dispatcher_t *d;
+  cudaq_dispatcher_config_t c;
+  cudaq_dispatcher_config_init(&c);
+  c.num_slots = 4;
+  c.slot_size = 256;
+  c.dispatch_path = CUDAQ_DISPATCH_PATH_HOST;
+  assert_int_equal(cudaq_dispatch_manager_create(&m), CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_create(m, &c, &d), CUDAQ_OK);
+  assert_int_equal(cudaq_host_ringbuffer_alloc(&rb, 4, 256, CUDAQ_RING_ALLOC_MAPPED | CUDAQ_RING_ALLOC_HEADER_COMPLETION),
+                   CUDAQ_OK);
+  assert_int_equal(cudaq_dispatcher_set_ringbuffer(d, &rb), CUDAQ_ERR_INVALID_ARG);
+  assert_non_null(strstr(cudaq_last_error(), "not the host path"));
+  assert_int_equal(cudaq_dispatch_manager_destroy(m), CUDAQ_OK);
+  assert_int_equal(cudaq_host_ringbuffer_free(&rb), CUDAQ_OK);
+}
+
 static void test_in_place_ring(void **) {
   fixture f;
   fixture_init(&f, 4, 256, CUDAQ_KERNEL_REGULAR, 1, 32, CUDAQ_RING_ALLOC_IN_PLACE);
@@ -537,11 +656,11 @@ static void test_device_wiring_errors(void **) {
   cudaq_dispatcher_config_t c;
   cudaq_dispatcher_config_init(&c);
   c.num_slots = 4;
-  c.slot_size = 64;
+  c.slot_size = 128; /* on 128-byte lines: the test runs under header completion too */
   assert_int_equal(cudaq_dispatch_manager_create(&m), CUDAQ_OK);
   assert_int_equal(cudaq_dispatcher_create(m, &c, &d), CUDAQ_OK);
   cudaq_ringbuffer_t host_only;
-  assert_int_equal(cudaq_host_ringbuffer_alloc(&host_only, 4, 64, CUDAQ_RING_ALLOC_HOST), CUDAQ_OK);
+  assert_int_equal(cudaq_host_ringbuffer_alloc(&host_only, 4, 128, CUDAQ_RING_ALLOC_HOST), CUDAQ_OK);
   assert_int_equal(cudaq_dispatcher_set_ringbuffer(d, &host_only), CUDAQ_ERR_INVALID_ARG);
   assert_non_null(strstr(cudaq_last_error(), "not device-visible"));
   int host_flag = 0;
@@ -549,7 +668,7 @@ static void test_device_wiring_errors(void **) {
   assert_int_equal(cudaq_dispatcher_set_control(d, &host_flag, &host_stats), CUDAQ_ERR_INVALID_ARG);
   /* A launch helper refusing its arguments makes start fail with a CUDA error. */
   cudaq_ringbuffer_t rb;
-  assert_int_equal(cudaq_host_ringbuffer_alloc(&rb, 4, 64, CUDAQ_RING_ALLOC_MAPPED), CUDAQ_OK);
+  assert_int_equal(cudaq_host_ringbuffer_alloc(&rb, 4, 128, CUDAQ_RING_ALLOC_MAPPED), CUDAQ_OK);
   cudaq_function_entry_t *t;
   int *flag;
   uint64_t *stats;
@@ -834,6 +953,8 @@ int main(void) {
       cmocka_unit_test(test_restart_keeps_drop_counters),
       cmocka_unit_test(test_cooperative_grid_handler),
       cmocka_unit_test(test_in_place_ring),
+      cmocka_unit_test(test_header_completion),
+      cmocka_unit_test(test_header_completion_refused),
       cmocka_unit_test(test_shutdown_idle_busy_restart),
       cmocka_unit_test(test_out_of_order_slots),
       cmocka_unit_test(test_two_dispatchers),

@@ -112,7 +112,30 @@ typedef struct {
   volatile uint64_t *tx_flags_host;
   uint8_t *rx_data_host;
   uint8_t *tx_data_host;
+  /* How a request's completion is seen (extension; 0, the spec's flag
+   * protocol, when the struct is zeroed): cudaq_rx_completion_t. */
+  uint32_t completion;
 } cudaq_ringbuffer_t;
+
+/* Request completion (extension). FLAG: the spec's protocol (a request is
+ * complete once its RX flag is set; the dispatcher reads it after the
+ * flag). HEADER: the producer writes the request with its header's magic
+ * word last (cudaq_host_ringbuffer_write_rpc_request does) and signals RX
+ * as always; a GPU device-call dispatcher reads each slot's first 128-byte
+ * line with the RX flag and serves a request whose magic it sees there
+ * without a second read (one PCIe round trip less a request). It marks the
+ * slot's magic word CUDAQ_RPC_SLOT_CONSUMED with its answer, and the slot
+ * is free again once the consumer has released it with
+ * cudaq_host_ringbuffer_clear_slot (which zeroes the word):
+ * cudaq_host_ringbuffer_slot_available checks the word on such a ring.
+ * Needs slots on 128-byte lines, a zeroed ring, separate TX data, and the
+ * library's device-call launch functions (regular or cooperative);
+ * CUDAQ_RING_ALLOC_HEADER_COMPLETION allocates one. */
+#define CUDAQ_HEADER_LINE 128u /* bytes of a slot read with its RX flag under header completion */
+typedef enum {
+  CUDAQ_RX_COMPLETION_FLAG = 0,
+  CUDAQ_RX_COMPLETION_HEADER = 1,
+} cudaq_rx_completion_t;
 
 /* ------------------------------------------------------------------------ */
 /* Handlers and the function table                                          */
@@ -337,10 +360,13 @@ void cudaq_host_ringbuffer_signal_slot(const cudaq_ringbuffer_t *rb, uint32_t sl
 cudaq_tx_status_t cudaq_host_ringbuffer_poll_tx_flag(const cudaq_ringbuffer_t *rb,
                                                      uint32_t slot_idx, int *out_cuda_error);
 
-/* 1 if the slot may be reused by the producer (RX and TX flags both 0). */
+/* 1 if the slot may be reused by the producer (RX and TX flags both 0; on a
+ * ring with header completion also the slot's magic word 0: released by
+ * cudaq_host_ringbuffer_clear_slot after its answer). */
 int cudaq_host_ringbuffer_slot_available(const cudaq_ringbuffer_t *rb, uint32_t slot_idx);
 
-/* Clears the slot's TX flag (release) after the response was consumed. */
+/* Clears the slot's TX flag (release) after the response was consumed; on a
+ * ring with header completion it zeroes the slot's magic word first. */
 void cudaq_host_ringbuffer_clear_slot(const cudaq_ringbuffer_t *rb, uint32_t slot_idx);
 
 /* Allocation flags for cudaq_host_ringbuffer_alloc (extension). */
@@ -348,6 +374,8 @@ void cudaq_host_ringbuffer_clear_slot(const cudaq_ringbuffer_t *rb, uint32_t slo
 #define CUDAQ_RING_ALLOC_HOST 1u     /* plain host memory (host path only) */
 #define CUDAQ_RING_ALLOC_MAPPED 2u   /* mapped pinned memory; fails without a CUDA device */
 #define CUDAQ_RING_ALLOC_IN_PLACE 4u /* TX data is the RX data (responses overwrite requests) */
+#define CUDAQ_RING_ALLOC_HEADER_COMPLETION 8u /* completion = CUDAQ_RX_COMPLETION_HEADER; slot_size a
+                                                 multiple of 128; not with IN_PLACE */
 
 /* Allocates a zeroed ring of num_slots slots of slot_size bytes (extension):
  * RX and TX flag arrays each start on their own 128-byte-aligned cache

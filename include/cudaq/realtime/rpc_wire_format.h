@@ -68,6 +68,9 @@ typedef enum {
 /* ------------------------------------------------------------------------ */
 #define CUDAQ_RPC_MAGIC_REQUEST 0x43555152u  /* 'CUQR' little-endian: 52 51 55 43 */
 #define CUDAQ_RPC_MAGIC_RESPONSE 0x43555153u /* 'CUQS' little-endian: 53 51 55 43 */
+/* A request's magic word after a dispatcher with header completion took it
+ * (cudaq_rx_completion_t, extension): 'CUQX'. */
+#define CUDAQ_RPC_SLOT_CONSUMED 0x43555158u
 #define CUDAQ_RPC_HEADER_SIZE 24u
 
 /* Request header at the start of every RX slot. */
