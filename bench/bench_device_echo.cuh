@@ -25,18 +25,30 @@ __device__ int bench_d_echo(const void *args, void *result, uint32_t arg_len, ui
   *len = arg_len;
   return 0;
 }
-__global__ void bench_init_echo_table(cudaq_function_entry_t *e) {
+/* The same echo copying 4-byte words (payloads of whole words; others byte
+ * by byte): one store of the warp for up to 128 bytes instead of one per
+ * 32 bytes. */
+__device__ int bench_d_echo_words(const void *args, void *result, uint32_t arg_len, uint32_t max, uint32_t *len) {
+  if (arg_len % 4) return bench_d_echo(args, result, arg_len, max, len);
+  if (arg_len > max) return 1;
+  const uint32_t *a = (const uint32_t *)args;
+  uint32_t *r = (uint32_t *)result;
+  for (uint32_t i = threadIdx.x; i < arg_len / 4; i += blockDim.x) r[i] = a[i];
+  *len = arg_len;
+  return 0;
+}
+__global__ void bench_init_echo_table(cudaq_function_entry_t *e, bool words = false) {
   memset(e, 0, sizeof *e);
-  e->handler.device_fn_ptr = (void *)bench_d_echo;
+  e->handler.device_fn_ptr = words ? (void *)bench_d_echo_words : (void *)bench_d_echo;
   e->function_id = BENCH_ECHO_FN;
   e->dispatch_mode = CUDAQ_DISPATCH_DEVICE_CALL;
 }
 
 /* The one-entry echo table in device memory (cudaFree it). */
-static inline cudaq_function_entry_t *bench_echo_table(void) {
+static inline cudaq_function_entry_t *bench_echo_table(bool words = false) {
   cudaq_function_entry_t *t;
   BENCH_CUDA_CK(cudaMalloc(&t, sizeof *t));
-  bench_init_echo_table<<<1, 1>>>(t);
+  bench_init_echo_table<<<1, 1>>>(t, words);
   BENCH_CUDA_CK(cudaDeviceSynchronize());
   return t;
 }
@@ -54,10 +66,10 @@ struct bench_device_echo {
  * cooperative, over a mapped ring of `slots` slots of slot_size bytes;
  * `launch` (if not NULL) replaces the regular kernel's launch helper;
  * ring_flags are added to the ring's allocation flags (e.g.
- * CUDAQ_RING_ALLOC_HEADER_COMPLETION). */
+ * CUDAQ_RING_ALLOC_HEADER_COMPLETION); words: the echo copies words. */
 static inline void bench_device_echo_start(bench_device_echo *e, uint32_t slots, uint32_t slot_size, bool coop,
                                            uint32_t blocks, cudaq_dispatch_launch_fn_t launch = nullptr,
-                                           uint32_t ring_flags = 0) {
+                                           uint32_t ring_flags = 0, bool words = false) {
   cudaq_dispatcher_config_t c;
   cudaq_dispatcher_config_init(&c);
   c.num_slots = slots;
@@ -68,7 +80,7 @@ static inline void bench_device_echo_start(bench_device_echo *e, uint32_t slots,
   BENCH_CUDAQ_CK(cudaq_dispatch_manager_create(&e->m));
   BENCH_CUDAQ_CK(cudaq_dispatcher_create(e->m, &c, &e->d));
   BENCH_CUDAQ_CK(cudaq_host_ringbuffer_alloc(&e->rb, slots, slot_size, CUDAQ_RING_ALLOC_MAPPED | ring_flags));
-  e->t = bench_echo_table();
+  e->t = bench_echo_table(words);
   BENCH_CUDA_CK(cudaMalloc(&e->flag, sizeof(int))); /* control words in device memory (DESIGN.md) */
   BENCH_CUDA_CK(cudaMemset(e->flag, 0, sizeof(int)));
   BENCH_CUDA_CK(cudaMalloc(&e->stats, sizeof(uint64_t)));

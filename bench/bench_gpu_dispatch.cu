@@ -578,7 +578,7 @@ static void launch_echo_inline(volatile uint64_t *rx_flags, volatile uint64_t *t
 /* header: a ring with header completion (slots rounded up to 128-byte
  * lines), served by the library's regular kernel. */
 static double bench_device_call(bool coop, uint32_t payload, uint64_t n, bool inline_echo = false,
-                                bool header = false) {
+                                bool header = false, bool words = false) {
   const uint32_t slots = 32;
   uint32_t slot_size = 64 + ((payload + 7) & ~7u);
   if (header) slot_size = (slot_size + CUDAQ_HEADER_LINE - 1) / CUDAQ_HEADER_LINE * CUDAQ_HEADER_LINE;
@@ -586,12 +586,15 @@ static double bench_device_call(bool coop, uint32_t payload, uint64_t n, bool in
   CK(coop ? cudaq_dispatch_kernel_cooperative_query_occupancy(&occ, 32) : cudaq_dispatch_kernel_query_occupancy(&occ, 32));
   bench_device_echo e;
   bench_device_echo_start(&e, slots, slot_size, coop, coop ? 2 : 1, inline_echo ? launch_echo_inline : nullptr,
-                          header ? CUDAQ_RING_ALLOC_HEADER_COMPLETION : 0u);
-  double p50 = measure_ring(coop           ? "device-call cooperative (2x32) round trip"
-                            : inline_echo ? "device-call regular, handler inline"
-                            : header      ? "device-call regular, header completion"
-                                          : "device-call regular (1x32) round trip",
-                            &e.rb, slots, payload, n);
+                          header ? CUDAQ_RING_ALLOC_HEADER_COMPLETION : 0u, words);
+  char name[96];
+  snprintf(name, sizeof name, "%s%s",
+           coop           ? "device-call cooperative (2x32) round trip"
+           : inline_echo ? "device-call regular, handler inline"
+           : header      ? "device-call regular, header completion"
+                         : "device-call regular (1x32) round trip",
+           words ? ", echo by words" : "");
+  double p50 = measure_ring(name, &e.rb, slots, payload, n);
   bench_device_echo_stop(&e, NULL);
   return p50;
 }
@@ -768,7 +771,8 @@ int main(int argc, char **argv) {
               "  --sm-sweep STEP     the protocol alone on the ring served from SM 0, STEP, 2 STEP, ... (twice)\n"
               "  --call-inline       each --call-rounds row again with the echo compiled into the loop, and the\n"
               "                      protocol alone on the ring (a minimal one-warp kernel; 32, 1, 2 slots)\n"
-              "  --call-header       each --call-rounds row again over a ring with header completion\n"
+              "  --call-header       each --call-rounds row again over a ring with header completion, and with\n"
+              "                      an echo handler that copies words (flag and header rings)\n"
               "  --interval US       the paced graph-launch rows: one request US after each response (default 20)\n",
               argv[0]);
       return 2;
@@ -857,7 +861,12 @@ int main(int argc, char **argv) {
         g_variant = v.c_str();
         bench_device_call(false, payload, n);
         if (call_inline) bench_device_call(false, payload, n, true);
-        if (call_header) bench_device_call(false, payload, n, false, true);
+        if (call_header) {
+          bench_device_call(false, payload, n, false, true);
+          /* The handler's stores: the echo by words (flag and header rings). */
+          bench_device_call(false, payload, n, false, false, true);
+          bench_device_call(false, payload, n, false, true, true);
+        }
         g_variant = "";
         for (const std::string &nm : names) unsetenv(nm.c_str());
       }
