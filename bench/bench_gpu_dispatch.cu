@@ -224,15 +224,21 @@ __global__ void pong_proto(uint64_t *rx, uint64_t *tx, const uint32_t *req_data,
   }
 }
 
+/* The one-warp protocol floors' mapped page (host view h, device view d)
+ * and stream: RX word at 0, TX word at 128, the request's line at 1024, the
+ * response at 4096, each on lines of its own. */
+static void floor_page(uint8_t **h, uint8_t **d, cudaStream_t *s) {
+  CK(cudaHostAlloc((void **)h, 8192, cudaHostAllocMapped));
+  memset(*h, 0, 8192);
+  CK(cudaHostGetDevicePointer((void **)d, *h, 0));
+  CK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
+}
+
 template <int Early>
 static double run_floor_proto(uint64_t n, const char *name) {
   uint8_t *h, *d;
-  CK(cudaHostAlloc(&h, 8192, cudaHostAllocMapped));
-  memset(h, 0, 8192);
-  CK(cudaHostGetDevicePointer((void **)&d, h, 0));
   cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  /* RX word, TX word, request (one 128-byte line), response: each on lines of its own */
+  floor_page(&h, &d, &s);
   pong_proto<Early><<<1, 32, 0, s>>>((uint64_t *)d, (uint64_t *)(d + 128), (const uint32_t *)(d + 1024),
                                      (uint32_t *)(d + 4096), n);
   CK(cudaGetLastError());
@@ -308,13 +314,10 @@ __global__ void pong_line(uint64_t *rx, uint64_t *tx, uint32_t *req_line, uint32
 template <int Clear>
 static double run_floor_line(uint64_t n, const char *name) {
   uint8_t *h, *d;
-  CK(cudaHostAlloc(&h, 8192, cudaHostAllocMapped));
-  memset(h, 0, 8192);
-  CK(cudaHostGetDevicePointer((void **)&d, h, 0));
   cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  floor_page(&h, &d, &s);
   pong_line<Clear><<<1, 32, 0, s>>>((uint64_t *)d, (uint64_t *)(d + 128), (uint32_t *)(d + 1024),
-                                                      (uint32_t *)(d + 4096), n);
+                                    (uint32_t *)(d + 4096), n);
   CK(cudaGetLastError());
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system> rx(*(uint64_t *)h), tx(*(uint64_t *)(h + 128));
   cuda::atomic_ref<uint32_t, cuda::thread_scope_system> magic(*(uint32_t *)(h + 1024));

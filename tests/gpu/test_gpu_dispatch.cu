@@ -237,6 +237,24 @@ static void test_in_flight_until_answered(void **) {
 /* Payload sizes around the polling warp's one-step read (512 bytes of the
  * slot: header + 488 payload bytes), around the shared-memory staging limit
  * (32 KiB of payload), and beyond it (handler reads the slot in place). */
+/* One request of `len` bytes (byte i = i * mul + k) to FN_ECHO or
+ * FN_BLOCK (xor with the index) in `slot`, its answer checked byte for
+ * byte; the slot is left answered (not cleared). */
+static void echo_roundtrip(fixture *f, uint32_t slot, bool block, uint8_t *buf, uint32_t len, uint32_t k,
+                           uint32_t mul) {
+  for (uint32_t i = 0; i < len; ++i) buf[i] = (uint8_t)(i * mul + k);
+  assert_int_equal(roundtrip(f, slot, block ? FN_BLOCK : FN_ECHO, buf, len, k, k), CUDAQ_TX_READY);
+  cudaq_rpc_response_t r = read_resp(&f->rb, slot);
+  assert_int_equal(r.status, 0);
+  assert_int_equal(r.request_id, k);
+  assert_int_equal(r.result_len, len);
+  const uint8_t *pl = resp_payload(&f->rb, slot);
+  for (uint32_t i = 0; i < len; ++i) {
+    const uint8_t want = block ? (uint8_t)(buf[i] ^ (i & 0xFF)) : buf[i];
+    if (pl[i] != want) fail_msg("length %u byte %u: got %u want %u", len, i, pl[i], want);
+  }
+}
+
 static void test_payload_sizes(void **) {
   fixture f;
   const uint32_t SLOT = 64 * 1024;
@@ -248,17 +266,7 @@ static void test_payload_sizes(void **) {
   for (uint32_t len : lens)
     for (uint32_t fn = 0; fn < 2; ++fn, ++k) {
       const uint32_t slot = k % 4;
-      for (uint32_t i = 0; i < len; ++i) buf[i] = (uint8_t)(i * 13 + k);
-      assert_int_equal(roundtrip(&f, slot, fn ? FN_BLOCK : FN_ECHO, buf, len, k, k), CUDAQ_TX_READY);
-      cudaq_rpc_response_t r = read_resp(&f.rb, slot);
-      assert_int_equal(r.status, 0);
-      assert_int_equal(r.request_id, k);
-      assert_int_equal(r.result_len, len);
-      const uint8_t *pl = resp_payload(&f.rb, slot);
-      for (uint32_t i = 0; i < len; ++i) {
-        const uint8_t want = fn ? (uint8_t)(buf[i] ^ (i & 0xFF)) : buf[i];
-        if (pl[i] != want) fail_msg("length %u byte %u: got %u want %u", len, i, pl[i], want);
-      }
+      echo_roundtrip(&f, slot, fn != 0, buf, len, k, 13);
       cudaq_host_ringbuffer_clear_slot(&f.rb, slot);
     }
   free(buf);
@@ -434,14 +442,7 @@ static void test_header_completion(void **) {
     for (uint32_t len : {0u, 1u, 103u, 104u, 105u, 232u})
       for (uint32_t fn = 0; fn < 2; ++fn, ++k) {
         const uint32_t slot = k % 16;
-        for (uint32_t i = 0; i < len; ++i) buf[i] = (uint8_t)(i * 29 + k);
-        assert_int_equal(roundtrip(&f, slot, fn ? FN_BLOCK : FN_ECHO, buf, len, k, k), CUDAQ_TX_READY);
-        cudaq_rpc_response_t r = read_resp(&f.rb, slot);
-        assert_int_equal(r.status, 0);
-        assert_int_equal(r.request_id, k);
-        assert_int_equal(r.result_len, len);
-        for (uint32_t i = 0; i < len; ++i)
-          assert_int_equal(resp_payload(&f.rb, slot)[i], fn ? (uint8_t)(buf[i] ^ (i & 0xFF)) : buf[i]);
+        echo_roundtrip(&f, slot, fn != 0, buf, len, k, 29);
         /* Answered: the slot's magic word is marked consumed and the slot
          * is not free until the consumer releases it. */
         uint32_t magic;
