@@ -448,7 +448,9 @@ static double measure_ring(const char *base, cudaq_ringbuffer_t *rb, uint32_t sl
 
 /* The device-call protocol on the dispatcher's ring, with nothing else: one
  * warp, slots in ring order; lane 0 polls the RX flag (fence before each
- * poll); the warp reads the slot's first 128 bytes (header and payload);
+ * poll; on a ring with header completion the warp polls the slot's first
+ * line with it, and the magic word and RX are cleared before the answer's
+ * release, no marker); the warp reads the slot's first 128 bytes (header and payload);
  * lane 0 stores the in-flight marker and clears RX (release) while the read
  * is in flight; the warp writes the response header and echoes the payload
  * (4-byte words) into the TX slot; lane 0 publishes the TX flag (release).
@@ -467,24 +469,40 @@ __global__ void min_dispatch(cudaq_ringbuffer_t rb, uint32_t slots, const volati
   const uint32_t lane = threadIdx.x & 31u;
   if (want_sm >= 0 && floor_smid() != (uint32_t)want_sm) return;
   if (lane == 0) *where = (int)floor_smid();
+  const bool header = rb.completion == CUDAQ_RX_COMPLETION_HEADER;
   for (uint32_t slot = 0, it = 0;; slot = slot + 1 == slots ? 0 : slot + 1) {
-    uint32_t go = 0;
+    uint32_t go = 0, v = 0, rx_seen = 0;
+    const uint32_t *rq = (const uint32_t *)(rb.rx_data + (size_t)slot * rb.rx_stride_sz);
+    cuda::atomic_ref<uint64_t, cuda::thread_scope_system> rxf(((uint64_t *)rb.rx_flags)[slot]);
     while (!go) {
-      if (lane == 0) {
+      if (header) {
+        /* Header completion: the line and RX together (dispatch_loop.cuh's
+         * poll, without its bad-request path). */
+        __threadfence_system();
+        v = ((const volatile uint32_t *)rq)[lane];
+        const uint32_t f = lane == 0 && rxf.load(cuda::memory_order_acquire) != 0;
+        rx_seen = __shfl_sync(0xFFFFFFFFu, f, 0);
+        go = __shfl_sync(0xFFFFFFFFu, v, 0) == CUDAQ_RPC_MAGIC_REQUEST;
+        if (!go && lane == 0 && (++it & 63u) == 0 && *stop) go = 2;
+      } else if (lane == 0) {
         if ((++it & 63u) == 0 && *stop) go = 2;
         else {
           __threadfence_system();
-          go = cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(((uint64_t *)rb.rx_flags)[slot])
-                   .load(cuda::memory_order_acquire) != 0; /* pairs with the host's signal (R1) */
+          go = rxf.load(cuda::memory_order_acquire) != 0; /* pairs with the host's signal (R1) */
         }
       }
       go = __shfl_sync(0xFFFFFFFFu, go, 0);
     }
     if (go == 2) return;
     __syncwarp();
-    const uint32_t *rq = (const uint32_t *)(rb.rx_data + (size_t)slot * rb.rx_stride_sz);
-    const uint32_t v = 4u * lane < rb.rx_stride_sz ? rq[lane] : 0u; /* the slot's first 128 bytes at most */
-    if (lane == 0) {
+    if (!header) v = 4u * lane < rb.rx_stride_sz ? rq[lane] : 0u; /* the slot's first 128 bytes at most */
+    if (header && lane == 0) {
+      /* Magic consumed, RX cleared once seen, both before the answer's release. */
+      cuda::atomic_ref<uint32_t, cuda::thread_scope_system>(*(uint32_t *)rq).store(CUDAQ_RPC_SLOT_CONSUMED,
+                                                                                   cuda::memory_order_relaxed);
+      while (!rx_seen && rxf.load(cuda::memory_order_acquire) == 0) {}
+      rxf.store(0, cuda::memory_order_relaxed);
+    } else if (lane == 0) {
       cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(((uint64_t *)rb.tx_flags)[slot])
           .store(CUDAQ_TX_FLAG_IN_FLIGHT, cuda::memory_order_relaxed);
       cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(((uint64_t *)rb.rx_flags)[slot])
@@ -543,12 +561,17 @@ static double run_min_on_ring(cudaq_ringbuffer_t *rb, uint32_t slots, uint32_t p
   return p50;
 }
 
-static double bench_min_dispatch(uint32_t payload, uint64_t n, uint32_t slots = 32, int want_sm = -1) {
-  const uint32_t slot_size = 64 + ((payload + 7) & ~7u);
+static double bench_min_dispatch(uint32_t payload, uint64_t n, uint32_t slots = 32, int want_sm = -1,
+                                 bool header = false) {
+  uint32_t slot_size = 64 + ((payload + 7) & ~7u);
+  if (header) slot_size = (slot_size + CUDAQ_HEADER_LINE - 1) / CUDAQ_HEADER_LINE * CUDAQ_HEADER_LINE;
   cudaq_ringbuffer_t rb;
-  CQ(cudaq_host_ringbuffer_alloc(&rb, slots, slot_size, CUDAQ_RING_ALLOC_MAPPED));
+  CQ(cudaq_host_ringbuffer_alloc(&rb, slots, slot_size,
+                                 CUDAQ_RING_ALLOC_MAPPED | (header ? CUDAQ_RING_ALLOC_HEADER_COMPLETION : 0u)));
   char name[80];
-  if (want_sm < 0)
+  if (header)
+    snprintf(name, sizeof name, "header protocol on the ring (minimal kernel), %u slots", slots);
+  else if (want_sm < 0)
     snprintf(name, sizeof name, "protocol on the ring (minimal kernel), %u slot%s", slots, slots > 1 ? "s" : "");
   else
     snprintf(name, sizeof name, "protocol on the ring, %u slots, on SM %d", slots, want_sm);
@@ -865,6 +888,7 @@ int main(int argc, char **argv) {
         bench_device_call(false, payload, n);
         if (call_inline) bench_device_call(false, payload, n, true);
         if (call_header) {
+          bench_min_dispatch(payload, n, 32, -1, true);
           bench_device_call(false, payload, n, false, true);
           /* The handler's stores: the echo by words (flag and header rings). */
           bench_device_call(false, payload, n, false, false, true);
