@@ -583,13 +583,93 @@ static double bench_min_dispatch(uint32_t payload, uint64_t n, uint32_t slots = 
 /* The regular device-call kernel with the echo handler compiled into the
  * loop (no call through the entry's function pointer), as the NN device
  * program runs its handler: shows what the indirect call costs. */
-struct echo_inline {
+struct echo_inline : call_by_pointer {
   static __device__ __forceinline__ bool inline_call(cudaq_device_rpc_fn_t fn) { return fn == bench_d_echo; }
   static __device__ __forceinline__ int32_t call(const void *a, void *r, uint32_t len, uint32_t max, uint32_t *rl) {
     return bench_d_echo(a, r, len, max, rl);
   }
 };
 __global__ void dispatch_regular_echo_inline(cudaq__dispatch_params p) { dispatch_loop<false, echo_inline>(p); }
+
+/* --call-profile: the same kernel recording the leader's clock at the
+ * loop's marks (call_by_pointer::mark) for the first PROF_N requests. */
+constexpr uint32_t PROF_N = 8192, PROF_MARKS = 5;
+__device__ unsigned long long g_prof[PROF_N][PROF_MARKS];
+__device__ uint32_t g_prof_req;
+struct echo_profiled : echo_inline {
+  static __device__ __forceinline__ void mark(uint32_t k) {
+    const uint32_t r = g_prof_req;
+    if (r < PROF_N) g_prof[r][k] = clock64();
+    if (k == PROF_MARKS - 1) g_prof_req = r + 1;
+  }
+};
+__global__ void dispatch_regular_echo_profiled(cudaq__dispatch_params p) { dispatch_loop<false, echo_profiled>(p); }
+
+/* The profiled kernel launched directly over a ring with header completion
+ * (or the flag protocol), the rows' host loop, then the median cycles
+ * between marks over the requests after the warm-up. */
+static void bench_call_profile(uint32_t payload, uint64_t n, bool header) {
+  const uint32_t slots = 32;
+  uint32_t slot_size = 64 + ((payload + 7) & ~7u);
+  slot_size = (slot_size + CUDAQ_HEADER_LINE - 1) / CUDAQ_HEADER_LINE * CUDAQ_HEADER_LINE;
+  cudaq_ringbuffer_t rb;
+  CQ(cudaq_host_ringbuffer_alloc(&rb, slots, slot_size,
+                                 CUDAQ_RING_ALLOC_MAPPED | (header ? CUDAQ_RING_ALLOC_HEADER_COMPLETION : 0u)));
+  cudaq_function_entry_t *t = bench_echo_table();
+  int *flag;
+  uint64_t *stats;
+  CK(cudaMalloc(&flag, sizeof(int)));
+  CQ(cudaq_dispatch_set_shutdown_flag(flag, 0));
+  CK(cudaMalloc(&stats, sizeof(uint64_t)));
+  CK(cudaMemset(stats, 0, sizeof(uint64_t)));
+  const uint32_t zero = 0;
+  CK(cudaMemcpyToSymbol(g_prof_req, &zero, sizeof zero));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaq__dispatch_params p;
+  if (!cudaq__dispatch_prepare(false, rb.rx_flags, rb.tx_flags, rb.rx_data, rb.tx_data, rb.rx_stride_sz,
+                               rb.tx_stride_sz, t, 1, flag, stats, slots, 1, 32, nullptr, &p)) {
+    fprintf(stderr, "profile: prepare refused the launch\n");
+    exit(1);
+  }
+  if (header) { /* what cudaq__dispatch_prepare sets for a ring with header completion */
+    p.header_poll = 1;
+    p.early_clear = 1;
+    p.prefetch_bytes = CUDAQ_HEADER_LINE;
+  }
+  cudaq__regular_launch(dispatch_regular_echo_profiled, p, 1, 32, s);
+  CK(cudaGetLastError());
+  measure_ring(header ? "profiled loop, header completion" : "profiled loop, flag protocol", &rb, slots, payload,
+               n < PROF_N ? n : PROF_N - 2000);
+  CQ(cudaq_dispatch_set_shutdown_flag(flag, 1));
+  CK(cudaStreamSynchronize(s));
+  static unsigned long long h[PROF_N][PROF_MARKS];
+  CK(cudaMemcpyFromSymbol(h, g_prof, sizeof h));
+  const char *names[PROF_MARKS - 1] = {"found -> parsed", "parsed -> staged", "staged -> handler done",
+                                       "handler done -> answered"};
+  printf("%-46s median cycles (p90) between the loop's marks, requests 2000..%u:", "", PROF_N - 1);
+  for (uint32_t k = 0; k + 1 < PROF_MARKS; ++k) {
+    std::vector<uint64_t> d;
+    for (uint32_t r = 2000; r < PROF_N; ++r)
+      if (h[r][k + 1] > h[r][k]) d.push_back(h[r][k + 1] - h[r][k]);
+    std::sort(d.begin(), d.end());
+    if (!d.empty()) printf(" %s %llu (%llu);", names[k], (unsigned long long)d[d.size() / 2],
+                           (unsigned long long)d[d.size() * 9 / 10]);
+  }
+  /* From the answer to the next request's find: the host's part and the polls. */
+  std::vector<uint64_t> d;
+  for (uint32_t r = 2000; r + 1 < PROF_N; ++r)
+    if (h[r + 1][0] > h[r][PROF_MARKS - 1]) d.push_back(h[r + 1][0] - h[r][PROF_MARKS - 1]);
+  std::sort(d.begin(), d.end());
+  if (!d.empty()) printf(" answered -> next found %llu (%llu)", (unsigned long long)d[d.size() / 2],
+                         (unsigned long long)d[d.size() * 9 / 10]);
+  printf("\n");
+  CK(cudaStreamDestroy(s));
+  CK(cudaFree(t));
+  CK(cudaFree(flag));
+  CK(cudaFree(stats));
+  CQ(cudaq_host_ringbuffer_free(&rb));
+}
 static void launch_echo_inline(volatile uint64_t *rx_flags, volatile uint64_t *tx_flags, uint8_t *rx_data,
                                uint8_t *tx_data, size_t rx_stride_sz, size_t tx_stride_sz,
                                cudaq_function_entry_t *table, size_t count, volatile int *shutdown_flag,
@@ -770,7 +850,8 @@ static double bench_unified(uint32_t payload, uint64_t n) {
 int main(int argc, char **argv) {
   uint64_t n = 100000;
   uint32_t payload = 64;
-  int cpu = 2, ab_rounds = 0, call_rounds = 0, only_call = 0, call_inline = 0, call_header = 0, sm_sweep = 0;
+  int cpu = 2, ab_rounds = 0, call_rounds = 0, only_call = 0, call_inline = 0, call_header = 0, call_profile = 0,
+      sm_sweep = 0;
   double interval = 20.0;
   std::vector<const char *> call_envs;
   for (int i = 1; i < argc; ++i) {
@@ -783,13 +864,14 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--only-call")) only_call = 1;
     else if (!strcmp(argv[i], "--call-inline")) call_inline = 1;
     else if (!strcmp(argv[i], "--call-header")) call_header = 1;
+    else if (!strcmp(argv[i], "--call-profile")) call_profile = 1;
     else if (!strcmp(argv[i], "--sm-sweep") && i + 1 < argc) sm_sweep = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--interval") && i + 1 < argc) interval = atof(argv[++i]);
     else {
       fprintf(stderr,
               "usage: %s [--requests N] [--payload BYTES] [--cpu C] [--ab ROUNDS]\n"
               "          [--call-rounds ROUNDS --call-env NAME=VALUE[,NAME=VALUE]...]... [--only-call] [--call-inline]\n"
-              "          [--call-header]\n"
+              "          [--call-header] [--call-profile]\n"
               "          [--interval US]\n"
               "  --ab ROUNDS         graph launch with and without the staged copy, interleaved\n"
               "  --call-rounds R     device-call (regular) once per --call-env setting (\"\" = as is), R rounds\n"
@@ -799,6 +881,8 @@ int main(int argc, char **argv) {
               "                      protocol alone on the ring (a minimal one-warp kernel; 32, 1, 2 slots)\n"
               "  --call-header       each --call-rounds row again over a ring with header completion, and with\n"
               "                      an echo handler that copies words (flag and header rings)\n"
+              "  --call-profile      per --call-rounds round, the loop's cycles between its marks (flag and\n"
+              "                      header rings, the echo compiled in)\n"
               "  --interval US       the paced graph-launch rows: one request US after each response (default 20)\n",
               argv[0]);
       return 2;
@@ -887,6 +971,10 @@ int main(int argc, char **argv) {
         g_variant = v.c_str();
         bench_device_call(false, payload, n);
         if (call_inline) bench_device_call(false, payload, n, true);
+        if (call_profile) {
+          bench_call_profile(payload, n, false);
+          bench_call_profile(payload, n, true);
+        }
         if (call_header) {
           bench_min_dispatch(payload, n, 32, -1, true);
           bench_device_call(false, payload, n, false, true);

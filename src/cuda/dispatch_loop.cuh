@@ -44,6 +44,7 @@ struct cudaq__dispatch_params {
   uint32_t handler_smem;   /* dynamic shared memory after the staging area lent to handlers (bytes) */
   uint32_t early_clear;    /* marker and RX clear while the prefetch is in flight (prefetch_request); default 1 */
   uint32_t header_poll;    /* 1: the polling warp also reads the slot's first line (header completion, below) */
+  uint32_t flush_idle;     /* the idle poll (0 = the first) at which answered requests are counted */
 };
 
 namespace {
@@ -268,7 +269,7 @@ __device__ uint32_t poll_ready_slot(const dispatch_params &p, uint32_t slot, uin
     }
     /* The first poll that finds nothing: the requests answered since the
      * last flush go to `processed` now, off any request's path. */
-    if (idle == 0 && lane == 0) flush_count(p, pending);
+    if (idle == p.flush_idle && lane == 0) flush_count(p, pending);
     /* Several polling blocks flush on their own, and two blocks' mirror
      * stores may land out of order: after REMIRROR_POLLS idle polls each
      * block mirrors the total again, so an idle dispatcher's stats[0] ends
@@ -494,6 +495,11 @@ __device__ void leave(const dispatch_params &p, uint32_t polling_blocks, uint32_
 struct call_by_pointer {
   static __device__ __forceinline__ bool inline_call(cudaq_device_rpc_fn_t) { return false; }
   static __device__ __forceinline__ int32_t call(const void *, void *, uint32_t, uint32_t, uint32_t *) { return 0; }
+  /* Profiling hook, called by the leader at points of a request's path (0:
+   * found by the poll, 1: parsed and broadcast, 2: staged, before the
+   * handler, 3: handler done, 4: answered); nothing here
+   * (bench_gpu_dispatch --call-profile records them). */
+  static __device__ __forceinline__ void mark(uint32_t) {}
 };
 
 template <bool Coop, typename Inline = call_by_pointer>
@@ -544,6 +550,7 @@ __device__ void dispatch_loop(const dispatch_params &p) {
         }
         __syncwarp(); /* lane 0's A1 happens before the prefetch of every lane */
       }
+      if (leader && s != UINT32_MAX) Inline::mark(0);
       if (s != UINT32_MAX && !line) prefetch_request(p, s, stage); /* a request seen in its line is staged */
       if (leader) {
         if (s == UINT32_MAX) st->cmd = CMD_EXIT;
@@ -553,11 +560,13 @@ __device__ void dispatch_loop(const dispatch_params &p) {
     barrier();
     const uint32_t cmd = st->cmd;
     if (cmd == CMD_EXIT) break;
+    if (leader) Inline::mark(1);
 
     if (cmd == CMD_CALL) {
       const void *args = Coop && p.no_stage ? p.rx_data + (size_t)st->slot * p.rx_stride + CUDAQ_RPC_HEADER_SIZE
                                             : stage_payload(p, st, stage, have);
       barrier();
+      if (leader) Inline::mark(2);
       uint32_t len = 0;
       uint8_t *result = p.tx_data + (size_t)st->slot * p.tx_stride + CUDAQ_RPC_HEADER_SIZE;
       /* A kernel instantiated with an Inline handler runs its entries' handler
@@ -567,6 +576,7 @@ __device__ void dispatch_loop(const dispatch_params &p) {
                            ? Inline::call(args, result, st->arg_len, p.tx_stride - CUDAQ_RPC_HEADER_SIZE, &len)
                            : st->fn(args, result, st->arg_len, p.tx_stride - CUDAQ_RPC_HEADER_SIZE, &len);
       barrier(); /* every result byte is written */
+      if (leader) Inline::mark(3);
       if (poll_block && threadIdx.x < 32) {
         if (len > p.tx_stride - CUDAQ_RPC_HEADER_SIZE) {
           status = CUDAQ_RPC_ERR_RESULT_TOO_LARGE;
@@ -574,6 +584,7 @@ __device__ void dispatch_loop(const dispatch_params &p) {
         }
         finish_request(p, st, status, len, &pending); /* lane 0's status and len */
       }
+      if (leader) Inline::mark(4);
     } else if (cmd == CMD_ANSWER) {
       if (poll_block && threadIdx.x < 32) finish_request(p, st, st->status, 0, &pending);
     } else if (leader) {

@@ -206,7 +206,7 @@ namespace {
 
 /* Entries whose handler is cudaq_nn_device_program_handler run the bound
  * program inline; other entries through their pointer. */
-struct nn_inline {
+struct nn_inline : call_by_pointer {
   static __device__ __forceinline__ bool inline_call(cudaq_device_rpc_fn_t fn) {
     return fn == cudaq_nn_device_program_handler;
   }
