@@ -597,10 +597,17 @@ constexpr uint32_t PROF_N = 8192, PROF_MARKS = 5;
 __device__ unsigned long long g_prof[PROF_N][PROF_MARKS];
 __device__ uint32_t g_prof_req;
 struct echo_profiled : echo_inline {
+  /* The clock first, kept in shared memory; the request's marks go to
+   * device memory after the last one (off the measured intervals). */
   static __device__ __forceinline__ void mark(uint32_t k) {
-    const uint32_t r = g_prof_req;
-    if (r < PROF_N) g_prof[r][k] = clock64();
-    if (k == PROF_MARKS - 1) g_prof_req = r + 1;
+    __shared__ unsigned long long ts[PROF_MARKS];
+    ts[k] = clock64();
+    if (k == PROF_MARKS - 1) {
+      const uint32_t r = g_prof_req;
+      if (r < PROF_N)
+        for (uint32_t j = 0; j < PROF_MARKS; ++j) g_prof[r][j] = ts[j];
+      g_prof_req = r + 1;
+    }
   }
 };
 __global__ void dispatch_regular_echo_profiled(cudaq__dispatch_params p) { dispatch_loop<false, echo_profiled>(p); }

@@ -18,7 +18,6 @@ struct cudaq__request_state {
   int32_t status;     /* the answer for CMD_ANSWER */
   uint32_t drop_kind; /* 0 bad magic, 1 unknown function */
   uint32_t line;      /* header completion: the request was seen in its slot's first line */
-  uint32_t rx_seen;   /* ... with its RX flag set in the same poll */
   cudaq_device_rpc_fn_t fn;
 };
 

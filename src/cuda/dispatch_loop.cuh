@@ -163,9 +163,9 @@ __device__ void mirror_total(const dispatch_params &p) {
  * the line is never seen half-written), so the request is served without
  * a dependent read after the flag. Bytes past the line are read after an
  * acquire fence (parse_request).
- * Flags: with the answer, lane 0 stores the magic word
- * CUDAQ_RPC_SLOT_CONSUMED and clears RX (relaxed), and R2 publishes the
- * response after them: one system-scope fence a request. No in-flight
+ * Flags: as soon as the request is found, lane 0 stores the magic word
+ * CUDAQ_RPC_SLOT_CONSUMED and clears RX (relaxed, line_take), and R2
+ * publishes the response after them: one system-scope fence a request. No in-flight
  * marker: the slot cannot look free between the RX clear and the answer,
  * because on such a ring cudaq_host_ringbuffer_slot_available also wants
  * the magic word 0, which only the consumer's clear_slot writes, after the
@@ -185,25 +185,24 @@ __device__ inline cuda::atomic_ref<uint32_t, cuda::thread_scope_system> slot_mag
       *reinterpret_cast<uint32_t *>(p.rx_data + (size_t)slot * p.rx_stride));
 }
 
-/* Lane 0, header completion: a request taken from its line gives its slot
- * back. The magic word becomes `magic` (CUDAQ_RPC_SLOT_CONSUMED with an
- * answer, 0 for a drop), a relaxed store; then RX is cleared, relaxed with
- * an answer (R2 that follows orders both before TX) or with `release` for
- * a drop (R3h: frees the slot, TX being 0; it orders the magic word and
- * the polling warp's reads of the slot, by the __syncwarp in
- * poll_ready_slot, before it; pairs with A3h in
- * cudaq_host_ringbuffer_slot_available). RX is cleared once seen set (A1h:
- * ordering only); when shutdown is raised first (a producer that never
- * signals) RX is left as it is, and a late signal finds the slot's magic
- * gone: read the flag's way, dropped and counted as a bad request. */
-__device__ void line_give_back(const dispatch_params &p, const request_state *st, uint32_t magic, bool release) {
-  slot_magic(p, st->slot).store(magic, cuda::memory_order_relaxed);
-  for (uint32_t k = 1; !st->rx_seen; ++k) {
-    if (cudaq__load_acquire_sys(&p.rx_flags[st->slot]) != 0) break;
+/* Lane 0, header completion: takes a request seen in its slot's line, as
+ * soon as it is found (the stores then travel while the request is
+ * parsed and served): the magic word becomes CUDAQ_RPC_SLOT_CONSUMED and RX
+ * is cleared, relaxed stores ordered before TX by R2 with the answer, or
+ * before R3h for a drop (drop_request). RX is cleared once seen set (A1h:
+ * ordering only; rx_seen: seen in the poll); when shutdown is raised first
+ * (a producer that never signals) RX is left as it is, and a late signal
+ * finds the slot's magic gone: read the flag's way, dropped and counted as
+ * a bad request. The slot stays busy all along: on such a ring
+ * cudaq_host_ringbuffer_slot_available wants the magic word 0, which only
+ * the consumer's clear_slot (after the answer) or a drop writes. */
+__device__ void line_take(const dispatch_params &p, uint32_t slot, bool rx_seen) {
+  slot_magic(p, slot).store(CUDAQ_RPC_SLOT_CONSUMED, cuda::memory_order_relaxed);
+  for (uint32_t k = 1; !rx_seen; ++k) {
+    if (cudaq__load_acquire_sys(&p.rx_flags[slot]) != 0) break;
     if (k % SHUTDOWN_POLL_INTERVAL == 0 && load_relaxed_sys(p.shutdown)) return;
   }
-  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(p.rx_flags[st->slot])
-      .store(0, release ? cuda::memory_order_release : cuda::memory_order_relaxed);
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(p.rx_flags[slot]).store(0, cuda::memory_order_relaxed);
 }
 
 /* Warp 0 of the leader block polls. Lane 0 watches the current slot; every
@@ -353,7 +352,6 @@ __device__ void parse_request(const dispatch_params &p, const cached_entry *cach
   const uint32_t w0 = h[0], w1 = h[1], w2 = h[2];
   st->slot = slot;
   st->line = line != 0;
-  st->rx_seen = line == 1;
   /* A request seen in the line (poll_ready_slot): its bytes past the line
    * (and, with args in the slot, all of them) are read after this fence,
    * which with this thread's load of the magic that R1h wrote last is the
@@ -422,12 +420,15 @@ __device__ void finish_request(const dispatch_params &p, const request_state *st
   result_len = __shfl_sync(0xFFFFFFFFu, result_len, 0);
   uint8_t *tx = p.tx_data + (size_t)st->slot * p.tx_stride;
   uint32_t *h = reinterpret_cast<uint32_t *>(tx);
-  /* A request taken from its line: magic consumed, RX cleared, ordered
-   * before TX by R2 below. */
-  if (st->line && lane == 0) line_give_back(p, st, CUDAQ_RPC_SLOT_CONSUMED, false);
-  const uint32_t words[6] = {CUDAQ_RPC_MAGIC_RESPONSE, (uint32_t)status, result_len, st->request_id,
-                             (uint32_t)st->ptp, (uint32_t)(st->ptp >> 32)};
-  if (lane < 6) h[lane] = words[lane];
+  /* Lane k's header word (a select, not an indexed array, which would live
+   * in local memory). */
+  const uint32_t w = lane == 0   ? CUDAQ_RPC_MAGIC_RESPONSE
+                     : lane == 1 ? (uint32_t)status
+                     : lane == 2 ? result_len
+                     : lane == 3 ? st->request_id
+                     : lane == 4 ? (uint32_t)st->ptp
+                                 : (uint32_t)(st->ptp >> 32);
+  if (lane < 6) h[lane] = w;
   /* Memory ordering among the warp's lanes: lanes 1-5's header words
    * happen before lane 0's R2 below. */
   __syncwarp();
@@ -444,9 +445,12 @@ __device__ void finish_request(const dispatch_params &p, const request_state *st
 
 __device__ void drop_request(const dispatch_params &p, const request_state *st) {
   if (st->line) {
-    /* Taken from its line (TX 0, no marker): magic word 0, RX cleared by
-     * R3h (line_give_back). */
-    line_give_back(p, st, 0u, true);
+    /* Taken from its line (line_take: magic consumed, RX cleared; TX 0, no
+     * marker): R3h, the magic word back to 0, frees the slot. It orders
+     * line_take's stores and the polling warp's reads of the slot (the
+     * __syncwarp in poll_ready_slot) before it; pairs with A3h in
+     * cudaq_host_ringbuffer_slot_available. */
+    slot_magic(p, st->slot).store(0u, cuda::memory_order_release);
     cudaq__bump(&p.state->dropped_unknown_function);
     return;
   }
@@ -552,6 +556,7 @@ __device__ void dispatch_loop(const dispatch_params &p) {
       }
       if (leader && s != UINT32_MAX) Inline::mark(0);
       if (s != UINT32_MAX && !line) prefetch_request(p, s, stage); /* a request seen in its line is staged */
+      else if (line && threadIdx.x == 0) line_take(p, s, line == 1);
       if (leader) {
         if (s == UINT32_MAX) st->cmd = CMD_EXIT;
         else parse_request(p, cache, cached, s, stage, st, line);
