@@ -593,7 +593,7 @@ __global__ void dispatch_regular_echo_inline(cudaq__dispatch_params p) { dispatc
 
 /* --call-profile: the same kernel recording the leader's clock at the
  * loop's marks (call_by_pointer::mark) for the first PROF_N requests. */
-constexpr uint32_t PROF_N = 8192, PROF_MARKS = 5;
+constexpr uint32_t PROF_N = 8192, PROF_MARKS = 8;
 __device__ unsigned long long g_prof[PROF_N][PROF_MARKS];
 __device__ uint32_t g_prof_req;
 struct echo_profiled : echo_inline {
@@ -602,7 +602,7 @@ struct echo_profiled : echo_inline {
   static __device__ __forceinline__ void mark(uint32_t k) {
     __shared__ unsigned long long ts[PROF_MARKS];
     ts[k] = clock64();
-    if (k == PROF_MARKS - 1) {
+    if (k == 4) { /* the last mark of a request */
       const uint32_t r = g_prof_req;
       if (r < PROF_N)
         for (uint32_t j = 0; j < PROF_MARKS; ++j) g_prof[r][j] = ts[j];
@@ -652,13 +652,15 @@ static void bench_call_profile(uint32_t payload, uint64_t n, bool header) {
   CK(cudaStreamSynchronize(s));
   static unsigned long long h[PROF_N][PROF_MARKS];
   CK(cudaMemcpyFromSymbol(h, g_prof, sizeof h));
-  const char *names[PROF_MARKS - 1] = {"found -> parsed", "parsed -> staged", "staged -> handler done",
-                                       "handler done -> answered"};
+  /* The marks in path order (call_by_pointer::mark). */
+  const uint32_t order[PROF_MARKS] = {0, 5, 6, 1, 2, 3, 7, 4};
+  const char *names[PROF_MARKS - 1] = {"found -> flags given back", "-> parsed", "-> broadcast", "-> staged",
+                                       "-> handler done", "-> header written", "-> answered"};
   printf("%-46s median cycles (p90) between the loop's marks, requests 2000..%u:", "", PROF_N - 1);
   for (uint32_t k = 0; k + 1 < PROF_MARKS; ++k) {
     std::vector<uint64_t> d;
     for (uint32_t r = 2000; r < PROF_N; ++r)
-      if (h[r][k + 1] > h[r][k]) d.push_back(h[r][k + 1] - h[r][k]);
+      if (h[r][order[k + 1]] >= h[r][order[k]]) d.push_back(h[r][order[k + 1]] - h[r][order[k]]);
     std::sort(d.begin(), d.end());
     if (!d.empty()) printf(" %s %llu (%llu);", names[k], (unsigned long long)d[d.size() / 2],
                            (unsigned long long)d[d.size() * 9 / 10]);
@@ -666,7 +668,7 @@ static void bench_call_profile(uint32_t payload, uint64_t n, bool header) {
   /* From the answer to the next request's find: the host's part and the polls. */
   std::vector<uint64_t> d;
   for (uint32_t r = 2000; r + 1 < PROF_N; ++r)
-    if (h[r + 1][0] > h[r][PROF_MARKS - 1]) d.push_back(h[r + 1][0] - h[r][PROF_MARKS - 1]);
+    if (h[r + 1][0] > h[r][4]) d.push_back(h[r + 1][0] - h[r][4]);
   std::sort(d.begin(), d.end());
   if (!d.empty()) printf(" answered -> next found %llu (%llu)", (unsigned long long)d[d.size() / 2],
                          (unsigned long long)d[d.size() * 9 / 10]);

@@ -152,6 +152,18 @@ __device__ void mirror_total(const dispatch_params &p) {
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p.stats).store(n, cuda::memory_order_relaxed);
 }
 
+/* A DEVICE_CALL entry's handler called through its function pointer. */
+struct call_by_pointer {
+  static __device__ __forceinline__ bool inline_call(cudaq_device_rpc_fn_t) { return false; }
+  static __device__ __forceinline__ int32_t call(const void *, void *, uint32_t, uint32_t, uint32_t *) { return 0; }
+  /* Profiling hook, called by the leader at points of a request's path (0:
+   * found by the poll, 5: its flags given back, 6: parsed, 1: broadcast,
+   * 2: staged, before the handler, 3: handler done, 7: response header
+   * written, before R2, 4: answered); nothing here
+   * (bench_gpu_dispatch --call-profile records them). */
+  static __device__ __forceinline__ void mark(uint32_t) {}
+};
+
 /* Header completion (p.header_poll: a ring with
  * CUDAQ_RX_COMPLETION_HEADER, cudaq_realtime.h). The producer writes the
  * request's payload and header and the header's magic word last
@@ -413,6 +425,7 @@ __device__ const void *stage_payload(const dispatch_params &p, const request_sta
 /* Warp 0 of the polling block: writes the response header, publishes TX,
  * counts. The header's six words go out as one warp store (lanes 0-5)
  * instead of six stores of one thread. status and result_len are lane 0's. */
+template <typename Inline>
 __device__ void finish_request(const dispatch_params &p, const request_state *st, int32_t status,
                                uint32_t result_len, uint32_t *pending) {
   const uint32_t lane = threadIdx.x & 31u;
@@ -433,6 +446,7 @@ __device__ void finish_request(const dispatch_params &p, const request_state *st
    * happen before lane 0's R2 below. */
   __syncwarp();
   if (lane == 0) {
+    Inline::mark(7);
     /* R2 publishes the response (header by lanes 0-5, result bytes by the
      * block, ordered before this by __syncwarp and the preceding barrier);
      * the last flag store of the request (see parse_request). Pairs with A2
@@ -495,17 +509,6 @@ __device__ void leave(const dispatch_params &p, uint32_t polling_blocks, uint32_
  * broadcast in shared memory. Cooperative: block 0 polls, the whole grid
  * runs the handler; the request is broadcast through device memory
  * (grid.sync() orders it). */
-/* A DEVICE_CALL entry's handler called through its function pointer. */
-struct call_by_pointer {
-  static __device__ __forceinline__ bool inline_call(cudaq_device_rpc_fn_t) { return false; }
-  static __device__ __forceinline__ int32_t call(const void *, void *, uint32_t, uint32_t, uint32_t *) { return 0; }
-  /* Profiling hook, called by the leader at points of a request's path (0:
-   * found by the poll, 1: parsed and broadcast, 2: staged, before the
-   * handler, 3: handler done, 4: answered); nothing here
-   * (bench_gpu_dispatch --call-profile records them). */
-  static __device__ __forceinline__ void mark(uint32_t) {}
-};
-
 template <bool Coop, typename Inline = call_by_pointer>
 __device__ void dispatch_loop(const dispatch_params &p) {
   extern __shared__ __align__(16) uint8_t stage[];
@@ -558,8 +561,10 @@ __device__ void dispatch_loop(const dispatch_params &p) {
       if (s != UINT32_MAX && !line) prefetch_request(p, s, stage); /* a request seen in its line is staged */
       else if (line && threadIdx.x == 0) line_take(p, s, line == 1);
       if (leader) {
+        Inline::mark(5);
         if (s == UINT32_MAX) st->cmd = CMD_EXIT;
         else parse_request(p, cache, cached, s, stage, st, line);
+        Inline::mark(6);
       }
     }
     barrier();
@@ -587,11 +592,11 @@ __device__ void dispatch_loop(const dispatch_params &p) {
           status = CUDAQ_RPC_ERR_RESULT_TOO_LARGE;
           len = 0;
         }
-        finish_request(p, st, status, len, &pending); /* lane 0's status and len */
+        finish_request<Inline>(p, st, status, len, &pending); /* lane 0's status and len */
       }
       if (leader) Inline::mark(4);
     } else if (cmd == CMD_ANSWER) {
-      if (poll_block && threadIdx.x < 32) finish_request(p, st, st->status, 0, &pending);
+      if (poll_block && threadIdx.x < 32) finish_request<Inline>(p, st, st->status, 0, &pending);
     } else if (leader) {
       drop_request(p, st);
     }
