@@ -358,8 +358,20 @@ __device__ void prefetch_request(const dispatch_params &p, uint32_t slot, uint8_
 /* Leader: checks the staged header of `slot` and fills st; without
  * p.early_clear it also hands the RX slot back for every request it keeps
  * (flag order below; with it, prefetch_request did). */
-__device__ void parse_request(const dispatch_params &p, const cached_entry *cache, uint32_t cached,
-                              uint32_t slot, const uint8_t *stage, request_state *st, uint32_t line) {
+/* Leader: the outcome of the last request's lookup and checks, kept in
+ * registers. The table (cached at launch) and the slot size are fixed for a
+ * launch, so a request with the same function_id and arg_len has the same
+ * outcome: the lookup and the checks are skipped for it (the usual case,
+ * one decoder function at a fixed size). */
+struct lookup_memo {
+  uint32_t valid = 0, function_id = 0, arg_len = 0;
+  int32_t status = 0;
+  cudaq_device_rpc_fn_t fn = nullptr;
+};
+
+__device__ __forceinline__ void parse_request(const dispatch_params &p, const cached_entry *cache, uint32_t cached,
+                                              uint32_t slot, const uint8_t *stage, request_state *st, uint32_t line,
+                                              lookup_memo &memo) {
   const uint32_t *h = reinterpret_cast<const uint32_t *>(stage);
   const uint32_t w0 = h[0], w1 = h[1], w2 = h[2];
   st->slot = slot;
@@ -379,11 +391,19 @@ __device__ void parse_request(const dispatch_params &p, const cached_entry *cach
     st->drop_kind = 0;
     return;
   }
-  cached_entry e;
-  if (!find_entry(cache, cached, p, w1, &e)) {
-    st->cmd = CMD_DROP;
-    st->drop_kind = 1;
-    return;
+  if (!(memo.valid && memo.function_id == w1 && memo.arg_len == w2)) {
+    cached_entry e;
+    if (!find_entry(cache, cached, p, w1, &e)) {
+      st->cmd = CMD_DROP;
+      st->drop_kind = 1;
+      return;
+    }
+    memo.valid = 1;
+    memo.function_id = w1;
+    memo.arg_len = w2;
+    memo.status = cudaq__entry_status(e.rule, e.mode, e.fn != nullptr, CUDAQ_DISPATCH_DEVICE_CALL, w2,
+                                      p.rx_stride - CUDAQ_RPC_HEADER_SIZE);
+    memo.fn = e.fn;
   }
   st->cmd = CMD_ANSWER;
   /* Flag order: TX = in flight -> RX = 0 (here, or in prefetch_request with
@@ -398,12 +418,10 @@ __device__ void parse_request(const dispatch_params &p, const cached_entry *cach
    * from here until the response, so the rest of the payload may still be
    * read after RX is cleared. */
   if (!p.early_clear) hand_back(p, slot);
-  const int32_t status = cudaq__entry_status(e.rule, e.mode, e.fn != nullptr, CUDAQ_DISPATCH_DEVICE_CALL, w2,
-                                             p.rx_stride - CUDAQ_RPC_HEADER_SIZE);
-  if (status) st->status = status;
+  if (memo.status) st->status = memo.status;
   else {
     st->cmd = CMD_CALL;
-    st->fn = e.fn;
+    st->fn = memo.fn;
   }
 }
 
@@ -537,6 +555,7 @@ __device__ void dispatch_loop(const dispatch_params &p) {
   __syncthreads();
   uint32_t slot = first, iter = 0, draining = 0, drain_left = 0;
   uint32_t pending = 0; /* leader: answered, not yet added to `processed` (flush_count) */
+  lookup_memo memo;     /* leader: the last lookup (parse_request) */
 
   for (;;) {
     if (poll_block && threadIdx.x < 32) {
@@ -563,7 +582,7 @@ __device__ void dispatch_loop(const dispatch_params &p) {
       if (leader) {
         Inline::mark(5);
         if (s == UINT32_MAX) st->cmd = CMD_EXIT;
-        else parse_request(p, cache, cached, s, stage, st, line);
+        else parse_request(p, cache, cached, s, stage, st, line, memo);
         Inline::mark(6);
       }
     }
@@ -573,9 +592,16 @@ __device__ void dispatch_loop(const dispatch_params &p) {
     if (leader) Inline::mark(1);
 
     if (cmd == CMD_CALL) {
-      const void *args = Coop && p.no_stage ? p.rx_data + (size_t)st->slot * p.rx_stride + CUDAQ_RPC_HEADER_SIZE
-                                            : stage_payload(p, st, stage, have);
-      barrier();
+      const void *args;
+      if (!Coop && CUDAQ_RPC_HEADER_SIZE + st->arg_len <= have) {
+        /* Staged whole by the polling warp (the barrier above ordered it):
+         * no copy, no barrier (the block's threads agree on the test). */
+        args = stage + CUDAQ_RPC_HEADER_SIZE;
+      } else {
+        args = Coop && p.no_stage ? p.rx_data + (size_t)st->slot * p.rx_stride + CUDAQ_RPC_HEADER_SIZE
+                                  : stage_payload(p, st, stage, have);
+        barrier();
+      }
       if (leader) Inline::mark(2);
       uint32_t len = 0;
       uint8_t *result = p.tx_data + (size_t)st->slot * p.tx_stride + CUDAQ_RPC_HEADER_SIZE;
