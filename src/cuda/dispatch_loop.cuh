@@ -440,23 +440,9 @@ __device__ const void *stage_payload(const dispatch_params &p, const request_sta
   return stage + CUDAQ_RPC_HEADER_SIZE;
 }
 
-/* Warp 0 of the polling block, before the handler runs: the response
- * header's words that do not depend on it (magic, request_id, ptp: lanes
- * 0, 3, 4, 5), so that only two words are left after it. The header is
- * read by nobody before TX is published (an in-place ring's request header
- * was parsed already; the handler reads the payload only). */
-__device__ __forceinline__ void write_header_start(const dispatch_params &p, const request_state *st) {
-  const uint32_t lane = threadIdx.x & 31u;
-  uint32_t *h = reinterpret_cast<uint32_t *>(p.tx_data + (size_t)st->slot * p.tx_stride);
-  if (lane == 0) h[0] = CUDAQ_RPC_MAGIC_RESPONSE;
-  else if (lane == 3) h[3] = st->request_id;
-  else if (lane == 4) h[4] = (uint32_t)st->ptp;
-  else if (lane == 5) h[5] = (uint32_t)(st->ptp >> 32);
-}
-
-/* Warp 0 of the polling block: writes the rest of the response header
- * (status and result_len, lane 0's, by lanes 1 and 2), publishes TX,
- * counts. */
+/* Warp 0 of the polling block: writes the response header, publishes TX,
+ * counts. The header's six words go out as one warp store (lanes 0-5)
+ * instead of six stores of one thread. status and result_len are lane 0's. */
 template <typename Inline>
 __device__ void finish_request(const dispatch_params &p, const request_state *st, int32_t status,
                                uint32_t result_len, uint32_t *pending) {
@@ -465,11 +451,17 @@ __device__ void finish_request(const dispatch_params &p, const request_state *st
   result_len = __shfl_sync(0xFFFFFFFFu, result_len, 0);
   uint8_t *tx = p.tx_data + (size_t)st->slot * p.tx_stride;
   uint32_t *h = reinterpret_cast<uint32_t *>(tx);
-  /* status and result_len (words 1 and 2; the others went out with
-   * write_header_start before the handler). */
-  if (lane == 1 || lane == 2) h[lane] = lane == 1 ? (uint32_t)status : result_len;
-  /* Memory ordering among the warp's lanes: the header words (lanes 0-5,
-   * here and in write_header_start) happen before lane 0's R2 below. */
+  /* Lane k's header word (a select, not an indexed array, which would live
+   * in local memory). */
+  const uint32_t w = lane == 0   ? CUDAQ_RPC_MAGIC_RESPONSE
+                     : lane == 1 ? (uint32_t)status
+                     : lane == 2 ? result_len
+                     : lane == 3 ? st->request_id
+                     : lane == 4 ? (uint32_t)st->ptp
+                                 : (uint32_t)(st->ptp >> 32);
+  if (lane < 6) h[lane] = w;
+  /* Memory ordering among the warp's lanes: lanes 1-5's header words
+   * happen before lane 0's R2 below. */
   __syncwarp();
   if (lane == 0) {
     Inline::mark(7);
@@ -555,13 +547,8 @@ __device__ void dispatch_loop(const dispatch_params &p) {
   handler_smem_off = p.stage_bytes; /* read by cudaq_dispatch_handler_smem (same value from every thread) */
   request_state *st = Coop ? &p.state->bcast : &st_shared;
   cg::grid_group grid = cg::this_grid();
-  /* A regular block of one warp orders its threads with __syncwarp (the
-   * same memory ordering among them, without the block barrier). */
-  const bool one_warp = !Coop && blockDim.x == 32;
   auto barrier = [&]() {
-    if (Coop) grid.sync();
-    else if (one_warp) __syncwarp();
-    else __syncthreads();
+    if (Coop) grid.sync(); else __syncthreads();
   };
 
   cache_table(p, cache, &cached);
@@ -603,7 +590,6 @@ __device__ void dispatch_loop(const dispatch_params &p) {
     const uint32_t cmd = st->cmd;
     if (cmd == CMD_EXIT) break;
     if (leader) Inline::mark(1);
-    if ((cmd == CMD_CALL || cmd == CMD_ANSWER) && poll_block && threadIdx.x < 32) write_header_start(p, st);
 
     if (cmd == CMD_CALL) {
       const void *args;
