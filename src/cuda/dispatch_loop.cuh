@@ -355,9 +355,6 @@ __device__ void prefetch_request(const dispatch_params &p, uint32_t slot, uint8_
   __syncwarp(); /* the staged header is visible to lane 0 */
 }
 
-/* Leader: checks the staged header of `slot` and fills st; without
- * p.early_clear it also hands the RX slot back for every request it keeps
- * (flag order below; with it, prefetch_request did). */
 /* Leader: the outcome of the last request's lookup and checks, kept in
  * registers. The table (cached at launch) and the slot size are fixed for a
  * launch, so a request with the same function_id and arg_len has the same
@@ -369,33 +366,41 @@ struct lookup_memo {
   cudaq_device_rpc_fn_t fn = nullptr;
 };
 
+/* Leader: checks the staged header of `slot` and fills st; without
+ * p.early_clear it also hands the RX slot back for every request it keeps
+ * (flag order below; with it, prefetch_request did). */
 __device__ __forceinline__ void parse_request(const dispatch_params &p, const cached_entry *cache, uint32_t cached,
                                               uint32_t slot, const uint8_t *stage, request_state *st, uint32_t line,
                                               lookup_memo &memo) {
   const uint32_t *h = reinterpret_cast<const uint32_t *>(stage);
   const uint32_t w0 = h[0], w1 = h[1], w2 = h[2];
-  st->slot = slot;
-  st->line = line != 0;
+  /* Filled in registers, broadcast by one struct store at the end. */
+  request_state r;
+  r.slot = slot;
+  r.line = line != 0;
+  r.arg_len = w2;
+  r.request_id = h[3];
+  r.ptp = (uint64_t)h[4] | ((uint64_t)h[5] << 32);
+  r.fn = nullptr;
+  r.status = 0;
+  r.drop_kind = 0;
   /* A request seen in the line (poll_ready_slot): its bytes past the line
    * (and, with args in the slot, all of them) are read after this fence,
    * which with this thread's load of the magic that R1h wrote last is the
    * acquire (A1h) that makes them visible; the barrier before the reads
    * orders the other threads after it. */
   if (line && (CUDAQ_RPC_HEADER_SIZE + (uint64_t)w2 > HEADER_LINE || p.no_stage)) __threadfence_system();
-  st->arg_len = w2;
-  st->request_id = h[3];
-  st->ptp = (uint64_t)h[4] | ((uint64_t)h[5] << 32);
-  st->fn = nullptr;
   if (w0 != CUDAQ_RPC_MAGIC_REQUEST) {
-    st->cmd = CMD_DROP;
-    st->drop_kind = 0;
+    r.cmd = CMD_DROP;
+    *st = r;
     return;
   }
   if (!(memo.valid && memo.function_id == w1 && memo.arg_len == w2)) {
     cached_entry e;
     if (!find_entry(cache, cached, p, w1, &e)) {
-      st->cmd = CMD_DROP;
-      st->drop_kind = 1;
+      r.cmd = CMD_DROP;
+      r.drop_kind = 1;
+      *st = r;
       return;
     }
     memo.valid = 1;
@@ -405,7 +410,6 @@ __device__ __forceinline__ void parse_request(const dispatch_params &p, const ca
                                       p.rx_stride - CUDAQ_RPC_HEADER_SIZE);
     memo.fn = e.fn;
   }
-  st->cmd = CMD_ANSWER;
   /* Flag order: TX = in flight -> RX = 0 (here, or in prefetch_request with
    * p.early_clear) -> TX = the response (the last store, in
    * finish_request). Measured on an H100 over PCIe
@@ -418,11 +422,10 @@ __device__ __forceinline__ void parse_request(const dispatch_params &p, const ca
    * from here until the response, so the rest of the payload may still be
    * read after RX is cleared. */
   if (!p.early_clear) hand_back(p, slot);
-  if (memo.status) st->status = memo.status;
-  else {
-    st->cmd = CMD_CALL;
-    st->fn = memo.fn;
-  }
+  r.cmd = memo.status ? CMD_ANSWER : CMD_CALL;
+  r.status = memo.status;
+  if (!memo.status) r.fn = memo.fn;
+  *st = r;
 }
 
 /* Completes the staged copy of the payload with every thread of the block
@@ -547,8 +550,13 @@ __device__ void dispatch_loop(const dispatch_params &p) {
   handler_smem_off = p.stage_bytes; /* read by cudaq_dispatch_handler_smem (same value from every thread) */
   request_state *st = Coop ? &p.state->bcast : &st_shared;
   cg::grid_group grid = cg::this_grid();
+  /* A regular block of one warp orders its threads with __syncwarp (the
+   * same memory ordering among them, without the block barrier). */
+  const bool one_warp = !Coop && blockDim.x == 32;
   auto barrier = [&]() {
-    if (Coop) grid.sync(); else __syncthreads();
+    if (Coop) grid.sync();
+    else if (one_warp) __syncwarp();
+    else __syncthreads();
   };
 
   cache_table(p, cache, &cached);
