@@ -446,6 +446,13 @@ static double measure_ring(const char *base, cudaq_ringbuffer_t *rb, uint32_t sl
   return p50;
 }
 
+/* --call-profile's clock marks (the dispatch loop's: call_by_pointer::mark;
+ * the minimal kernel's: 0 found, 4 answered), for the first PROF_N
+ * requests of a run. */
+constexpr uint32_t PROF_N = 8192, PROF_MARKS = 8;
+__device__ unsigned long long g_prof[PROF_N][PROF_MARKS];
+__device__ uint32_t g_prof_req;
+
 /* The device-call protocol on the dispatcher's ring, with nothing else: one
  * warp, slots in ring order; lane 0 polls the RX flag (fence before each
  * poll; on a ring with header completion the warp polls the slot's first
@@ -465,7 +472,7 @@ __device__ inline uint32_t floor_smid() {
 /* want_sm >= 0 (--sm-sweep): launched as one block per SM, only the block
  * on SM want_sm serves; *where: the SM that served. */
 __global__ void min_dispatch(cudaq_ringbuffer_t rb, uint32_t slots, const volatile int *stop, int want_sm,
-                             int *where) {
+                             int *where, int prof = 0) {
   const uint32_t lane = threadIdx.x & 31u;
   if (want_sm >= 0 && floor_smid() != (uint32_t)want_sm) return;
   if (lane == 0) *where = (int)floor_smid();
@@ -494,6 +501,7 @@ __global__ void min_dispatch(cudaq_ringbuffer_t rb, uint32_t slots, const volati
       go = __shfl_sync(0xFFFFFFFFu, go, 0);
     }
     if (go == 2) return;
+    unsigned long long t_found = prof ? clock64() : 0;
     __syncwarp();
     if (!header) v = 4u * lane < rb.rx_stride_sz ? rq[lane] : 0u; /* the slot's first 128 bytes at most */
     if (header && lane == 0) {
@@ -521,14 +529,24 @@ __global__ void min_dispatch(cudaq_ringbuffer_t rb, uint32_t slots, const volati
     if (lane == 0) /* publishes the response; pairs with the host's acquire (A2) */
       cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(((uint64_t *)rb.tx_flags)[slot])
           .store((uint64_t)(uintptr_t)tx, cuda::memory_order_release);
+    if (prof && lane == 0) { /* after the answer: off the measured path */
+      const unsigned long long t_answered = clock64();
+      const uint32_t r = g_prof_req;
+      if (r < PROF_N) {
+        g_prof[r][0] = t_found;
+        g_prof[r][4] = t_answered;
+      }
+      g_prof_req = r + 1;
+    }
   }
 }
 
 /* Runs the minimal kernel over ring rb (one block, or with want_sm >= 0
  * one block per SM, the one on SM want_sm serving) through measure_ring,
  * then stops it; prints the SM that served. */
+static void print_profile(bool loop_marks);
 static double run_min_on_ring(cudaq_ringbuffer_t *rb, uint32_t slots, uint32_t payload, uint64_t n, int want_sm,
-                              const char *name) {
+                              const char *name, bool prof = false) {
   if (payload > 104) {
     printf("%-46s skipped: the minimal kernel echoes payloads of at most 104 bytes\n", name);
     return 0;
@@ -541,7 +559,12 @@ static double run_min_on_ring(cudaq_ringbuffer_t *rb, uint32_t slots, uint32_t p
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   if (want_sm < 0) {
-    min_dispatch<<<1, 32, 0, s>>>(*rb, slots, stop, -1, where);
+    if (prof) {
+      const uint32_t zero = 0;
+      CK(cudaMemcpyToSymbol(g_prof_req, &zero, sizeof zero));
+      n = n < PROF_N ? n : PROF_N - 2000;
+    }
+    min_dispatch<<<1, 32, 0, s>>>(*rb, slots, stop, -1, where, prof ? 1 : 0);
   } else {
     /* One block per SM: each asks for more than half an SM's shared memory. */
     int sms = 0, smem = 0;
@@ -555,6 +578,7 @@ static double run_min_on_ring(cudaq_ringbuffer_t *rb, uint32_t slots, uint32_t p
   printf("%-46s served by SM %d\n", "", *(volatile int *)where);
   CQ(cudaq_dispatch_set_shutdown_flag(stop, 1));
   CK(cudaStreamSynchronize(s));
+  if (prof) print_profile(false);
   CK(cudaStreamDestroy(s));
   CK(cudaFree(stop));
   CK(cudaFree(where));
@@ -562,7 +586,7 @@ static double run_min_on_ring(cudaq_ringbuffer_t *rb, uint32_t slots, uint32_t p
 }
 
 static double bench_min_dispatch(uint32_t payload, uint64_t n, uint32_t slots = 32, int want_sm = -1,
-                                 bool header = false) {
+                                 bool header = false, bool prof = false) {
   uint32_t slot_size = 64 + ((payload + 7) & ~7u);
   if (header) slot_size = (slot_size + CUDAQ_HEADER_LINE - 1) / CUDAQ_HEADER_LINE * CUDAQ_HEADER_LINE;
   cudaq_ringbuffer_t rb;
@@ -570,12 +594,13 @@ static double bench_min_dispatch(uint32_t payload, uint64_t n, uint32_t slots = 
                                  CUDAQ_RING_ALLOC_MAPPED | (header ? CUDAQ_RING_ALLOC_HEADER_COMPLETION : 0u)));
   char name[80];
   if (header)
-    snprintf(name, sizeof name, "header protocol on the ring (minimal kernel), %u slots", slots);
+    snprintf(name, sizeof name, "header protocol on the ring (minimal kernel%s), %u slots", prof ? ", profiled" : "",
+             slots);
   else if (want_sm < 0)
     snprintf(name, sizeof name, "protocol on the ring (minimal kernel), %u slot%s", slots, slots > 1 ? "s" : "");
   else
     snprintf(name, sizeof name, "protocol on the ring, %u slots, on SM %d", slots, want_sm);
-  double p50 = run_min_on_ring(&rb, slots, payload, n, want_sm, name);
+  double p50 = run_min_on_ring(&rb, slots, payload, n, want_sm, name, prof);
   CQ(cudaq_host_ringbuffer_free(&rb));
   return p50;
 }
@@ -593,9 +618,6 @@ __global__ void dispatch_regular_echo_inline(cudaq__dispatch_params p) { dispatc
 
 /* --call-profile: the same kernel recording the leader's clock at the
  * loop's marks (call_by_pointer::mark) for the first PROF_N requests. */
-constexpr uint32_t PROF_N = 8192, PROF_MARKS = 8;
-__device__ unsigned long long g_prof[PROF_N][PROF_MARKS];
-__device__ uint32_t g_prof_req;
 struct echo_profiled : echo_inline {
   /* The clock first, kept in shared memory; the request's marks go to
    * device memory after the last one (off the measured intervals). */
@@ -611,6 +633,40 @@ struct echo_profiled : echo_inline {
   }
 };
 __global__ void dispatch_regular_echo_profiled(cudaq__dispatch_params p) { dispatch_loop<false, echo_profiled>(p); }
+
+/* Prints the median (p90) cycles between the clock marks recorded in
+ * g_prof for requests 2000.. (the warm-up excluded): every mark of the
+ * dispatch loop (loop_marks), or the minimal kernel's two; and from each
+ * answer to the next request's find. */
+static void print_profile(bool loop_marks) {
+  static unsigned long long h[PROF_N][PROF_MARKS];
+  CK(cudaMemcpyFromSymbol(h, g_prof, sizeof h));
+  /* The marks in path order (call_by_pointer::mark). */
+  const uint32_t loop_order[PROF_MARKS] = {0, 5, 6, 1, 2, 3, 7, 4}, min_order[2] = {0, 4};
+  const char *loop_names[PROF_MARKS - 1] = {"found -> flags given back", "-> parsed", "-> broadcast", "-> staged",
+                                            "-> handler done", "-> header written", "-> answered"};
+  const char *min_names[1] = {"found -> answered"};
+  const uint32_t *order = loop_marks ? loop_order : min_order;
+  const char **names = loop_marks ? loop_names : min_names;
+  const uint32_t marks = loop_marks ? PROF_MARKS : 2;
+  printf("%-46s median cycles (p90) between the loop's marks, requests 2000..%u:", "", PROF_N - 1);
+  for (uint32_t k = 0; k + 1 < marks; ++k) {
+    std::vector<uint64_t> d;
+    for (uint32_t r = 2000; r < PROF_N; ++r)
+      if (h[r][order[k + 1]] >= h[r][order[k]]) d.push_back(h[r][order[k + 1]] - h[r][order[k]]);
+    std::sort(d.begin(), d.end());
+    if (!d.empty()) printf(" %s %llu (%llu);", names[k], (unsigned long long)d[d.size() / 2],
+                           (unsigned long long)d[d.size() * 9 / 10]);
+  }
+  /* From the answer to the next request's find: the host's part and the polls. */
+  std::vector<uint64_t> d;
+  for (uint32_t r = 2000; r + 1 < PROF_N; ++r)
+    if (h[r + 1][0] > h[r][4]) d.push_back(h[r + 1][0] - h[r][4]);
+  std::sort(d.begin(), d.end());
+  if (!d.empty()) printf(" answered -> next found %llu (%llu)", (unsigned long long)d[d.size() / 2],
+                         (unsigned long long)d[d.size() * 9 / 10]);
+  printf("\n");
+}
 
 /* The profiled kernel launched directly over a ring with header completion
  * (or the flag protocol), the rows' host loop, then the median cycles
@@ -650,29 +706,7 @@ static void bench_call_profile(uint32_t payload, uint64_t n, bool header) {
                n < PROF_N ? n : PROF_N - 2000);
   CQ(cudaq_dispatch_set_shutdown_flag(flag, 1));
   CK(cudaStreamSynchronize(s));
-  static unsigned long long h[PROF_N][PROF_MARKS];
-  CK(cudaMemcpyFromSymbol(h, g_prof, sizeof h));
-  /* The marks in path order (call_by_pointer::mark). */
-  const uint32_t order[PROF_MARKS] = {0, 5, 6, 1, 2, 3, 7, 4};
-  const char *names[PROF_MARKS - 1] = {"found -> flags given back", "-> parsed", "-> broadcast", "-> staged",
-                                       "-> handler done", "-> header written", "-> answered"};
-  printf("%-46s median cycles (p90) between the loop's marks, requests 2000..%u:", "", PROF_N - 1);
-  for (uint32_t k = 0; k + 1 < PROF_MARKS; ++k) {
-    std::vector<uint64_t> d;
-    for (uint32_t r = 2000; r < PROF_N; ++r)
-      if (h[r][order[k + 1]] >= h[r][order[k]]) d.push_back(h[r][order[k + 1]] - h[r][order[k]]);
-    std::sort(d.begin(), d.end());
-    if (!d.empty()) printf(" %s %llu (%llu);", names[k], (unsigned long long)d[d.size() / 2],
-                           (unsigned long long)d[d.size() * 9 / 10]);
-  }
-  /* From the answer to the next request's find: the host's part and the polls. */
-  std::vector<uint64_t> d;
-  for (uint32_t r = 2000; r + 1 < PROF_N; ++r)
-    if (h[r + 1][0] > h[r][4]) d.push_back(h[r + 1][0] - h[r][4]);
-  std::sort(d.begin(), d.end());
-  if (!d.empty()) printf(" answered -> next found %llu (%llu)", (unsigned long long)d[d.size() / 2],
-                         (unsigned long long)d[d.size() * 9 / 10]);
-  printf("\n");
+  print_profile(true);
   CK(cudaStreamDestroy(s));
   CK(cudaFree(t));
   CK(cudaFree(flag));
@@ -986,6 +1020,7 @@ int main(int argc, char **argv) {
         }
         if (call_header) {
           bench_min_dispatch(payload, n, 32, -1, true);
+          if (call_profile) bench_min_dispatch(payload, n, 32, -1, true, true);
           bench_device_call(false, payload, n, false, true);
           /* The handler's stores: the echo by words (flag and header rings). */
           bench_device_call(false, payload, n, false, false, true);
