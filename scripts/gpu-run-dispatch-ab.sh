@@ -13,7 +13,7 @@
 # and carry .gpucarry-d (a binary left out of BINS is skipped). AB: the --call-env settings (default: the early
 # clear off and on). ROUNDS, REQUESTS: the bench's rounds and requests; BENCH_EXTRA: more bench options
 # (e.g. --call-header: the rows again over a ring with header completion);
-# SANITIZE=1 adds compute-sanitizer memcheck and racecheck of the dispatch tests.
+# SANITIZE=1 adds compute-sanitizer memcheck, racecheck and synccheck of the dispatch tests.
 set -uo pipefail
 source "$(dirname "$0")/gpu-common.sh"
 C=${CARRY:-.gpucarry-d}
@@ -53,7 +53,7 @@ if [ -n "${PIPE:-}" ] && [ -x /tmp/dab/bench_pipeline ]; then
   done
 fi
 if [ -n "${SANITIZE:-}" ]; then
-  for tool in memcheck racecheck; do
+  for tool in memcheck racecheck synccheck; do
     run "san_$tool" env CUDAQ_TEST_SCALE=0.002 CUDAQ_TEST_SLOW=1 compute-sanitizer --tool "$tool" \
       $( [ "$tool" = memcheck ] && echo --report-api-errors no ) --error-exitcode 1 /tmp/dab/test_gpu_dispatch
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/san_$tool.log" | tail -1

@@ -192,14 +192,6 @@ bool cudaq__dispatch_prepare(bool coop, volatile uint64_t *rx_flags, volatile ui
     const long v = strtol(ce, nullptr, 10);
     if (v >= 1 && v <= 1 << 20) p.count_every = (uint32_t)v;
   }
-  /* A/B: CUDAQ_DISPATCH_FLUSH_IDLE=N counts answered requests at the N-th
-   * idle poll instead of the first (its returning atomic then waits off
-   * the polls right after an answer). */
-  p.flush_idle = 0;
-  if (const char *fi = getenv("CUDAQ_DISPATCH_FLUSH_IDLE")) {
-    const long v = strtol(fi, nullptr, 10);
-    if (v >= 0 && v < (long)REMIRROR_POLLS) p.flush_idle = (uint32_t)v;
-  }
   /* The in-flight marker and the RX clear are stored while the request's
    * prefetch is in flight (prefetch_request; measured in
    * bench/results/gpu-dispatch-h200-2026-11-29.md).

@@ -44,7 +44,6 @@ struct cudaq__dispatch_params {
   uint32_t handler_smem;   /* dynamic shared memory after the staging area lent to handlers (bytes) */
   uint32_t early_clear;    /* marker and RX clear while the prefetch is in flight (prefetch_request); default 1 */
   uint32_t header_poll;    /* 1: the polling warp also reads the slot's first line (header completion, below) */
-  uint32_t flush_idle;     /* the idle poll (0 = the first) at which answered requests are counted */
 };
 
 namespace {
@@ -280,7 +279,7 @@ __device__ uint32_t poll_ready_slot(const dispatch_params &p, uint32_t slot, uin
     }
     /* The first poll that finds nothing: the requests answered since the
      * last flush go to `processed` now, off any request's path. */
-    if (idle == p.flush_idle && lane == 0) flush_count(p, pending);
+    if (idle == 0 && lane == 0) flush_count(p, pending);
     /* Several polling blocks flush on their own, and two blocks' mirror
      * stores may land out of order: after REMIRROR_POLLS idle polls each
      * block mirrors the total again, so an idle dispatcher's stats[0] ends
