@@ -222,16 +222,15 @@ __device__ void line_take(const dispatch_params &p, uint32_t slot, bool rx_seen)
  * order is found. Returns the ready slot, or UINT32_MAX when shutdown is
  * seen. Every lane of warp 0 must call it; on return every lane is ordered
  * after the acquire that found the slot (__syncwarp), so any lane may read
- * the request. With p.header_poll the warp reads the slot's first line with
+ * the request. my_slots: the number of this block's slots. With p.header_poll the warp reads the slot's first line with
  * the flag; *line is then 1 (the request's magic seen, RX seen set too),
  * 2 (magic seen, RX not yet) or 0 (found by RX: prefetch_request reads the
  * request), and a request seen in the line is staged already. */
 __device__ uint32_t poll_ready_slot(const dispatch_params &p, uint32_t slot, uint32_t first,
-                                    uint32_t step, uint32_t *iter, uint32_t *pending, uint8_t *stage,
-                                    uint32_t *line) {
+                                    uint32_t step, uint32_t my_slots, uint32_t *iter, uint32_t *pending,
+                                    uint8_t *stage, uint32_t *line) {
   *line = 0;
   const uint32_t lane = threadIdx.x & 31u;
-  const uint32_t my_slots = (p.num_slots - first + step - 1) / step; /* slots of this block */
   uint32_t idle = 0, window = 0;
   for (;;) {
     /* Checked every SHUTDOWN_POLL_INTERVAL calls and idle polls alike, so
@@ -365,12 +364,13 @@ struct lookup_memo {
   cudaq_device_rpc_fn_t fn = nullptr;
 };
 
-/* Leader: checks the staged header of `slot` and fills st; without
- * p.early_clear it also hands the RX slot back for every request it keeps
- * (flag order below; with it, prefetch_request did). */
+/* Leader (every lane of a one-warp block, each into its own state): checks
+ * the staged header of `slot` and fills st; with `effects` (one thread),
+ * without p.early_clear, it also hands the RX slot back for every request
+ * it keeps (flag order below; with it, prefetch_request did). */
 __device__ __forceinline__ void parse_request(const dispatch_params &p, const cached_entry *cache, uint32_t cached,
                                               uint32_t slot, const uint8_t *stage, request_state *st, uint32_t line,
-                                              lookup_memo &memo) {
+                                              lookup_memo &memo, bool effects) {
   const uint32_t *h = reinterpret_cast<const uint32_t *>(stage);
   const uint32_t w0 = h[0], w1 = h[1], w2 = h[2];
   /* Filled in registers, broadcast by one struct store at the end. */
@@ -420,7 +420,7 @@ __device__ __forceinline__ void parse_request(const dispatch_params &p, const ca
    * producer (which reuses a slot only when both flags are 0) off the slot
    * from here until the response, so the rest of the payload may still be
    * read after RX is cleared. */
-  if (!p.early_clear) hand_back(p, slot);
+  if (!p.early_clear && effects) hand_back(p, slot);
   r.cmd = memo.status ? CMD_ANSWER : CMD_CALL;
   r.status = memo.status;
   if (!memo.status) r.fn = memo.fn;
@@ -430,7 +430,7 @@ __device__ __forceinline__ void parse_request(const dispatch_params &p, const ca
 /* Completes the staged copy of the payload with every thread of the block
  * (4-byte loads issued together); `have` bytes of the slot are staged
  * already. Returns the args pointer for handlers. */
-__device__ const void *stage_payload(const dispatch_params &p, const request_state *st, uint8_t *stage,
+__device__ __forceinline__ const void *stage_payload(const dispatch_params &p, const request_state *st, uint8_t *stage,
                                      uint32_t have) {
   const uint8_t *slot = p.rx_data + (size_t)st->slot * p.rx_stride;
   const uint32_t end = CUDAQ_RPC_HEADER_SIZE + st->arg_len;
@@ -446,7 +446,7 @@ __device__ const void *stage_payload(const dispatch_params &p, const request_sta
  * counts. The header's six words go out as one warp store (lanes 0-5)
  * instead of six stores of one thread. status and result_len are lane 0's. */
 template <typename Inline>
-__device__ void finish_request(const dispatch_params &p, const request_state *st, int32_t status,
+__device__ __forceinline__ void finish_request(const dispatch_params &p, const request_state *st, int32_t status,
                                uint32_t result_len, uint32_t *pending) {
   const uint32_t lane = threadIdx.x & 31u;
   status = __shfl_sync(0xFFFFFFFFu, status, 0);
@@ -477,7 +477,7 @@ __device__ void finish_request(const dispatch_params &p, const request_state *st
   }
 }
 
-__device__ void drop_request(const dispatch_params &p, const request_state *st) {
+__device__ __forceinline__ void drop_request(const dispatch_params &p, const request_state *st) {
   if (st->line) {
     /* Taken from its line (line_take: magic consumed, RX cleared; TX 0, no
      * marker): R3h, the magic word back to 0, frees the slot. It orders
@@ -529,8 +529,13 @@ __device__ void leave(const dispatch_params &p, uint32_t polling_blocks, uint32_
  * broadcast in shared memory. Cooperative: block 0 polls, the whole grid
  * runs the handler; the request is broadcast through device memory
  * (grid.sync() orders it). */
-template <bool Coop, typename Inline = call_by_pointer>
-__device__ void dispatch_loop(const dispatch_params &p) {
+/* OneWarp: a regular block of one warp (the default launch). Its lanes
+ * each keep the request's state in registers (every lane parses the staged
+ * header itself, lane 0 alone does what parsing stores) instead of one
+ * thread broadcasting it through shared memory, and they order each other
+ * with __syncwarp instead of the block barrier. */
+template <bool Coop, typename Inline, bool OneWarp>
+__device__ __forceinline__ void dispatch_loop_impl(const dispatch_params &p) {
   extern __shared__ __align__(16) uint8_t stage[];
   __shared__ cached_entry cache[MAX_CACHED_ENTRIES];
   __shared__ uint32_t cached;
@@ -547,31 +552,31 @@ __device__ void dispatch_loop(const dispatch_params &p) {
    * cooperative grid stage everything after the header themselves. */
   const uint32_t have = poll_block ? p.prefetch_bytes : CUDAQ_RPC_HEADER_SIZE;
   handler_smem_off = p.stage_bytes; /* read by cudaq_dispatch_handler_smem (same value from every thread) */
-  request_state *st = Coop ? &p.state->bcast : &st_shared;
+  request_state st_own; /* OneWarp: this lane's copy */
+  request_state *st = OneWarp ? &st_own : Coop ? &p.state->bcast : &st_shared;
+  const bool parser = OneWarp || leader; /* fills *st */
   cg::grid_group grid = cg::this_grid();
-  /* A regular block of one warp orders its threads with __syncwarp (the
-   * same memory ordering among them, without the block barrier). */
-  const bool one_warp = !Coop && blockDim.x == 32;
   auto barrier = [&]() {
     if (Coop) grid.sync();
-    else if (one_warp) __syncwarp();
+    else if (OneWarp) __syncwarp();
     else __syncthreads();
   };
 
   cache_table(p, cache, &cached);
   __syncthreads();
+  const uint32_t my_slots = (p.num_slots - first + step - 1) / step; /* slots of this block */
   uint32_t slot = first, iter = 0, draining = 0, drain_left = 0;
   uint32_t pending = 0; /* leader: answered, not yet added to `processed` (flush_count) */
-  lookup_memo memo;     /* leader: the last lookup (parse_request) */
+  lookup_memo memo;     /* parser: the last lookup (parse_request) */
 
   for (;;) {
     if (poll_block && threadIdx.x < 32) {
       uint32_t s = UINT32_MAX, line = 0;
       if (!draining) {
-        s = poll_ready_slot(p, slot, first, step, &iter, &pending, stage, &line);
+        s = poll_ready_slot(p, slot, first, step, my_slots, &iter, &pending, stage, &line);
         if (s == UINT32_MAX) { /* shutdown: answer what is already signalled */
           draining = 1;
-          drain_left = (p.num_slots - first + step - 1) / step;
+          drain_left = my_slots;
         }
       }
       if (draining) { /* one lap over this block's slots, in ring order */
@@ -586,11 +591,11 @@ __device__ void dispatch_loop(const dispatch_params &p) {
       if (leader && s != UINT32_MAX) Inline::mark(0);
       if (s != UINT32_MAX && !line) prefetch_request(p, s, stage); /* a request seen in its line is staged */
       else if (line && threadIdx.x == 0) line_take(p, s, line == 1);
-      if (leader) {
-        Inline::mark(5);
+      if (parser) {
+        if (leader) Inline::mark(5);
         if (s == UINT32_MAX) st->cmd = CMD_EXIT;
-        else parse_request(p, cache, cached, s, stage, st, line, memo);
-        Inline::mark(6);
+        else parse_request(p, cache, cached, s, stage, st, line, memo, leader);
+        if (leader) Inline::mark(6);
       }
     }
     barrier();
@@ -637,6 +642,14 @@ __device__ void dispatch_loop(const dispatch_params &p) {
     barrier(); /* nobody overwrites the request before every thread has read it */
   }
   if (leader) leave(p, polling_blocks, &pending);
+}
+
+/* One persistent loop (dispatch_loop_impl), the one-warp form for a
+ * regular block of 32 threads. */
+template <bool Coop, typename Inline = call_by_pointer>
+__device__ void dispatch_loop(const dispatch_params &p) {
+  if (!Coop && blockDim.x == 32) dispatch_loop_impl<Coop, Inline, true>(p);
+  else dispatch_loop_impl<Coop, Inline, false>(p);
 }
 
 }  // namespace
