@@ -695,10 +695,9 @@ static void bench_call_profile(uint32_t payload, uint64_t n, bool header) {
     fprintf(stderr, "profile: prepare refused the launch\n");
     exit(1);
   }
-  if (header) { /* what cudaq__dispatch_prepare sets for a ring with header completion */
-    p.header_poll = 1;
-    p.early_clear = 1;
-    p.prefetch_bytes = CUDAQ_HEADER_LINE;
+  if (!cudaq__dispatch_set_completion(&p, rb.completion)) {
+    fprintf(stderr, "profile: the ring's completion was refused\n");
+    exit(1);
   }
   cudaq__regular_launch(dispatch_regular_echo_profiled, p, 1, 32, s);
   CK(cudaGetLastError());

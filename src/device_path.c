@@ -144,7 +144,7 @@ cudaq_status_t cudaq__device_start(cudaq_dispatcher_t *d) {
                        "cudaq_launch_dispatch_kernel_cooperative as the launch function",
                        fn);
   }
-  if (cudaq__device_counters_prepare(d->stats, !d->started_once, d->ring.completion) != 0) {
+  if (cudaq__device_launch_prepare(d->stats, !d->started_once, d->ring.completion) != 0) {
     cudaSetDevice(prev);
     return cudaq__fail(CUDAQ_ERR_CUDA, "%s: preparing the device counters failed", fn);
   }

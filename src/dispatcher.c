@@ -14,27 +14,28 @@
 #include "internal.h"
 
 static _Atomic(cudaq__counter_reader_fn) counter_reader;
-static _Atomic(cudaq__counter_prepare_fn) counter_prepare;
+static _Atomic(cudaq__launch_prepare_fn) launch_prepare;
 static _Atomic(cudaq_dispatch_launch_fn_t) header_launchers[2];
 
 /* Called by the dispatch kernel library (cudaq_realtime_dispatch) when it
  * is loaded, so that cudaq_dispatcher_get_counters() can read the counters
- * its kernels keep in device memory and cudaq_dispatcher_start() can tell
- * it whether they start from 0. Exported for that library only. The
- * release stores pair with the acquire loads of the callers (the function
- * pointers are all they publish). */
-void cudaq__register_device_counter_reader(cudaq__counter_reader_fn read, cudaq__counter_prepare_fn prepare,
-                                           cudaq_dispatch_launch_fn_t regular, cudaq_dispatch_launch_fn_t coop);
-void cudaq__register_device_counter_reader(cudaq__counter_reader_fn read, cudaq__counter_prepare_fn prepare,
-                                           cudaq_dispatch_launch_fn_t regular, cudaq_dispatch_launch_fn_t coop) {
+ * its kernels keep in device memory, cudaq_dispatcher_start() can prepare
+ * the next launch (whether the counters start from 0, the ring's
+ * completion) and knows the launch functions that serve header completion.
+ * Exported for that library only. The release stores pair with the acquire
+ * loads of the callers (the function pointers are all they publish). */
+void cudaq__register_dispatch_library(cudaq__counter_reader_fn read, cudaq__launch_prepare_fn prepare,
+                                      cudaq_dispatch_launch_fn_t regular, cudaq_dispatch_launch_fn_t coop);
+void cudaq__register_dispatch_library(cudaq__counter_reader_fn read, cudaq__launch_prepare_fn prepare,
+                                      cudaq_dispatch_launch_fn_t regular, cudaq_dispatch_launch_fn_t coop) {
   atomic_store_explicit(&counter_reader, read, memory_order_release);
-  atomic_store_explicit(&counter_prepare, prepare, memory_order_release);
+  atomic_store_explicit(&launch_prepare, prepare, memory_order_release);
   atomic_store_explicit(&header_launchers[0], regular, memory_order_release);
   atomic_store_explicit(&header_launchers[1], coop, memory_order_release);
 }
 
-int cudaq__device_counters_prepare(const uint64_t *stats, int fresh, uint32_t completion) {
-  cudaq__counter_prepare_fn fn = atomic_load_explicit(&counter_prepare, memory_order_acquire);
+int cudaq__device_launch_prepare(const uint64_t *stats, int fresh, uint32_t completion) {
+  cudaq__launch_prepare_fn fn = atomic_load_explicit(&launch_prepare, memory_order_acquire);
   return fn ? fn(stats, fresh, completion) : 0; /* no dispatch library: the user's kernel keeps its own counters */
 }
 

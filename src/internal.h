@@ -132,18 +132,19 @@ void cudaq__device_release(cudaq_dispatcher_t *d);
 
 /* Reads the device-side counters of the dispatch kernel whose stats buffer
  * is `stats`; registered by the dispatch library (see
- * cudaq__register_device_counter_reader). Returns 0 on success. */
+ * cudaq__register_dispatch_library). Returns 0 on success. */
 typedef int (*cudaq__counter_reader_fn)(const uint64_t *stats, cudaq_dispatcher_counters_t *out);
 /* Tells the dispatch library, right before cudaq_dispatcher_start calls the
  * launch function, whether the device counters of `stats` start from 0
  * (fresh: the dispatcher's first start) or continue (a restart), so that
  * the next launch does not decide from stats[0] (which stays 0 after a run
- * that only dropped requests). Returns 0 on success. */
-typedef int (*cudaq__counter_prepare_fn)(const uint64_t *stats, int fresh, uint32_t completion);
+ * that only dropped requests), and the ring's cudaq_rx_completion_t.
+ * Returns 0 on success. */
+typedef int (*cudaq__launch_prepare_fn)(const uint64_t *stats, int fresh, uint32_t completion);
 /* Calls the registered prepare hook (dispatcher.c) with the ring's
  * cudaq_rx_completion_t for the launch; 0 when none is registered (a
  * launch function of the user's own, without our library). */
-int cudaq__device_counters_prepare(const uint64_t *stats, int fresh, uint32_t completion);
+int cudaq__device_launch_prepare(const uint64_t *stats, int fresh, uint32_t completion);
 /* 1 if `fn` is one of the dispatch library's device-call launch functions
  * (registered with the hooks above): the launches that serve header
  * completion (cudaq_rx_completion_t). */

@@ -49,13 +49,18 @@ cudaq_status_t cudaq_host_ringbuffer_write_rpc_request(const cudaq_ringbuffer_t 
                           ptp_timestamp};
   /* The payload, the header after the magic, and the magic word last: a
    * dispatcher with header completion (a ring with CUDAQ_RX_COMPLETION_HEADER)
-   * takes a line whose magic is a request's for a complete request. */
+   * takes a line whose magic is a request's (and whose RX flag is set) for a
+   * complete request. */
   if (payload_len) memcpy(slot + CUDAQ_RPC_HEADER_SIZE, payload, payload_len);
   memcpy(slot + sizeof h.magic, (const uint8_t *)&h + sizeof h.magic, sizeof h - sizeof h.magic);
-  /* R1h publishes the request (payload and header) through its magic word;
-   * pairs with A1h, the header-completion poll in the dispatch kernel
-   * (dispatch_loop.cuh, poll_ready_slot and parse_request). */
-  cudaq__store_release_u32((volatile uint32_t *)slot, h.magic);
+  if (rb->completion == CUDAQ_RX_COMPLETION_HEADER)
+    /* R1h publishes the request (payload and header) through its magic word
+     * (slots of such a ring are on 128-byte lines, so the word is aligned);
+     * pairs with A1h, the header-completion poll in the dispatch kernel
+     * (dispatch_loop.cuh, poll_ready_slot and parse_request). */
+    cudaq__store_release_u32((volatile uint32_t *)(void *)slot, h.magic);
+  else
+    memcpy(slot, &h.magic, sizeof h.magic); /* published by the RX flag (R1) */
   return cudaq__ok();
 }
 
@@ -73,7 +78,9 @@ cudaq_tx_status_t cudaq_host_ringbuffer_poll_tx_flag(const cudaq_ringbuffer_t *r
                                                      uint32_t slot_idx, int *out_cuda_error) {
   if (!rb || !tx_flags_h(rb)) return CUDAQ_TX_EMPTY;
   /* A2 pairs with R2 in the dispatcher or worker that answered the slot:
-   * after a READY result the response bytes are visible to this thread. */
+   * after a READY result the response bytes are visible to this thread (and,
+   * on a ring with header completion, the slot's RX clear and consumed
+   * magic word, stored before R2). */
   uint64_t v = cudaq__load_acquire_u64(&tx_flags_h(rb)[slot_idx]);
   if (v == 0) return CUDAQ_TX_EMPTY;
   if (v == CUDAQ_TX_FLAG_IN_FLIGHT) return CUDAQ_TX_IN_FLIGHT;

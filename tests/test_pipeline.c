@@ -172,6 +172,15 @@ static void test_api_bad_input(void **state) {
   memset(&bad_ring, 0, sizeof bad_ring);
   cfg.external_ringbuffer = &bad_ring;
   assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_ERR_INVALID_ARG);
+  /* A ring with header completion (the device-call kernels' extension). */
+  cudaq_ringbuffer_t header_ring;
+  assert_int_equal(cudaq_host_ringbuffer_alloc(&header_ring, 4, 256,
+                                               CUDAQ_RING_ALLOC_HOST | CUDAQ_RING_ALLOC_HEADER_COMPLETION),
+                   CUDAQ_OK);
+  cfg.external_ringbuffer = &header_ring;
+  assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_ERR_INVALID_ARG);
+  assert_non_null(strstr(cudaq_last_error(), "flag protocol"));
+  assert_int_equal(cudaq_host_ringbuffer_free(&header_ring), CUDAQ_OK);
   cfg.external_ringbuffer = NULL;
 
   assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_OK);

@@ -199,22 +199,26 @@ bool cudaq__dispatch_prepare(bool coop, volatile uint64_t *rx_flags, volatile ui
   p.early_clear = 1;
   if (const char *ec = getenv("CUDAQ_DISPATCH_EARLY_CLEAR"))
     if (*ec) p.early_clear = strtol(ec, nullptr, 10) != 0 ? 1u : 0u;
-  /* Header completion (dispatch_loop.cuh, HEADER_LINE): a ring with
-   * CUDAQ_RX_COMPLETION_HEADER, passed by cudaq_dispatcher_start with the
-   * counters' preparation (a launch helper called directly serves the
-   * spec's flag protocol). cudaq_dispatcher_set_ringbuffer checked the
-   * ring; the layout is checked again here, where it is relied on. */
-  p.header_poll = completion == CUDAQ_RX_COMPLETION_HEADER ? 1u : 0u;
-  if (p.header_poll) {
-    if (rx_stride_sz % HEADER_LINE || (uintptr_t)rx_data % HEADER_LINE || rx_data == tx_data) {
-      cudaq__report_bad_launch();
-      return false;
-    }
-    p.early_clear = 1;
-    p.prefetch_bytes = HEADER_LINE;
+  /* Header completion: the ring's mode passed by cudaq_dispatcher_start
+   * with the counters' preparation (a launch helper called directly serves
+   * the spec's flag protocol). */
+  if (!cudaq__dispatch_set_completion(&p, completion)) {
+    cudaq__report_bad_launch();
+    return false;
   }
   p.no_stage = opt && opt->args_in_slot ? 1u : 0u;
   p.handler_smem = opt ? (uint32_t)((opt->handler_smem_bytes + 15) & ~size_t(15)) : 0u;
+  return true;
+}
+
+bool cudaq__dispatch_set_completion(cudaq__dispatch_params *p, uint32_t completion) {
+  p->header_poll = completion == CUDAQ_RX_COMPLETION_HEADER ? 1u : 0u;
+  if (!p->header_poll) return true;
+  /* cudaq_dispatcher_set_ringbuffer checked the ring; the layout is checked
+   * again here, where it is relied on (dispatch_loop.cuh, HEADER_LINE). */
+  if (p->rx_stride % HEADER_LINE || (uintptr_t)p->rx_data % HEADER_LINE || p->rx_data == p->tx_data) return false;
+  p->early_clear = 1;
+  p->prefetch_bytes = HEADER_LINE;
   return true;
 }
 
@@ -319,17 +323,18 @@ extern "C" cudaError_t cudaq_dispatch_kernel_cooperative_query_occupancy(int *ou
 }
 
 /* Lets cudaq_dispatcher_get_counters() and cudaq_dispatcher_start() (in
- * the shared library) reach the counters kept here: registered when this
- * library is loaded. */
-extern "C" void cudaq__register_device_counter_reader(int (*read)(const uint64_t *, cudaq_dispatcher_counters_t *),
-                                                      int (*prepare)(const uint64_t *, int, uint32_t),
-                                                      cudaq_dispatch_launch_fn_t regular, cudaq_dispatch_launch_fn_t coop);
+ * the shared library) reach the counters kept here, prepare a launch and
+ * know the launch functions that serve header completion: registered when
+ * this library is loaded. */
+extern "C" void cudaq__register_dispatch_library(int (*read)(const uint64_t *, cudaq_dispatcher_counters_t *),
+                                                 int (*prepare)(const uint64_t *, int, uint32_t),
+                                                 cudaq_dispatch_launch_fn_t regular, cudaq_dispatch_launch_fn_t coop);
 static int read_counters_for_dispatcher(const uint64_t *stats, cudaq_dispatcher_counters_t *out) {
   return cudaq_dispatch_kernel_get_counters(stats, out) == cudaSuccess ? 0 : -1;
 }
 __attribute__((constructor)) static void register_counter_reader() {
-  cudaq__register_device_counter_reader(read_counters_for_dispatcher, prepare_counters_for_dispatcher,
-                                        cudaq_launch_dispatch_kernel_regular, cudaq_launch_dispatch_kernel_cooperative);
+  cudaq__register_dispatch_library(read_counters_for_dispatcher, prepare_counters_for_dispatcher,
+                                   cudaq_launch_dispatch_kernel_regular, cudaq_launch_dispatch_kernel_cooperative);
 }
 
 extern "C" void cudaq__dispatch_debug_dump(const uint64_t *stats) {

@@ -168,25 +168,35 @@ struct call_by_pointer {
  * request's payload and header and the header's magic word last
  * (cudaq_host_ringbuffer_write_rpc_request, R1h), then signals RX as
  * always. The polling warp reads the slot's first line (HEADER_LINE bytes,
- * one load of the warp) with the RX flag: a line whose magic is a
- * request's holds the request's first 128 bytes whole (the magic is
- * written last, and test_gpu_dispatch and bench_gpu_dispatch check that
- * the line is never seen half-written), so the request is served without
- * a dependent read after the flag. Bytes past the line are read after an
- * acquire fence (parse_request).
- * Flags: as soon as the request is found, lane 0 stores the magic word
+ * one load of the warp) and the RX flag together, and takes a request
+ * whose magic it sees in the line while RX reads set in the same poll,
+ * without a dependent read after the flag (a line with a request's magic
+ * but RX not yet set waits for a later poll: a producer may write several
+ * requests before it signals any, in any order).
+ * What this relies on: lane 0's load of the magic observed R1h, but the
+ * other lanes' loads of the line are not ordered after it by the memory
+ * model; the line is taken whole because the warp's one 128-byte read of it
+ * is served as one snapshot. That is a property of the hardware, measured
+ * (bench_gpu_dispatch's header floor rows count lines seen half-written: 0
+ * of 275,000 on the H200 hosts of 2026-11-29; every answer of
+ * test_gpu_dispatch's header tests is checked byte for byte), not a
+ * guarantee of PCIe: a port on other hardware must measure it again. Bytes
+ * past the line are read after lane 0's acquire fence (A1h,
+ * parse_request).
+ * Flags: as soon as the request is taken, lane 0 stores the magic word
  * CUDAQ_RPC_SLOT_CONSUMED and clears RX (relaxed, line_take), and R2
- * publishes the response after them: one system-scope fence a request. No in-flight
- * marker: the slot cannot look free between the RX clear and the answer,
- * because on such a ring cudaq_host_ringbuffer_slot_available also wants
- * the magic word 0, which only the consumer's clear_slot writes, after the
- * answer. A producer that reuses the slot as soon as it has read the
- * answer finds RX 0 and the magic word consumed (both before R2). RX is
- * cleared only once the kernel has seen it set (the producer's signal
- * comes first in RX's coherence order, so a clear never lands before it).
- * A slot whose RX is set without a request's magic in the line (a bad
- * request, or a line read before its magic landed) is read the flag's way
- * (prefetch_request). */
+ * publishes the response after them: one system-scope fence a request. No
+ * in-flight marker: the slot cannot look free between the RX clear and the
+ * answer, because on such a ring cudaq_host_ringbuffer_slot_available also
+ * wants the magic word 0, which only the consumer's clear_slot writes,
+ * after the answer (or a drop). A producer that reuses the slot as soon as
+ * it has read the answer finds RX 0 and the magic word consumed (both
+ * before R2; A2 in cudaq_host_ringbuffer_poll_tx_flag). RX is cleared only
+ * after the poll saw it set (A1: the producer's signal comes first in RX's
+ * coherence order, so a clear never lands before it, and no later signal
+ * exists until the answer or the drop frees the slot). A slot whose RX is
+ * set without a request's magic in the line (a bad request, or a line read
+ * before its magic landed) is read the flag's way (prefetch_request). */
 constexpr uint32_t HEADER_LINE = CUDAQ_HEADER_LINE;
 
 /* Slot `slot`'s first word (the magic), as a system-scope word. */
@@ -196,23 +206,16 @@ __device__ inline cuda::atomic_ref<uint32_t, cuda::thread_scope_system> slot_mag
       *reinterpret_cast<uint32_t *>(p.rx_data + (size_t)slot * p.rx_stride));
 }
 
-/* Lane 0, header completion: takes a request seen in its slot's line, as
- * soon as it is found (the stores then travel while the request is
- * parsed and served): the magic word becomes CUDAQ_RPC_SLOT_CONSUMED and RX
- * is cleared, relaxed stores ordered before TX by R2 with the answer, or
- * before R3h for a drop (drop_request). RX is cleared once seen set (A1h:
- * ordering only; rx_seen: seen in the poll); when shutdown is raised first
- * (a producer that never signals) RX is left as it is, and a late signal
- * finds the slot's magic gone: read the flag's way, dropped and counted as
- * a bad request. The slot stays busy all along: on such a ring
- * cudaq_host_ringbuffer_slot_available wants the magic word 0, which only
- * the consumer's clear_slot (after the answer) or a drop writes. */
-__device__ void line_take(const dispatch_params &p, uint32_t slot, bool rx_seen) {
+/* Lane 0, header completion: takes a request seen in its slot's line with
+ * RX set, as soon as it is found (the stores then travel while the request
+ * is parsed and served): the magic word becomes CUDAQ_RPC_SLOT_CONSUMED and
+ * RX is cleared, relaxed stores ordered before TX by R2 with the answer, or
+ * before R3h for a drop (drop_request). The slot stays busy all along: on
+ * such a ring cudaq_host_ringbuffer_slot_available wants the magic word 0,
+ * which only the consumer's clear_slot (after the answer) or a drop
+ * writes. */
+__device__ __forceinline__ void line_take(const dispatch_params &p, uint32_t slot) {
   slot_magic(p, slot).store(CUDAQ_RPC_SLOT_CONSUMED, cuda::memory_order_relaxed);
-  for (uint32_t k = 1; !rx_seen; ++k) {
-    if (cudaq__load_acquire_sys(&p.rx_flags[slot]) != 0) break;
-    if (k % SHUTDOWN_POLL_INTERVAL == 0 && load_relaxed_sys(p.shutdown)) return;
-  }
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(p.rx_flags[slot]).store(0, cuda::memory_order_relaxed);
 }
 
@@ -222,10 +225,10 @@ __device__ void line_take(const dispatch_params &p, uint32_t slot, bool rx_seen)
  * order is found. Returns the ready slot, or UINT32_MAX when shutdown is
  * seen. Every lane of warp 0 must call it; on return every lane is ordered
  * after the acquire that found the slot (__syncwarp), so any lane may read
- * the request. my_slots: the number of this block's slots. With p.header_poll the warp reads the slot's first line with
- * the flag; *line is then 1 (the request's magic seen, RX seen set too),
- * 2 (magic seen, RX not yet) or 0 (found by RX: prefetch_request reads the
- * request), and a request seen in the line is staged already. */
+ * the request. my_slots: the number of this block's slots. With
+ * p.header_poll the warp reads the slot's first line with the flag; *line
+ * is then 1 (the request's magic seen with RX set: the line is staged) or
+ * 0 (found by RX: prefetch_request reads the request). */
 __device__ uint32_t poll_ready_slot(const dispatch_params &p, uint32_t slot, uint32_t first,
                                     uint32_t step, uint32_t my_slots, uint32_t *iter, uint32_t *pending,
                                     uint8_t *stage, uint32_t *line) {
@@ -249,15 +252,15 @@ __device__ uint32_t poll_ready_slot(const dispatch_params &p, uint32_t slot, uin
       const volatile uint32_t *ln = reinterpret_cast<const volatile uint32_t *>(p.rx_data + (size_t)slot * p.rx_stride);
       const uint32_t w = ln[lane];
       const uint32_t rx = lane == 0 && cudaq__load_acquire_sys(&p.rx_flags[slot]) != 0;
-      /* The request's magic, written last by the producer (R1h in
-       * cudaq_host_ringbuffer_write_rpc_request): the line holds the whole
-       * request's first 128 bytes. Bytes past the line are acquired by
-       * parse_request's fence. */
+      /* A1h: lane 0's load of the magic, written last by the producer (R1h
+       * in cudaq_host_ringbuffer_write_rpc_request); the line's other words
+       * come with it in the warp's one read (see above). Bytes past the line
+       * are acquired by parse_request's fence. */
       const uint32_t magic = __shfl_sync(0xFFFFFFFFu, w, 0);
       const uint32_t rx_set = __shfl_sync(0xFFFFFFFFu, rx, 0);
-      if (magic == CUDAQ_RPC_MAGIC_REQUEST) {
+      if (rx_set && magic == CUDAQ_RPC_MAGIC_REQUEST) {
         reinterpret_cast<uint32_t *>(stage)[lane] = w;
-        *line = rx_set ? 1u : 2u;
+        *line = 1u;
         __syncwarp(); /* the staged line and lane 0's A1 before every lane's use */
         return slot;
       }
@@ -353,11 +356,13 @@ __device__ void prefetch_request(const dispatch_params &p, uint32_t slot, uint8_
   __syncwarp(); /* the staged header is visible to lane 0 */
 }
 
-/* Leader: the outcome of the last request's lookup and checks, kept in
- * registers. The table (cached at launch) and the slot size are fixed for a
+/* Parser: the outcome of the last request's lookup and checks, kept in
+ * registers. The function table is immutable while a dispatcher runs (the
+ * cached entries and the rest alike) and the slot size is fixed for a
  * launch, so a request with the same function_id and arg_len has the same
  * outcome: the lookup and the checks are skipped for it (the usual case,
- * one decoder function at a fixed size). */
+ * one decoder function at a fixed size). Unknown functions are not
+ * remembered. */
 struct lookup_memo {
   uint32_t valid = 0, function_id = 0, arg_len = 0;
   int32_t status = 0;
@@ -478,6 +483,7 @@ __device__ __forceinline__ void finish_request(const dispatch_params &p, const r
 }
 
 __device__ __forceinline__ void drop_request(const dispatch_params &p, const request_state *st) {
+  cudaq__bump(st->drop_kind == 0 ? &p.state->dropped_bad_magic : &p.state->dropped_unknown_function);
   if (st->line) {
     /* Taken from its line (line_take: magic consumed, RX cleared; TX 0, no
      * marker): R3h, the magic word back to 0, frees the slot. It orders
@@ -485,12 +491,13 @@ __device__ __forceinline__ void drop_request(const dispatch_params &p, const req
      * __syncwarp in poll_ready_slot) before it; pairs with A3h in
      * cudaq_host_ringbuffer_slot_available. */
     slot_magic(p, st->slot).store(0u, cuda::memory_order_release);
-    cudaq__bump(&p.state->dropped_unknown_function);
     return;
   }
-  /* Header completion, read the flag's way: the magic word (consumed,
-   * hand_back) back to 0, ordered by R3d below, so the slot is free. */
-  if (p.header_poll) slot_magic(p, st->slot).store(0u, cuda::memory_order_relaxed);
+  /* Every other drop zeroes the slot's magic word too, ordered by R3d or R3
+   * below: a ring with header completion is free again only with the word
+   * 0 (also when a launch helper called directly serves it the flag's
+   * way); on a flag ring nobody reads the dropped request's word again. */
+  slot_magic(p, st->slot).store(0u, cuda::memory_order_relaxed);
   if (p.early_clear) {
     /* RX was handed back behind the in-flight marker (prefetch_request):
      * take the marker back, so the slot is free again (TX 0, RX 0). The
@@ -507,7 +514,6 @@ __device__ __forceinline__ void drop_request(const dispatch_params &p, const req
   } else {
     cudaq__store_release_sys(&p.rx_flags[st->slot], 0); /* R3: consumed, no response */
   }
-  cudaq__bump(st->drop_kind == 0 ? &p.state->dropped_bad_magic : &p.state->dropped_unknown_function);
 }
 
 /* Leader, once per polling block on exit: the last block to leave writes
@@ -590,7 +596,7 @@ __device__ __forceinline__ void dispatch_loop_impl(const dispatch_params &p) {
       }
       if (leader && s != UINT32_MAX) Inline::mark(0);
       if (s != UINT32_MAX && !line) prefetch_request(p, s, stage); /* a request seen in its line is staged */
-      else if (line && threadIdx.x == 0) line_take(p, s, line == 1);
+      else if (line && threadIdx.x == 0) line_take(p, s);
       if (parser) {
         if (leader) Inline::mark(5);
         if (s == UINT32_MAX) st->cmd = CMD_EXIT;
@@ -651,8 +657,13 @@ __device__ __forceinline__ void dispatch_loop_impl(const dispatch_params &p) {
  * visits). */
 template <bool Coop, typename Inline = call_by_pointer>
 __device__ void dispatch_loop(const dispatch_params &p) {
-  if (!Coop && blockDim.x == 32) dispatch_loop_impl<Coop, Inline, true>(p);
-  else dispatch_loop_impl<Coop, Inline, false>(p);
+  if constexpr (!Coop) {
+    if (blockDim.x == 32) {
+      dispatch_loop_impl<Coop, Inline, true>(p);
+      return;
+    }
+  }
+  dispatch_loop_impl<Coop, Inline, false>(p);
 }
 
 }  // namespace
@@ -665,6 +676,14 @@ bool cudaq__dispatch_prepare(bool coop, volatile uint64_t *rx_flags, volatile ui
                              cudaq_function_entry_t *function_table, size_t func_count, volatile int *shutdown_flag,
                              uint64_t *stats, size_t num_slots, uint32_t num_blocks, uint32_t threads_per_block,
                              const cudaq_dispatch_coop_options_t *opt, cudaq__dispatch_params *out);
+
+/* Sets prepared parameters' request completion (cudaq_rx_completion_t): a
+ * ring with header completion polls the slots' first lines (dispatch_loop's
+ * header completion), with the early flag hand-back and a 128-byte
+ * prefetch. False (parameters unusable) when the slots are not on 128-byte
+ * lines or TX data is RX data. The one home of the rule, for
+ * cudaq__dispatch_prepare and launches that prepare by hand (benchmarks). */
+bool cudaq__dispatch_set_completion(cudaq__dispatch_params *p, uint32_t completion);
 
 /* The staging area of a launch over slots of rx_stride_sz bytes (header +
  * payload up to MAX_STAGE_BYTES, rounded up to 16 bytes): one home for the

@@ -397,6 +397,11 @@ static cudaq_status_t check_config(const cudaq_udp_config_t *c) {
     return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
                        "%s: ring strides (rx %zu, tx %zu) must be at least 24 (rx at most 65559)",
                        fn, r->rx_stride_sz, r->tx_stride_sz);
+  if (r->completion != CUDAQ_RX_COMPLETION_FLAG)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
+                       "%s: the bridge receives datagrams into slots whole (magic first): the ring must use the "
+                       "flag protocol (completion CUDAQ_RX_COMPLETION_FLAG)",
+                       fn);
   if (c->num_slots == 0) return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: num_slots is 0", fn);
   if (c->batch < 1 || c->batch > CUDAQ_UDP_MAX_BATCH)
     return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: batch %u outside 1..64", fn, c->batch);

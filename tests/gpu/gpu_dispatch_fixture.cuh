@@ -247,12 +247,13 @@ static inline cudaq_tx_status_t wait_tx(const cudaq_ringbuffer_t *rb, uint32_t s
   return st;
 }
 /* Waits (bounded) until a request the dispatcher drops is consumed without
- * an answer: the slot free again, both flags 0
- * (cudaq_host_ringbuffer_slot_available). RX alone is not enough: the
- * device-call kernels mark the slot in flight and clear RX before they read
- * the header, and take the marker back when they drop the request. A drop
- * that answers instead fails here at once; one that leaves the marker, after
- * the wait, with the slot's flags. */
+ * an answer: the slot free again (cudaq_host_ringbuffer_slot_available:
+ * both flags 0, and on a ring with header completion the magic word 0). RX
+ * alone is not enough: the device-call kernels mark the slot in flight (or,
+ * with header completion, its magic word consumed) and clear RX before
+ * they read the header, and undo that when they drop the request. A drop
+ * that answers instead fails here at once; one that leaves the slot taken,
+ * after the wait, with the slot's flags. */
 static inline void wait_dropped(const cudaq_ringbuffer_t *rb, uint32_t slot) {
   uint64_t t0 = now_ns();
   while (!cudaq_host_ringbuffer_slot_available(rb, slot)) {

@@ -234,9 +234,6 @@ static void test_in_flight_until_answered(void **) {
   check_in_flight_until_answered(CUDAQ_KERNEL_COOPERATIVE);
 }
 
-/* Payload sizes around the polling warp's one-step read (512 bytes of the
- * slot: header + 488 payload bytes), around the shared-memory staging limit
- * (32 KiB of payload), and beyond it (handler reads the slot in place). */
 /* One request of `len` bytes (byte i = i * mul + k) to FN_ECHO or
  * FN_BLOCK (xor with the index) in `slot`, its answer checked byte for
  * byte; the slot is left answered (not cleared). */
@@ -255,6 +252,9 @@ static void echo_roundtrip(fixture *f, uint32_t slot, bool block, uint8_t *buf, 
   }
 }
 
+/* Payload sizes around the polling warp's one-step read (512 bytes of the
+ * slot: header + 488 payload bytes), around the shared-memory staging limit
+ * (32 KiB of payload), and beyond it (handler reads the slot in place). */
 static void test_payload_sizes(void **) {
   fixture f;
   const uint32_t SLOT = 64 * 1024;
@@ -428,7 +428,7 @@ static void test_cooperative_grid_handler(void **) {
  * so a line seen half-written (the magic new, a payload word old) fails
  * the test: stream_and_check writes each slot again as soon as its answer
  * is read, while the kernel polls it. Payloads inside the line, on its end
- * and past it; bad requests; the cooperative kernel. */
+ * and past it; bad requests; every kernel shape. */
 static void test_header_completion(void **) {
   {
     fixture f;
@@ -443,12 +443,18 @@ static void test_header_completion(void **) {
       for (uint32_t fn = 0; fn < 2; ++fn, ++k) {
         const uint32_t slot = k % 16;
         echo_roundtrip(&f, slot, fn != 0, buf, len, k, 29);
-        /* Answered: the slot's magic word is marked consumed and the slot
-         * is not free until the consumer releases it. */
+        /* Answered: RX is 0 and the slot's magic word is marked consumed;
+         * with TX cleared by hand (not by the consumer's release) the slot
+         * is still not free, which is what keeps a producer off it between
+         * the kernel's RX clear and its answer. clear_slot frees it. */
         uint32_t magic;
         memcpy(&magic, f.rb.rx_data_host + (size_t)slot * f.rb.rx_stride_sz, 4);
         assert_int_equal(magic, CUDAQ_RPC_SLOT_CONSUMED);
+        assert_int_equal(__atomic_load_n(&f.rb.rx_flags_host[slot], __ATOMIC_ACQUIRE), 0);
+        const uint64_t tx = __atomic_load_n(&f.rb.tx_flags_host[slot], __ATOMIC_ACQUIRE);
+        __atomic_store_n(&f.rb.tx_flags_host[slot], 0, __ATOMIC_RELEASE);
         assert_false(cudaq_host_ringbuffer_slot_available(&f.rb, slot));
+        __atomic_store_n(&f.rb.tx_flags_host[slot], tx, __ATOMIC_RELEASE);
         cudaq_host_ringbuffer_clear_slot(&f.rb, slot);
         assert_true(cudaq_host_ringbuffer_slot_available(&f.rb, slot));
       }
@@ -473,9 +479,15 @@ static void test_header_completion(void **) {
     assert_int_equal(c.processed, n + k + 2);
     fixture_fini(&f);
   }
-  {
+  /* The other kernel shapes: cooperative; a regular block of two warps
+   * (not the one-warp loop); two regular blocks. */
+  const struct {
+    cudaq_kernel_type_t kind;
+    uint32_t blocks, threads;
+  } shapes[] = {{CUDAQ_KERNEL_COOPERATIVE, 2, 64}, {CUDAQ_KERNEL_REGULAR, 1, 64}, {CUDAQ_KERNEL_REGULAR, 2, 32}};
+  for (const auto &sh : shapes) {
     fixture f;
-    fixture_init(&f, 8, 1024, CUDAQ_KERNEL_COOPERATIVE, 2, 64, CUDAQ_RING_ALLOC_HEADER_COMPLETION);
+    fixture_init(&f, 8, 1024, sh.kind, sh.blocks, sh.threads, CUDAQ_RING_ALLOC_HEADER_COMPLETION);
     assert_int_equal(cudaq_dispatcher_start(f.d), CUDAQ_OK);
     stream_and_check(&f, scaled(10000));
     assert_int_equal(cudaq_dispatcher_stop(f.d), CUDAQ_OK);
@@ -657,7 +669,7 @@ static void test_device_wiring_errors(void **) {
   cudaq_dispatcher_config_t c;
   cudaq_dispatcher_config_init(&c);
   c.num_slots = 4;
-  c.slot_size = 128; /* on 128-byte lines: the test runs under header completion too */
+  c.slot_size = 128;
   assert_int_equal(cudaq_dispatch_manager_create(&m), CUDAQ_OK);
   assert_int_equal(cudaq_dispatcher_create(m, &c, &d), CUDAQ_OK);
   cudaq_ringbuffer_t host_only;

@@ -125,6 +125,11 @@ static void test_config(void **state) {
   c.num_function_ids = 2;
   assert_int_equal(cudaq_udp_bridge_create(&c, &b), CUDAQ_ERR_INVALID_ARG);
   c.num_function_ids = 0;
+  /* A ring with header completion: refused (datagrams land magic first). */
+  ring.completion = CUDAQ_RX_COMPLETION_HEADER;
+  assert_int_equal(cudaq_udp_bridge_create(&c, &b), CUDAQ_ERR_INVALID_ARG);
+  assert_non_null(strstr(cudaq_last_error(), "flag protocol"));
+  ring.completion = CUDAQ_RX_COMPLETION_FLAG;
   assert_int_equal(cudaq_udp_bridge_create(&c, &b), CUDAQ_OK);
   uint16_t port = 0;
   assert_int_equal(cudaq_udp_bridge_port(b, &port), CUDAQ_OK);
