@@ -151,7 +151,9 @@ __device__ void mirror_total(const dispatch_params &p) {
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p.stats).store(n, cuda::memory_order_relaxed);
 }
 
-/* A DEVICE_CALL entry's handler called through its function pointer. */
+/* A DEVICE_CALL entry's handler called through its function pointer. A
+ * policy with a handler compiled in (the NN device program's, the bench's)
+ * derives from this and replaces inline_call and call; it inherits mark. */
 struct call_by_pointer {
   static __device__ __forceinline__ bool inline_call(cudaq_device_rpc_fn_t) { return false; }
   static __device__ __forceinline__ int32_t call(const void *, void *, uint32_t, uint32_t, uint32_t *) { return 0; }
