@@ -180,7 +180,7 @@ struct call_by_pointer {
  * model; the line is taken whole because the warp's one 128-byte read of it
  * is served as one snapshot. That is a property of the hardware, measured
  * (bench_gpu_dispatch's header floor rows count lines seen half-written: 0
- * of 275,000 on the H200 hosts of 2026-11-29; every answer of
+ * of 325,000 on the H200 hosts of 2026-11-29; every answer of
  * test_gpu_dispatch's header tests is checked byte for byte), not a
  * guarantee of PCIe: a port on other hardware must measure it again. Bytes
  * past the line are read after lane 0's acquire fence (A1h,
