@@ -59,6 +59,14 @@ static void report(const char *name, std::vector<uint64_t> &v, double *p50_out =
   fflush(stdout);
 }
 
+/* The ring rows' slot size for a payload: header and payload with room to
+ * spare, on whole 128-byte lines where `lines` (header completion needs
+ * them). */
+static uint32_t bench_slot_size(uint32_t payload, bool lines) {
+  const uint32_t size = 64 + ((payload + 7) & ~7u);
+  return lines ? (size + CUDAQ_HEADER_LINE - 1) / CUDAQ_HEADER_LINE * CUDAQ_HEADER_LINE : size;
+}
+
 #include "bench_dispatch_floors.cuh" /* the floor rows */
 
 /* ---- handlers ---------------------------------------------------------------- */
@@ -305,8 +313,7 @@ static double run_min_on_ring(cudaq_ringbuffer_t *rb, uint32_t slots, uint32_t p
 
 static double bench_min_dispatch(uint32_t payload, uint64_t n, uint32_t slots = 32, int want_sm = -1,
                                  bool header = false, bool prof = false) {
-  uint32_t slot_size = 64 + ((payload + 7) & ~7u);
-  if (header) slot_size = (slot_size + CUDAQ_HEADER_LINE - 1) / CUDAQ_HEADER_LINE * CUDAQ_HEADER_LINE;
+  const uint32_t slot_size = bench_slot_size(payload, header);
   cudaq_ringbuffer_t rb;
   CQ(cudaq_host_ringbuffer_alloc(&rb, slots, slot_size,
                                  CUDAQ_RING_ALLOC_MAPPED | (header ? CUDAQ_RING_ALLOC_HEADER_COMPLETION : 0u)));
@@ -391,8 +398,7 @@ static void print_profile(bool loop_marks) {
  * between marks over the requests after the warm-up. */
 static void bench_call_profile(uint32_t payload, uint64_t n, bool header) {
   const uint32_t slots = 32;
-  uint32_t slot_size = 64 + ((payload + 7) & ~7u);
-  slot_size = (slot_size + CUDAQ_HEADER_LINE - 1) / CUDAQ_HEADER_LINE * CUDAQ_HEADER_LINE;
+  const uint32_t slot_size = bench_slot_size(payload, true); /* the same for both rings */
   cudaq_ringbuffer_t rb;
   CQ(cudaq_host_ringbuffer_alloc(&rb, slots, slot_size,
                                  CUDAQ_RING_ALLOC_MAPPED | (header ? CUDAQ_RING_ALLOC_HEADER_COMPLETION : 0u)));
@@ -446,8 +452,7 @@ static void launch_echo_inline(volatile uint64_t *rx_flags, volatile uint64_t *t
 static double bench_device_call(bool coop, uint32_t payload, uint64_t n, bool inline_echo = false,
                                 bool header = false, bool words = false) {
   const uint32_t slots = 32;
-  uint32_t slot_size = 64 + ((payload + 7) & ~7u);
-  if (header) slot_size = (slot_size + CUDAQ_HEADER_LINE - 1) / CUDAQ_HEADER_LINE * CUDAQ_HEADER_LINE;
+  const uint32_t slot_size = bench_slot_size(payload, header);
   int occ;
   CK(coop ? cudaq_dispatch_kernel_cooperative_query_occupancy(&occ, 32) : cudaq_dispatch_kernel_query_occupancy(&occ, 32));
   bench_device_echo e;
@@ -470,7 +475,7 @@ static double bench_device_call(bool coop, uint32_t payload, uint64_t n, bool in
  * instantiations over I/O contexts of their own take turns
  * (cudaq_dispatch_graph_add_prelaunch_instance). */
 static double bench_graph(uint32_t payload, uint64_t n, bool prelaunch = false, uint32_t instances = 1) {
-  const uint32_t slots = 32, slot_size = 64 + ((payload + 7) & ~7u);
+  const uint32_t slots = 32, slot_size = bench_slot_size(payload, false);
   cudaq_ringbuffer_t rb;
   CQ(cudaq_host_ringbuffer_alloc(&rb, slots, slot_size, CUDAQ_RING_ALLOC_MAPPED));
   cudaStream_t s;
@@ -541,7 +546,7 @@ static double bench_graph(uint32_t payload, uint64_t n, bool prelaunch = false, 
 
 static double bench_unified(uint32_t payload, uint64_t n) {
   cudaq_emu_transport_t *t;
-  CQ(cudaq_emu_transport_create(32, 64 + ((payload + 7) & ~7u), &t));
+  CQ(cudaq_emu_transport_create(32, bench_slot_size(payload, false), &t));
   cudaq_dispatch_manager_t *m;
   cudaq_dispatcher_t *d;
   cudaq_dispatcher_config_t c;

@@ -236,7 +236,7 @@ cudaq_status_t cudaq_dispatcher_set_ringbuffer(cudaq_dispatcher_t *dispatcher,
     if (!on_device_path(dispatcher))
       return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
                          "%s: header completion is served by the GPU device-call kernels, not the host path", fn);
-    if (r->rx_stride_sz % CUDAQ_HEADER_LINE || (uintptr_t)r->rx_data % CUDAQ_HEADER_LINE || r->rx_data == r->tx_data)
+    if (!cudaq_header_completion_layout_ok(r->rx_data, r->tx_data, r->rx_stride_sz))
       return cudaq__fail(CUDAQ_ERR_INVALID_ARG,
                          "%s: header completion needs RX slots on %u-byte lines (rx_data %p, stride %zu) and "
                          "separate TX data",

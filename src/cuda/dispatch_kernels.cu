@@ -216,7 +216,7 @@ bool cudaq__dispatch_set_completion(cudaq__dispatch_params *p, uint32_t completi
   if (!p->header_poll) return true;
   /* cudaq_dispatcher_set_ringbuffer checked the ring; the layout is checked
    * again here, where it is relied on (dispatch_loop.cuh, HEADER_LINE). */
-  if (p->rx_stride % HEADER_LINE || (uintptr_t)p->rx_data % HEADER_LINE || p->rx_data == p->tx_data) return false;
+  if (!cudaq_header_completion_layout_ok(p->rx_data, p->tx_data, p->rx_stride)) return false;
   p->early_clear = 1;
   p->prefetch_bytes = HEADER_LINE;
   return true;

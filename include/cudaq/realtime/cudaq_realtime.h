@@ -132,6 +132,13 @@ typedef struct {
  * library's device-call launch functions (regular or cooperative);
  * CUDAQ_RING_ALLOC_HEADER_COMPLETION allocates one. */
 #define CUDAQ_HEADER_LINE 128u /* bytes of a slot read with its RX flag under header completion */
+/* 1 if RX slots at rx_data, rx_stride_sz bytes apart, with TX data at
+ * tx_data, can be served with header completion: every slot on a
+ * CUDAQ_HEADER_LINE-byte line, TX data separate (extension). */
+static inline int cudaq_header_completion_layout_ok(const uint8_t *rx_data, const uint8_t *tx_data,
+                                                    size_t rx_stride_sz) {
+  return rx_stride_sz % CUDAQ_HEADER_LINE == 0 && (uintptr_t)rx_data % CUDAQ_HEADER_LINE == 0 && rx_data != tx_data;
+}
 typedef enum {
   CUDAQ_RX_COMPLETION_FLAG = 0,
   CUDAQ_RX_COMPLETION_HEADER = 1,
