@@ -24,10 +24,9 @@ static inline uint8_t *rx_data_h(const cudaq_ringbuffer_t *rb) {
   return rb->rx_data_host ? rb->rx_data_host : rb->rx_data;
 }
 
-/* Slot `slot_idx`'s first word (the request's magic), acquire. */
-static inline uint32_t slot_magic_acquire(const cudaq_ringbuffer_t *rb, uint32_t slot_idx) {
-  return cudaq__load_acquire_u32((const volatile uint32_t *)(const void *)(rx_data_h(rb) +
-                                                                          (size_t)slot_idx * rb->rx_stride_sz));
+/* Slot `slot_idx`'s first word (the request's magic), host view. */
+static inline volatile uint32_t *slot_magic(const cudaq_ringbuffer_t *rb, uint32_t slot_idx) {
+  return (volatile uint32_t *)(void *)(rx_data_h(rb) + (size_t)slot_idx * rb->rx_stride_sz);
 }
 
 cudaq_status_t cudaq_host_ringbuffer_write_rpc_request(const cudaq_ringbuffer_t *rb,
@@ -58,7 +57,7 @@ cudaq_status_t cudaq_host_ringbuffer_write_rpc_request(const cudaq_ringbuffer_t 
      * (slots of such a ring are on 128-byte lines, so the word is aligned);
      * pairs with A1h, the header-completion poll in the dispatch kernel
      * (dispatch_loop.cuh, poll_ready_slot and parse_request). */
-    cudaq__store_release_u32((volatile uint32_t *)(void *)slot, h.magic);
+    cudaq__store_release_u32(slot_magic(rb, slot_idx), h.magic);
   else
     memcpy(slot, &h.magic, sizeof h.magic); /* published by the RX flag (R1) */
   return cudaq__ok();
@@ -109,7 +108,7 @@ int cudaq_host_ringbuffer_slot_available(const cudaq_ringbuffer_t *rb, uint32_t 
    * clear_slot zeroes it, after the answer) tells that moment from a free
    * slot. A3h pairs with R5h in cudaq_host_ringbuffer_clear_slot and R3h
    * in the kernel's drop (dispatch_loop.cuh). */
-  return rb->completion != CUDAQ_RX_COMPLETION_HEADER || slot_magic_acquire(rb, slot_idx) == 0;
+  return rb->completion != CUDAQ_RX_COMPLETION_HEADER || cudaq__load_acquire_u32(slot_magic(rb, slot_idx)) == 0;
 }
 
 void cudaq_host_ringbuffer_clear_slot(const cudaq_ringbuffer_t *rb, uint32_t slot_idx) {
@@ -118,7 +117,7 @@ void cudaq_host_ringbuffer_clear_slot(const cudaq_ringbuffer_t *rb, uint32_t slo
    * before TX's clear by R5, so a producer that sees TX 0 sees it;
    * slot_available's A3h). */
   if (rb->completion == CUDAQ_RX_COMPLETION_HEADER && rx_data_h(rb))
-    cudaq__store_release_u32((volatile uint32_t *)(void *)(rx_data_h(rb) + (size_t)slot_idx * rb->rx_stride_sz), 0);
+    cudaq__store_release_u32(slot_magic(rb, slot_idx), 0);
   /* R5 says the consumer is done with the response; pairs with A3 in
    * cudaq_host_ringbuffer_slot_available (the producer). */
   cudaq__store_release_u64(&tx_flags_h(rb)[slot_idx], 0);
