@@ -18,9 +18,26 @@
  * returned) with 1..T threads, best of R calls after one warm-up call, and
  * prints shots/s and shots/s per thread (per core when T <= the cores). CSV:
  * "name,shots,threads,seconds,shots_per_s,shots_per_s_per_thread".
+ *
+ *   bench_mwpm --per-shot R [--threads T] [--spinners S] [--cpus C0,C1,...] DATA_DIR NAME...
+ *
+ * Per-shot mode (the decode-time tail a realtime worker sees): each of T
+ * decoder threads (own decoder, shared graph; default 1) decodes every shot
+ * R times over (one warm-up pass first), timing each decode on its own; S
+ * more threads only spin on a flag with the pause hint, as the pipeline's
+ * idle workers poll their ready flags (default 0). Threads are pinned to
+ * the CPUs listed, decoders first, then spinners (default: not pinned).
+ * Prints, over every (thread, pass, shot) decode, the percentiles of the
+ * time (p50 p90 p99 p99.9 max, us) and, per shot, the percentiles of its
+ * fastest decode over all passes and threads (the shot's own cost, noise
+ * removed), then the five slowest shots by that cost with their event
+ * counts.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +46,9 @@
 #include "cudaq/qec/dem.h"
 #include "cudaq/qec/mwpm.h"
 #include "cudaq/qec/samples.h"
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 typedef struct shots {
   uint32_t *events;   /* all shots' events, concatenated */
@@ -190,8 +210,187 @@ static int batch_mode(const char *dir, const char *name, int max_threads, int re
   return 0;
 }
 
+/* ------------------------------------------------------------ per-shot mode */
+
+typedef struct shot_job {
+  const cudaq_mwpm_graph_t *g;
+  const shots_t *s;
+  int passes, cpu;
+  pthread_barrier_t *start;
+  uint64_t *ns; /* passes x shots decode times */
+  int failed;
+} shot_job_t;
+
+static _Atomic int spin_stop;
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static void pin_self(int cpu) {
+  if (cpu < 0)
+    return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (pthread_setaffinity_np(pthread_self(), sizeof set, &set))
+    fprintf(stderr, "bench_mwpm: cannot pin a thread to CPU %d (left unpinned)\n", cpu);
+}
+
+static void *shot_worker(void *arg) {
+  shot_job_t *j = arg;
+  pin_self(j->cpu);
+  cudaq_mwpm_decoder_t *dec;
+  j->failed = cudaq_mwpm_decoder_create(j->g, &dec) != CUDAQ_MWPM_OK;
+  cudaq_mwpm_result_t res;
+  const shots_t *s = j->s;
+  if (!j->failed)
+    for (size_t i = 0; i < s->n; i++) /* warm-up */
+      cudaq_mwpm_decode(dec, s->events + s->start[i], s->start[i + 1] - s->start[i], &res);
+  pthread_barrier_wait(j->start);
+  for (int r = 0; r < j->passes && !j->failed; r++)
+    for (size_t i = 0; i < s->n; i++) {
+      uint64_t t0 = now_ns();
+      cudaq_mwpm_decode(dec, s->events + s->start[i], s->start[i + 1] - s->start[i], &res);
+      j->ns[(size_t)r * s->n + i] = now_ns() - t0;
+    }
+  if (!j->failed)
+    cudaq_mwpm_decoder_destroy(dec);
+  return NULL;
+}
+
+static void *spinner(void *arg) {
+  pin_self(*(const int *)arg);
+  while (!atomic_load_explicit(&spin_stop, memory_order_relaxed)) {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#endif
+  }
+  return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* p50 p90 p99 p99.9 max of v[n] (sorted in place), us. */
+static void print_pcts(uint64_t *v, size_t n) {
+  qsort(v, n, sizeof *v, cmp_u64);
+  const double q[4] = {0.5, 0.9, 0.99, 0.999};
+  for (int k = 0; k < 4; k++)
+    printf(" %.2f |", 1e-3 * (double)v[(size_t)(q[k] * (double)(n - 1))]);
+  printf(" %.2f |", 1e-3 * (double)v[n - 1]);
+}
+
+static int per_shot_mode(const char *dir, const char *name, int passes, int threads, int spinners,
+                         const int *cpus, int ncpus) {
+  cudaq_mwpm_graph_t *g;
+  shots_t s;
+  if (load(dir, name, &g, &s))
+    return -1;
+  if (s.n == 0) {
+    fprintf(stderr, "%s: no shots\n", name);
+    return -1;
+  }
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
+  shot_job_t jobs[256];
+  pthread_t th[256], sp[256];
+  int sp_cpu[256];
+  atomic_store(&spin_stop, 0);
+  for (int t = 0; t < spinners; t++) {
+    sp_cpu[t] = threads + t < ncpus ? cpus[threads + t] : -1;
+    pthread_create(&sp[t], NULL, spinner, &sp_cpu[t]);
+  }
+  for (int t = 0; t < threads; t++) {
+    jobs[t] = (shot_job_t){g, &s, passes, t < ncpus ? cpus[t] : -1, &start, NULL, 0};
+    jobs[t].ns = malloc((size_t)passes * s.n * sizeof(uint64_t));
+    if (!jobs[t].ns) {
+      fprintf(stderr, "out of memory\n");
+      return -1;
+    }
+    pthread_create(&th[t], NULL, shot_worker, &jobs[t]);
+  }
+  pthread_barrier_wait(&start);
+  for (int t = 0; t < threads; t++)
+    pthread_join(th[t], NULL);
+  atomic_store(&spin_stop, 1);
+  for (int t = 0; t < spinners; t++)
+    pthread_join(sp[t], NULL);
+  pthread_barrier_destroy(&start);
+  size_t per = (size_t)passes * s.n, all_n = per * (size_t)threads;
+  uint64_t *all = malloc(all_n * sizeof *all), *best = malloc(s.n * sizeof *best);
+  size_t *order = malloc(s.n * sizeof *order);
+  int failed = 0;
+  for (size_t i = 0; i < s.n; i++)
+    best[i] = UINT64_MAX;
+  for (int t = 0; t < threads; t++) {
+    failed |= jobs[t].failed;
+    memcpy(all + (size_t)t * per, jobs[t].ns, per * sizeof *all);
+    for (size_t k = 0; k < per; k++)
+      if (jobs[t].ns[k] < best[k % s.n])
+        best[k % s.n] = jobs[t].ns[k];
+    free(jobs[t].ns);
+  }
+  if (failed) {
+    fprintf(stderr, "%s: a decoder could not be created\n", name);
+    return -1;
+  }
+  printf("| %s | %zu | %.2f | %d | %d | %d |", name, s.n, (double)s.start[s.n] / (double)s.n, threads,
+         spinners, passes);
+  print_pcts(all, all_n);
+  /* The five slowest shots by their own cost (selection on a copy). */
+  uint64_t *b2 = malloc(s.n * sizeof *b2);
+  memcpy(b2, best, s.n * sizeof *b2);
+  print_pcts(b2, s.n);
+  for (size_t i = 0; i < s.n; i++)
+    order[i] = i;
+  printf(" ");
+  for (int k = 0; k < 5 && (size_t)k < s.n; k++) {
+    size_t m = (size_t)k;
+    for (size_t i = (size_t)k + 1; i < s.n; i++)
+      if (best[order[i]] > best[order[m]])
+        m = i;
+    size_t tmp = order[k];
+    order[k] = order[m];
+    order[m] = tmp;
+    printf("%s#%zu: %zu ev, %.1f", k ? "; " : "", order[k], s.start[order[k] + 1] - s.start[order[k]],
+           1e-3 * (double)best[order[k]]);
+  }
+  printf(" |\n");
+  fflush(stdout);
+  free(all);
+  free(best);
+  free(b2);
+  free(order);
+  free(s.events);
+  free(s.start);
+  cudaq_mwpm_graph_destroy(g);
+  return 0;
+}
+
+/* "2,3,4" -> cpus; returns the count or -1. */
+static int parse_cpus(const char *v, int *cpus, int max) {
+  int n = 0;
+  while (*v) {
+    char *end;
+    long c = strtol(v, &end, 10);
+    if (end == v || c < 0 || c > 4095 || n == max)
+      return -1;
+    cpus[n++] = (int)c;
+    v = *end == ',' ? end + 1 : end;
+    if (*end && *end != ',')
+      return -1;
+  }
+  return n;
+}
+
 int main(int argc, char **argv) {
-  int repeats = 3, threads = 1, csv = 0, batch = 0, i = 1;
+  int repeats = 3, threads = 1, csv = 0, batch = 0, i = 1, per_shot = 0, spinners = 0, ncpus = 0;
+  int cpus[512];
   for (; i < argc && !strncmp(argv[i], "--", 2); i += 2) {
     if (i + 1 >= argc)
       break;
@@ -203,15 +402,37 @@ int main(int argc, char **argv) {
       csv = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--batch"))
       batch = atoi(argv[i + 1]);
-    else
+    else if (!strcmp(argv[i], "--per-shot"))
+      per_shot = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--spinners"))
+      spinners = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--cpus")) {
+      if ((ncpus = parse_cpus(argv[i + 1], cpus, 512)) < 0) {
+        fprintf(stderr, "bench_mwpm: --cpus %s: expected a comma-separated list of CPU numbers\n", argv[i + 1]);
+        return 2;
+      }
+    } else
       break;
   }
-  if (argc - i < 2 || repeats < 1 || threads < 1 || threads > 256 || batch < 0 || batch > 256) {
-    fprintf(stderr, "usage: %s [--repeats R] [--threads T | --batch T] [--csv 1] DATA_DIR NAME...\n",
-            argv[0]);
+  if (argc - i < 2 || repeats < 1 || threads < 1 || threads > 256 || batch < 0 || batch > 256 || per_shot < 0 ||
+      spinners < 0 || spinners > 256 || (per_shot && batch)) {
+    fprintf(stderr,
+            "usage: %s [--repeats R] [--threads T | --batch T] [--csv 1] DATA_DIR NAME...\n"
+            "       %s --per-shot R [--threads T] [--spinners S] [--cpus C0,C1,...] DATA_DIR NAME...\n",
+            argv[0], argv[0]);
     return 2;
   }
   const char *dir = argv[i++];
+  if (per_shot) {
+    printf("| data set | shots | mean events/shot | decoder threads | spinners | passes | all decodes: p50 | "
+           "p90 | p99 | p99.9 | max (us) | each shot's fastest: p50 | p90 | p99 | p99.9 | max (us) | "
+           "slowest shots (index: events, us) |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (; i < argc; i++)
+      if (per_shot_mode(dir, argv[i], per_shot, threads, spinners, cpus, ncpus))
+        return 1;
+    return 0;
+  }
   if (batch) {
     if (!csv) {
       printf("| data set | shots | threads | best call (s) | shots/s | shots/s per thread | vs 1 thread |\n");
