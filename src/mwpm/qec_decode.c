@@ -179,6 +179,26 @@ static FILE *open_or(const char *flag, const char *path, const char *mode, FILE 
   return f;
 }
 
+/* --out and --json against the files the run reads and against each other:
+ * opening an output truncates it, so an input given again as an output would
+ * be destroyed and read as empty (0 shots, exit 0) or overwritten. Returns 0,
+ * or 1 after the message. */
+static int check_outputs(const opts_t *o) {
+  const char *model = o->predecoder && strcmp(o->predecoder, "local") ? o->predecoder : NULL;
+  const char *outs[2][2] = {{"--out", o->out}, {"--json", o->json}};
+  const char *ins[5][2] = {{"--dem", o->dem}, {"--in", o->in}, {"--obs_in", o->obs_in},
+                           {"--predecoder", model}, {"--out", o->out}};
+  char msg[1024];
+  for (int i = 0; i < 2; i++)
+    for (int k = 0; k < 4 + i; k++) /* --json against --out too */
+      if (cudaq_sample_output_clobbers(outs[i][1], outs[i][0], ins[k][1], ins[k][0], msg,
+                                       sizeof msg)) {
+        fprintf(stderr, "qec-decode: %s\n", msg);
+        return 1;
+      }
+  return 0;
+}
+
 /* Parses one format flag; names the flag and the bad value. */
 static int parse_format(const char *flag, const char *name, cudaq_sample_format_t *out) {
   if (cudaq_sample_format_parse(name, out) == CUDAQ_MWPM_OK)
@@ -618,6 +638,8 @@ static int run(const opts_t *o) {
                     "--predecoder\n");
     return 2;
   }
+  if (check_outputs(o))
+    return 2;
   FILE *probe = open_or("--dem", o->dem, "rb", NULL); /* the OS's reason, which the parser does not give */
   if (!probe)
     return 1;
@@ -729,7 +751,14 @@ static int run(const opts_t *o) {
     fprintf(stderr, "decoded %zu shots in %.6f s (%.3f us per shot)\n", shots, s,
             shots ? 1e6 * s / (double)shots : 0.0);
   }
-  rc = fflush(fout) ? 1 : 0;
+  if (fflush(fout)) { /* the last buffered records: a full disk shows here */
+    if (fout == stdout)
+      fprintf(stderr, "qec-decode: write error on stdout: %s\n", strerror(errno));
+    else
+      fprintf(stderr, "qec-decode: write error on --out '%s': %s\n", o->out, strerror(errno));
+    goto done;
+  }
+  rc = 0;
 done:
   cudaq_sample_reader_destroy(rd);
   cudaq_sample_reader_destroy(ord);
@@ -747,8 +776,10 @@ done:
     fprintf(stderr, "qec-decode: write error on '%s'\n", o->json);
     rc = 1;
   }
-  if (fout && fout != stdout && fclose(fout))
+  if (fout && fout != stdout && fclose(fout) && !rc) {
+    fprintf(stderr, "qec-decode: write error on --out '%s': %s\n", o->out, strerror(errno));
     rc = 1;
+  }
   return rc;
 }
 

@@ -351,6 +351,25 @@ int cudaq_sample_file_check(const char *path, cudaq_sample_format_t fmt, uint32_
                    "right?)", path, (unsigned long long)found, (unsigned long long)bits, what, flag);
 }
 
+int cudaq_sample_output_clobbers(const char *out_path, const char *out_flag, const char *in_path,
+                                 const char *in_flag, char *msg, size_t cap) {
+  if (msg && cap)
+    msg[0] = '\0';
+  struct stat so, si;
+  if (!out_path || !in_path || !strcmp(out_path, "-") || !strcmp(in_path, "-"))
+    return 0;
+  if (stat(out_path, &so) || stat(in_path, &si)) { /* not there yet: --out F --json F */
+    if (strcmp(out_path, in_path))
+      return 0;
+  } else if (!S_ISREG(so.st_mode) || !S_ISREG(si.st_mode) || so.st_dev != si.st_dev ||
+             so.st_ino != si.st_ino) {
+    return 0;
+  }
+  const char *of = out_flag ? out_flag : "output";
+  return check_msg(msg, cap, "%s '%s' is the same file as %s: opening %s would destroy it (give "
+                   "another %s)", of, out_path, in_flag ? in_flag : "an input", of, of);
+}
+
 const char *cudaq_sample_obs_flags_conflict(int appended, int obs_in) {
   return appended && obs_in ? "--obs_in and --in_includes_appended_observables both give the "
                               "observables: use one"

@@ -143,6 +143,43 @@ printf 'error(0.1) D0 D1\nerror(0.1) D1 D2\n' > "$T/noboundary.dem"
 printf '001\n' > "$T/odd.01"
 expect "no matching" "shot 1: no set of errors in the DEM produces these detection events" \
   predict --dem "$T/noboundary.dem" --in "$T/odd.01" --in_format 01
+# An output naming a file the run reads (also through a link) is refused with
+# exit 2 before it is opened: opening it would truncate the input, read as
+# empty (0 shots, exit 0) or overwritten. The input is left as it was.
+cp "$T/two.01" "$T/keep.01"
+ln -sf "$T/keep.01" "$T/keep_link.01"
+for out in "$T/keep.01" "$T/keep_link.01"; do
+  rc=0; "$QD" predict --dem "$T/ok.dem" --in "$T/keep.01" --in_format 01 --out "$out" \
+    > /dev/null 2> "$T/err" || rc=$?
+  [ $rc -eq 2 ] && grep -qF -- "--out '$out' is the same file as --in" "$T/err" ||
+    fail "--out over --in ($out): exit $rc, $(cat "$T/err")"
+  cmp -s "$T/keep.01" "$T/two.01" || fail "--out over --in ($out): the input was changed"
+  pass=$((pass + 1))
+done
+cp "$T/ok.dem" "$T/keep.dem"
+expect "--out over --dem" "--out '$T/keep.dem' is the same file as --dem" \
+  predict --dem "$T/keep.dem" --in "$T/keep.01" --in_format 01 --out "$T/keep.dem"
+cmp -s "$T/keep.dem" "$T/ok.dem" || fail "--out over --dem: the DEM was changed"
+printf '0\n1\n' > "$T/keep_obs.01"
+expect "--out over --obs_in" "--out '$T/keep_obs.01' is the same file as --obs_in" \
+  count_mistakes --dem "$T/okobs.dem" --in "$T/keep.01" --obs_in "$T/keep_obs.01" \
+  --out "$T/keep_obs.01"
+expect "--json over --in" "--json '$T/keep.01' is the same file as --in" \
+  count_mistakes --dem "$T/okobs.dem" --in "$T/keep.01" --obs_in "$T/keep_obs.01" \
+  --predecoder local --json "$T/keep.01"
+expect "--json over --out" "--json '$T/new.out' is the same file as --out" \
+  count_mistakes --dem "$T/okobs.dem" --in "$T/keep.01" --obs_in "$T/keep_obs.01" \
+  --predecoder local --out "$T/new.out" --json "$T/new.out"
+# A write that fails at the end (the last buffered records) is named, exit 1.
+if [ -w /dev/full ]; then
+  expect "write error at the end" "write error on --out '/dev/full'" \
+    predict --dem "$T/ok.dem" --in "$T/keep.01" --in_format 01 --out /dev/full
+  rc=0; "$QD" count_mistakes --dem "$T/okobs.dem" --in "$T/keep.01" --obs_in "$T/keep_obs.01" \
+    > /dev/full 2> "$T/err" || rc=$?
+  [ $rc -eq 1 ] && grep -qF "write error on stdout" "$T/err" ||
+    fail "count_mistakes > /dev/full: exit $rc, $(cat "$T/err")"
+  pass=$((pass + 1))
+fi
 
 # --threads N (cudaq_mwpm_decode_batch, 4096 shots at a time): the same bytes
 # as one thread, plain and correlated, predict and count_mistakes (both

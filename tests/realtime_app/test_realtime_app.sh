@@ -484,6 +484,22 @@ refusals)
     [ ! -s "$WORK/${f}_dir.txt" ] || fail "--$f to a bad path: the run went ahead"
   done
   expect_refusal out_stdout "--out cannot be '-'" --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --out -
+  # An output naming a file the run reads (opened first, it would be truncated
+  # before it is read): refused with exit 2, the input left as it was.
+  head -c 1500 "$DATA/shots.b8" >"$WORK/keep.b8"
+  cp "$WORK/keep.b8" "$WORK/keep_orig.b8"
+  cp "$DEM" "$WORK/keep.dem"
+  expect_refusal out_in "--out '$WORK/keep.b8' is the same file as --in" --dem "$DEM" \
+    --in "$WORK/keep.b8" --in_format b8 --out "$WORK/keep.b8"
+  rc=0; "$RT" --dem "$DEM" --in "$WORK/keep.b8" --in_format b8 --out "$WORK/keep.b8" \
+    >/dev/null 2>&1 || rc=$?
+  [ $rc -eq 2 ] || fail "--out over --in: exit $rc, not 2"
+  cmp -s "$WORK/keep.b8" "$WORK/keep_orig.b8" || fail "--out over --in: the shot file was changed"
+  expect_refusal out_dem "--out '$WORK/keep.dem' is the same file as --dem" --dem "$WORK/keep.dem" \
+    --in "$WORK/keep.b8" --in_format b8 --out "$WORK/keep.dem"
+  cmp -s "$WORK/keep.dem" "$DEM" || fail "--out over --dem: the DEM was changed"
+  expect_refusal json_out "--json '$WORK/both.out' is the same file as --out" --dem "$DEM" \
+    --in "$WORK/keep.b8" --in_format b8 --out "$WORK/both.out" --json "$WORK/both.out"
   # --in - reads stdin: the same predictions as from the file.
   head -c 1500 "$DATA/shots.b8" >"$WORK/s100.b8"
   "$RT" --dem "$DEM" --in - --in_format b8 --out "$WORK/stdin.01" --progress_s 0 <"$WORK/s100.b8" \

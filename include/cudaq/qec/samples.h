@@ -86,6 +86,17 @@ int cudaq_sample_file_check(const char *path, cudaq_sample_format_t fmt, uint32_
 FILE *cudaq_sample_open(const char *path, const char *mode, FILE *dflt, const char *flag,
                         char *msg, size_t cap);
 
+/* The tools' rule for their outputs: --out or --json must not name a file
+ * they read (--dem, --in, --obs_in, the model), which opening the output
+ * would truncate before it is read (or overwrite after). Returns 1 when
+ * out_path and in_path name one existing regular file (same device and
+ * inode: also through a link or another spelling of the path), or, where
+ * either does not exist yet, when the two paths are the same string; with
+ * "OUT_FLAG 'PATH' is the same file as IN_FLAG: ..." in msg (cap bytes).
+ * 0 otherwise (either NULL or "-", or not a regular file, e.g. /dev/stdout). */
+int cudaq_sample_output_clobbers(const char *out_path, const char *out_flag, const char *in_path,
+                                 const char *in_flag, char *msg, size_t cap);
+
 /* The tools' rule for the true observables: from --obs_in or appended to the
  * detection events (--in_includes_appended_observables), never both (one
  * would be ignored). Returns the message for the conflict, or NULL. */
