@@ -409,6 +409,11 @@ static int xerr(exec_state_t *st, size_t line, int status, const char *msg) {
   return status;
 }
 
+/* Detectors one component may list before cancellation is decided (a
+ * component left with more than two is refused as not graph-like; one that
+ * lists more than this many distinct detectors at once is refused too). */
+#define DEM_COMPONENT_MAX 32
+
 static int add_edge(exec_state_t *st, const instr_t *in, double p, const uint64_t *dets, int nd,
                     uint64_t obs) {
   cudaq_dem_t *dem = st->dem;
@@ -417,11 +422,15 @@ static int add_edge(exec_state_t *st, const instr_t *in, double p, const uint64_
     return 0;
   }
   if (nd > 2) {
-    char msg[200];
+    char msg[200], count[32];
+    if (nd > DEM_COMPONENT_MAX)
+      snprintf(count, sizeof count, "more than %d", DEM_COMPONENT_MAX);
+    else
+      snprintf(count, sizeof count, "%d", nd);
     snprintf(msg, sizeof msg,
-             "error is not graph-like: a component has %d detectors (decompose it with '^' into "
+             "error is not graph-like: a component has %s detectors (decompose it with '^' into "
              "components of at most two)",
-             nd);
+             count);
     return xerr(st, in->line, CUDAQ_MWPM_ERR_NOT_GRAPHLIKE, msg);
   }
   if (GROW(dem->edges, st->cap_edges, dem->num_edges + 1))
@@ -437,12 +446,12 @@ static int add_edge(exec_state_t *st, const instr_t *in, double p, const uint64_
 }
 
 static int exec_error(exec_state_t *st, const instr_t *in, const target_t *tg, double p) {
-  uint64_t dets[3];
+  uint64_t dets[DEM_COMPONENT_MAX];
   int nd = 0, over = 0;
   uint64_t obs = 0;
   for (size_t i = 0; i <= in->ntgts; i++) {
     if (i == in->ntgts || tg[i].kind == T_SEP) {
-      int r = add_edge(st, in, p, dets, over ? 3 : nd, obs);
+      int r = add_edge(st, in, p, dets, over ? DEM_COMPONENT_MAX + 1 : nd, obs);
       if (r)
         return r;
       nd = 0;
@@ -464,15 +473,16 @@ static int exec_error(exec_state_t *st, const instr_t *in, const target_t *tg, d
       return xerr(st, in->line, CUDAQ_MWPM_ERR_TOO_LARGE, "detector index over the limit");
     if (d + 1 > st->max_det_plus1)
       st->max_det_plus1 = d + 1;
-    /* A detector listed twice in one component cancels (symmetric difference). */
+    /* A detector listed twice in one component cancels (symmetric
+     * difference): D0 D1 D2 D2 is the edge D0 D1. */
     int found = -1;
-    for (int k = 0; k < nd && k < 3; k++)
+    for (int k = 0; k < nd; k++)
       if (dets[k] == d)
         found = k;
     if (found >= 0) {
       dets[found] = dets[nd - 1];
       nd--;
-    } else if (nd < 3) {
+    } else if (nd < DEM_COMPONENT_MAX) {
       dets[nd++] = d;
     } else {
       over = 1;

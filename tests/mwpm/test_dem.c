@@ -108,6 +108,14 @@ static void test_empty_and_cancel(void **state) {
   assert_int_equal(dem->edges[0].v, -1);
   assert_int_equal(dem->num_undetectable, 1);
   cudaq_dem_destroy(dem);
+  /* Cancellation decides graph-likeness: four listed, two left. */
+  dem = parse_ok("error(0.1) D0 D1 D2 D3 D2 D3 L0 ^ D4 D5 D6 D5 D6\n");
+  assert_int_equal(dem->num_edges, 2);
+  assert_int_equal(dem->edges[0].u + dem->edges[0].v, 1);
+  assert_int_equal(dem->edges[0].obs_mask, 1);
+  assert_int_equal(dem->edges[1].u, 4);
+  assert_int_equal(dem->edges[1].v, -1);
+  cudaq_dem_destroy(dem);
 }
 
 static void test_bad_input(void **state) {
@@ -123,6 +131,14 @@ static void test_bad_input(void **state) {
   expect_error("error(0.1) ^ D0\n", CUDAQ_MWPM_ERR_PARSE, 1, "'^'");
   expect_error("error(0.1) D0 ^ ^ D1\n", CUDAQ_MWPM_ERR_PARSE, 1, "'^'");
   expect_error("error(0.1) D1 D2 D3\n", CUDAQ_MWPM_ERR_NOT_GRAPHLIKE, 1, "not graph-like");
+  expect_error("error(0.1) D1 D2 D3 D4 D4\n", CUDAQ_MWPM_ERR_NOT_GRAPHLIKE, 1, "has 3 detectors");
+  {
+    char big[512] = "error(0.1)";
+    for (int k = 0; k < 40; k++)
+      snprintf(big + strlen(big), sizeof big - strlen(big), " D%d", k);
+    strcat(big, "\n");
+    expect_error(big, CUDAQ_MWPM_ERR_NOT_GRAPHLIKE, 1, "more than 32 detectors");
+  }
   expect_error("repeat 2 {\n error(0.1) D1 D2 ^ D3 D4 D5\n}\n", CUDAQ_MWPM_ERR_NOT_GRAPHLIKE, 2,
                "3 detectors");
   expect_error("repeat 2 {\nerror(0.1) D0\n", CUDAQ_MWPM_ERR_PARSE, 1, "never closed");
