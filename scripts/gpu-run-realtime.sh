@@ -240,6 +240,11 @@ if has sanitize_all; then
       san "qec_realtime_$mode" -- "$RT" $D5 --mode $mode $m --requests "${SAN_REQUESTS:-20}" \
         --workers 1 --timeout_ms 50000 --progress_s 0
     done
+    # The fast model: its convolutions as the cluster kernel (qec-realtime plans for throughput by
+    # default); racecheck cannot finish on that kernel within a visit, so it skips this run.
+    [ "$tool" != racecheck ] &&
+      san qec_realtime_hybrid_fast -- "$RT" $D5 --mode hybrid --model models/predecoder_d5_z_fast.onnx \
+        --requests "${SAN_REQUESTS:-20}" --workers 2 --timeout_ms 50000 --progress_s 0
     # The pipeline's gate graphs (gpu_prelaunch), paced so that requests find them waiting.
     san qec_realtime_prelaunch -- "$RT" $D5 --mode passthrough --prelaunch 1 --interval_us 2000 \
       --requests "${SAN_REQUESTS:-20}" --workers 2 --timeout_ms 50000 --progress_s 0
