@@ -37,16 +37,10 @@
 #include <vector>
 
 #include "../src/nn/gpu_mma.cuh"
+#include "bench_cuda_check.h"
 #include "cudaq/realtime/pipeline.h"
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    cudaError_t e_ = (x);                                                       \
-    if (e_ != cudaSuccess) {                                                    \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(1);                                                                  \
-    }                                                                           \
-  } while (0)
+#define CK(x) BENCH_CUDA_CK(x)
 
 namespace {
 
