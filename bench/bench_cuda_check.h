@@ -2,7 +2,7 @@
  * runtime call or library call ends the program with its file, line, the
  * call and the error (a benchmark has nothing to recover). One home for the
  * benchmarks built with nvcc (bench_gpu_dispatch, bench_graph_prelaunch,
- * soak_device, bench_nn_device_launch, the echo server they share). */
+ * soak_device, bench_nn_device_launch, bench_sysmem_read, the echo server they share). */
 #ifndef CUDAQ_BENCH_CUDA_CHECK_H
 #define CUDAQ_BENCH_CUDA_CHECK_H
 
