@@ -12,9 +12,10 @@ a final Conv3d to 1 channel), this script:
     g.replay() + torch.cuda.synchronize() on the host,
 and writes OUT/torch_times.txt ("NAME PREC P50 P99" per line).
 
---predecoder NAME:S (repeatable) also times the convolution stack of the
-shipped predecoder models (models/predecoder_d*: 3 -> 128 -> 128 -> 128 -> 9
-channels, kernel 3, padding 1, ReLU between, on an S x S x S grid) under
+--predecoder NAME:S[:W] (repeatable) also times the convolution stack of the
+shipped predecoder models (models/predecoder_d*: 3 -> W -> W -> W -> 9
+channels, kernel 3, padding 1, ReLU between, on an S x S x S grid; W = 128,
+the default, for the files without a suffix, 32 for the *_fast family) under
 NAME; the models' integer/gather tail is left out, so PyTorch's figure is a
 lower bound for the whole model. Nothing is exported for these.
 --skip-grid: only the --predecoder stacks.
@@ -88,7 +89,7 @@ def main():
     p.add_argument("--layers", type=int, nargs="+", default=[3, 5])
     p.add_argument("--channels", type=int, nargs="+", default=[32, 64, 128])
     p.add_argument("--iters", type=int, default=2000)
-    p.add_argument("--predecoder", action="append", default=[], metavar="NAME:S")
+    p.add_argument("--predecoder", action="append", default=[], metavar="NAME:S[:W]")
     p.add_argument("--skip-grid", action="store_true")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -99,8 +100,11 @@ def main():
     print(f"# torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name(0)}")
     rows = []
     for spec in a.predecoder:
-        name, size = spec.rsplit(":", 1)
-        net, x = build(3, 128, cin=3, cout=9), torch.randn(1, 3, int(size), int(size), int(size))
+        parts = spec.split(":")
+        if len(parts) not in (2, 3):
+            p.error(f"--predecoder {spec}: expected NAME:S or NAME:S:W")
+        name, size, width = parts[0], int(parts[1]), int(parts[2]) if len(parts) == 3 else 128
+        net, x = build(3, width, cin=3, cout=9), torch.randn(1, 3, size, size, size)
         for half in (False, True):
             p50, p99 = time_replay(net, x, half, a.iters)
             rows.append(f"{name} {'fp16' if half else 'fp32'} {p50:.2f} {p99:.2f}")
