@@ -855,13 +855,14 @@ static int factory_self_gated(void *user, int worker_id, cudaq_gpu_worker_resour
  * factory's graph waits at the gate itself (the emulation is the same; the
  * gate ops are told so). Checks every answer and the pre-launch counters;
  * returns the stats. */
-static cudaq_pipeline_stats_t run_prelaunch(int emode, int limit, int gate_fail_every, uint32_t paced,
-                                            uint32_t burst, int self_gated) {
+static cudaq_pipeline_stats_t run_prelaunch_max(int emode, int limit, int max, int gate_fail_every, uint32_t paced,
+                                                uint32_t burst, int self_gated) {
   rec_t *r = calloc(1, sizeof *r);
   emu_t *e = malloc(sizeof *e);
   cudaq_pipeline_config_t cfg;
   emu_config(&cfg, 4, 8, emode ? EMU_OUT + 24 : 512);
   cfg.gpu_prelaunch = limit;
+  cfg.gpu_prelaunch_max = max;
   cudaq_pipeline_t *p = NULL;
   assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_OK);
   cudaq_pipeline_ringbuffer(p, &r->rb);
@@ -891,6 +892,8 @@ static cudaq_pipeline_stats_t run_prelaunch(int emode, int limit, int gate_fail_
   /* Each finisher re-arms its worker before releasing it, so a request that
    * finds every worker idle always finds an armed one. */
   if (!gate_fail_every) assert_int_equal(st.prelaunched, paced);
+  /* ... so paced requests never boost the limit (gpu_prelaunch_max). */
+  if (!gate_fail_every) assert_int_equal(st.prelaunch_boosted, 0);
   submit_range(inj, paced, paced + burst);
   wait_count(r, paced + burst);
   assert_int_equal(cudaq_pipeline_stop(p), CUDAQ_OK);
@@ -927,6 +930,11 @@ static cudaq_pipeline_stats_t run_prelaunch(int emode, int limit, int gate_fail_
   return st;
 }
 
+static cudaq_pipeline_stats_t run_prelaunch(int emode, int limit, int gate_fail_every, uint32_t paced,
+                                            uint32_t burst, int self_gated) {
+  return run_prelaunch_max(emode, limit, 0, gate_fail_every, paced, burst, self_gated);
+}
+
 static void test_prelaunch(void **state) {
   (void)state;
   for (int emode = 0; emode <= EMU_GPU_ONLY_WORD; emode += EMU_GPU_ONLY_WORD)
@@ -936,6 +944,7 @@ static void test_prelaunch(void **state) {
       /* Finishers keep min(limit, 4) graphs waiting: that many are released at stop. */
       assert_int_equal(st.prelaunch_cancelled, limit < 4 ? limit : 4);
       assert_true(st.prelaunched >= 40);
+      assert_int_equal(st.prelaunch_boosted, 0); /* no gpu_prelaunch_max */
     }
   /* A negative limit is refused at create. */
   cudaq_pipeline_config_t cfg;
@@ -944,6 +953,35 @@ static void test_prelaunch(void **state) {
   cudaq_pipeline_t *p = NULL;
   assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_ERR_INVALID_ARG);
   assert_non_null(strstr(cudaq_last_error(), "gpu_prelaunch -1"));
+}
+
+/* (extension) gpu_prelaunch_max: paced requests (each finds a graph
+ * waiting) keep gpu_prelaunch graphs waiting; a burst (requests launched on
+ * arrival for want of one) lets finishers re-arm past it, up to the max,
+ * counted in prelaunch_boosted; every answer is checked and every waiting
+ * graph is released at stop, however many. Below gpu_prelaunch (not 0) the
+ * max is refused at create. */
+static void test_prelaunch_boost(void **state) {
+  (void)state;
+  for (int emode = 0; emode <= EMU_GPU_ONLY_WORD; emode += EMU_GPU_ONLY_WORD) {
+    cudaq_pipeline_stats_t st = run_prelaunch_max(emode, 1, 3, 0, 40, 0, 0);
+    assert_int_equal(st.prelaunch_boosted, 0);
+    assert_int_equal(st.prelaunch_cancelled, 1);
+    st = run_prelaunch_max(emode, 1, 3, 0, 40, 2000, 0);
+    assert_true(st.prelaunch_boosted > 0);
+    assert_true(st.prelaunch_cancelled >= 1 && st.prelaunch_cancelled <= 3);
+    assert_int_equal(st.prelaunch_failures, 0);
+    /* A max above the workers is capped at them (4). */
+    st = run_prelaunch_max(emode, 2, 9, 0, 10, 2000, 0);
+    assert_true(st.prelaunch_cancelled >= 2 && st.prelaunch_cancelled <= 4);
+  }
+  cudaq_pipeline_config_t cfg;
+  cudaq_pipeline_config_init(&cfg);
+  cfg.gpu_prelaunch = 2;
+  cfg.gpu_prelaunch_max = 1;
+  cudaq_pipeline_t *p = NULL;
+  assert_int_equal(cudaq_pipeline_create(&cfg, &p), CUDAQ_ERR_INVALID_ARG);
+  assert_non_null(strstr(cudaq_last_error(), "gpu_prelaunch_max 1 below gpu_prelaunch 2"));
 }
 
 /* A failing re-arm is counted and that worker's next request is launched
@@ -1036,7 +1074,7 @@ int main(void) {
       cmocka_unit_test(test_completion_before_launch_returns),
       cmocka_unit_test(test_stop_drains),
       cmocka_unit_test(test_stop_gives_up),
-      cmocka_unit_test(test_prelaunch),
+      cmocka_unit_test(test_prelaunch), cmocka_unit_test(test_prelaunch_boost),
       cmocka_unit_test(test_prelaunch_arm_failures),
       cmocka_unit_test(test_prelaunch_refused),
   };

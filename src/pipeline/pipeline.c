@@ -145,6 +145,9 @@ cudaq_status_t cudaq_pipeline_create(const cudaq_pipeline_config_t *config, cuda
                        c->slot_size);
   if (c->gpu_prelaunch < 0)
     return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: gpu_prelaunch %d < 0", fn, c->gpu_prelaunch);
+  if (c->gpu_prelaunch_max != 0 && c->gpu_prelaunch_max < c->gpu_prelaunch)
+    return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: gpu_prelaunch_max %d below gpu_prelaunch %d (0: no boost)", fn,
+                       c->gpu_prelaunch_max, c->gpu_prelaunch);
   if (c->drain_timeout_ms < 0)
     return cudaq__fail(CUDAQ_ERR_INVALID_ARG, "%s: drain_timeout_ms %d < 0", fn, c->drain_timeout_ms);
   if (c->gpu_only_completion < CUDAQ_GPU_ONLY_COMPLETION_AUTO ||
@@ -620,6 +623,10 @@ static cudaq_status_t prelaunch_graphs(cudaq_pipeline_t *p) {
   }
   pool->prelaunch = (uint32_t)p->cfg.gpu_prelaunch < p->nworkers ? (uint32_t)p->cfg.gpu_prelaunch
                                                                    : p->nworkers;
+  pool->prelaunch_max = (uint32_t)p->cfg.gpu_prelaunch_max < p->nworkers ? (uint32_t)p->cfg.gpu_prelaunch_max
+                                                                           : p->nworkers;
+  if (pool->prelaunch_max < pool->prelaunch) pool->prelaunch_max = pool->prelaunch;
+  atomic_store_explicit(&pool->boost, 0, memory_order_relaxed);
   pool->gate_host = gate_host_base(p);
   atomic_store_explicit(&pool->armed_mask, 0, memory_order_relaxed);
   atomic_store_explicit(&pool->narmed, 0, memory_order_relaxed);
@@ -897,6 +904,7 @@ cudaq_status_t cudaq_pipeline_stats(const cudaq_pipeline_t *p, cudaq_pipeline_st
   out->prelaunched = atomic_load_explicit(&p->pool.prelaunched, memory_order_relaxed);
   out->prelaunch_failures = atomic_load_explicit(&p->pool.prelaunch_failures, memory_order_relaxed);
   out->prelaunch_cancelled = atomic_load_explicit(&p->pool.prelaunch_cancelled, memory_order_relaxed);
+  out->prelaunch_boosted = atomic_load_explicit(&p->pool.prelaunch_boosted, memory_order_relaxed);
   /* An idle bit seen (acquire, pairs with R6) makes that worker's armed bit,
    * set before its R6, visible. */
   const uint64_t idle = atomic_load_explicit(&p->pool.idle_mask, memory_order_acquire);

@@ -68,12 +68,18 @@ static void open_gate(cudaq__pool_t *p, uint32_t w, uint32_t slot, uint64_t byte
 }
 
 int cudaq__pool_arm(cudaq__pool_t *p, uint32_t w) {
-  /* Reserve one of the `prelaunch` waiting places (finishers race for them). */
+  /* Reserve one of the waiting places (finishers race for them): `prelaunch`,
+   * or `prelaunch_max` while requests have lately found none waiting. */
+  const uint32_t limit = p->prelaunch_max > p->prelaunch &&
+                                 atomic_load_explicit(&p->boost, memory_order_relaxed) > 0
+                             ? p->prelaunch_max
+                             : p->prelaunch;
   uint32_t n = atomic_load_explicit(&p->narmed, memory_order_relaxed);
   do {
-    if (n >= p->prelaunch) return 0;
+    if (n >= limit) return 0;
   } while (!atomic_compare_exchange_weak_explicit(&p->narmed, &n, n + 1, memory_order_relaxed,
                                                   memory_order_relaxed));
+  const int boosted = n >= p->prelaunch; /* a place past `prelaunch` */
   int err = enqueue_job(p, w, NULL); /* nothing enqueued if it fails */
   if (err != 0) {
     atomic_fetch_sub_explicit(&p->narmed, 1, memory_order_relaxed);
@@ -84,6 +90,10 @@ int cudaq__pool_arm(cudaq__pool_t *p, uint32_t w) {
   /* Relaxed: published to the dispatcher by the owner's R6 that follows
    * (or the dispatcher thread's creation). */
   atomic_fetch_or_explicit(&p->armed_mask, 1ull << w, memory_order_relaxed);
+  if (boosted) {
+    atomic_fetch_sub_explicit(&p->boost, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->prelaunch_boosted, 1, memory_order_relaxed);
+  }
   return 0;
 }
 
@@ -144,8 +154,11 @@ cudaq__pool_result_t cudaq__pool_dispatch(cudaq__pool_t *p, uint32_t function_id
     cudaq__bump_single_writer(&p->prelaunched); /* the dispatcher is its only writer */
     open_gate(p, w, slot, request_bytes);
   } else if (p->prelaunch) {
-    /* Not armed (a failed re-arm): the gate graph is launched now, its
-     * gate opened first (R14) for the run it is about to make. */
+    /* Not armed (none waited, or a failed re-arm): the gate graph is
+     * launched now, its gate opened first (R14) for the run it is about to
+     * make; and the next re-arms may fill up to prelaunch_max. */
+    if (p->prelaunch_max > p->prelaunch)
+      atomic_store_explicit(&p->boost, CUDAQ_PIPELINE_PRELAUNCH_BOOST, memory_order_relaxed);
     const uint64_t before = atomic_load_explicit(&p->gate_host[w], memory_order_relaxed);
     p->ticket[w]++;
     open_gate(p, w, slot, request_bytes);

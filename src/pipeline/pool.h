@@ -100,12 +100,19 @@ typedef struct cudaq__pool {
    * most prelaunch (the limit: every waiting gate kernel polls its word
    * over PCIe, and each poller slows all requests). */
   uint32_t prelaunch;
+  /* gpu_prelaunch_max (>= prelaunch, <= count): the limit while `boost`
+   * is above 0. boost: set to CUDAQ_PIPELINE_PRELAUNCH_BOOST by the
+   * dispatcher when a request finds no graph waiting, counted down by
+   * each re-arm past `prelaunch`. A heuristic: relaxed, nothing is
+   * published through it (a stale read arms one graph more or less). */
+  uint32_t prelaunch_max;
+  _Atomic int32_t boost;
   _Atomic uint64_t *gate_host;
   cudaGraphExec_t gate_exec[CUDAQ_PIPELINE_MAX_WORKERS];
   uint32_t ticket[CUDAQ_PIPELINE_MAX_WORKERS];
   _Atomic uint64_t armed_mask;
   _Atomic uint32_t narmed;
-  _Atomic uint64_t prelaunched, prelaunch_failures, prelaunch_cancelled;
+  _Atomic uint64_t prelaunched, prelaunch_failures, prelaunch_cancelled, prelaunch_boosted;
 } cudaq__pool_t;
 
 /* Builds the function masks and marks every worker idle. */
@@ -128,9 +135,9 @@ cudaq__pool_result_t cudaq__pool_dispatch(cudaq__pool_t *p, uint32_t function_id
                                           volatile uint64_t *tx_flag, int *out_error,
                                           int *out_worker);
 
-/* Pre-launch: unless `prelaunch` runs wait already, enqueues on worker
- * w's stream its gate graph, so that the next request given to w only
- * opens the gate. Called by w's owner: the thread that finishes w's job,
+/* Pre-launch: unless `prelaunch` runs wait already (`prelaunch_max`
+ * while boosted), enqueues on worker w's stream its gate graph, so that
+ * the next request given to w only opens the gate. Called by w's owner: the thread that finishes w's job,
  * before it releases w, or the starter before the dispatcher thread runs.
  * Returns 0, or the CUDA error (counted in prelaunch_failures; w is left
  * unarmed and launches on arrival). */

@@ -498,6 +498,7 @@ static int run(const opts_t *o) {
   cfg.external_ringbuffer = &a.ring;
   cfg.idle_yield = a.idle_yield;
   cfg.gpu_prelaunch = o->prelaunch;
+  cfg.gpu_prelaunch_max = o->prelaunch_max;
   int fpga_cpu = -1;
   if (o->pin >= 0) {
     fpga_cpu = o->pin + 2 + o->workers;

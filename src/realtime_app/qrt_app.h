@@ -28,6 +28,9 @@
  * requests/s, and the accurate d = 13 model from 28.5k requests/s saturated
  * to 33.3k sustained (H200, bench/results/realtime-split-h200-2026-11-28.md). */
 #define QRT_DEFAULT_PRELAUNCH 2
+/* --prelaunch_max when not given, with graphs pre-launched: 0 (no boost) or
+ * the limit near saturation (pipeline.h, gpu_prelaunch_max). */
+#define QRT_DEFAULT_PRELAUNCH_MAX 0
 #define QRT_STR(x) #x
 #define QRT_XSTR(x) QRT_STR(x)
 #define QRT_SPLIT_BINS 4096u   /* histograms of the GPU modes' split of dispatch + GPU */
@@ -44,7 +47,7 @@ typedef struct opts {
   cudaq_sample_format_t in_fmt, obs_fmt, out_fmt; /* parsed by qrt_check_mode_and_preset */
   qrt_mode_t mode;
   qrt_payload_t payload;
-  int appended, workers, slots, idle_yield, pin, fp16, compare_mwpm, prelaunch;
+  int appended, workers, slots, idle_yield, pin, fp16, compare_mwpm, prelaunch, prelaunch_max;
   int self_gate; /* --self_gate: with --prelaunch, the graph's first kernel waits at the gate
                     (given without pre-launch: refused) */
   int skip_layout_check; /* --skip_layout_check: the model's detector layout is not compared */

@@ -65,6 +65,9 @@ void qrt_usage(FILE *f) {
       "                             a gate that a request opens (no CUDA call on its path;\n"
       "                             0: launched on arrival; default " QRT_XSTR(QRT_DEFAULT_PRELAUNCH) " in the GPU\n"
       "                             modes, 0 with --fail_launch_every)\n"
+      "  --prelaunch_max M          with --prelaunch N: up to M graphs wait while requests keep\n"
+      "                             finding none waiting (near saturation), N otherwise (each\n"
+      "                             waiting kernel holds an SM; default " QRT_XSTR(QRT_DEFAULT_PRELAUNCH_MAX) ", 0: no boost)\n"
       "  --self_gate 0|1            with --prelaunch: 1 (default) the graph's first kernel waits\n"
       "                             at the gate itself; 0 the pipeline's gate kernel waits in\n"
       "                             front of the graph (one kernel more)\n"
@@ -136,6 +139,7 @@ int qrt_parse_args(int argc, char **argv, opts_t *o) {
   o->workers = 2;
   o->self_gate = -1; /* not given: 1 where graphs are pre-launched (qrt_check_mode_and_preset) */
   o->prelaunch = -1; /* not given: QRT_DEFAULT_PRELAUNCH in the GPU modes (qrt_check_mode_and_preset) */
+  o->prelaunch_max = -1; /* not given: QRT_DEFAULT_PRELAUNCH_MAX where graphs are pre-launched */
   o->slots = 32;
   o->idle_yield = -1;
   o->pin = -1;
@@ -160,7 +164,7 @@ int qrt_parse_args(int argc, char **argv, opts_t *o) {
         "--json", "--model", "--mode", "--preset", "--workers", "--slots", "--requests",
         "--duration_s", "--interval_us", "--timeout_ms", "--idle_yield", "--corrupt_every",
         "--fail_launch_every", "--progress_s", "--pin", "--payload", "--precision", "--plan_dir", "--compare_mwpm",
-        "--prelaunch", "--gpu_plan", "--self_gate", NULL};
+        "--prelaunch", "--prelaunch_max", "--gpu_plan", "--self_gate", NULL};
     int known = 0;
     for (int k = 0; valued[k]; k++)
       known |= !strcmp(a, valued[k]);
@@ -238,12 +242,15 @@ int qrt_parse_args(int argc, char **argv, opts_t *o) {
           return 1;
         }
         o->pin = (int)u;
-      } else if (!strcmp(a, "--prelaunch")) {
+      } else if (!strcmp(a, "--prelaunch") || !strcmp(a, "--prelaunch_max")) {
         if (u > CUDAQ_PIPELINE_MAX_WORKERS) {
-          fprintf(stderr, "qec-realtime: --prelaunch is 0..%d\n", CUDAQ_PIPELINE_MAX_WORKERS);
+          fprintf(stderr, "qec-realtime: %s is 0..%d\n", a, CUDAQ_PIPELINE_MAX_WORKERS);
           return 1;
         }
-        o->prelaunch = (int)u;
+        if (!strcmp(a, "--prelaunch"))
+          o->prelaunch = (int)u;
+        else
+          o->prelaunch_max = (int)u;
       } else { /* --idle_yield, --compare_mwpm, --self_gate */
         if (u > 1) {
           fprintf(stderr, "qec-realtime: %s is 0 or 1\n", a);
@@ -355,6 +362,18 @@ int qrt_check_mode_and_preset(opts_t *o) {
   }
   if (o->self_gate < 0)
     o->self_gate = 1;
+  if (o->prelaunch_max >= 0 && !o->prelaunch) {
+    fprintf(stderr, "qec-realtime: --prelaunch_max lets more pre-launched graphs wait near saturation: "
+                    "it needs --prelaunch N >= 1\n");
+    return 2;
+  }
+  if (o->prelaunch_max > 0 && o->prelaunch_max < o->prelaunch) {
+    fprintf(stderr, "qec-realtime: --prelaunch_max %d is below --prelaunch %d (0: no boost)\n", o->prelaunch_max,
+            o->prelaunch);
+    return 2;
+  }
+  if (o->prelaunch_max < 0) /* not given */
+    o->prelaunch_max = o->prelaunch && QRT_DEFAULT_PRELAUNCH_MAX > o->prelaunch ? QRT_DEFAULT_PRELAUNCH_MAX : 0;
   if (o->skip_layout_check && qrt_pd_kind_of(o->model) != QRT_PD_ONNX) {
     fprintf(stderr, "qec-realtime: --skip_layout_check is for ONNX models (--model PATH or a "
                     "preset's)\n");

@@ -87,9 +87,9 @@ void qrt_print_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
           (unsigned long long)ps->dropped, (unsigned long long)a->ptp_mismatches);
   if (a->o->prelaunch)
     fprintf(f, "pre-launched graphs: %llu requests found theirs waiting (the rest launched on "
-               "arrival), failed re-arms %llu, released at stop %llu\n",
+               "arrival), failed re-arms %llu, released at stop %llu, re-arms past --prelaunch %llu\n",
             (unsigned long long)ps->prelaunched, (unsigned long long)ps->prelaunch_failures,
-            (unsigned long long)ps->prelaunch_cancelled);
+            (unsigned long long)ps->prelaunch_cancelled, (unsigned long long)ps->prelaunch_boosted);
   if (a->decoded) {
     double n = (double)a->decoded, nd = (double)a->shots.nd;
     fprintf(f, "detection events per shot: %.4f before, %.4f after the predecoder "
@@ -155,14 +155,15 @@ void qrt_json_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
              "\"errors\": %llu, \"timed_out\": %llu, \"answered_late\": %llu, \"duplicates\": %llu, \"unknown_ids\": %llu, "
              "\"corrupted\": %llu, \"backpressure_stalls\": %llu, \"worker_stalls\": %llu, "
              "\"dropped\": %llu, \"ptp_mismatches\": %llu, \"prelaunched\": %llu, "
-             "\"prelaunch_failures\": %llu},\n",
+             "\"prelaunch_failures\": %llu, \"prelaunch_boosted\": %llu},\n",
           (unsigned long long)a->submitted, (unsigned long long)a->completed,
           (unsigned long long)a->status_count[0], (unsigned long long)qrt_errors_of(a),
           (unsigned long long)timed_out, (unsigned long long)a->late,
           (unsigned long long)a->duplicates, (unsigned long long)a->unknown_ids, (unsigned long long)a->corrupted,
           (unsigned long long)a->stalls, (unsigned long long)ps->worker_stalls,
           (unsigned long long)ps->dropped, (unsigned long long)a->ptp_mismatches,
-          (unsigned long long)ps->prelaunched, (unsigned long long)ps->prelaunch_failures);
+          (unsigned long long)ps->prelaunched, (unsigned long long)ps->prelaunch_failures,
+          (unsigned long long)ps->prelaunch_boosted);
   fprintf(f, "\"errors_by_status\": {");
   for (int k = 1; k < ST_COUNT; k++)
     fprintf(f, "%s\"%s\": %llu", k > 1 ? ", " : "", status_names[k],

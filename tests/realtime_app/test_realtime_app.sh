@@ -274,7 +274,7 @@ gpu_hybrid|gpu_passthrough)
       --obs_in "$WORK/obs.01" --mode "$mode" "$@" --workers 4 --prelaunch 1 --self_gate $sg \
       --interval_us 200 --out "$WORK/$mode.pre$sg.01"
     same_predictions "$mode.pre$sg" "$WORK/ref.01"
-    pre=$(sed -n 's/^pre-launched graphs: \([0-9]*\) requests found .* failed re-arms 0, released at stop 1$/\1/p' "$WORK/$mode.pre$sg.txt")
+    pre=$(sed -n 's/^pre-launched graphs: \([0-9]*\) requests found .* failed re-arms 0, released at stop 1, re-arms past --prelaunch 0$/\1/p' "$WORK/$mode.pre$sg.txt")
     [ -n "$pre" ] && [ "$pre" -gt 0 ] && [ "$pre" -le $n ] ||
       fail "$mode --prelaunch --self_gate $sg: pre-launch counts wrong ($(grep '^pre-launched' "$WORK/$mode.pre$sg.txt"))"
   done
@@ -520,6 +520,13 @@ refusals)
     --in_format b8 --self_gate 1
   expect_refusal self_gate_no_prelaunch "--prelaunch is 0 here" --dem "$DEM" --in "$DATA/shots.b8" \
     --in_format b8 --mode passthrough --prelaunch 0 --self_gate 0
+  # --prelaunch_max: needs graphs pre-launched, and is not below --prelaunch.
+  expect_refusal prelaunch_max_cpu "--prelaunch_max lets more pre-launched graphs wait" --dem "$DEM" \
+    --in "$DATA/shots.b8" --in_format b8 --prelaunch_max 4
+  expect_refusal prelaunch_max_below "--prelaunch_max 1 is below --prelaunch 2" --dem "$DEM" --in "$DATA/shots.b8" \
+    --in_format b8 --mode passthrough --prelaunch 2 --prelaunch_max 1
+  expect_refusal prelaunch_max_range "--prelaunch_max is 0..64" --dem "$DEM" --in "$DATA/shots.b8" \
+    --in_format b8 --mode passthrough --prelaunch 2 --prelaunch_max 65
   # Command-line mistakes: refused before any request is sent, exit 2.
   expect_usage() { # expect_usage NAME PATTERN ARGS...
     uname=$1 upat=$2; shift 2

@@ -120,7 +120,26 @@ typedef struct {
    * (counted in prelaunch_cancelled).
    * 0 (default): every graph is launched on arrival. */
   int gpu_prelaunch;
+  /* (extension, gpu_prelaunch) M > gpu_prelaunch: while requests keep
+   * finding no graph waiting, up to M wait (at most num_workers). Each
+   * request launched on arrival for want of one sets a countdown of
+   * CUDAQ_PIPELINE_PRELAUNCH_BOOST re-arms during which finishers re-arm
+   * up to M instead of gpu_prelaunch; once it runs out the places left
+   * over are used up and not refilled past gpu_prelaunch. So near
+   * saturation, where a few waiting graphs cannot be re-armed as fast as
+   * requests take them, M wait; at lower rates, where every request finds
+   * one, gpu_prelaunch do (each waiting kernel holds an SM and polls
+   * across PCIe: H200, qec-realtime d = 13 at one request every 100-200
+   * us, 4 waiting graphs made the inference 6-17 us slower than 2, and at
+   * 100k requests/s 2 left 14-16% of the requests launched on arrival:
+   * bench/results/realtime-prelaunch-h200-2026-11-29.md). 0 (default) or
+   * gpu_prelaunch: no boost. Below gpu_prelaunch (and not 0): refused. */
+  int gpu_prelaunch_max;
 } cudaq_pipeline_config_t;
+
+/* Re-arms that one request launched on arrival lets fill up to
+ * gpu_prelaunch_max (see there). */
+#define CUDAQ_PIPELINE_PRELAUNCH_BOOST 256
 
 /* GPU-only completion (extension). The spec's way is a host function
  * enqueued after the graph (cudaLaunchHostFunc); the CUDA driver runs those
@@ -288,6 +307,9 @@ typedef struct {
   uint64_t prelaunch_failures;
   uint64_t prelaunch_cancelled;
   uint64_t prelaunch_waiting;
+  /* (extension, gpu_prelaunch_max) re-arms made past gpu_prelaunch while
+   * boosted. */
+  uint64_t prelaunch_boosted;
 } cudaq_pipeline_stats_t;
 
 typedef struct {
