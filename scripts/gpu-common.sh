@@ -1,7 +1,7 @@
 # Sourced by scripts/gpu-run*.sh and gpu-train.sh (not run on its own): where
 # the build and the logs are, the library path, run(), which logs one step and
-# counts it, machine_info, cudnn_path, and install_wheels for the Python
-# packages carried in .whl/.
+# counts it, machine_info, cudnn_path, unpack_xz and open_pack for the packed
+# binaries, and install_wheels for the Python packages carried in .whl/.
 # Set STEP_TIMEOUT_DEFAULT before sourcing to change the per-step limit.
 OUT=${OUT:-$PWD/gpu-out}
 B=${BUILD:-build-gpu}
@@ -46,6 +46,15 @@ unpack_xz() { # unpack_xz PACK DEST: the pack's NAME.xz binaries into DEST/NAME 
   done
   chmod +x "$2"/*
   export LD_LIBRARY_PATH=$PWD/$1:$LD_LIBRARY_PATH
+}
+open_pack() { # open_pack PACK DEST: a visit script's start: cuDNN on the library path, PACK's
+  # binaries into a fresh DEST (a warm machine keeps the last visit's: only this pack's may run),
+  # and the machine, the build and the pack's commit for the log
+  cudnn_path python3
+  rm -rf "$2"
+  unpack_xz "$1" "$2"
+  machine_info
+  echo "pack of commit $(cat "$1/commit.txt")"
 }
 install_wheels() { # the carried wheels (.whl/: stim, PyMatching) into /tmp/site, on PYTHONPATH
   ls .whl/*.whl > /dev/null 2>&1 || { echo "install_wheels: no .whl/ carried"; return 0; }

@@ -16,12 +16,8 @@
 # (qec-realtime), which compares its answers with them.
 set -uo pipefail
 source "$(dirname "$0")/gpu-common.sh"
-cudnn_path python3
 C=${CARRY:-.gpucarry-c}
-rm -rf /tmp/cv # a warm machine keeps the last visit's binaries: only this pack's may run
-unpack_xz "$C" /tmp/cv
-machine_info
-echo "pack of commit $(cat "$C/commit.txt")"
+open_pack "$C" /tmp/cv
 QD=/tmp/cv/qec-decode RT=/tmp/cv/qec-realtime P=/tmp/cvpreds
 mkdir -p /tmp/cvplans "$P"
 [ -d "$C/preds" ] && cp "$C"/preds/* "$P"/

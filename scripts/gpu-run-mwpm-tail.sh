@@ -12,12 +12,8 @@
 # PASSES (5), RT (1: run qec-realtime too).
 set -uo pipefail
 source "$(dirname "$0")/gpu-common.sh"
-cudnn_path python3
 C=${CARRY:-.gpucarry-m}
-rm -rf /tmp/mt
-unpack_xz "$C" /tmp/mt
-machine_info
-echo "pack of commit $(cat "$C/commit.txt")"
+open_pack "$C" /tmp/mt
 lscpu -e=CPU,CORE,SOCKET,NODE
 lscpu | grep -E "Thread|Core|Socket|MHz|L2|L3"
 grep -o -w -E "waitpkg|hypervisor" /proc/cpuinfo | sort | uniq -c

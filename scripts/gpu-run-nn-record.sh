@@ -9,12 +9,8 @@
 # PyTorch comes from the GPU machine's Python (bench/nn/torch_cnn.py).
 set -uo pipefail
 source "$(dirname "$0")/gpu-common.sh"
-cudnn_path python3
 C=${CARRY:-.gpucarry-n}
-rm -rf /tmp/nr
-unpack_xz "$C" /tmp/nr
-machine_info
-echo "pack of commit $(cat "$C/commit.txt")"
+open_pack "$C" /tmp/nr
 S=""
 for d in 5 7 9 13; do
   S="$S --predecoder predecoder_d${d}_z:$((d + 1)) --predecoder predecoder_d${d}_z_fast:$((d + 1)):32"
