@@ -137,8 +137,9 @@ cudaq__pool_result_t cudaq__pool_dispatch(cudaq__pool_t *p, uint32_t function_id
 
 /* Pre-launch: unless `prelaunch` runs wait already (`prelaunch_max`
  * while boosted), enqueues on worker w's stream its gate graph, so that
- * the next request given to w only opens the gate. Called by w's owner: the thread that finishes w's job,
- * before it releases w, or the starter before the dispatcher thread runs.
+ * the next request given to w only opens the gate. Called by w's owner:
+ * the thread that finishes w's job, before it releases w, or the starter
+ * before the dispatcher thread runs.
  * Returns 0, or the CUDA error (counted in prelaunch_failures; w is left
  * unarmed and launches on arrival). */
 int cudaq__pool_arm(cudaq__pool_t *p, uint32_t w);
