@@ -10,7 +10,8 @@
 #   cp -L /usr/lib/x86_64-linux-gnu/libprotobuf-c.so.1 .gpucarry-c/
 # and .gpucarry-c/shots/<model name>/ from tools/predecoder/reference_eval.py shots
 # --manifest models/manifest.json --model models/<model>.onnx --p P --seed S --shots N
-# --out .gpucarry-c/shots/<model name> (each directory names the model it is for), its
+# --out .gpucarry-c/shots/<model name> (each directory names the model it is for, found in MODELS,
+# default models/: MODELS=.gpucarry-x/models runs models made for the visit), its
 # circuit.dem xz-compressed (xz -9). Visit 1 (qec-decode) writes the CPU executor's and the
 # engine's predictions to $OUT/preds.tar.xz; unpack it into .gpucarry-c/preds/ for visit 2
 # (qec-realtime), which compares its answers with them.
@@ -18,7 +19,7 @@ set -uo pipefail
 source "$(dirname "$0")/gpu-common.sh"
 C=${CARRY:-.gpucarry-c}
 open_pack "$C" /tmp/cv
-QD=/tmp/cv/qec-decode RT=/tmp/cv/qec-realtime P=/tmp/cvpreds
+QD=/tmp/cv/qec-decode RT=/tmp/cv/qec-realtime P=/tmp/cvpreds M=${MODELS:-models}
 mkdir -p /tmp/cvplans "$P"
 [ -d "$C/preds" ] && cp "$C"/preds/* "$P"/
 for f in "$C"/shots/*/circuit.dem.xz; do
@@ -28,18 +29,18 @@ diffs() { [ -s "$1" ] && [ -s "$2" ] && paste "$1" "$2" | awk '$1 != $2' | wc -l
 if [ -x "$QD" ]; then
   for d in "$C"/shots/*/; do # the CPU executor, every model at once on the host's cores
     m=$(basename "$d")
-    ( timeout 500 $QD predict --dem "$d/circuit.dem" --in "$d/shots.b8" --in_format b8 --predecoder "models/$m.onnx" \
+    ( timeout 500 $QD predict --dem "$d/circuit.dem" --in "$d/shots.b8" --in_format b8 --predecoder "$M/$m.onnx" \
         --device cpu --out "$P/$m.cpu.01" > "$P/$m.cpu.log" 2>&1; echo $? > "$P/$m.cpu.rc" ) &
   done
   for d in "$C"/shots/*/; do
     m=$(basename "$d")
     for prec in fp32 fp16; do
-      timeout 300 $QD predict --dem "$d/circuit.dem" --in "$d/shots.b8" --in_format b8 --predecoder "models/$m.onnx" \
+      timeout 300 $QD predict --dem "$d/circuit.dem" --in "$d/shots.b8" --in_format b8 --predecoder "$M/$m.onnx" \
         --device gpu --precision $prec --out "$P/$m.$prec.01" > "$P/$m.$prec.log" 2>&1 ||
         echo "$m $prec: FAILED rc $? ($(tail -2 "$P/$m.$prec.log"))"
     done
     timeout 300 $QD count_mistakes --dem "$d/circuit.dem" --in "$d/shots.b8" --in_format b8 --obs_in "$d/obs.01" \
-      --predecoder "models/$m.onnx" --device gpu --precision fp16 > "$P/$m.count.log" 2>&1 || echo "$m count: FAILED"
+      --predecoder "$M/$m.onnx" --device gpu --precision fp16 > "$P/$m.count.log" 2>&1 || echo "$m count: FAILED"
   done
   wait
   echo "| model | shots | CPU executor rc | GPU FP32 vs CPU executor (shots differing) | GPU FP16 vs CPU | LER predecoder + MWPM (GPU FP16) | LER MWPM alone |"
@@ -55,7 +56,7 @@ if [ -x "$RT" ]; then
   echo "| model | shots | qec-realtime hybrid (FP16) vs CPU executor (shots differing) | vs GPU engine FP16 | requests | LER |"
   for d in "$C"/shots/*/; do
     m=$(basename "$d")
-    timeout 300 $RT --mode hybrid --model "models/$m.onnx" --dem "$d/circuit.dem" --in "$d/shots.b8" --in_format b8 \
+    timeout 300 $RT --mode hybrid --model "$M/$m.onnx" --dem "$d/circuit.dem" --in "$d/shots.b8" --in_format b8 \
       --obs_in "$d/obs.01" --requests "$(wc -l < "$d/obs.01")" --interval_us 100 --workers 4 --plan_dir /tmp/cvplans \
       --compare_mwpm 0 --out "$P/$m.rt.01" > "$P/$m.rt.log" 2>&1 || echo "$m realtime: FAILED rc $? ($(tail -3 "$P/$m.rt.log"))"
     echo "| $m | $(wc -l < "$d/obs.01") | $(diffs "$P/$m.rt.01" "$P/$m.cpu.01") | $(diffs "$P/$m.rt.01" "$P/$m.fp16.01") |" \
