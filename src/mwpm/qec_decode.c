@@ -179,24 +179,17 @@ static FILE *open_or(const char *flag, const char *path, const char *mode, FILE 
   return f;
 }
 
-/* --out and --json against the files the run reads and against each other:
- * opening an output truncates it, so an input given again as an output would
- * be destroyed and read as empty (0 shots, exit 0) or overwritten. Returns 0,
- * or 1 after the message. */
+/* --out and --json against the files the run reads and against each other
+ * (cudaq_sample_outputs_clobber). Returns 0, or 1 after the message. */
 static int check_outputs(const opts_t *o) {
   const char *model = o->predecoder && strcmp(o->predecoder, "local") ? o->predecoder : NULL;
-  const char *outs[2][2] = {{"--out", o->out}, {"--json", o->json}};
-  const char *ins[5][2] = {{"--dem", o->dem}, {"--in", o->in}, {"--obs_in", o->obs_in},
-                           {"--predecoder", model}, {"--out", o->out}};
+  const char *const ins[][2] = {{"--dem", o->dem}, {"--in", o->in}, {"--obs_in", o->obs_in},
+                                {"--predecoder", model}};
   char msg[1024];
-  for (int i = 0; i < 2; i++)
-    for (int k = 0; k < 4 + i; k++) /* --json against --out too */
-      if (cudaq_sample_output_clobbers(outs[i][1], outs[i][0], ins[k][1], ins[k][0], msg,
-                                       sizeof msg)) {
-        fprintf(stderr, "qec-decode: %s\n", msg);
-        return 1;
-      }
-  return 0;
+  if (!cudaq_sample_outputs_clobber(o->out, o->json, ins, 4, msg, sizeof msg))
+    return 0;
+  fprintf(stderr, "qec-decode: %s\n", msg);
+  return 1;
 }
 
 /* Parses one format flag; names the flag and the bad value. */

@@ -351,23 +351,29 @@ int cudaq_sample_file_check(const char *path, cudaq_sample_format_t fmt, uint32_
                    "right?)", path, (unsigned long long)found, (unsigned long long)bits, what, flag);
 }
 
-int cudaq_sample_output_clobbers(const char *out_path, const char *out_flag, const char *in_path,
-                                 const char *in_flag, char *msg, size_t cap) {
-  if (msg && cap)
-    msg[0] = '\0';
+/* Whether output out_path would destroy in_path (cudaq_sample_outputs_clobber's rule for one pair). */
+static int output_clobbers(const char *out_path, const char *in_path) {
   struct stat so, si;
   if (!out_path || !in_path || !strcmp(out_path, "-") || !strcmp(in_path, "-"))
     return 0;
-  if (stat(out_path, &so) || stat(in_path, &si)) { /* not there yet: --out F --json F */
-    if (strcmp(out_path, in_path))
-      return 0;
-  } else if (!S_ISREG(so.st_mode) || !S_ISREG(si.st_mode) || so.st_dev != si.st_dev ||
-             so.st_ino != si.st_ino) {
-    return 0;
-  }
-  const char *of = out_flag ? out_flag : "output";
-  return check_msg(msg, cap, "%s '%s' is the same file as %s: opening %s would destroy it (give "
-                   "another %s)", of, out_path, in_flag ? in_flag : "an input", of, of);
+  if (stat(out_path, &so) || stat(in_path, &si)) /* not there yet: --out F --json F */
+    return !strcmp(out_path, in_path);
+  return S_ISREG(so.st_mode) && S_ISREG(si.st_mode) && so.st_dev == si.st_dev && so.st_ino == si.st_ino;
+}
+
+int cudaq_sample_outputs_clobber(const char *out_path, const char *json_path, const char *const ins[][2],
+                                 size_t n, char *msg, size_t cap) {
+  if (msg && cap)
+    msg[0] = '\0';
+  const char *outs[2][2] = {{"--out", out_path}, {"--json", json_path}};
+  for (int i = 0; i < 2; i++)
+    for (size_t k = 0; k < n + (size_t)i; k++) { /* --json against --out too */
+      const char *const *in = k < n ? ins[k] : outs[0];
+      if (output_clobbers(outs[i][1], in[1]))
+        return check_msg(msg, cap, "%s '%s' is the same file as %s: opening %s would destroy it (give "
+                         "another %s)", outs[i][0], outs[i][1], in[0], outs[i][0], outs[i][0]);
+    }
+  return 0;
 }
 
 const char *cudaq_sample_obs_flags_conflict(int appended, int obs_in) {

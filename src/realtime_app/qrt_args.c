@@ -400,18 +400,12 @@ int qrt_check_mode_and_preset(opts_t *o) {
   /* --out and --json are opened (truncated) before the inputs are read: an
    * input named again as an output would be destroyed (cudaq/qec/samples.h). */
   const char *model = qrt_pd_kind_of(o->model) == QRT_PD_ONNX ? o->model : NULL;
-  const char *outs[2][2] = {{"--out", o->out}, {"--json", o->json}};
-  const char *ins[5][2] = {{"--dem", o->dem}, {"--in", o->in}, {"--obs_in", o->obs_in},
-                           {"--model", model}, {"--out", o->out}};
-  for (int i = 0; i < 2; i++)
-    for (int k = 0; k < 4 + i; k++) { /* --json against --out too */
-      char msg[1024];
-      if (cudaq_sample_output_clobbers(outs[i][1], outs[i][0], ins[k][1], ins[k][0], msg,
-                                       sizeof msg)) {
-        fprintf(stderr, "qec-realtime: %s\n", msg);
-        return 2;
-      }
-    }
+  const char *const ins[][2] = {{"--dem", o->dem}, {"--in", o->in}, {"--obs_in", o->obs_in}, {"--model", model}};
+  char clash[1024];
+  if (cudaq_sample_outputs_clobber(o->out, o->json, ins, 4, clash, sizeof clash)) {
+    fprintf(stderr, "qec-realtime: %s\n", clash);
+    return 2;
+  }
   const struct {
     const char *flag, *name;
     cudaq_sample_format_t *out;

@@ -86,16 +86,18 @@ int cudaq_sample_file_check(const char *path, cudaq_sample_format_t fmt, uint32_
 FILE *cudaq_sample_open(const char *path, const char *mode, FILE *dflt, const char *flag,
                         char *msg, size_t cap);
 
-/* The tools' rule for their outputs: --out or --json must not name a file
- * they read (--dem, --in, --obs_in, the model), which opening the output
- * would truncate before it is read (or overwrite after). Returns 1 when
- * out_path and in_path name one existing regular file (same device and
- * inode: also through a link or another spelling of the path), or, where
- * either does not exist yet, when the two paths are the same string; with
- * "OUT_FLAG 'PATH' is the same file as IN_FLAG: ..." in msg (cap bytes).
- * 0 otherwise (either NULL or "-", or not a regular file, e.g. /dev/stdout). */
-int cudaq_sample_output_clobbers(const char *out_path, const char *out_flag, const char *in_path,
-                                 const char *in_flag, char *msg, size_t cap);
+/* The tools' rule for their outputs: --out (out_path) and --json
+ * (json_path) must not name a file the run reads, ins[0..n) = {flag, path}
+ * (--dem, --in, --obs_in, the model; a NULL path is skipped), nor each
+ * other: opening an output truncates it before the inputs are read (or
+ * overwrites them after). Two paths clash when they name one existing
+ * regular file (same device and inode: also through a link or another
+ * spelling of the path) or, where either does not exist yet, when they are
+ * the same string; "-" and non-regular files (/dev/stdout) never clash.
+ * Returns 1 with "FLAG 'PATH' is the same file as FLAG: ..." for the first
+ * clash in msg (cap bytes), 0 when there is none. */
+int cudaq_sample_outputs_clobber(const char *out_path, const char *json_path, const char *const ins[][2],
+                                 size_t n, char *msg, size_t cap);
 
 /* The tools' rule for the true observables: from --obs_in or appended to the
  * detection events (--in_includes_appended_observables), never both (one
