@@ -30,13 +30,13 @@
  */
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "../src/nn/gpu_mma.cuh"
+#include "bench_common.h"
 #include "bench_cuda_check.h"
 #include "cudaq/realtime/pipeline.h"
 
@@ -124,11 +124,6 @@ __global__ void k_read(int m, const uint8_t *__restrict__ src, uint8_t *__restri
   }
 }
 
-double pct(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[(size_t)(q * (double)(v.size() - 1))];
-}
-
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -177,7 +172,7 @@ int main(int argc, char **argv) {
          prop.name);
   printf("| bytes | method | threads | p50 | p90 | p99 | max | bad reads |\n|---|---|---|---|---|---|---|---|\n");
   for (uint32_t bytes : sizes) {
-    std::vector<double> us[kMethods];
+    std::vector<uint64_t> ns[kMethods]; /* in-kernel times */
     long bad[kMethods] = {0};
     for (int it = 0; it < iters; ++it) {
       for (int m = 0; m < kMethods; ++m) {
@@ -198,7 +193,7 @@ int main(int argc, char **argv) {
                                                                           bytes, td);
         CK(cudaGetLastError());
         CK(cudaDeviceSynchronize());
-        us[m].push_back(1e-3 * (double)(t[1] - t[0]));
+        ns[m].push_back(t[1] - t[0]);
         if (check) { /* the data check, off the timed path */
           if (!store) CK(cudaMemcpy(back.data(), d, bytes, cudaMemcpyDeviceToHost));
           const uint8_t *got = store ? p : back.data();
@@ -211,9 +206,10 @@ int main(int argc, char **argv) {
       }
     }
     for (int m = 0; m < kMethods; ++m) {
-      if (us[m].empty()) continue;
-      printf("| %u | %s | %d | %.2f | %.2f | %.2f | %.2f | %ld |\n", bytes, kName[m], m == 2 ? 1024 : 256,
-             pct(us[m], 0.5), pct(us[m], 0.9), pct(us[m], 0.99), pct(us[m], 1.0), bad[m]);
+      if (ns[m].empty()) continue;
+      const bench_stats_t st = bench_percentiles(ns[m].data(), ns[m].size());
+      printf("| %u | %s | %d | %.2f | %.2f | %.2f | %.2f | %ld |\n", bytes, kName[m], m == 2 ? 1024 : 256, st.p50,
+             st.p90, st.p99, st.max, bad[m]);
     }
     fflush(stdout);
   }

@@ -46,6 +46,7 @@
 #include "cudaq/qec/dem.h"
 #include "cudaq/qec/mwpm.h"
 #include "cudaq/qec/samples.h"
+#include "../bench_common.h"
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -223,19 +224,8 @@ typedef struct shot_job {
 
 static _Atomic int spin_stop;
 
-static uint64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 static void pin_self(int cpu) {
-  if (cpu < 0)
-    return;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  if (pthread_setaffinity_np(pthread_self(), sizeof set, &set))
+  if (cpu >= 0 && bench_pin(cpu))
     fprintf(stderr, "bench_mwpm: cannot pin a thread to CPU %d (left unpinned)\n", cpu);
 }
 
@@ -252,9 +242,9 @@ static void *shot_worker(void *arg) {
   pthread_barrier_wait(j->start);
   for (int r = 0; r < j->passes && !j->failed; r++)
     for (size_t i = 0; i < s->n; i++) {
-      uint64_t t0 = now_ns();
+      uint64_t t0 = bench_now_ns();
       cudaq_mwpm_decode(dec, s->events + s->start[i], s->start[i + 1] - s->start[i], &res);
-      j->ns[(size_t)r * s->n + i] = now_ns() - t0;
+      j->ns[(size_t)r * s->n + i] = bench_now_ns() - t0;
     }
   if (!j->failed)
     cudaq_mwpm_decoder_destroy(dec);
@@ -271,18 +261,10 @@ static void *spinner(void *arg) {
   return NULL;
 }
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* p50 p90 p99 p99.9 max of v[n] (sorted in place), us. */
 static void print_pcts(uint64_t *v, size_t n) {
-  qsort(v, n, sizeof *v, cmp_u64);
-  const double q[4] = {0.5, 0.9, 0.99, 0.999};
-  for (int k = 0; k < 4; k++)
-    printf(" %.2f |", 1e-3 * (double)v[(size_t)(q[k] * (double)(n - 1))]);
-  printf(" %.2f |", 1e-3 * (double)v[n - 1]);
+  const bench_stats_t st = bench_percentiles(v, n);
+  printf(" %.2f | %.2f | %.2f | %.2f | %.2f |", st.p50, st.p90, st.p99, st.p999, st.max);
 }
 
 static int per_shot_mode(const char *dir, const char *name, int passes, int threads, int spinners,
