@@ -41,6 +41,11 @@ if [ -z "${NO_TEST:-}" ]; then
   run nn_gpu_tail_cluster env CUDAQ_NN_CNET=1 "$B/tests/nn/test_nn_gpu" --shipped-tail models \
     predecoder_d5_z_fast.onnx predecoder_d7_z_fast.onnx predecoder_d13_z_fast.onnx predecoder_d13_x_fast.onnx
   grep -E "^(ok|FAIL|PASSED|FAILED)" "$OUT/nn_gpu_tail_cluster.log"
+  # The fast family's first layer folded into a 32-channel wgmma second layer (nn_gpu_tail_fold32 in ctest).
+  run nn_gpu_tail_fold32 env CUDAQ_NN_STACK=0 CUDAQ_NN_FIRST_FOLD=1 CUDAQ_NN_TEST_WANT_FIRST_FOLD=1 \
+    "$B/tests/nn/test_nn_gpu" --shipped-tail models predecoder_d5_z_fast.onnx predecoder_d13_z_fast.onnx \
+    predecoder_d13_x_fast.onnx
+  grep -E "^(ok|FAIL|PASSED|FAILED)" "$OUT/nn_gpu_tail_fold32.log"
   # The inference as a device function, served as a DEVICE_CALL handler (nn_device_program in ctest).
   if [ -x "$B/tests/nn/test_nn_device_program" ]; then
     run nn_device_program "$B/tests/nn/test_nn_device_program" models

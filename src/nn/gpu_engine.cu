@@ -12,14 +12,30 @@ cudaq_nn_status_t nng_dalloc(cudaq_nn_gpu *g, size_t bytes, void **out, cudaq_nn
     void **na = (void **)realloc(g->allocs, (size_t)cap * sizeof *na);
     if (!na) return CUDAQ_NN_ERR_NO_MEMORY;
     g->allocs = na;
+    size_t *ns = (size_t *)realloc(g->alloc_sizes, (size_t)cap * sizeof *ns);
+    if (!ns) return CUDAQ_NN_ERR_NO_MEMORY;
+    g->alloc_sizes = ns;
     g->cap_allocs = cap;
   }
   const size_t n = bytes ? bytes : 16; /* never a zero-byte allocation */
   CK(cudaMalloc(out, n));
   CK(cudaMemset(*out, 0, n));
+  g->alloc_sizes[g->n_allocs] = n;
   g->allocs[g->n_allocs++] = *out;
   g->alloc_bytes += n;
   return CUDAQ_NN_OK;
+}
+
+void nng_dfree(cudaq_nn_gpu *g, void *p) {
+  if (!p) return;
+  for (int i = 0; i < g->n_allocs; i++)
+    if (g->allocs[i] == p) {
+      cudaFree(p);
+      g->alloc_bytes -= g->alloc_sizes[i];
+      g->allocs[i] = g->allocs[--g->n_allocs];
+      g->alloc_sizes[i] = g->alloc_sizes[g->n_allocs];
+      return;
+    }
 }
 
 static step *add_step(cudaq_nn_gpu *g, int kind) {
@@ -687,6 +703,7 @@ void cudaq_nn_gpu_destroy(cudaq_nn_gpu_t *g) {
   if (g->cudnn) cudnnDestroy(g->cudnn);
   if (g->stream) cudaStreamDestroy(g->stream);
   free(g->allocs);
+  free(g->alloc_sizes);
   free(g->steps);
   free(g->convs);
   free(g->stacks);

@@ -105,6 +105,9 @@ int nng_cgrid_plan(const cudaq_nn_gpu *g, stack_state *st, int R);
 int nng_cgrid_env(void);
 /* The CUDAQ_NN_CNET_FOLD switch: -1 unset, 0 (no copy folded into the cluster kernel), 1. */
 int nng_cnet_fold_env(void);
+/* The CUDAQ_NN_FIRST_FOLD switch (nng_tune_first_folds): -1 unset (measured), 0 (no algorithm changed
+ * for a fold), 1 (the fastest algorithm that folds, whatever the two layers' time). */
+int nng_first_fold_env(void);
 /* The CUDAQ_NN_CNET switch (gpu_engine.cu): -1 unset, 0 "0" (no cluster
  * nets), 1 "1" (the cluster net wherever it launches, in a used stack). */
 int nng_cnet_env(void);
@@ -149,6 +152,7 @@ struct cudaq_nn_gpu {
   step *steps;
   int n_steps, cap_steps;
   void **allocs;
+  size_t *alloc_sizes; /* allocs[i]'s bytes (nng_dfree) */
   int n_allocs, cap_allocs;
   size_t alloc_bytes; /* what nng_dalloc gave out (cudaq_nn_gpu_device_bytes, with ws_bytes) */
   void *ws;
@@ -197,6 +201,10 @@ static inline int nng_is_alias_op(nn_op_t op) {
 
 /* A zeroed device buffer owned by the engine (freed at destroy). */
 cudaq_nn_status_t nng_dalloc(cudaq_nn_gpu *g, size_t bytes, void **out, cudaq_nn_error_t *err);
+/* Frees such a buffer before destroy (NULL, or one nng_dalloc did not give: nothing). */
+void nng_dfree(cudaq_nn_gpu *g, void *p);
+/* The CUDAQ_NN_TUNE_LOG line of a timed candidate (gpu_tune.cu). */
+void nng_tune_log(const cudaq_nn_gpu *g, const conv_state *c, const char *impl, int algo, float us);
 /* Enqueues one convolution on g->stream with the given implementation,
  * algorithm, cuDNN workspace and (IMPL_CL) layouts (gpu_engine.cu). */
 cudaq_nn_status_t nng_enqueue_conv(cudaq_nn_gpu *g, const conv_state *c, int impl, int algo, size_t ws, int in_cl,
@@ -249,6 +257,13 @@ int nng_read_by_chain(const cudaq_nn_model_t *m, int v, const int *chain, int n,
  * (stack_state::fold_mv) for the device program. Off with
  * CUDAQ_NN_CNET_FOLD=0 (A/B) or CUDAQ_NN_NO_FUSE. */
 cudaq_nn_status_t nng_fold_first_layers(cudaq_nn_gpu *g, cudaq_nn_error_t *err);
+/* While tuning, after the chain decision: where such a fold is possible but
+ * the second convolution's chosen algorithm cannot fold, the algorithms
+ * that can are timed with the first layer folded in, as graphs of their
+ * own against the two layers as chosen (latency, launch to completion),
+ * and the fastest replaces the choice where it wins (gpu_first.cu). The
+ * stacks' decision still counts both layers' own times. */
+cudaq_nn_status_t nng_tune_first_folds(cudaq_nn_gpu *g, cudaq_nn_error_t *err);
 /* Merges chains of elementwise steps into ST_FUSED steps, and a chain that
  * reads a matrix product's result only into that product's epilogue. */
 void nng_fuse_elementwise(cudaq_nn_gpu *g);

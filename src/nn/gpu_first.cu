@@ -12,6 +12,12 @@
  * anyway: it computes act(b + sum w x) there instead of copying the first
  * layer's result, so the copy and the first layer's launch go.
  *
+ * Which second layers fold: those whose algorithm is a wgmma brick or flat
+ * tile. The tuner picks per layer; where its pick for the second layer
+ * cannot fold, nng_tune_first_folds (below) times the algorithms that can,
+ * with the fold in place, against the two layers as picked, and switches
+ * where the fold wins (the fast predecoders at d = 13: 1.9 us).
+ *
  * Also here: the same copy read inside the cluster kernel or its grid mode
  * (try_fold_cnet, nnk_cnet::fold), which take the first layer as it is but
  * need the copy's constant channels apart from its run-time ones. Both
@@ -190,13 +196,24 @@ cudaq_nn_status_t read_split_map(const cudaq_nn_gpu *g, const int *producer, con
   return CUDAQ_NN_OK;
 }
 
-/* Copy step mi, first convolution c1 (step s1), second c2: fold when every
- * condition holds (else leave the steps as they are: *done = 0). */
-cudaq_nn_status_t try_fold(cudaq_nn_gpu *g, const int *producer, const unsigned char *absorbed, int mi, conv_state *c1,
-                           conv_state *c2, int *done, cudaq_nn_error_t *err) {
+/* Whether some channels-last algorithm can run p with a first layer of cd
+ * dynamic channels folded into its window (a wgmma brick or flat tile). */
+int first_algo_exists(const nnk_conv &p, int cd) {
+  for (int k = 0; k < NNK_CL_ALL_ALGOS; k++)
+    if (nnk_cl_algo_ok(p, 1, k) && nnk_cl_first_ok(p, k, cd)) return 1;
+  return 0;
+}
+
+/* The fold of first convolution c1 (fed by copy step mi) into c2's input
+ * window, c2 running channels-last algorithm algo (-1: any algorithm that
+ * can fold), as *f: every condition checked, the tensors made and uploaded
+ * (*ok = 1); *ok = 0, nothing uploaded, when one fails. */
+cudaq_nn_status_t make_fold(cudaq_nn_gpu *g, const int *producer, const unsigned char *absorbed, int mi,
+                            const conv_state *c1, const conv_state *c2, int algo, nnk_first *f, int *ok,
+                            cudaq_nn_error_t *err) {
   const cudaq_nn_model_t *m = g->m;
   const step *M = &g->steps[mi];
-  *done = 0;
+  *ok = 0;
   const int n1 = c1->node, n2 = c2->node;
   if (!first_shape(m, c1) || c2->impl != IMPL_CL || !c2->in_cl || c2->p.C != c1->p.M || c1->p.M % 8 != 0 ||
       c1->p.C > 256 ||
@@ -210,14 +227,14 @@ cudaq_nn_status_t try_fold(cudaq_nn_gpu *g, const int *producer, const unsigned 
   float *fw = (float *)calloc((size_t)NNK_FIRST_MAX_CD * 27 * ld, sizeof(float));
   const int half = g->sdt[m->nodes[M->node].out[0]] == CUDAQ_NN_FLOAT16;
   split_copy cp;
-  int ok = 0;
-  cudaq_nn_status_t st = read_split_map(g, producer, absorbed, M->node, c1->p.C, cells, half, &cp, &ok, err);
+  int split_ok = 0;
+  cudaq_nn_status_t st = read_split_map(g, producer, absorbed, M->node, c1->p.C, cells, half, &cp, &split_ok, err);
   if (!st && (!fb || !fw)) {
     nn__set_error(err, "out of host memory folding the first convolution");
     st = CUDAQ_NN_ERR_NO_MEMORY;
   }
   const split_map &sm = cp.sm;
-  if (!st && ok && nnk_cl_first_ok(c2->p, c2->algo, sm.cd)) {
+  if (!st && split_ok && (algo >= 0 ? nnk_cl_first_ok(c2->p, algo, sm.cd) : first_algo_exists(c2->p, sm.cd))) {
     const nn_node_t *nd = &m->nodes[n1];
     const float *bias = nd->n_in > 2 && nd->in[2] >= 0 ? (const float *)m->values[nd->in[2]].data : NULL;
     void *db = NULL, *dw = NULL, *di = NULL;
@@ -229,23 +246,51 @@ cudaq_nn_status_t try_fold(cudaq_nn_gpu *g, const int *producer, const unsigned 
     if (!st) st = upload(g, fw, (size_t)sm.cd * 27 * ld * sizeof(float), &dw, err);
     if (!st) st = upload(g, cp.didx, (size_t)sm.cd * cells * sizeof(int32_t), &di, err);
     if (!st) {
-      nnk_first &f = c2->cf.first;
-      f.b = (const float *)db;
-      f.w = (const float *)dw;
-      f.idx = (const int32_t *)di;
-      f.x = cp.bufs[sm.dyn_buf];
-      f.x_dt = cp.dts[sm.dyn_buf];
-      f.half_x = half;
-      f.cd = sm.cd;
-      f.ld = ld;
-      f.relu = c1->p.relu;
-      c1->folded_into = 1 + (int)(c2 - g->convs);
-      *done = 1;
+      memset(f, 0, sizeof *f);
+      f->b = (const float *)db;
+      f->w = (const float *)dw;
+      f->idx = (const int32_t *)di;
+      f->x = cp.bufs[sm.dyn_buf];
+      f->x_dt = cp.dts[sm.dyn_buf];
+      f->half_x = half;
+      f->cd = sm.cd;
+      f->ld = ld;
+      f->relu = c1->p.relu;
+      *ok = 1;
+    } else { /* what was uploaded before the failure */
+      nng_dfree(g, db);
+      nng_dfree(g, dw);
+      nng_dfree(g, di);
     }
   }
   free_split(&cp);
   free(fb); free(fw);
   return st;
+}
+
+/* Its tensors, freed (the fold not taken). */
+void drop_fold(cudaq_nn_gpu *g, nnk_first *f) {
+  nng_dfree(g, (void *)f->b);
+  nng_dfree(g, (void *)f->w);
+  nng_dfree(g, (void *)f->idx);
+  memset(f, 0, sizeof *f);
+}
+
+/* Step i as a copy feeding a first convolution (step *s1) whose result
+ * feeds a second (step *s2): 1, else 0. */
+int fold_triple(const cudaq_nn_gpu *g, int i, int *s1, int *s2) {
+  const step *M = &g->steps[i];
+  if (M->kind != ST_MOVE || !M->mv.n) return 0;
+  *s1 = conv_step_reading(g, M->mv.out, i + 1);
+  if (*s1 < 0) return 0;
+  *s2 = conv_step_reading(g, g->convs[g->steps[*s1].conv].p.y, *s1 + 1);
+  return *s2 >= 0;
+}
+
+/* Whether first-layer folds are on (CUDAQ_NN_NO_FIRST=1 or CUDAQ_NN_NO_FUSE: off; FP16 engines only). */
+int first_folds_on(const cudaq_nn_gpu *g) {
+  const char *no = getenv("CUDAQ_NN_NO_FIRST");
+  return !(no && no[0] == '1') && !nng_fuse_off() && g->half;
 }
 
 /* Copy step mi in front of stack st, which runs as the cluster kernel or
@@ -305,9 +350,8 @@ int move_step_writing(const cudaq_nn_gpu *g, const void *x, int before) {
 }  // namespace
 
 cudaq_nn_status_t nng_fold_first_layers(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
-  const char *no = getenv("CUDAQ_NN_NO_FIRST");
-  const int first = !(no && no[0] == '1'), cnet = nng_cnet_fold_env() != 0;
-  if (nng_fuse_off() || (!first && !cnet) || !g->half) return CUDAQ_NN_OK;
+  const int first = first_folds_on(g), cnet = nng_cnet_fold_env() != 0 && !nng_fuse_off() && g->half;
+  if (!first && !cnet) return CUDAQ_NN_OK;
   const cudaq_nn_model_t *m = g->m;
   int *producer = (int *)malloc((m->n_values + 1) * sizeof(int));
   unsigned char *absorbed = (unsigned char *)calloc(m->n_nodes + 1, 1);
@@ -320,17 +364,16 @@ cudaq_nn_status_t nng_fold_first_layers(cudaq_nn_gpu *g, cudaq_nn_error_t *err) 
   cudaq_nn_status_t st = CUDAQ_NN_OK;
   nng_producers(m, producer);
   nng_plan_copy_absorb(m, producer, absorbed);
-  for (int i = 0; i < g->n_steps && !st && first; i++) {
-    const step *M = &g->steps[i];
-    if (M->kind != ST_MOVE || !M->mv.n || drop[i]) continue;
-    const int s1 = conv_step_reading(g, M->mv.out, i + 1);
-    if (s1 < 0 || drop[s1]) continue;
-    conv_state *c1 = &g->convs[g->steps[s1].conv];
-    const int s2 = conv_step_reading(g, c1->p.y, s1 + 1);
-    if (s2 < 0 || drop[s2]) continue;
-    int done = 0;
-    st = try_fold(g, producer, absorbed, i, c1, &g->convs[g->steps[s2].conv], &done, err);
-    if (done) drop[i] = drop[s1] = 1;
+  for (int i = 0, s1, s2; i < g->n_steps && !st && first; i++) {
+    if (drop[i] || !fold_triple(g, i, &s1, &s2) || drop[s1] || drop[s2]) continue;
+    conv_state *c1 = &g->convs[g->steps[s1].conv], *c2 = &g->convs[g->steps[s2].conv];
+    nnk_first f;
+    int ok = 0;
+    st = make_fold(g, producer, absorbed, i, c1, c2, c2->algo, &f, &ok, err);
+    if (!ok) continue;
+    c2->cf.first = f;
+    c1->folded_into = 1 + (int)(c2 - g->convs);
+    drop[i] = drop[s1] = 1;
   }
   for (int i = 0; i < g->n_stacks && !st && cnet; i++) {
     stack_state *sk = &g->stacks[i];
@@ -350,5 +393,146 @@ cudaq_nn_status_t nng_fold_first_layers(cudaq_nn_gpu *g, cudaq_nn_error_t *err) 
     if (!drop[i]) g->steps[w++] = g->steps[i];
   g->n_steps = w;
   free(producer); free(absorbed); free(drop);
+  return st;
+}
+
+namespace {
+
+/* One launch of each convolution in cs (as chosen, or c2 with algo k when
+ * k >= 0), captured as a graph into *exec. */
+cudaq_nn_status_t capture_segment(cudaq_nn_gpu *g, const conv_state *const *cs, int n, int k, cudaGraphExec_t *exec,
+                                  cudaq_nn_error_t *err) {
+  cudaGraph_t graph = NULL;
+  *exec = NULL;
+  CK(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal));
+  cudaq_nn_status_t st = CUDAQ_NN_OK;
+  for (int i = 0; i < n && !st; i++) {
+    const conv_state *c = cs[i];
+    st = k >= 0 ? nng_enqueue_conv(g, c, IMPL_CL, k, 0, 1, c->out_cl, err)
+                : nng_enqueue_conv(g, c, c->impl, c->algo, c->ws, c->in_cl, c->out_cl, err);
+  }
+  const cudaError_t e = cudaStreamEndCapture(g->stream, &graph); /* always ends the capture */
+  if (!st && (e != cudaSuccess || cudaGraphInstantiate(exec, graph, 0) != cudaSuccess)) {
+    nn__set_error(err, "capturing a segment for timing failed: %s", cudaGetErrorString(cudaGetLastError()));
+    st = CUDAQ_NN_ERR_CUDA;
+  }
+  if (graph) cudaGraphDestroy(graph);
+  return st;
+}
+
+int cmp_float(const void *a, const void *b) {
+  const float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Median latency (µs) of each of the n graphs over reps replays, the
+ * graphs taking turns; each replay alone in the stream, timed by events
+ * around it (launch to completion, as in an inference). */
+constexpr int FOLD_REPS = 101;
+/* The fold is taken when its segment is at least 5% faster: by these
+ * medians it was 4.2% faster at d = 9 (fast predecoder, H200) with no gain
+ * in the whole inference, 24% at d = 13 with 1.5 us gained there. */
+constexpr float FOLD_WIN = 0.95f;
+cudaq_nn_status_t segment_latency(cudaq_nn_gpu *g, cudaGraphExec_t *exec, int n, float *us, cudaq_nn_error_t *err) {
+  cudaEvent_t a = NULL, b = NULL;
+  float *t = (float *)malloc((size_t)n * FOLD_REPS * sizeof(float));
+  cudaq_nn_status_t st = t ? CUDAQ_NN_OK : CUDAQ_NN_ERR_NO_MEMORY;
+  if (!st && (cudaEventCreate(&a) != cudaSuccess || cudaEventCreate(&b) != cudaSuccess)) st = CUDAQ_NN_ERR_CUDA;
+  for (int j = 0; j < n && !st; j++) /* warm-up */
+    if (cudaGraphLaunch(exec[j], g->stream) != cudaSuccess || cudaStreamSynchronize(g->stream) != cudaSuccess)
+      st = CUDAQ_NN_ERR_CUDA;
+  for (int r = 0; r < FOLD_REPS && !st; r++)
+    for (int j = 0; j < n && !st; j++) {
+      float ms = 0.0f;
+      if (cudaEventRecord(a, g->stream) != cudaSuccess || cudaGraphLaunch(exec[j], g->stream) != cudaSuccess ||
+          cudaEventRecord(b, g->stream) != cudaSuccess || cudaEventSynchronize(b) != cudaSuccess ||
+          cudaEventElapsedTime(&ms, a, b) != cudaSuccess)
+        st = CUDAQ_NN_ERR_CUDA;
+      t[(size_t)j * FOLD_REPS + r] = ms * 1000.0f;
+    }
+  if (st == CUDAQ_NN_ERR_CUDA)
+    nn__set_error(err, "timing a segment failed: %s", cudaGetErrorString(cudaGetLastError()));
+  else if (st)
+    nn__set_error(err, "out of host memory timing a segment");
+  for (int j = 0; j < n && !st; j++) {
+    qsort(t + (size_t)j * FOLD_REPS, FOLD_REPS, sizeof(float), cmp_float);
+    us[j] = t[(size_t)j * FOLD_REPS + FOLD_REPS / 2];
+  }
+  if (a) cudaEventDestroy(a);
+  if (b) cudaEventDestroy(b);
+  free(t);
+  return st;
+}
+
+}  // namespace
+
+/* Why latency and not the tuner's per-layer figure: the tuner times a
+ * layer as 20 back-to-back launches of itself, where each launch's
+ * prologue (its weights, before the PDL wait) hides under the one before.
+ * By that figure the fold of the fast predecoders' first layer into a
+ * wgmma brick (algo 111) beat the two layers (d = 5: 6.2 against 7.5 us)
+ * while whole inferences got 1.5-2 us slower; d = 13 (algo 114) 1.9 us
+ * faster (H200, bench/results/nn-fold-tune-h200-2026-11-29.md). The two
+ * segments (the first two layers as chosen; the second alone, folded)
+ * are therefore each timed as a graph of their own, launch to completion,
+ * and the fold taken when its median is lower by a margin (FOLD_WIN). */
+cudaq_nn_status_t nng_tune_first_folds(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
+  const int force = nng_first_fold_env();
+  if (!first_folds_on(g) || g->opts.conv_impl != CUDAQ_NN_CONV_AUTO || force == 0) return CUDAQ_NN_OK;
+  const cudaq_nn_model_t *m = g->m;
+  int *producer = (int *)malloc((m->n_values + 1) * sizeof(int));
+  unsigned char *absorbed = (unsigned char *)calloc(m->n_nodes + 1, 1);
+  if (!producer || !absorbed) {
+    free(producer); free(absorbed);
+    nn__set_error(err, "out of host memory tuning the first convolution's fold");
+    return CUDAQ_NN_ERR_NO_MEMORY;
+  }
+  nng_producers(m, producer);
+  nng_plan_copy_absorb(m, producer, absorbed);
+  cudaq_nn_status_t st = CUDAQ_NN_OK;
+  for (int i = 0, s1, s2; i < g->n_steps && !st; i++) {
+    if (!fold_triple(g, i, &s1, &s2)) continue;
+    conv_state *c1 = &g->convs[g->steps[s1].conv], *c2 = &g->convs[g->steps[s2].conv];
+    nnk_first f;
+    int ok = 0;
+    st = make_fold(g, producer, absorbed, i, c1, c2, -1, &f, &ok, err);
+    if (st || !ok) continue;
+    if (nnk_cl_first_ok(c2->p, c2->algo, f.cd)) { /* folds as chosen */
+      drop_fold(g, &f);
+      continue;
+    }
+    /* exec[0]: the two layers as chosen; exec[1 + j]: c2 alone with the
+     * fold, foldable algorithm ks[j] (a candidate that cannot launch is
+     * skipped, its error consumed). */
+    cudaGraphExec_t exec[1 + NNK_CL_ALL_ALGOS] = {NULL};
+    int ks[NNK_CL_ALL_ALGOS], n = 0;
+    const conv_state *pair[2] = {c1, c2}, *one[1] = {c2};
+    st = capture_segment(g, pair, 2, -1, &exec[0], err);
+    c2->cf.first = f;
+    for (int k = 0; k < NNK_CL_ALL_ALGOS && !st; k++) {
+      if (!nnk_cl_algo_ok(c2->p, 1, k) || !nnk_cl_first_ok(c2->p, k, f.cd)) continue;
+      cudaq_nn_error_t e2;
+      if (nng_enqueue_conv(g, c2, IMPL_CL, k, 0, 1, c2->out_cl, &e2) != CUDAQ_NN_OK ||
+          cudaStreamSynchronize(g->stream) != cudaSuccess || capture_segment(g, one, 1, k, &exec[1 + n], &e2)) {
+        (void)cudaGetLastError();
+        continue;
+      }
+      ks[n++] = k;
+    }
+    memset(&c2->cf.first, 0, sizeof c2->cf.first);
+    float us[1 + NNK_CL_ALL_ALGOS];
+    if (!st && n > 0) st = segment_latency(g, exec, 1 + n, us, err);
+    int best = -1;
+    for (int j = 0; j < n && !st; j++) {
+      nng_tune_log(g, c2, "cl (first layer folded in, latency against the two layers') algo", ks[j], us[1 + j]);
+      if ((force == 1 || us[1 + j] < FOLD_WIN * us[0]) && (best < 0 || us[1 + j] < us[1 + best])) best = j;
+    }
+    if (!st && n > 0) nng_tune_log(g, c2, "the two layers as chosen, latency: algo", c2->algo, us[0]);
+    for (int j = 0; j < 1 + n; j++)
+      if (exec[j]) cudaGraphExecDestroy(exec[j]);
+    drop_fold(g, &f);
+    if (best >= 0) c2->algo = c2->cl_algo_chain = ks[best];
+  }
+  free(producer); free(absorbed);
   return st;
 }

@@ -28,6 +28,7 @@ int nng_cnet_env(void) { return env_switch("CUDAQ_NN_CNET"); }
 
 int nng_cgrid_env(void) { return env_switch("CUDAQ_NN_CNET_GRID"); }
 int nng_cnet_fold_env(void) { return env_switch("CUDAQ_NN_CNET_FOLD"); }
+int nng_first_fold_env(void) { return env_switch("CUDAQ_NN_FIRST_FOLD"); }
 
 int nng_cnet_side(const cudaq_nn_gpu *g, const stack_state *st) {
   return g->opts.concurrent < st->cn_clusters ? g->opts.concurrent : st->cn_clusters;

@@ -6,7 +6,7 @@
 
 #include "gpu_engine_internal.h"
 
-#define ENGINE_PLAN_VERSION 16 /* 3: tensor-core candidates, t_tc per conv; 4: fused cuDNN;
+#define ENGINE_PLAN_VERSION 17 /* 3: tensor-core candidates, t_tc per conv; 4: fused cuDNN;
                                  5: channels-last kernel, t_cl and layouts per conv;
                                  6: stacks (one line each, members IMPL_STACK);
                                  7: the channels-last brick algorithms;
@@ -18,7 +18,9 @@
                                  13: the key names options.concurrent;
                                  14: the cluster kernel with PDL (t_cnet re-timed);
                                  15: its products on wgmma (t_cnet re-timed);
-                                 16: the cluster kernel in grid mode (kind 2, t_cg, cg_r) */
+                                 16: the cluster kernel in grid mode (kind 2, t_cg, cg_r);
+                                 17: a second convolution's algorithm chosen with the first
+                                     layer folded in (nng_tune_first_folds) */
 
 /* The cuDNN workspace shared by all convolutions, reallocated to bytes. */
 static cudaq_nn_status_t set_workspace(cudaq_nn_gpu *g, size_t bytes, cudaq_nn_error_t *err) {
@@ -80,7 +82,7 @@ static cudaq_nn_status_t time_conv(cudaq_nn_gpu *g, const conv_state *c, int imp
 
 /* CUDAQ_NN_TUNE_LOG set: every timed candidate on stderr (the plan and
  * cudaq_nn_gpu_describe keep only the best of each kind). */
-static void tune_log(const cudaq_nn_gpu *g, const conv_state *c, const char *impl, int algo, float us) {
+void nng_tune_log(const cudaq_nn_gpu *g, const conv_state *c, const char *impl, int algo, float us) {
   static int on = -1;
   if (on < 0) on = getenv("CUDAQ_NN_TUNE_LOG") != NULL;
   if (on)
@@ -118,7 +120,7 @@ static void time_cl(cudaq_nn_gpu *g, const conv_state *c, int in_cl, int out_cl,
       (void)cudaGetLastError();
       continue;
     }
-    tune_log(g, c, in_cl || out_cl ? "cl (chain layouts) algo" : "cl algo", k, t);
+    nng_tune_log(g, c, in_cl || out_cl ? "cl (chain layouts) algo" : "cl algo", k, t);
     /* A brick algorithm (mma.sync or wgmma, timed after every tile)
      * replaces a tile only when 5% faster: on a tie within the timing noise
      * the tile ran faster inside the whole model's graph (H100, d = 13:
@@ -152,7 +154,7 @@ static cudaq_nn_status_t tune_conv(cudaq_nn_gpu *g, conv_state *c, cudaq_nn_erro
       float t = -1.0f;
       if (!nnk_tc_config_ok(c->p, k)) continue;
       TRY(time_conv(g, c, IMPL_TC, k, 0, 0, 0, &t, err));
-      tune_log(g, c, "tc cfg", k, t);
+      nng_tune_log(g, c, "tc cfg", k, t);
       if (c->t_tc < 0.0f || t < c->t_tc) {
         c->t_tc = t;
         tc_cfg = k;
@@ -205,7 +207,7 @@ static cudaq_nn_status_t tune_conv(cudaq_nn_gpu *g, conv_state *c, cudaq_nn_erro
         (void)cudaGetLastError();
         continue;
       }
-      tune_log(g, c, "cudnn algo", perf[i].algo, t);
+      nng_tune_log(g, c, "cudnn algo", perf[i].algo, t);
       if (c->t_cudnn < 0.0f || t < c->t_cudnn) {
         c->t_cudnn = t;
         c->algo = perf[i].algo;
@@ -217,7 +219,7 @@ static cudaq_nn_status_t tune_conv(cudaq_nn_gpu *g, conv_state *c, cudaq_nn_erro
       float tf = -1.0f;
       if (c->fused_ok &&
           time_conv(g, c, IMPL_CUDNN_FUSED, perf[i].algo, perf[i].memory, 0, 0, &tf, &cand_err) == CUDAQ_NN_OK) {
-        tune_log(g, c, "cudnn-fused algo", perf[i].algo, tf);
+        nng_tune_log(g, c, "cudnn-fused algo", perf[i].algo, tf);
         if (tf < c->t_cudnn) {
           c->t_cudnn = tf;
           c->algo = perf[i].algo;
@@ -231,7 +233,7 @@ static cudaq_nn_status_t tune_conv(cudaq_nn_gpu *g, conv_state *c, cudaq_nn_erro
   }
   if (c->own_ok && want != CUDAQ_NN_CONV_CUDNN) {
     TRY(time_conv(g, c, IMPL_OWN, 0, 0, 0, 0, &c->t_own, err));
-    tune_log(g, c, "own", 0, c->t_own);
+    nng_tune_log(g, c, "own", 0, c->t_own);
   }
   /* The channels-last kernel: NCDHW in and out as a per-layer candidate,
    * and with the chain's layouts for select_algorithms' chain decision. */
@@ -348,14 +350,14 @@ static void tune_stacks(cudaq_nn_gpu *g) {
       (void)cudaGetLastError();
       st->t_stack = -1.0f;
     }
-    tune_log(g, &g->convs[st->conv[0]], "stack of layers", st->L, st->t_stack);
+    nng_tune_log(g, &g->convs[st->conv[0]], "stack of layers", st->L, st->t_stack);
     st->t_cnet = -1.0f;
     if (st->cn_ok &&
         time_conv(g, &g->convs[st->conv[0]], IMPL_STACK, STACK_CLUSTER, 0, 0, 0, &st->t_cnet, &e2) != CUDAQ_NN_OK) {
       (void)cudaGetLastError();
       st->t_cnet = -1.0f;
     }
-    if (st->cn_ok) tune_log(g, &g->convs[st->conv[0]], "stack as one cluster of", st->cn.cl, st->t_cnet);
+    if (st->cn_ok) nng_tune_log(g, &g->convs[st->conv[0]], "stack as one cluster of", st->cn.cl, st->t_cnet);
     /* Grid mode: each row count that fits, the fastest kept (st->cg). */
     int best_r = 0;
     st->t_cg = -1.0f;
@@ -366,7 +368,7 @@ static void tune_stacks(cudaq_nn_gpu *g) {
         (void)cudaGetLastError();
         continue;
       }
-      tune_log(g, &g->convs[st->conv[0]], "stack in grid mode, CTAs", st->cg.cl, t);
+      nng_tune_log(g, &g->convs[st->conv[0]], "stack in grid mode, CTAs", st->cg.cl, t);
       if (st->t_cg < 0.0f || t < st->t_cg) st->t_cg = t, best_r = st->cg_rs[r];
     }
     if (best_r == 0 || !nng_cgrid_plan(g, st, best_r)) st->t_cg = -1.0f;
@@ -546,6 +548,7 @@ cudaq_nn_status_t nng_select_algorithms(cudaq_nn_gpu *g, cudaq_nn_error_t *err) 
     if (g->opts.conv_impl != CUDAQ_NN_CONV_OWN) TRY(set_workspace(g, TUNE_WS_LIMIT, err));
     for (int i = 0; i < g->n_convs; i++) TRY(tune_conv(g, &g->convs[i], err));
     choose_chains(g);
+    TRY(nng_tune_first_folds(g, err));
     tune_stacks(g);
     if (path) {
       TRY(write_plan(g, path, err));

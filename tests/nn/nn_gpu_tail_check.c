@@ -132,6 +132,14 @@ static void check_model(const char *dir, const char *file) {
               "kernel", what, nodes[0], nodes[2]);
       }
       CHECK(strstr(desc[2], "input copy folded in") == NULL, "%s: folded with CUDAQ_NN_CNET_FOLD=0", what);
+      /* CUDAQ_NN_TEST_WANT_FIRST_FOLD=1 (with CUDAQ_NN_FIRST_FOLD=1 and no
+       * stacks, nn_gpu_tail_fold32): the FP16 engine must fold the first layer
+       * into the second's window (gpu_first.cu), so that the checks below
+       * cover it. */
+      const char *want_fold = getenv("CUDAQ_NN_TEST_WANT_FIRST_FOLD");
+      if (half && want_fold && want_fold[0] == '1')
+        CHECK(strstr(desc[0], "first layer folded into its window") != NULL, "%s: the first layer is not folded:\n%s",
+              what, desc[0]);
       CHECK(strstr(desc[0], "tail (threshold chain + 2 products") != NULL, "%s: no tail kernel:\n%s", what, desc[0]);
       CHECK(strstr(desc[1], "tail (") == NULL, "%s: tail kernel with CUDAQ_NN_NO_TAIL=1", what);
       CHECK(nodes[0] + 1 == nodes[1], "%s: %zu graph nodes with the tail kernel, %zu without", what, nodes[0],
@@ -169,11 +177,12 @@ static void check_model(const char *dir, const char *file) {
       CHECK(nonbinary == 0, "%s: %zu values other than 0/1", what, nonbinary);
       CHECK(cpu_bad * 10000 <= positions, "%s: %zu of %zu positions differ from the CPU executor (> 0.01%%)", what,
             cpu_bad, positions);
-      printf("%s %s: %zu graph nodes (%zu without the tail kernel, %zu without the fold%s), %zu positions, %zu "
+      printf("%s %s: %zu graph nodes (%zu without the tail kernel, %zu without the fold%s%s), %zu positions, %zu "
              "differ from the generic steps, %zu from the CPU executor, %zu from the unfolded copy\n",
              differ || nonbinary || fold_differ || cpu_bad * 10000 > positions ? "FAIL" : "ok  ", what, nodes[0],
              nodes[1], nodes[2], !cnet ? "" : strstr(desc[0], "used, grid mode") ? ", grid mode" : ", cluster kernel",
-             positions, differ, cpu_bad, fold_differ);
+             strstr(desc[0], "first layer folded into its window") ? ", first layer folded" : "", positions, differ,
+             cpu_bad, fold_differ);
     }
     for (int k = 0; k < 3; k++) cudaq_nn_gpu_destroy(g[k]);
     remove(plan);
