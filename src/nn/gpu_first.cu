@@ -398,19 +398,28 @@ cudaq_nn_status_t nng_fold_first_layers(cudaq_nn_gpu *g, cudaq_nn_error_t *err) 
 
 namespace {
 
-/* One launch of each convolution in cs (as chosen, or c2 with algo k when
- * k >= 0), captured as a graph into *exec. */
-cudaq_nn_status_t capture_segment(cudaq_nn_gpu *g, const conv_state *const *cs, int n, int k, cudaGraphExec_t *exec,
-                                  cudaq_nn_error_t *err) {
-  cudaGraph_t graph = NULL;
-  *exec = NULL;
-  CK(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal));
+/* One launch of each convolution in cs (as chosen, or with algo k when
+ * k >= 0) on g->stream. */
+cudaq_nn_status_t enqueue_segment(cudaq_nn_gpu *g, const conv_state *const *cs, int n, int k, cudaq_nn_error_t *err) {
   cudaq_nn_status_t st = CUDAQ_NN_OK;
   for (int i = 0; i < n && !st; i++) {
     const conv_state *c = cs[i];
     st = k >= 0 ? nng_enqueue_conv(g, c, IMPL_CL, k, 0, 1, c->out_cl, err)
                 : nng_enqueue_conv(g, c, c->impl, c->algo, c->ws, c->in_cl, c->out_cl, err);
   }
+  return st;
+}
+
+/* The same captured as a graph into *exec, after one run outside the
+ * capture (it loads the kernels: lazy module loading). */
+cudaq_nn_status_t capture_segment(cudaq_nn_gpu *g, const conv_state *const *cs, int n, int k, cudaGraphExec_t *exec,
+                                  cudaq_nn_error_t *err) {
+  cudaGraph_t graph = NULL;
+  *exec = NULL;
+  TRY(enqueue_segment(g, cs, n, k, err));
+  CK(cudaStreamSynchronize(g->stream));
+  CK(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal));
+  cudaq_nn_status_t st = enqueue_segment(g, cs, n, k, err);
   const cudaError_t e = cudaStreamEndCapture(g->stream, &graph); /* always ends the capture */
   if (!st && (e != cudaSuccess || cudaGraphInstantiate(exec, graph, 0) != cudaSuccess)) {
     nn__set_error(err, "capturing a segment for timing failed: %s", cudaGetErrorString(cudaGetLastError()));
@@ -512,8 +521,7 @@ cudaq_nn_status_t nng_tune_first_folds(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
     for (int k = 0; k < NNK_CL_ALL_ALGOS && !st; k++) {
       if (!nnk_cl_algo_ok(c2->p, 1, k) || !nnk_cl_first_ok(c2->p, k, f.cd)) continue;
       cudaq_nn_error_t e2;
-      if (nng_enqueue_conv(g, c2, IMPL_CL, k, 0, 1, c2->out_cl, &e2) != CUDAQ_NN_OK ||
-          cudaStreamSynchronize(g->stream) != cudaSuccess || capture_segment(g, one, 1, k, &exec[1 + n], &e2)) {
+      if (capture_segment(g, one, 1, k, &exec[1 + n], &e2) != CUDAQ_NN_OK) {
         (void)cudaGetLastError();
         continue;
       }
