@@ -657,11 +657,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s: --requests must be at least 4 (some rows run n / 4)\n", argv[0]);
     return 2;
   }
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-    printf("skipped: no CUDA device\n");
-    return 77;
-  }
+  BENCH_EXIT_IF_NO_GPU();
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);

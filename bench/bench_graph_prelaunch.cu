@@ -239,11 +239,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s: --requests and --interval need at least one\n", argv[0]);
     return 2;
   }
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-    printf("skipped: no CUDA device\n");
-    return 77;
-  }
+  BENCH_EXIT_IF_NO_GPU();
   if (bench_pin(cpu) != 0) fprintf(stderr, "could not pin to CPU %d; running unpinned\n", cpu);
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));

@@ -232,11 +232,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_pdl_chain: --iters and --rounds must be positive\n");
     return 2;
   }
-  int dev_count = 0;
-  if (cudaGetDeviceCount(&dev_count) != cudaSuccess || dev_count == 0) {
-    printf("skipped: no CUDA device\n");
-    return 77;
-  }
+  BENCH_EXIT_IF_NO_GPU();
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   int per_sm = 0;

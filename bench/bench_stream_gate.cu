@@ -214,11 +214,7 @@ int main(int argc, char **argv) {
     }
   }
   if (n < 1) n = 1;
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-    printf("skipped: no CUDA device\n");
-    return 77;
-  }
+  BENCH_EXIT_IF_NO_GPU();
   void *fn = NULL;
   cudaDriverEntryPointQueryResult q;
   BENCH_CUDA_CK(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &q));

@@ -149,11 +149,7 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-    printf("skipped: no CUDA device\n");
-    return 77;
-  }
+  BENCH_EXIT_IF_NO_GPU();
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   const bool bulk_ok = prop.major >= 9;

@@ -20,11 +20,7 @@
 static bench_hist_t g_hist;
 
 int main(int argc, char **argv) {
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-    printf("skipped: no CUDA device\n");
-    return 77;
-  }
+  BENCH_EXIT_IF_NO_GPU();
   soak_args_t a = {100000000ull, 64, 32, 2, 3, 4, 10};
   soak_parse(argc, argv, &a, "[--requests N] [--payload BYTES] [--slots N] [--blocks B] [--cpus A,B] [--progress S]");
   const uint32_t slot_size = CUDAQ_RPC_HEADER_SIZE + ((a.payload + 7) & ~7u);

@@ -110,11 +110,7 @@ int main(int argc, char **argv) {
             "[--blocks B] [--smem BYTES] [--stack_only] [--kernel inline|pointer|both] [--warmup N]\n", argv[0]);
     return 2;
   }
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-    printf("skipped: no CUDA device\n");
-    return 77;
-  }
+  BENCH_EXIT_IF_NO_GPU();
   if (bench_pin(cpu) != 0) fprintf(stderr, "cannot pin to CPU %d; running unpinned\n", cpu);
   cudaq_nn_model_t *m = NULL;
   cudaq_nn_error_t err;

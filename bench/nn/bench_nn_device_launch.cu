@@ -192,11 +192,7 @@ int main(int argc, char **argv) {
             "[--instances 1..%u]\n", argv[0], CUDAQ_GRAPH_PRELAUNCH_MAX_INSTANCES);
     return 2;
   }
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-    printf("skipped: no CUDA device\n");
-    return 77;
-  }
+  BENCH_EXIT_IF_NO_GPU();
   if (bench_pin(cpu) != 0) fprintf(stderr, "cannot pin to CPU %d; running unpinned\n", cpu);
 
   /* The engine (FP16, plan cached when --plan is given). */

@@ -30,6 +30,7 @@
 
 #include "cudaq/nn/gpu_engine.h"
 #include "cudaq/nn/nn.h"
+#include "../bench_cuda_check.h"
 
 static double now_us(void) {
   struct timespec ts;
@@ -246,11 +247,7 @@ int main(int argc, char **argv) {
     first++;
   }
   if (iters < 100) iters = 100;
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    printf("skipped: no CUDA device\n");
-    return 77;
-  }
+  BENCH_EXIT_IF_NO_GPU();
   struct cudaDeviceProp prop;
   cudaGetDeviceProperties(&prop, 0);
   printf("# bench_nn_gpu: %s, %d iterations per row, batch 1, graph replay timed on the host\n", prop.name, iters);
