@@ -9,7 +9,9 @@
  * Correlated matching keeps, for every ordered pair (e, f) of components of
  * one error, the joint probability P(e and f) (XOR-combined over all errors
  * holding both) and e's marginal P(e) (XOR-combined over all errors holding
- * e: the merged edge's probability). Decoding then runs twice: the first
+ * e: the merged edge's probability; an error that holds e in two components,
+ * "A ^ A", adds its p twice more per such pair, as PyMatching's joint table,
+ * whose diagonal is that marginal). Decoding then runs twice: the first
  * pass finds a correction; for each edge e in it, each partner f gets weight
  * min(w_f, ln((1-q)/q)) with q = min(0.5, P(e and f) / P(e)), the
  * probability of f given that e happened; the second pass decodes on those
@@ -103,8 +105,18 @@ cudaq_mwpm_status_t cudaq_mwpm__corr_build(cudaq_mwpm_graph_t *g, const cudaq_de
       j++;
     for (size_t a = i; a < j; a++)
       for (size_t b = i; b < j; b++) {
-        if (a == b || eid[a] == UINT32_MAX || eid[b] == UINT32_MAX || eid[a] == eid[b])
+        if (a == b || eid[a] == UINT32_MAX || eid[b] == UINT32_MAX)
           continue;
+        if (eid[a] == eid[b]) {
+          /* Two components of one error on the same edge (A ^ A, or D0 ^ D0 L0):
+           * no rule, but PyMatching 2.4 adds the error's p to that edge's
+           * marginal twice more per such pair (its joint table's diagonal,
+           * which is the marginal it divides by), so the edge's rules use
+           * that marginal too. */
+          if (a < b)
+            marg[eid[a]] = bernoulli_xor(bernoulli_xor(marg[eid[a]], dem->edges[a].p), dem->edges[a].p);
+          continue;
+        }
         if (cudaq_mwpm__grow((void **)&joint, &cap_joint, njoint + 1, sizeof *joint))
           goto done;
         joint[njoint].e = eid[a];

@@ -134,6 +134,34 @@ static void test_conditional_weight(void **state) {
   drop(&f);
 }
 
+/* A component repeated in one error ("A ^ B ^ A"): the edge's marginal, by
+ * which B's conditional probability is divided, takes that error's p once per
+ * component and twice more per pair of equal components, as PyMatching 2.4's
+ * (its joint table's diagonal): P(D0-D1) = 0.01 x 4 xor 0.09, P(D0-D1 and
+ * D2-D3) = 0.01 xor 0.01. PyMatching's weight for all four events: 3.769354
+ * (with the marginal of the components alone it would be 3.6035). */
+static void test_repeated_component_marginal(void **state) {
+  (void)state;
+  fixture_t f = make("error(0.01) D0 D1 ^ D2 D3 ^ D0 D1\n"
+                     "error(0.09) D0 D1\n"
+                     "error(0.15) D2 L0\n"
+                     "error(0.15) D3\n"
+                     "error(0.001) D2 D3\n",
+                     1);
+#define XOR(a, b) ((a) * (1.0 - (b)) + (b) * (1.0 - (a)))
+  const double edge = XOR(XOR(0.01, 0.01), 0.09);                      /* the merged edge's p */
+  const double marg = XOR(XOR(XOR(XOR(0.01, 0.01), 0.01), 0.01), 0.09); /* its joint-table diagonal */
+  const double q = XOR(0.01, 0.01) / marg;
+#undef XOR
+  uint32_t all[] = {0, 1, 2, 3};
+  assert_int_equal(dec(&f, all, 4, 0).obs_mask, 1);
+  cudaq_mwpm_result_t corr = dec(&f, all, 4, 1);
+  assert_int_equal(corr.obs_mask, 0);
+  assert_true(fabs(corr.weight - (w_of(edge) + w_of(q))) < 1e-5);
+  assert_true(fabs(corr.weight - 3.769354) < 1e-5);
+  drop(&f);
+}
+
 /* Boundary components: "error(p) D0 ^ D2 L0" correlates D0's and D2's
  * boundary edges. Events {D0, D2}: plain matching sends D2 to the boundary
  * through D3 (2 x 0.847 < 2.944), correlated through its own boundary edge
@@ -244,6 +272,7 @@ int main(void) {
       cmocka_unit_test(test_independent_errors_have_no_rules),
       cmocka_unit_test(test_conditional_weight),
       cmocka_unit_test(test_boundary_components),
+      cmocka_unit_test(test_repeated_component_marginal),
       cmocka_unit_test(test_repeat_groups_by_error),
       cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_plain_unchanged_by_interleaving),
