@@ -516,9 +516,12 @@ cudaq_nn_status_t nng_tune_first_folds(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
     cudaGraphExec_t exec[1 + NNK_CL_ALL_ALGOS] = {NULL};
     int ks[NNK_CL_ALL_ALGOS], n = 0;
     const conv_state *pair[2] = {c1, c2}, *one[1] = {c2};
-    st = capture_segment(g, pair, 2, -1, &exec[0], err);
+    /* A segment that cannot be captured or timed leaves the choice as it
+     * is (the tuner's rule for a candidate that fails), its error consumed. */
+    cudaq_nn_error_t e1;
+    int timed = capture_segment(g, pair, 2, -1, &exec[0], &e1) == CUDAQ_NN_OK;
     c2->cf.first = f;
-    for (int k = 0; k < NNK_CL_ALL_ALGOS && !st; k++) {
+    for (int k = 0; k < NNK_CL_ALL_ALGOS && timed; k++) {
       if (!nnk_cl_algo_ok(c2->p, 1, k) || !nnk_cl_first_ok(c2->p, k, f.cd)) continue;
       cudaq_nn_error_t e2;
       if (capture_segment(g, one, 1, k, &exec[1 + n], &e2) != CUDAQ_NN_OK) {
@@ -529,13 +532,14 @@ cudaq_nn_status_t nng_tune_first_folds(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
     }
     memset(&c2->cf.first, 0, sizeof c2->cf.first);
     float us[1 + NNK_CL_ALL_ALGOS];
-    if (!st && n > 0) st = segment_latency(g, exec, 1 + n, us, err);
+    timed = timed && n > 0 && segment_latency(g, exec, 1 + n, us, &e1) == CUDAQ_NN_OK;
+    if (!timed) (void)cudaGetLastError();
     int best = -1;
-    for (int j = 0; j < n && !st; j++) {
+    for (int j = 0; j < n && timed; j++) {
       nng_tune_log(g, c2, "cl (first layer folded in, latency against the two layers') algo", ks[j], us[1 + j]);
       if ((force == 1 || us[1 + j] < FOLD_WIN * us[0]) && (best < 0 || us[1 + j] < us[1 + best])) best = j;
     }
-    if (!st && n > 0) nng_tune_log(g, c2, "the two layers as chosen, latency: algo", c2->algo, us[0]);
+    if (timed) nng_tune_log(g, c2, "the two layers as chosen, latency: algo", c2->algo, us[0]);
     for (int j = 0; j < 1 + n; j++)
       if (exec[j]) cudaGraphExecDestroy(exec[j]);
     drop_fold(g, &f);
