@@ -21,6 +21,10 @@
  *           every block of the one before has started
  *   grid    one cooperative kernel, the N steps separated by the same
  *           counters (the engine's grid mode)
+ *   cluster one kernel of one thread-block cluster (blocks <= 16): a step
+ *           reads its neighbour's values of the step before from that
+ *           block's shared memory (DSMEM) and the steps are separated by
+ *           cluster barriers (the engine's cluster kernel's synchronisation)
  * Each replay: cudaGraphLaunch + cudaStreamSynchronize, timed on the host;
  * the floor row is a one-node graph (a 4-byte memset), as bench_nn_gpu's.
  * Counters are never reset: a block takes a ticket on its step's arrival
@@ -30,8 +34,11 @@
  *
  *   bench_pdl_chain [--iters N] [--blocks 16,112] [--steps 1,2,4,5,8] [--rounds R]
  *
+ * (The cluster rows run for block counts up to 16.)
+ *
  * Prints p50 / p99 per (variant, blocks, steps), and the bad values.
  */
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -118,8 +125,46 @@ __global__ void __launch_bounds__(kThreads) k_grid(chain c) {
   }
 }
 
-enum { V_PLAIN, V_PDL, V_FLAG, V_GRID, V_FLOOR, V_COUNT };
-const char *kVariant[V_COUNT] = {"plain", "pdl", "flag", "grid", "floor (1-node memset graph)"};
+/* One cluster of c.blocks blocks: step k reads block src's values of step k
+ * - 1 from its shared memory (step 0: the last step's global buffer of the
+ * previous replay). Two shared buffers by step parity; the cluster barrier
+ * that ends a step releases its shared writes and acquires the other
+ * blocks' (barrier.cluster.arrive.release / wait.acquire), and a block
+ * overwrites a buffer only after the barrier that ended the step in which
+ * the others read it; the last barrier keeps every block resident until the
+ * last remote read. The global writes are for the check. */
+__global__ void __launch_bounds__(kThreads) k_cluster(chain c) {
+  namespace cg = cooperative_groups;
+  __shared__ float sm[2][kThreads];
+  cg::cluster_group cl = cg::this_cluster();
+  const int b = (int)cl.block_rank(), src = c.steps == 1 ? b : (b + 1) % c.blocks;
+  for (int k = 0; k < c.steps; k++) {
+    const float v = (k == 0 ? __ldcg(c.buf[c.steps - 1] + src * kThreads + threadIdx.x)
+                            : cl.map_shared_rank(&sm[(k - 1) & 1][0], src)[threadIdx.x]) +
+                    1.0f;
+    sm[k & 1][threadIdx.x] = v;
+    c.buf[k][b * kThreads + threadIdx.x] = v;
+    cl.sync();
+  }
+}
+
+enum { V_PLAIN, V_PDL, V_FLAG, V_GRID, V_CLUSTER, V_FLOOR, V_COUNT };
+const char *kVariant[V_COUNT] = {"plain", "pdl", "flag", "grid", "cluster", "floor (1-node memset graph)"};
+
+cudaError_t launch_cluster(const chain &c, cudaStream_t s) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(c.blocks);
+  cfg.blockDim = dim3(kThreads);
+  cfg.stream = s;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeClusterDimension;
+  at[0].val.clusterDim.x = c.blocks;
+  at[0].val.clusterDim.y = 1;
+  at[0].val.clusterDim.z = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, k_cluster, c);
+}
 
 void launch(int v, const chain &c, int k, cudaStream_t s) {
   cudaLaunchConfig_t cfg = {};
@@ -152,6 +197,20 @@ size_t row(int v, int blocks, int steps, int iters, unsigned *word) {
   c.done = c.arrive + kMaxSteps;
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  int extra = 0; /* replays before the timed ones' warm-up (the cluster's trial launch) */
+  if (v == V_CLUSTER) { /* a cluster that cannot be placed is reported, not fatal */
+    cudaError_t e = launch_cluster(c, s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      printf("%-44s not launched: %s\n", "cluster", cudaGetErrorString(e));
+      CK(cudaStreamDestroy(s));
+      for (int k = 0; k < steps; k++) CK(cudaFree(c.buf[k]));
+      CK(cudaFree(c.arrive));
+      return 0;
+    }
+    extra = 1;
+  }
   cudaGraph_t g;
   CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   if (v == V_FLOOR) {
@@ -159,6 +218,8 @@ size_t row(int v, int blocks, int steps, int iters, unsigned *word) {
   } else if (v == V_GRID) {
     void *args[] = {&c};
     CK(cudaLaunchCooperativeKernel((void *)k_grid, dim3(blocks), dim3(kThreads), args, 0, s));
+  } else if (v == V_CLUSTER) {
+    CK(launch_cluster(c, s));
   } else {
     for (int k = 0; k < steps; k++) launch(v, c, k, s);
   }
@@ -178,7 +239,7 @@ size_t row(int v, int blocks, int steps, int iters, unsigned *word) {
     std::vector<float> h((size_t)blocks * kThreads);
     for (int k = 0; k < steps; k++) {
       CK(cudaMemcpy(h.data(), c.buf[k], h.size() * sizeof(float), cudaMemcpyDeviceToHost));
-      const float want = (float)steps * (float)(warm + iters - 1) + (float)(k + 1);
+      const float want = (float)steps * (float)(extra + warm + iters - 1) + (float)(k + 1);
       for (float x : h) bad += x != want;
     }
   }
@@ -237,6 +298,9 @@ int main(int argc, char **argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   int per_sm = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_grid, kThreads, 0));
+  /* Clusters of 16 (non-portable); where refused, those rows say they could not launch. */
+  if (cudaFuncSetAttribute(k_cluster, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
+    (void)cudaGetLastError();
   printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   for (int s : steps)
     if (s > kMaxSteps) {
@@ -251,8 +315,9 @@ int main(int argc, char **argv) {
     bad += row(V_FLOOR, 1, 1, iters, word);
     for (int b : blocks)
       for (int s : steps)
-        for (int v = V_PLAIN; v <= V_GRID; v++) {
+        for (int v = V_PLAIN; v <= V_CLUSTER; v++) {
           if (v == V_GRID && b > per_sm * prop.multiProcessorCount) continue;
+          if (v == V_CLUSTER && b > 16) continue; /* the largest cluster (non-portable) */
           bad += row(v, b, s, iters, word);
         }
   }
