@@ -484,7 +484,9 @@ cudaq_nn_status_t segment_latency(cudaq_nn_gpu *g, cudaGraphExec_t *exec, int n,
  * faster (H200, bench/results/nn-fold-tune-h200-2026-11-29.md). The two
  * segments (the first two layers as chosen; the second alone, folded)
  * are therefore each timed as a graph of their own, launch to completion,
- * and the fold taken when its median is lower by a margin (FOLD_WIN). */
+ * and the fold taken when its median is lower by a margin (FOLD_WIN). The
+ * input copy, which the fold also removes, is in neither segment: the
+ * comparison leans towards the layers as chosen. */
 cudaq_nn_status_t nng_tune_first_folds(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
   const int force = nng_first_fold_env();
   if (!first_folds_on(g) || g->opts.conv_impl != CUDAQ_NN_CONV_AUTO || force == 0) return CUDAQ_NN_OK;
