@@ -151,36 +151,31 @@ __global__ void __launch_bounds__(kThreads) k_cluster(chain c) {
 enum { V_PLAIN, V_PDL, V_FLAG, V_GRID, V_CLUSTER, V_FLOOR, V_COUNT };
 const char *kVariant[V_COUNT] = {"plain", "pdl", "flag", "grid", "cluster", "floor (1-node memset graph)"};
 
-cudaError_t launch_cluster(const chain &c, cudaStream_t s) {
+/* Launches step k of variant v (plain, pdl, flag: one step; cluster: the
+ * whole chain, k unused) on s; returns the launch's error. */
+cudaError_t launch(int v, const chain &c, int k, cudaStream_t s) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(c.blocks);
   cfg.blockDim = dim3(kThreads);
   cfg.stream = s;
   cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeClusterDimension;
-  at[0].val.clusterDim.x = c.blocks;
-  at[0].val.clusterDim.y = 1;
-  at[0].val.clusterDim.z = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, k_cluster, c);
-}
-
-void launch(int v, const chain &c, int k, cudaStream_t s) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(c.blocks);
-  cfg.blockDim = dim3(kThreads);
-  cfg.stream = s;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
   if (v == V_PDL || v == V_FLAG) {
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+  } else if (v == V_CLUSTER) {
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = c.blocks;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
     cfg.attrs = at;
     cfg.numAttrs = 1;
   }
-  if (v == V_PLAIN) CK(cudaLaunchKernelEx(&cfg, k_plain, c, k));
-  if (v == V_PDL) CK(cudaLaunchKernelEx(&cfg, k_pdl, c, k));
-  if (v == V_FLAG) CK(cudaLaunchKernelEx(&cfg, k_flag, c, k));
+  if (v == V_PLAIN) return cudaLaunchKernelEx(&cfg, k_plain, c, k);
+  if (v == V_PDL) return cudaLaunchKernelEx(&cfg, k_pdl, c, k);
+  if (v == V_FLAG) return cudaLaunchKernelEx(&cfg, k_flag, c, k);
+  return cudaLaunchKernelEx(&cfg, k_cluster, c);
 }
 
 /* One row: builds the variant's graph, replays it iters times; returns the bad values. */
@@ -199,7 +194,7 @@ size_t row(int v, int blocks, int steps, int iters, unsigned *word) {
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   int extra = 0; /* replays before the timed ones' warm-up (the cluster's trial launch) */
   if (v == V_CLUSTER) { /* a cluster that cannot be placed is reported, not fatal */
-    cudaError_t e = launch_cluster(c, s);
+    cudaError_t e = launch(v, c, 0, s);
     if (e == cudaSuccess) e = cudaStreamSynchronize(s);
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
@@ -219,9 +214,9 @@ size_t row(int v, int blocks, int steps, int iters, unsigned *word) {
     void *args[] = {&c};
     CK(cudaLaunchCooperativeKernel((void *)k_grid, dim3(blocks), dim3(kThreads), args, 0, s));
   } else if (v == V_CLUSTER) {
-    CK(launch_cluster(c, s));
+    CK(launch(v, c, 0, s));
   } else {
-    for (int k = 0; k < steps; k++) launch(v, c, k, s);
+    for (int k = 0; k < steps; k++) CK(launch(v, c, k, s));
   }
   CK(cudaStreamEndCapture(s, &g));
   cudaGraphExec_t ge;

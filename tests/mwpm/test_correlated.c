@@ -116,14 +116,11 @@ static void test_independent_errors_have_no_rules(void **state) {
  * own p = 0.01 xor 0.001 (weight 4.50) is lowered to ln((1-q)/q) = 2.177,
  * under the boundary pair (2 x 1.735): the answer changes, and the weight is
  * the lowered one. */
+/* The rest of that DEM, after its correlated error (also used below). */
+#define COND_REST "error(0.09) D0 D1\nerror(0.15) D2 L0\nerror(0.15) D3\nerror(0.001) D2 D3\n"
 static void test_conditional_weight(void **state) {
   (void)state;
-  fixture_t f = make("error(0.01) D0 D1 ^ D2 D3\n"
-                     "error(0.09) D0 D1\n"
-                     "error(0.15) D2 L0\n"
-                     "error(0.15) D3\n"
-                     "error(0.001) D2 D3\n",
-                     1);
+  fixture_t f = make("error(0.01) D0 D1 ^ D2 D3\n" COND_REST, 1);
   double p01 = 0.01 * 0.91 + 0.09 * 0.99, q = 0.01 / p01;
   uint32_t all[] = {0, 1, 2, 3};
   cudaq_mwpm_result_t plain = dec(&f, all, 4, 0);
@@ -142,12 +139,7 @@ static void test_conditional_weight(void **state) {
  * (with the marginal of the components alone it would be 3.6035). */
 static void test_repeated_component_marginal(void **state) {
   (void)state;
-  fixture_t f = make("error(0.01) D0 D1 ^ D2 D3 ^ D0 D1\n"
-                     "error(0.09) D0 D1\n"
-                     "error(0.15) D2 L0\n"
-                     "error(0.15) D3\n"
-                     "error(0.001) D2 D3\n",
-                     1);
+  fixture_t f = make("error(0.01) D0 D1 ^ D2 D3 ^ D0 D1\n" COND_REST, 1);
 #define XOR(a, b) ((a) * (1.0 - (b)) + (b) * (1.0 - (a)))
   const double edge = XOR(XOR(0.01, 0.01), 0.09);                      /* the merged edge's p */
   const double marg = XOR(XOR(XOR(XOR(0.01, 0.01), 0.01), 0.01), 0.09); /* its joint-table diagonal */
