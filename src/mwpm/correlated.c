@@ -1,4 +1,6 @@
 /*
+ * The decoder's own weights: correlated matching and per-shot weights.
+ *
  * Correlated matching: the two-pass reweighting PyMatching 2.4 runs with
  * enable_correlations=True (after Fowler, arXiv:1310.0863). Written for this
  * project from PyMatching's documented behaviour; no code taken from it.
@@ -45,6 +47,11 @@ static double bernoulli_xor(double a, double b) { return a * (1.0 - b) + b * (1.
 
 /* The merged edge between u and v (v < 0: the boundary), or UINT32_MAX. */
 static uint32_t find_edge(const cudaq_mwpm_graph_t *g, int32_t u, int32_t v) {
+  if (u < 0 && v >= 0) {
+    int32_t t = u;
+    u = v;
+    v = t;
+  }
   if (v >= 0 && v < u) {
     int32_t t = u;
     u = v;
@@ -59,10 +66,8 @@ static uint32_t find_edge(const cudaq_mwpm_graph_t *g, int32_t u, int32_t v) {
 void cudaq_mwpm__corr_free_graph(cudaq_mwpm_graph_t *g) {
   free(g->corr_start);
   free(g->corr_rules);
-  free(g->edge_adj);
   g->corr_start = NULL;
   g->corr_rules = NULL;
-  g->edge_adj = NULL;
   g->num_corr_rules = 0;
   g->has_corr = 0;
 }
@@ -80,18 +85,11 @@ cudaq_mwpm_status_t cudaq_mwpm__corr_build(cudaq_mwpm_graph_t *g, const cudaq_de
   uint32_t *eid = malloc((nd ? nd : 1) * sizeof *eid);   /* dem edge -> merged edge */
   double *marg = calloc(m ? m : 1, sizeof *marg);
   g->corr_start = calloc(m + 2, sizeof *g->corr_start);
-  g->edge_adj = malloc((2 * m + 1) * sizeof *g->edge_adj);
   size_t njoint = 0, cap_joint = 0;
   joint_t *joint = NULL;
   cudaq_mwpm_status_t st = CUDAQ_MWPM_ERR_NO_MEMORY;
-  if (!eid || !marg || !g->corr_start || !g->edge_adj)
+  if (!eid || !marg || !g->corr_start)
     goto done;
-  for (size_t i = 0; i < 2 * m; i++)
-    g->edge_adj[i] = UINT32_MAX;
-  for (uint32_t k = 0; k < g->adj_start[g->num_nodes]; k++) {
-    uint32_t e = g->adj_edge[k];
-    g->edge_adj[2 * e + (g->edge_adj[2 * e] != UINT32_MAX)] = k;
-  }
   for (size_t i = 0; i < nd; i++) {
     const cudaq_dem_edge_t *de = &dem->edges[i];
     eid[i] = de->p > 0.0 ? find_edge(g, de->u, de->v) : UINT32_MAX;
@@ -169,6 +167,18 @@ done:
   if (st)
     cudaq_mwpm__corr_free_graph(g);
   return st;
+}
+
+cudaq_mwpm_status_t cudaq_mwpm_graph_find_edge(const cudaq_mwpm_graph_t *g, int32_t u, int32_t v,
+                                               size_t *index) {
+  if (!g || !index || u < -1 || v < -1 || (u < 0 && v < 0) || u == v ||
+      (u >= 0 && (uint32_t)u >= g->num_nodes) || (v >= 0 && (uint32_t)v >= g->num_nodes))
+    return CUDAQ_MWPM_ERR_INVALID_ARG;
+  uint32_t e = find_edge(g, u, v);
+  if (e == UINT32_MAX)
+    return CUDAQ_MWPM_ERR_OUT_OF_RANGE;
+  *index = e;
+  return CUDAQ_MWPM_OK;
 }
 
 /* -------------------------------------------------------------- decoder */
@@ -310,4 +320,53 @@ cudaq_mwpm_status_t cudaq_mwpm_decode_dense_correlated(cudaq_mwpm_decoder_t *d,
     if (dets[i])
       c->list[n++] = i;
   return cudaq_mwpm_decode_correlated(d, c->list, n, res);
+}
+
+/* ------------------------------------------------------ per-shot weights */
+
+/* Largest integer a per-shot weight is discretised to: 2^28, far inside the
+ * flooder's int32 adjacency weights and int64 times, and 16x the 2^24 of
+ * the graph's largest weight, so per-shot weights up to 16x the graph's
+ * largest are kept as given and larger ones are clamped to that (an edge
+ * that unlikely is not used while any shorter path exists). */
+#define PER_SHOT_MAX_INT (1 << 28)
+
+cudaq_mwpm_status_t cudaq_mwpm_decode_weighted(cudaq_mwpm_decoder_t *d, const uint32_t *events,
+                                               size_t num_events, const uint32_t *edges,
+                                               const double *weights, size_t num_weights,
+                                               cudaq_mwpm_result_t *res) {
+  cudaq_mwpm__corr_t *c = d ? cudaq_mwpm__decoder_corr(d) : NULL;
+  const cudaq_mwpm_graph_t *g = d ? cudaq_mwpm__decoder_graph(d) : NULL;
+  if (!c || !g->per_shot || !res || (!events && num_events) ||
+      ((!edges || !weights) && num_weights))
+    return CUDAQ_MWPM_ERR_INVALID_ARG;
+  /* Every entry checked before any weight changes. */
+  for (size_t i = 0; i < num_weights; i++) {
+    if (edges[i] >= g->num_edges)
+      return CUDAQ_MWPM_ERR_OUT_OF_RANGE;
+    if (!(weights[i] >= 0.0) || !isfinite(weights[i]) || g->edges[edges[i]].weight < 0.0)
+      return CUDAQ_MWPM_ERR_INVALID_ARG; /* negative, NaN, infinite; or an edge folded into every shot */
+  }
+  cudaq_mwpm__corr_before_decode(c, g); /* the previous shot's weights back */
+  const double wcap = (double)(PER_SHOT_MAX_INT / 2) / g->scale;
+  for (size_t i = 0; i < num_weights; i++) {
+    uint32_t f = edges[i];
+    double wf = weights[i] < wcap ? weights[i] : wcap;
+    int32_t w = 2 * (int32_t)llround(wf * g->scale);
+    for (int s = 0; s < 2; s++) {
+      uint32_t k = g->edge_adj[2 * f + s];
+      if (k != UINT32_MAX) {
+        c->adj[k].w = w;
+        c->adj_wf[k] = wf;
+      }
+    }
+    if (!(c->edge_mark[f] & 2)) {
+      c->edge_mark[f] |= 2;
+      c->dirty[c->ndirty++] = f;
+    }
+  }
+  c->armed = 1; /* cudaq_mwpm_decode keeps these weights */
+  cudaq_mwpm_status_t st = cudaq_mwpm_decode(d, events, num_events, res);
+  c->armed = 0;
+  return st;
 }

@@ -278,7 +278,7 @@ cudaq_mwpm_status_t cudaq_mwpm_decoder_create(const cudaq_mwpm_graph_t *g,
     cudaq_mwpm_decoder_destroy(d);
     return CUDAQ_MWPM_ERR_NO_MEMORY;
   }
-  if (g->has_corr) {
+  if (g->has_corr || g->per_shot) {
     if (!(d->corr = cudaq_mwpm__corr_create(g))) {
       cudaq_mwpm_decoder_destroy(d);
       return CUDAQ_MWPM_ERR_NO_MEMORY;

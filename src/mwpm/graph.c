@@ -46,6 +46,7 @@ cudaq_mwpm_status_t cudaq_mwpm_graph_options_init(cudaq_mwpm_graph_options_t *op
     return CUDAQ_MWPM_ERR_INVALID_ARG;
   opts->merge = CUDAQ_MWPM_MERGE_INDEPENDENT;
   opts->enable_correlations = 0;
+  opts->per_shot_weights = 0;
   return CUDAQ_MWPM_OK;
 }
 
@@ -59,6 +60,7 @@ void cudaq_mwpm_graph_destroy(cudaq_mwpm_graph_t *g) {
   free(g->adj_edge);
   free(g->edges);
   free(g->neg_edges);
+  free(g->edge_adj);
   free(g->coords);
   free(g->coord_start);
   cudaq_mwpm__corr_free_graph(g);
@@ -158,6 +160,19 @@ static cudaq_mwpm_status_t build(uint32_t n, uint32_t nobs, raw_edge_t *raw, siz
   }
   free(fill);
   free(raw);
+  /* Edge i's adjacency positions (the second UINT32_MAX for a boundary
+   * edge): where a per-decoder weight change (correlated.c) writes. */
+  g->edge_adj = malloc((2 * k + 1) * sizeof *g->edge_adj);
+  if (!g->edge_adj) {
+    cudaq_mwpm_graph_destroy(g);
+    return CUDAQ_MWPM_ERR_NO_MEMORY;
+  }
+  for (size_t i = 0; i < 2 * k; i++)
+    g->edge_adj[i] = UINT32_MAX;
+  for (uint32_t q = 0; q < g->adj_start[n]; q++) {
+    uint32_t e = g->adj_edge[q];
+    g->edge_adj[2 * e + (g->edge_adj[2 * e] != UINT32_MAX)] = q;
+  }
   *out = g;
   return CUDAQ_MWPM_OK;
 }
@@ -197,7 +212,10 @@ cudaq_mwpm_status_t cudaq_mwpm_graph_from_edges(uint32_t num_nodes, uint32_t num
     raw[i].obs = edges[i].obs_mask;
     raw[i].order = i;
   }
-  return build(num_nodes, num_observables, raw, num_edges, merge, out);
+  cudaq_mwpm_status_t r = build(num_nodes, num_observables, raw, num_edges, merge, out);
+  if (!r)
+    (*out)->per_shot = opts && opts->per_shot_weights;
+  return r;
 }
 
 cudaq_mwpm_status_t cudaq_mwpm_graph_from_dem(const cudaq_dem_t *dem,
@@ -240,6 +258,7 @@ cudaq_mwpm_status_t cudaq_mwpm_graph_from_dem(const cudaq_dem_t *dem,
   if (r)
     return r;
   cudaq_mwpm_graph_t *g = *out;
+  g->per_shot = opts && opts->per_shot_weights;
   size_t nc = dem->coord_start ? dem->coord_start[dem->num_detectors] : 0;
   g->coord_start = malloc(((size_t)dem->num_detectors + 1) * sizeof *g->coord_start);
   g->coords = malloc((nc ? nc : 1) * sizeof *g->coords);

@@ -37,15 +37,18 @@ struct cudaq_mwpm_graph {
   double scale;         /* integer weight = 2 * llround(|w| * scale) */
   double *coords;
   uint32_t *coord_start;
-  /* Correlated matching (correlated.c), only with enable_correlations: the
-   * rules of causal edge i are corr_rules[corr_start[i] .. corr_start[i+1]);
-   * edge_adj[2i], edge_adj[2i+1] are edge i's adjacency positions (the
+  /* edge_adj[2i], edge_adj[2i+1] are edge i's adjacency positions (the
    * second UINT32_MAX for a boundary edge). */
+  uint32_t *edge_adj;              /* 2 * num_edges */
+  /* per_shot_weights: decoders keep their own weights
+   * (cudaq_mwpm_decode_weighted). */
+  int per_shot;
+  /* Correlated matching (correlated.c), only with enable_correlations: the
+   * rules of causal edge i are corr_rules[corr_start[i] .. corr_start[i+1]). */
   int has_corr;
   uint32_t *corr_start;            /* num_edges + 1 */
   struct cudaq_mwpm__corr_rule *corr_rules;
   size_t num_corr_rules;
-  uint32_t *edge_adj;              /* 2 * num_edges */
 };
 
 /* A reweighting rule: edge `edge` weighs at most w (even integer, scaled as
@@ -57,9 +60,11 @@ typedef struct cudaq_mwpm__corr_rule {
   double wf;
 } cudaq_mwpm__corr_rule_t;
 
-/* Per-decoder state of correlated matching: the decoder's own copy of the
- * weights (the flooder reads these), the edges reweighted (restored from the
- * graph before the next decode), and scratch. All sized at creation. */
+/* Per-decoder weights, for correlated matching and for per-shot weights
+ * (cudaq_mwpm_decode_weighted): the decoder's own copy of the weights (the
+ * flooder reads these), the edges reweighted (restored from the graph before
+ * the next decode), and correlated matching's scratch. All sized at
+ * creation. */
 typedef struct cudaq_mwpm__corr {
   cudaq_mwpm__adj_t *adj;
   double *adj_wf;

@@ -252,6 +252,169 @@ static void test_random_negative(void **state) {
   run_random(1000, 2, 12, 0.4, 0.3, 1, 0);
 }
 
+/* Per-shot weights (cudaq_mwpm_decode_weighted): on random graphs, each shot
+ * replaces the weights of a random subset of edges (zero, small, large,
+ * beyond the clamp) and is checked against brute force on the graph with
+ * those weights; a plain decode after it must see the graph's own weights
+ * again (brute force on the original graph). */
+static void test_weighted_random(void **state) {
+  (void)state;
+  cudaq_mwpm_edge_t edges[MAXN * MAXN], shot_edges[MAXN * MAXN];
+  ref_t ref, ref_shot;
+  cudaq_mwpm_graph_options_t o;
+  cudaq_mwpm_graph_options_init(&o);
+  o.per_shot_weights = 1;
+  long checked = 0;
+  for (int t = 0; t < 800; t++) {
+    int n = 2 + (int)(rnd() % 30);
+    int m = random_graph(edges, n, n > 12 ? 0.15 : 0.4, 0.3, 0, 0);
+    cudaq_mwpm_graph_t *g = NULL;
+    assert_int_equal(cudaq_mwpm_graph_from_edges((uint32_t)n, 8, edges, (size_t)m, &o, &g),
+                     CUDAQ_MWPM_OK);
+    cudaq_mwpm_decoder_t *dec = NULL;
+    assert_int_equal(cudaq_mwpm_decoder_create(g, &dec), CUDAQ_MWPM_OK);
+    /* The graph's edge order is its own (sorted): read it back. */
+    assert_int_equal((int)cudaq_mwpm_graph_num_edges(g), m);
+    double maxw = 0;
+    for (int i = 0; i < m; i++) {
+      assert_int_equal(cudaq_mwpm_graph_edge(g, (size_t)i, &edges[i]), CUDAQ_MWPM_OK);
+      maxw = fmax(maxw, edges[i].weight);
+    }
+    ref_build(&ref, n, edges, (size_t)m);
+    for (int shot = 0; shot < 20; shot++) {
+      uint32_t which[MAXN * MAXN];
+      double w[MAXN * MAXN];
+      size_t nw = 0;
+      memcpy(shot_edges, edges, (size_t)m * sizeof *edges);
+      for (int i = 0; i < m; i++) {
+        if (urand() < 0.5)
+          continue;
+        double u = urand();
+        double wi = u < 0.1 ? 0.0 : u < 0.8 ? 20 * urand() : 40 * maxw * (1 + urand());
+        which[nw] = (uint32_t)i;
+        w[nw++] = wi;
+        /* past 16x the graph's largest weight the decoder clamps */
+        shot_edges[i].weight = wi < 16 * maxw ? wi : 16 * maxw;
+      }
+      ref_build(&ref_shot, n, shot_edges, (size_t)m);
+      uint32_t ev[MAXN];
+      int k = 0;
+      for (int i = 0; i < n && k < MAXK; i++)
+        if (urand() < (n > 16 ? 8.0 / n : 0.4))
+          ev[k++] = (uint32_t)i;
+      int refev[MAXN];
+      for (int i = 0; i < k; i++)
+        refev[i] = (int)ev[i];
+      uint64_t robs;
+      double rw = ref_solve(&ref_shot, refev, k, &robs);
+      cudaq_mwpm_result_t res;
+      cudaq_mwpm_status_t st = cudaq_mwpm_decode_weighted(dec, ev, (size_t)k, which, w, nw, &res);
+      if (isinf(rw)) {
+        assert_int_equal(st, CUDAQ_MWPM_ERR_NO_SOLUTION);
+      } else {
+        assert_int_equal(st, CUDAQ_MWPM_OK);
+        assert_true(fabs(res.weight - rw) < 1e-5 * (1 + rw));
+        checked++;
+      }
+      /* The next plain decode has the graph's weights back. */
+      rw = ref_solve(&ref, refev, k, &robs);
+      st = cudaq_mwpm_decode(dec, ev, (size_t)k, &res);
+      if (isinf(rw)) {
+        assert_int_equal(st, CUDAQ_MWPM_ERR_NO_SOLUTION);
+      } else {
+        assert_int_equal(st, CUDAQ_MWPM_OK);
+        assert_true(fabs(res.weight - rw) < 1e-5 * (1 + rw));
+        assert_int_equal(res.obs_mask, robs);
+      }
+    }
+    assert_int_equal(cudaq_mwpm__parity_violations(dec), 0);
+    cudaq_mwpm_decoder_destroy(dec);
+    cudaq_mwpm_graph_destroy(g);
+  }
+  printf("checked %ld weighted shots\n", checked);
+}
+
+/* Per-shot weights refused: a graph without the option, bad indices and
+ * weights (reported before any weight changes), an edge of negative graph
+ * weight; and edge lookup. */
+static void test_weighted_errors(void **state) {
+  (void)state;
+  /* 0 -1- 1 -1- 2, boundary edges 0 (5) and 2 (5), a negative edge 1-B. */
+  cudaq_mwpm_edge_t e[5] = {{0, 1, 1.0, 0}, {1, 2, 1.0, 0}, {0, -1, 5.0, 1}, {2, -1, 5.0, 2},
+                            {1, -1, -2.0, 4}};
+  cudaq_mwpm_graph_options_t o;
+  cudaq_mwpm_graph_options_init(&o);
+  assert_int_equal(o.per_shot_weights, 0);
+  cudaq_mwpm_graph_t *plain = NULL, *g = NULL;
+  assert_int_equal(cudaq_mwpm_graph_from_edges(3, 3, e, 5, &o, &plain), CUDAQ_MWPM_OK);
+  o.per_shot_weights = 1;
+  assert_int_equal(cudaq_mwpm_graph_from_edges(3, 3, e, 5, &o, &g), CUDAQ_MWPM_OK);
+  cudaq_mwpm_decoder_t *dp = NULL, *d = NULL;
+  assert_int_equal(cudaq_mwpm_decoder_create(plain, &dp), CUDAQ_MWPM_OK);
+  assert_int_equal(cudaq_mwpm_decoder_create(g, &d), CUDAQ_MWPM_OK);
+  size_t e01, e12, e1b, x;
+  assert_int_equal(cudaq_mwpm_graph_find_edge(g, 1, 0, &e01), CUDAQ_MWPM_OK);
+  assert_int_equal(cudaq_mwpm_graph_find_edge(g, 2, 1, &e12), CUDAQ_MWPM_OK);
+  assert_int_equal(cudaq_mwpm_graph_find_edge(g, CUDAQ_MWPM_BOUNDARY, 1, &e1b), CUDAQ_MWPM_OK);
+  cudaq_mwpm_edge_t got;
+  assert_int_equal(cudaq_mwpm_graph_edge(g, e01, &got), CUDAQ_MWPM_OK);
+  assert_true(got.u == 0 && got.v == 1);
+  assert_int_equal(cudaq_mwpm_graph_find_edge(g, 0, 2, &x), CUDAQ_MWPM_ERR_OUT_OF_RANGE);
+  assert_int_equal(cudaq_mwpm_graph_find_edge(g, 0, 3, &x), CUDAQ_MWPM_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_mwpm_graph_find_edge(g, 1, 1, &x), CUDAQ_MWPM_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_mwpm_graph_find_edge(g, -1, -1, &x), CUDAQ_MWPM_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_mwpm_graph_find_edge(NULL, 0, 1, &x), CUDAQ_MWPM_ERR_INVALID_ARG);
+  /* Events 0 and 2: the graph's own answer first. */
+  uint32_t ev[2] = {0, 2};
+  cudaq_mwpm_result_t want, r;
+  assert_int_equal(cudaq_mwpm_decode(d, ev, 2, &want), CUDAQ_MWPM_OK);
+  uint32_t idx[2] = {(uint32_t)e01, (uint32_t)e12};
+  double w[2] = {1.0, 1.0};
+  assert_int_equal(cudaq_mwpm_decode_weighted(dp, ev, 2, idx, w, 2, &r), CUDAQ_MWPM_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_mwpm_decode_weighted(d, ev, 2, NULL, w, 2, &r), CUDAQ_MWPM_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_mwpm_decode_weighted(d, ev, 2, idx, NULL, 2, &r), CUDAQ_MWPM_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_mwpm_decode_weighted(d, ev, 2, idx, w, 2, NULL), CUDAQ_MWPM_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_mwpm_decode_weighted(NULL, ev, 2, idx, w, 2, &r), CUDAQ_MWPM_ERR_INVALID_ARG);
+  double bad[4] = {-1.0, NAN, INFINITY, 0.0};
+  for (int i = 0; i < 3; i++) {
+    double wb[2] = {0.0, bad[i]}; /* the first entry valid: nothing may change before the check */
+    assert_int_equal(cudaq_mwpm_decode_weighted(d, ev, 2, idx, wb, 2, &r), CUDAQ_MWPM_ERR_INVALID_ARG);
+  }
+  uint32_t oob[2] = {(uint32_t)e01, 5};
+  double wz[2] = {0.0, 0.0};
+  assert_int_equal(cudaq_mwpm_decode_weighted(d, ev, 2, oob, wz, 2, &r), CUDAQ_MWPM_ERR_OUT_OF_RANGE);
+  uint32_t neg[1] = {(uint32_t)e1b};
+  assert_int_equal(cudaq_mwpm_decode_weighted(d, ev, 2, neg, wz, 1, &r), CUDAQ_MWPM_ERR_INVALID_ARG);
+  /* After the refusals the decoder still has the graph's weights. */
+  assert_int_equal(cudaq_mwpm_decode(d, ev, 2, &r), CUDAQ_MWPM_OK);
+  assert_int_equal(r.obs_mask, want.obs_mask);
+  assert_true(fabs(r.weight - want.weight) < 1e-9);
+  /* No weights given: the plain decode. */
+  assert_int_equal(cudaq_mwpm_decode_weighted(d, ev, 2, NULL, NULL, 0, &r), CUDAQ_MWPM_OK);
+  assert_int_equal(r.obs_mask, want.obs_mask);
+  /* Make 0-1 and 1-2 expensive (9 each): the events are 0, 2 and 1 (the
+   * negative edge 1-B is folded in: taken, weight -2, observable 4), and all
+   * three go to the boundary: 0-B 5 + 2-B 5 + 1-B 2, which takes the folded
+   * edge back: weight 10, observables 1 ^ 2 (the graph's own weights pair
+   * 0 with 2 through 1 and send 1 to the boundary: 2 + 2 - 2, no observable). */
+  assert_true(fabs(want.weight - 2.0) < 1e-6);
+  assert_int_equal(want.obs_mask, 0u);
+  double w9[2] = {9.0, 9.0};
+  assert_int_equal(cudaq_mwpm_decode_weighted(d, ev, 2, idx, w9, 2, &r), CUDAQ_MWPM_OK);
+  assert_int_equal(r.obs_mask, 1u ^ 2u);
+  assert_true(fabs(r.weight - 10.0) < 1e-6);
+  /* An edge listed twice takes its last weight. */
+  uint32_t twice[3] = {(uint32_t)e01, (uint32_t)e12, (uint32_t)e01};
+  double wt[3] = {9.0, 9.0, 0.5};
+  assert_int_equal(cudaq_mwpm_decode_weighted(d, ev, 2, twice, wt, 3, &r), CUDAQ_MWPM_OK);
+  assert_int_equal(r.obs_mask, 2u ^ 4u); /* 0-1 at 0.5, 2-B: 0.5 + 5 - 2 */
+  assert_true(fabs(r.weight - 3.5) < 1e-6);
+  cudaq_mwpm_decoder_destroy(dp);
+  cudaq_mwpm_decoder_destroy(d);
+  cudaq_mwpm_graph_destroy(plain);
+  cudaq_mwpm_graph_destroy(g);
+}
+
 static void test_api_errors(void **state) {
   (void)state;
   cudaq_mwpm_edge_t e[2] = {{0, 1, 1.0, 1}, {1, -1, 2.0, 0}};
@@ -302,7 +465,8 @@ int main(void) {
       cmocka_unit_test(test_api_errors),       cmocka_unit_test(test_random_sparse),
       cmocka_unit_test(test_random_dense),     cmocka_unit_test(test_random_no_boundary),
       cmocka_unit_test(test_random_ties),      cmocka_unit_test(test_random_negative),
-      cmocka_unit_test(test_random_larger),
+      cmocka_unit_test(test_random_larger),    cmocka_unit_test(test_weighted_random),
+      cmocka_unit_test(test_weighted_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

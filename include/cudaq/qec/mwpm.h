@@ -45,6 +45,11 @@ typedef struct cudaq_mwpm_graph_options {
    * enable_correlations=True at load time). The edges and weights are those
    * of the plain graph. Default 0. */
   int enable_correlations;
+  /* Non-zero: every decoder made from the graph keeps its own copy of the
+   * weights (memory: 16 bytes per edge end, per decoder), so that
+   * cudaq_mwpm_decode_weighted can replace edges' weights for one shot.
+   * Default 0. */
+  int per_shot_weights;
 } cudaq_mwpm_graph_options_t;
 
 /* An edge given to or read from a graph: v = CUDAQ_MWPM_BOUNDARY connects u
@@ -72,7 +77,8 @@ typedef struct cudaq_mwpm_result {
   size_t num_pairs;    /* matched pairs, see cudaq_mwpm_decoder_pairs */
 } cudaq_mwpm_result_t;
 
-/* Sets the default options (independent merge, no correlations). Returns CUDAQ_MWPM_OK or
+/* Sets the default options (independent merge, no correlations, no per-shot
+ * weights). Returns CUDAQ_MWPM_OK or
  * CUDAQ_MWPM_ERR_INVALID_ARG (opts NULL). */
 cudaq_mwpm_status_t cudaq_mwpm_graph_options_init(cudaq_mwpm_graph_options_t *opts);
 
@@ -123,6 +129,14 @@ size_t cudaq_mwpm_graph_num_correlation_rules(const cudaq_mwpm_graph_t *graph);
 cudaq_mwpm_status_t cudaq_mwpm_graph_edge(const cudaq_mwpm_graph_t *graph, size_t i,
                                           cudaq_mwpm_edge_t *out);
 
+/* The index of the merged edge between nodes u and v (either may be
+ * CUDAQ_MWPM_BOUNDARY; order does not matter) in *index. Not for the hot
+ * path (it scans u's adjacency). Returns CUDAQ_MWPM_OK;
+ * CUDAQ_MWPM_ERR_INVALID_ARG (NULL, a node out of range, u == v, both the
+ * boundary); CUDAQ_MWPM_ERR_OUT_OF_RANGE (no such edge). */
+cudaq_mwpm_status_t cudaq_mwpm_graph_find_edge(const cudaq_mwpm_graph_t *graph, int32_t u,
+                                               int32_t v, size_t *index);
+
 /* Coordinates of detector d: *coords points into the graph (valid while it
  * lives), *n may be 0. Returns CUDAQ_MWPM_OK or CUDAQ_MWPM_ERR_INVALID_ARG. */
 cudaq_mwpm_status_t cudaq_mwpm_graph_coords(const cudaq_mwpm_graph_t *graph, uint32_t d,
@@ -172,6 +186,30 @@ cudaq_mwpm_status_t cudaq_mwpm_decode_correlated(cudaq_mwpm_decoder_t *dec, cons
 cudaq_mwpm_status_t cudaq_mwpm_decode_dense_correlated(cudaq_mwpm_decoder_t *dec,
                                                        const uint8_t *dets,
                                                        cudaq_mwpm_result_t *res);
+
+/* Decodes one shot with per-shot weights: edge edges[i] (an index for
+ * cudaq_mwpm_graph_edge) weighs weights[i] for this shot, every other edge
+ * its graph weight. For soft information from a predecoder: an edge's
+ * weight ln((1-q)/q) from the probability q that it fired given the
+ * syndrome (a weight is >= 0: fold an edge with q > 1/2 into the shot
+ * first, as the predecoders' residual does). Weights above 16x the graph's
+ * largest are clamped to that. The weights are set in the decoder's own copy
+ * (never the shared graph) and stay until its next decode
+ * (cudaq_mwpm_decoder_edges sees them); the result's weight sums the
+ * per-shot weights of the correction. An edge listed twice takes its last
+ * weight. Hot path: allocates nothing; O(num_weights) to set the weights,
+ * and the next decode of this decoder restores them. The graph must have
+ * been built with per_shot_weights. Returns the statuses of
+ * cudaq_mwpm_decode, and CUDAQ_MWPM_ERR_INVALID_ARG (a graph without
+ * per_shot_weights, NULL edges or weights with num_weights > 0, a negative,
+ * NaN or infinite weight, an edge whose graph weight is negative);
+ * CUDAQ_MWPM_ERR_OUT_OF_RANGE (an edge index >= the number of edges). Both
+ * are reported before any weight changes. Not combined with correlated
+ * matching. */
+cudaq_mwpm_status_t cudaq_mwpm_decode_weighted(cudaq_mwpm_decoder_t *dec, const uint32_t *events,
+                                               size_t num_events, const uint32_t *edges,
+                                               const double *weights, size_t num_weights,
+                                               cudaq_mwpm_result_t *res);
 
 /* One row of a shot array as the list of its detection events: dense (one
  * byte per detector, non-zero = event) or packed (little-endian bits, as
