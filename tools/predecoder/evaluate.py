@@ -85,6 +85,47 @@ def _failures(spec, pool, packed_chunks, obs, nobs, corr, frame=None):
     return int((pred != obs).any(axis=1).sum())
 
 
+_weighted: dict = {}
+
+
+def _weighted_graph(spec):
+    """(H [N, E] detectors x edges, F [Lobs, E]) of the network's edge list
+    (layout.edge_list), cached per process."""
+    import scipy.sparse as sp
+    key = L.spec_str(spec)
+    if key not in _weighted:
+        lay = L.build_layout(L.make_circuit(spec))
+        _, ends, obs = L.edge_list(lay)
+        cols = np.arange(len(ends))
+        inner = ends[:, 1] >= 0
+        rows = np.concatenate([ends[:, 0], ends[inner, 1]])
+        cc = np.concatenate([cols, cols[inner]])
+        H = sp.csc_matrix((np.ones(len(rows), np.uint8), (rows, cc)), shape=(lay.num_detectors, len(ends)))
+        F = sp.csc_matrix(obs.T.astype(np.uint8))
+        _weighted[key] = (H, F)
+    return _weighted[key]
+
+
+def _match_weighted(args):
+    """Weighted matching: per shot, PyMatching on the raw events with edge i
+    weighing -logit_i (negative weights: PyMatching takes those edges and
+    matches on |w|, which is the threshold-0 residual with weights |logit|)."""
+    import pymatching
+    spec, packed, logits = args
+    H, F = _weighted_graph(spec)
+    n = H.shape[0]
+    dets = unpack(packed, n)
+    out = np.zeros((len(dets), F.shape[0]), np.uint8)
+    for i in range(len(dets)):
+        w = -np.clip(logits[i].astype(np.float64), -WEIGHT_CLIP, WEIGHT_CLIP)
+        m = pymatching.Matching.from_check_matrix(H, weights=w, faults_matrix=F, use_virtual_boundary_node=True)
+        out[i] = m.decode(dets[i])
+    return out
+
+
+WEIGHT_CLIP = 30.0  # |logit| beyond this: probability under 1e-13, clipped
+
+
 def _time_match(args):
     spec, packed = args
     m = _matcher(spec)
@@ -100,6 +141,60 @@ def unpack(packed, n):
 
 def pack(bits):
     return np.packbits(bits.astype(np.uint8), axis=1, bitorder="little")
+
+
+def run_point_weighted(model, spec, shots, seed, pool, device, fp32, corr=False):
+    """One evaluation point of weighted matching (the network's edge logits as
+    per-shot matching weights) against MWPM alone (and correlated MWPM)."""
+    import torch
+    import net
+    lay = L.build_layout(L.make_circuit(spec))
+    geo = net.Geometry(lay, device)
+    slots = torch.tensor(L.edge_list(lay)[0], device=device)
+    n, nobs = lay.num_detectors, lay.num_observables
+    chunks = [(spec, seed + i, min(CHUNK, shots - i * CHUNK)) for i in range((shots + CHUNK - 1) // CHUNK)]
+    sampled = list(pool.map(_sample, chunks))
+    raw_packed = [d for d, _ in sampled]
+    obs = np.concatenate([unpack(o, nobs) for _, o in sampled])
+    batch = max(16, min(4096, (1 << 25) // lay.num_cells))
+    sub = 1000
+    t_inf, fail_w, ev_before, ev_after = 0.0, 0, 0, 0
+    at = 0
+    for dp in raw_packed:
+        dets = unpack(dp, n)
+        ev_before += int(dets.sum())
+        t = time.time()
+        lg = []
+        for s in range(0, len(dets), batch):
+            x = torch.tensor(dets[s:s + batch], dtype=torch.float32, device=device)
+            with torch.no_grad(), torch.autocast(torch.device(device).type, dtype=torch.bfloat16,
+                                                 enabled=not fp32 and torch.device(device).type == "cuda"):
+                g = geo.grid_from_dets(x)
+                out = model(geo.inputs(g).contiguous(memory_format=torch.channels_last_3d))
+                _, res, _ = geo.apply_corrections(out, g, 0.0)
+            ev_after += int(res.sum().item())
+            lg.append(out.float().flatten(1)[:, slots].cpu().numpy().astype(np.float16))
+        lg = np.concatenate(lg)
+        t_inf += time.time() - t
+        jobs = [(spec, dp[i:i + sub], lg[i:i + sub]) for i in range(0, len(dets), sub)]
+        pred = np.concatenate(list(pool.map(_match_weighted, jobs)))
+        fail_w += int((pred != obs[at:at + len(dets)]).any(axis=1).sum())
+        at += len(dets)
+    fail_raw = _failures(spec, pool, raw_packed, obs, nobs, False)
+    out = {
+        "basis": spec["task"][-1].upper(), "distance": spec["distance"], "rounds": spec["rounds"],
+        "noise": spec["noise"], "shots": shots, "seed": seed, "mode": "weighted",
+        "ler_mwpm": fail_raw / shots, "ler_mwpm_ci95": wilson(fail_raw, shots), "fail_mwpm": fail_raw,
+        "ler_weighted": fail_w / shots, "ler_weighted_ci95": wilson(fail_w, shots), "fail_weighted": fail_w,
+        "ler_ratio": (fail_w / fail_raw) if fail_raw else None,
+        "events_per_shot_before": ev_before / shots, "events_per_shot_after_threshold0": ev_after / shots,
+        "density_ratio": ev_after / max(1, ev_before),
+        "inference_s": round(t_inf, 2), "precision": "fp32" if fp32 else "bf16",
+    }
+    if corr:
+        fc = _failures(spec, pool, raw_packed, obs, nobs, True)
+        out.update({"fail_mwpm_corr": fc, "ler_mwpm_corr": fc / shots, "ler_mwpm_corr_ci95": wilson(fc, shots)})
+    return out
 
 
 def run_point(model, spec, shots, seed, pool, device, fp32, thresholds=(0.0,), corr=False):
@@ -208,6 +303,9 @@ def main(argv=None):
                     "(default: the ONNX file's, or 0 for a checkpoint)")
     ap.add_argument("--correlated", action="store_true",
                     help="also decode raw and residual events with PyMatching's enable_correlations")
+    ap.add_argument("--weighted", action="store_true",
+                    help="weighted matching instead of thresholds: the edge logits as per-shot matching "
+                         "weights (PyMatching rebuilt per shot: slow past d = 9)")
     a = ap.parse_args(argv)
     import torch
     from export import load_model, load_model_from_onnx
@@ -230,8 +328,12 @@ def main(argv=None):
             spec = L.circuit_spec(basis, int(d), rounds, float(p), a.noise)
             t = time.time()
             ths = [float(x) for x in thresholds.split(",")]
-            for r in run_point(model, spec, int(float(shots)), seed, pool, device, a.fp32, ths,
-                               a.correlated):
+            if a.weighted:
+                rs = [run_point_weighted(model, spec, int(float(shots)), seed, pool, device, a.fp32,
+                                         a.correlated)]
+            else:
+                rs = run_point(model, spec, int(float(shots)), seed, pool, device, a.fp32, ths, a.correlated)
+            for r in rs:
                 r["wall_s"] = round(time.time() - t, 1)
                 results.append(r)
                 print(json.dumps(r), flush=True)

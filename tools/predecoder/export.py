@@ -36,9 +36,15 @@ import net  # noqa: E402
 
 OPSET = 17
 INPUT, RESIDUAL, FRAME = "detectors", "residual_detectors", "logical_frame"
+# Optional output 2 (--edge-logits): the network's logit of every matching
+# edge, in the order of the metadata entry EDGES_KEY (a JSON list of
+# [detector, detector or -1 for the boundary] pairs; layout.edge_list).
+# Weighted matching: weight |logit| per edge on the residual of threshold 0.
+EDGE_LOGITS, EDGES_KEY = "edge_logits", "edge_endpoints"
 
 
-def build_onnx(model: net.Predecoder, lay: L.Layout, spec: dict, threshold: float = 0.0) -> onnx.ModelProto:
+def build_onnx(model: net.Predecoder, lay: L.Layout, spec: dict, threshold: float = 0.0,
+               edge_logits: bool = False) -> onnx.ModelProto:
     T, H, W = lay.shape
     thw, n, nobs, K = T * H * W, lay.num_detectors, lay.num_observables, L.NUM_EDGE_TYPES
     inits, nodes = [], []
@@ -95,19 +101,26 @@ def build_onnx(model: net.Predecoder, lay: L.Layout, spec: dict, threshold: floa
     fr = node("MatMul", [fsl, const("slot_observables", obs_rows)], "frame_counts")
     mod2(node("Cast", [fr], "frame_counts_i", to=TensorProto.INT32), FRAME)
 
+    outputs = [helper.make_tensor_value_info(RESIDUAL, TensorProto.INT32, [1, n]),
+               helper.make_tensor_value_info(FRAME, TensorProto.INT32, [1, nobs])]
+    props = {}
+    if edge_logits:
+        slots, ends, _ = L.edge_list(lay)
+        lf = node("Reshape", [x, const("logits_flat_shape", np.array([1, K * thw], np.int64))], "logits_flat")
+        node("Gather", [lf, const("edge_slots", slots)], EDGE_LOGITS, axis=1)
+        outputs.append(helper.make_tensor_value_info(EDGE_LOGITS, TensorProto.FLOAT, [1, len(slots)]))
+        props[EDGES_KEY] = json.dumps(ends.tolist(), separators=(",", ":"))
     graph = helper.make_graph(
         nodes, "surface_code_predecoder",
         [helper.make_tensor_value_info(INPUT, TensorProto.INT32, [1, n])],
-        [helper.make_tensor_value_info(RESIDUAL, TensorProto.INT32, [1, n]),
-         helper.make_tensor_value_info(FRAME, TensorProto.INT32, [1, nobs])],
-        initializer=inits)
+        outputs, initializer=inits)
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
                           producer_name="cudaq-realtime tools/predecoder")
     m.ir_version = 8
     helper.set_model_props(m, {"circuit": L.spec_str(spec), "edge_types": json.dumps(L.EDGE_TYPES),
                                "architecture": json.dumps(model.config()),
                                "decision_threshold": repr(float(threshold)),
-                               L.COORDS_KEY: L.coordinates_metadata(L.make_circuit(spec))})
+                               L.COORDS_KEY: L.coordinates_metadata(L.make_circuit(spec)), **props})
     onnx.checker.check_model(m)
     return m
 
@@ -187,17 +200,22 @@ def verify(m: onnx.ModelProto, model: net.Predecoder, lay: L.Layout, circuit, sh
     dt = torch.tensor(dets, dtype=torch.float32)
     with torch.no_grad():
         g = geo.grid_from_dets(dt)
-        _, res, frame = geo.apply_corrections(model(geo.inputs(g)), g, threshold)
+        raw = model(geo.inputs(g))
+        _, res, frame = geo.apply_corrections(raw, g, threshold)
+        logits = raw.flatten(1)[:, L.edge_list(lay)[0]].numpy()  # output 2, where the file has it
     res_dets = res.flatten(1)[:, geo.det_cell].numpy().astype(np.int32)
     frame = frame.numpy().astype(np.int32)
     bad = 0
     for i in range(shots):
-        r, f = sess.run(None, {INPUT: dets[i:i + 1].astype(np.int32)})
-        bad += int(not (np.array_equal(r[0], res_dets[i]) and np.array_equal(f[0], frame[i])))
+        out = sess.run(None, {INPUT: dets[i:i + 1].astype(np.int32)})
+        ok = np.array_equal(out[0][0], res_dets[i]) and np.array_equal(out[1][0], frame[i])
+        if len(out) > 2:  # edge_logits: FP32 against FP32, summation order aside
+            ok = ok and np.allclose(out[2][0], logits[i], rtol=1e-4, atol=1e-4)
+        bad += int(not ok)
     return bad
 
 
-def manifest_entry(path, model, ck, lay, spec, manifest_dir, threshold):
+def manifest_entry(path, model, ck, lay, spec, manifest_dir, threshold, edge_logits=False):
     T, H, W = lay.shape
     rel = os.path.relpath(path, manifest_dir)
     with open(path, "rb") as f:
@@ -210,7 +228,9 @@ def manifest_entry(path, model, ck, lay, spec, manifest_dir, threshold):
         "num_detectors": lay.num_detectors, "num_observables": lay.num_observables,
         "inputs": [{"name": INPUT, "dtype": "int32", "shape": [1, lay.num_detectors]}],
         "outputs": [{"name": RESIDUAL, "dtype": "int32", "shape": [1, lay.num_detectors]},
-                    {"name": FRAME, "dtype": "int32", "shape": [1, lay.num_observables]}],
+                    {"name": FRAME, "dtype": "int32", "shape": [1, lay.num_observables]}] +
+                   ([{"name": EDGE_LOGITS, "dtype": "float32", "shape": [1, len(L.edge_list(lay)[0])],
+                      "order": f"metadata '{EDGES_KEY}'"}] if edge_logits else []),
         "decision_threshold": threshold,
         "detector_order": "stim detector index of the circuit's detector error model (D0..D{N-1})",
         "grid": {"shape_t_h_w": [T, H, W],
@@ -252,12 +272,15 @@ def main(argv=None):
     ap.add_argument("--verify-shots", type=int, default=200)
     ap.add_argument("--threshold", type=float, default=3.0,
                     help="apply an edge when its logit is above this (higher: fewer, surer corrections)")
+    ap.add_argument("--edge-logits", action="store_true",
+                    help=f"add output 2 '{EDGE_LOGITS}' and the '{EDGES_KEY}' metadata (weighted matching; "
+                         "export it with --threshold 0)")
     a = ap.parse_args(argv)
     spec = L.circuit_spec(a.basis, a.distance, a.rounds or a.distance, a.p, a.noise)
     circuit = L.make_circuit(spec)
     lay = L.build_layout(circuit)
     model, ck = load_model(a.ckpt)
-    m = build_onnx(model, lay, spec, a.threshold)
+    m = build_onnx(model, lay, spec, a.threshold, a.edge_logits)
     onnx.save(m, a.out)
     bad = verify(m, model, lay, circuit, a.verify_shots, threshold=a.threshold) if a.verify_shots else 0
     size = os.path.getsize(a.out)
@@ -267,7 +290,8 @@ def main(argv=None):
         sys.exit(1)
     if a.manifest:
         update_manifest(a.manifest, manifest_entry(a.out, model, ck, lay, spec,
-                                                   os.path.dirname(os.path.abspath(a.manifest)), a.threshold))
+                                                   os.path.dirname(os.path.abspath(a.manifest)), a.threshold,
+                                                   a.edge_logits))
 
 
 if __name__ == "__main__":

@@ -324,3 +324,27 @@ def syndrome_kernel() -> tuple[np.ndarray, tuple[int, int, int]]:
         if off is not None:
             w[0, k, reach[0] - off[0], reach[1] - off[1], reach[2] - off[2]] += 1.0
     return w, tuple(reach)
+
+
+def edge_list(lay: Layout):
+    """The circuit's matching edges as the network sees them: one per edge
+    slot that exists (k-major: edge type, then cell), with (slots [E] flat
+    indices k * THW + cell into the network's logits, endpoints [E, 2]
+    detector indices with -1 for the boundary, obs [E, Lobs] observables each
+    edge flips). The order of the exported models' `edge_logits` output and
+    of their `edge_endpoints` metadata."""
+    T, H, W = lay.shape
+    thw, K = T * H * W, NUM_EDGE_TYPES
+    cell_det = np.full(thw, -1, np.int64)
+    cell_det[lay.det_cell] = np.arange(lay.num_detectors)
+    ks, cells = np.nonzero(lay.slot_valid.reshape(K, thw))
+    ends = np.empty((len(ks), 2), np.int64)
+    for i, (k, cell) in enumerate(zip(ks.tolist(), cells.tolist())):
+        off = EDGE_TYPES[k]
+        far = -1
+        if off is not None:
+            t, x, y = cell // (H * W), (cell // W) % H, cell % W
+            far = int(cell_det[((t + off[0]) * H + x + off[1]) * W + y + off[2]])
+        ends[i] = (cell_det[cell], far)
+    obs = lay.slot_obs.reshape(K, thw, -1)[ks, cells] if lay.num_observables else np.zeros((len(ks), 0))
+    return (ks * thw + cells).astype(np.int64), ends, obs.astype(np.uint8)
