@@ -191,6 +191,7 @@ void cudaq_mwpm__corr_destroy(cudaq_mwpm__corr_t *c) {
   free(c->dirty);
   free(c->pass1);
   free(c->edge_mark);
+  free(c->stamp);
   free(c->path);
   free(c->list);
   free(c);
@@ -206,9 +207,11 @@ cudaq_mwpm__corr_t *cudaq_mwpm__corr_create(const cudaq_mwpm_graph_t *g) {
   c->dirty = malloc((m ? m : 1) * sizeof *c->dirty);
   c->pass1 = malloc((m ? m : 1) * sizeof *c->pass1);
   c->edge_mark = calloc(m ? m : 1, 1);
+  c->stamp = calloc(m ? m : 1, sizeof *c->stamp);
   c->path = malloc((n + 1) * sizeof *c->path);
   c->list = malloc((n ? n : 1) * sizeof *c->list);
-  if (!c->adj || !c->adj_wf || !c->dirty || !c->pass1 || !c->edge_mark || !c->path || !c->list) {
+  if (!c->adj || !c->adj_wf || !c->dirty || !c->pass1 || !c->edge_mark || !c->stamp || !c->path ||
+      !c->list) {
     cudaq_mwpm__corr_destroy(c);
     return NULL;
   }
@@ -347,12 +350,19 @@ cudaq_mwpm_status_t cudaq_mwpm_decode_weighted(cudaq_mwpm_decoder_t *d, const ui
     if (!(weights[i] >= 0.0) || !isfinite(weights[i]) || g->edges[edges[i]].weight < 0.0)
       return CUDAQ_MWPM_ERR_INVALID_ARG; /* negative, NaN, infinite; or an edge folded into every shot */
   }
-  cudaq_mwpm__corr_before_decode(c, g); /* the previous shot's weights back */
+  /* This call's edges get its stamp; then of the edges changed before
+   * (dirty), only those it does not set get their graph weights back (a
+   * shot that sets every edge, as a predecoder's does, restores nothing). */
+  if (++c->epoch == 0) { /* wrapped: no stale stamp may equal the new epoch */
+    memset(c->stamp, 0, g->num_edges * sizeof *c->stamp);
+    c->epoch = 1;
+  }
+  size_t nold = c->ndirty;
   const double wcap = (double)(PER_SHOT_MAX_INT / 2) / g->scale;
   for (size_t i = 0; i < num_weights; i++) {
     uint32_t f = edges[i];
     double wf = weights[i] < wcap ? weights[i] : wcap;
-    int32_t w = 2 * (int32_t)llround(wf * g->scale);
+    int32_t w = 2 * (int32_t)(wf * g->scale + 0.5); /* llround for wf >= 0, without the call */
     for (int s = 0; s < 2; s++) {
       uint32_t k = g->edge_adj[2 * f + s];
       if (k != UINT32_MAX) {
@@ -360,11 +370,29 @@ cudaq_mwpm_status_t cudaq_mwpm_decode_weighted(cudaq_mwpm_decoder_t *d, const ui
         c->adj_wf[k] = wf;
       }
     }
+    c->stamp[f] = c->epoch;
     if (!(c->edge_mark[f] & 2)) {
       c->edge_mark[f] |= 2;
       c->dirty[c->ndirty++] = f;
     }
   }
+  size_t keep = 0;
+  for (size_t i = 0; i < c->ndirty; i++) {
+    uint32_t f = c->dirty[i];
+    if (i >= nold || c->stamp[f] == c->epoch) {
+      c->dirty[keep++] = f;
+      continue;
+    }
+    for (int s = 0; s < 2; s++) {
+      uint32_t k = g->edge_adj[2 * f + s];
+      if (k != UINT32_MAX) {
+        c->adj[k].w = g->adj[k].w;
+        c->adj_wf[k] = g->adj_wf[k];
+      }
+    }
+    c->edge_mark[f] &= (uint8_t)~2u;
+  }
+  c->ndirty = keep;
   c->armed = 1; /* cudaq_mwpm_decode keeps these weights */
   cudaq_mwpm_status_t st = cudaq_mwpm_decode(d, events, num_events, res);
   c->armed = 0;

@@ -73,6 +73,8 @@ typedef struct cudaq_mwpm__corr {
   uint32_t *pass1;      /* distinct edges of the first pass's correction */
   size_t npass1;
   uint8_t *edge_mark;   /* per edge: 1 in pass1, 2 dirty */
+  uint32_t *stamp;      /* per edge: the per-shot-weights call that last set it */
+  uint32_t epoch;       /* that call's number */
   uint32_t *path;       /* one pair's path (num_nodes + 1) */
   uint32_t *list;       /* dense input as a list (num_nodes) */
   int armed;            /* the second pass runs on the lowered weights */

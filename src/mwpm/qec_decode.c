@@ -40,7 +40,7 @@
 typedef struct opts {
   const char *cmd, *dem, *in, *out, *obs_in;
   const char *in_format, *out_format, *obs_in_format, *merge;
-  const char *predecoder, *device, *precision, *local_factor, *json;
+  const char *predecoder, *device, *precision, *local_factor, *json, *weights;
   int appended, timing, correlations, skip_layout_check;
   int threads; /* --threads: 1 = the streaming one-thread loop */
 } opts_t;
@@ -71,6 +71,10 @@ static void usage(FILE *f) {
         "          [--skip_layout_check]   ONNX model: do not compare the detector layout\n"
         "                     it records with the DEM's coordinates (a DEM without\n"
         "                     coordinates needs it; you vouch that the model fits)\n"
+        "          [--predecoder_weights auto|on|off]   ONNX model with edge logits\n"
+        "                     (models/README.md): MWPM on the residual of threshold 0\n"
+        "                     with the network's per-shot edge weights (auto: where the\n"
+        "                     model has them; off: its thresholded residual)\n"
         "          [--local_weight_factor F]   local: likely edges weigh at most F x the\n"
         "                     lightest detector-detector edge (default 1.3)\n"
         "          [--json FILE]   count_mistakes: the report (predecoder + MWPM vs MWPM\n"
@@ -149,6 +153,8 @@ static int parse_args(int argc, char **argv, opts_t *o) {
       slot = &o->local_factor;
     else if (!strcmp(a, "--json"))
       slot = &o->json;
+    else if (!strcmp(a, "--predecoder_weights"))
+      slot = &o->weights;
     if (!slot) {
       fprintf(stderr, "qec-decode: unknown argument '%s'\n", a);
       return -1;
@@ -227,7 +233,8 @@ static int check_predecoder_flags(const opts_t *o, int cmd_predict,
   cudaq_onnx_predecoder_options_init(onnx);
   cudaq_local_predecoder_options_init(local);
   const char *needs = o->device ? "--device" : o->precision ? "--precision"
-                      : o->local_factor ? "--local_weight_factor" : o->json ? "--json" : NULL;
+                      : o->local_factor ? "--local_weight_factor" : o->json ? "--json"
+                      : o->weights ? "--predecoder_weights" : NULL;
   if (!o->predecoder && o->skip_layout_check && !needs)
     needs = "--skip_layout_check";
   if (!o->predecoder) {
@@ -244,9 +251,9 @@ static int check_predecoder_flags(const opts_t *o, int cmd_predict,
       fprintf(stderr, "qec-decode: --skip_layout_check is for ONNX models, not --predecoder local\n");
       return 1;
     }
-    if (o->device || o->precision) {
+    if (o->device || o->precision || o->weights) {
       fprintf(stderr, "qec-decode: %s is for ONNX models, not --predecoder local\n",
-              o->device ? "--device" : "--precision");
+              o->device ? "--device" : o->precision ? "--precision" : "--predecoder_weights");
       return 1;
     }
     char *end = NULL;
@@ -276,6 +283,18 @@ static int check_predecoder_flags(const opts_t *o, int cmd_predict,
   onnx->device = o->device && !strcmp(o->device, "gpu") ? CUDAQ_PREDECODER_GPU : CUDAQ_PREDECODER_CPU;
   onnx->precision = o->precision && !strcmp(o->precision, "fp16") ? CUDAQ_PREDECODER_FP16
                                                                   : CUDAQ_PREDECODER_FP32;
+  if (o->weights) {
+    if (!strcmp(o->weights, "auto"))
+      onnx->weights = CUDAQ_PREDECODER_WEIGHTS_AUTO;
+    else if (!strcmp(o->weights, "on"))
+      onnx->weights = CUDAQ_PREDECODER_WEIGHTS_ON;
+    else if (!strcmp(o->weights, "off"))
+      onnx->weights = CUDAQ_PREDECODER_WEIGHTS_OFF;
+    else {
+      fprintf(stderr, "qec-decode: --predecoder_weights is auto, on or off, not '%s'\n", o->weights);
+      return 1;
+    }
+  }
   if (onnx->precision == CUDAQ_PREDECODER_FP16 && onnx->device == CUDAQ_PREDECODER_CPU) {
     fprintf(stderr, "qec-decode: --precision fp16 needs --device gpu (the CPU executor is fp32)\n");
     return 1;
@@ -305,6 +324,9 @@ typedef struct shot_list {
  * that more than matching. At most TIMING_EVENTS events per list. */
 #define TIMING_SHOTS 100000
 #define TIMING_EVENTS (1u << 22)
+/* A weighted predecoder's per-shot edge weights kept for the residual pass
+ * (at most this many doubles: the kept shots are fewer at large distances). */
+#define TIMING_WEIGHTS (1u << 23)
 
 /* Everything one decoding run holds. */
 typedef struct run_state {
@@ -314,6 +336,8 @@ typedef struct run_state {
   uint32_t *residual;
   size_t num_residual;           /* of the last shot */
   shot_list_t timing[2];         /* raw, residual (count_mistakes with a predecoder) */
+  double *timing_w;              /* weighted predecoder: each kept shot's edge weights */
+  size_t timing_w_shots;         /* room for this many shots' weights */
   cudaq_predecoder_report_t rep;
 } run_state_t;
 
@@ -323,12 +347,31 @@ static cudaq_mwpm_status_t mwpm(run_state_t *r, const uint32_t *events, size_t n
                          : cudaq_mwpm_decode(r->dec, events, ne, res);
 }
 
+/* MWPM on a predecoder's residual: with the shot's edge weights where the
+ * predecoder gives them (weighted mode), else as mwpm(). */
+static cudaq_mwpm_status_t mwpm_residual(run_state_t *r, const uint32_t *events, size_t ne,
+                                         cudaq_mwpm_result_t *res) {
+  const uint32_t *edges;
+  const double *w;
+  size_t nw;
+  if (cudaq_predecoder_edge_weights(r->pd, &edges, &w, &nw) == CUDAQ_PREDECODER_OK)
+    return cudaq_mwpm_decode_weighted(r->dec, events, ne, edges, w, nw, res);
+  return mwpm(r, events, ne, res);
+}
+
 /* Keeps a shot for the timing passes while both lists have room. */
 static void keep_for_timing(run_state_t *r, const uint32_t *raw, size_t ne) {
   shot_list_t *a = &r->timing[0], *b = &r->timing[1];
+  const uint32_t *edges;
+  const double *w;
+  size_t nw = 0;
+  int weighted = cudaq_predecoder_edge_weights(r->pd, &edges, &w, &nw) == CUDAQ_PREDECODER_OK;
   if (!a->ev || !b->ev || a->nshots == TIMING_SHOTS || a->off[a->nshots] + ne > TIMING_EVENTS ||
-      b->off[b->nshots] + r->num_residual > TIMING_EVENTS)
+      b->off[b->nshots] + r->num_residual > TIMING_EVENTS ||
+      (weighted && a->nshots == r->timing_w_shots))
     return;
+  if (weighted)
+    memcpy(r->timing_w + a->nshots * nw, w, nw * sizeof *w);
   memcpy(a->ev + a->off[a->nshots], raw, ne * sizeof *raw);
   a->off[a->nshots + 1] = a->off[a->nshots] + ne;
   a->nshots++;
@@ -338,6 +381,16 @@ static void keep_for_timing(run_state_t *r, const uint32_t *raw, size_t ne) {
 }
 
 static int timing_alloc(run_state_t *r) {
+  const uint32_t *edges;
+  const double *w;
+  size_t nw = 0;
+  if (cudaq_predecoder_edge_weights(r->pd, &edges, &w, &nw) == CUDAQ_PREDECODER_OK) {
+    r->timing_w_shots = TIMING_WEIGHTS / (nw ? nw : 1);
+    if (r->timing_w_shots > TIMING_SHOTS)
+      r->timing_w_shots = TIMING_SHOTS;
+    if (!(r->timing_w = malloc((r->timing_w_shots * nw + 1) * sizeof *r->timing_w)))
+      return 1;
+  }
   for (int k = 0; k < 2; k++) {
     shot_list_t *l = &r->timing[k];
     l->ev = malloc(TIMING_EVENTS * sizeof *l->ev);
@@ -349,18 +402,28 @@ static int timing_alloc(run_state_t *r) {
 }
 
 static void timing_free(run_state_t *r) {
+  free(r->timing_w);
   for (int k = 0; k < 2; k++) {
     free(r->timing[k].ev);
     free(r->timing[k].off);
   }
 }
 
-/* One pass of MWPM over a list, back to back: seconds. */
-static double timing_pass(run_state_t *r, const shot_list_t *l) {
+/* One pass of MWPM over a list, back to back: seconds. The residual list
+ * of a weighted predecoder is matched with each shot's kept weights. */
+static double timing_pass(run_state_t *r, const shot_list_t *l, int residual) {
   cudaq_mwpm_result_t res;
+  const uint32_t *edges;
+  const double *w;
+  size_t nw = 0;
+  int weighted = residual && cudaq_predecoder_edge_weights(r->pd, &edges, &w, &nw) == CUDAQ_PREDECODER_OK;
   double t0 = now_s();
-  for (size_t s = 0; s < l->nshots; s++)
-    (void)mwpm(r, l->ev + l->off[s], l->off[s + 1] - l->off[s], &res); /* decoded once already */
+  for (size_t s = 0; s < l->nshots; s++) /* each decoded once already: no status to check */
+    if (weighted)
+      (void)cudaq_mwpm_decode_weighted(r->dec, l->ev + l->off[s], l->off[s + 1] - l->off[s], edges,
+                                       r->timing_w + s * nw, nw, &res);
+    else
+      (void)mwpm(r, l->ev + l->off[s], l->off[s + 1] - l->off[s], &res);
   return now_s() - t0;
 }
 
@@ -371,7 +434,7 @@ static void timing_run(run_state_t *r) {
     return;
   double raw = 0, res = 0;
   for (int rep = 0; rep < 2; rep++) {
-    double a = timing_pass(r, &r->timing[0]), b = timing_pass(r, &r->timing[1]);
+    double a = timing_pass(r, &r->timing[0], 0), b = timing_pass(r, &r->timing[1], 1);
     raw = rep == 0 || a < raw ? a : raw;
     res = rep == 0 || b < res ? b : res;
   }
@@ -411,7 +474,7 @@ static int decode_predecoded(run_state_t *r, const uint32_t *events, size_t ne, 
     fprintf(stderr, "qec-decode: shot %zu: predecoder: %s\n", shot, perr.message);
     return 1;
   }
-  cudaq_mwpm_status_t st = mwpm(r, r->residual, nr, &res);
+  cudaq_mwpm_status_t st = mwpm_residual(r, r->residual, nr, &res);
   double t2 = now_s();
   if (st) {
     if (st == CUDAQ_MWPM_ERR_NO_SOLUTION)
@@ -580,12 +643,18 @@ static int make_predecoder(const opts_t *o, const cudaq_mwpm_graph_t *g, uint32_
   } else {
     cudaq_onnx_predecoder_options_t oo = *onnx;
     oo.graph = o->skip_layout_check ? NULL : g; /* the model's detector layout against the DEM's */
+    oo.match_graph = g;                          /* weighted matching maps its edges onto g's */
     st = cudaq_predecoder_create_onnx(o->predecoder, nd, no, &oo, &r->pd, &perr);
     r->rep.device = onnx->device == CUDAQ_PREDECODER_GPU ? "gpu" : "cpu";
     r->rep.precision = onnx->precision == CUDAQ_PREDECODER_FP16 ? "fp16" : "fp32";
   }
   if (st) {
     fprintf(stderr, "qec-decode: --predecoder %s: %s\n", o->predecoder, perr.message);
+    return 1;
+  }
+  if (cudaq_predecoder_weighted(r->pd) && o->correlations) {
+    fprintf(stderr, "qec-decode: --enable_correlations does not combine with the weighted "
+                    "predecoder (--predecoder_weights off for its thresholded residual)\n");
     return 1;
   }
   r->residual = malloc(((size_t)nd + 1) * sizeof *r->residual);
@@ -612,6 +681,8 @@ static int run(const opts_t *o) {
     return 2;
   }
   gopt.enable_correlations = o->correlations;
+  /* an ONNX predecoder may give per-shot edge weights (weighted mode) */
+  gopt.per_shot_weights = o->predecoder && strcmp(o->predecoder, "local");
   const char *conflict = cudaq_sample_obs_flags_conflict(o->appended, o->obs_in != NULL);
   if (conflict) {
     fprintf(stderr, "qec-decode: %s\n", conflict);

@@ -683,6 +683,37 @@ cudaq_nn_status_t cudaq_nn_model_load_file(const char *path, cudaq_nn_model_t **
   return st;
 }
 
+cudaq_nn_status_t cudaq_nn_model_keep_outputs(cudaq_nn_model_t *m, size_t num) {
+  if (!m || num < 1 || num > m->n_outputs) return CUDAQ_NN_ERR_INVALID_ARG;
+  if (num == m->n_outputs) return CUDAQ_NN_OK;
+  unsigned char *need = calloc(m->n_values ? m->n_values : 1, 1);
+  if (!need) return CUDAQ_NN_ERR_NO_MEMORY;
+  for (size_t i = 0; i < num; i++) need[m->outputs[i]] = 1;
+  /* Nodes are in topological order (checked at load): one backward sweep. */
+  for (size_t i = m->n_nodes; i-- > 0;) {
+    const nn_node_t *nd = &m->nodes[i];
+    if (!need[nd->out[0]]) continue;
+    for (int j = 0; j < nd->n_in; j++)
+      if (nd->in[j] >= 0) need[nd->in[j]] = 1;
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    nn_node_t *nd = &m->nodes[i];
+    if (need[nd->out[0]]) {
+      m->nodes[k++] = *nd;
+      continue;
+    }
+    free(nd->name);
+    free(nd->op_type);
+    free(nd->in);
+  }
+  free(need);
+  m->n_nodes = k;
+  m->n_outputs = num;
+  m->hash = (m->hash ^ (uint64_t)num) * 0x100000001b3ull; /* FNV-1a step: another key per output count */
+  return CUDAQ_NN_OK;
+}
+
 size_t cudaq_nn_model_num_inputs(const cudaq_nn_model_t *m) { return m ? m->n_inputs : 0; }
 size_t cudaq_nn_model_num_outputs(const cudaq_nn_model_t *m) { return m ? m->n_outputs : 0; }
 uint64_t cudaq_nn_model_hash(const cudaq_nn_model_t *m) { return m ? m->hash : 0; }

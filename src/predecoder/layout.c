@@ -21,20 +21,20 @@
 
 #define LAYOUT_KEY "detector_coordinates"
 
-static const char *skip_ws(const char *s) {
+const char *cudaq_predecoder__skip_ws(const char *s) {
   while (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r')
     s++;
   return s;
 }
 
-/* Parses one "[a, b, ...]" into v (at most CUDAQ_DEM_MAX_COORDS numbers);
- * returns the position after ']' or NULL. */
-static const char *parse_tuple(const char *s, double *v, size_t *n) {
+/* predecoder_internal.h: one "[a, b, ...]" into v (at most
+ * CUDAQ_DEM_MAX_COORDS numbers); the position after ']' or NULL. */
+const char *cudaq_predecoder__parse_tuple(const char *s, double *v, size_t *n) {
   *n = 0;
-  s = skip_ws(s);
+  s = cudaq_predecoder__skip_ws(s);
   if (*s != '[')
     return NULL;
-  s = skip_ws(s + 1);
+  s = cudaq_predecoder__skip_ws(s + 1);
   if (*s == ']')
     return s + 1;
   for (;;) {
@@ -49,12 +49,12 @@ static const char *parse_tuple(const char *s, double *v, size_t *n) {
       if (!strchr("0123456789+-.eE", *c))
         return NULL; /* hexadecimal, "inf", "nan" */
     v[(*n)++] = x;
-    s = skip_ws(end);
+    s = cudaq_predecoder__skip_ws(end);
     if (*s == ']')
       return s + 1;
     if (*s != ',')
       return NULL;
-    s = skip_ws(s + 1);
+    s = cudaq_predecoder__skip_ws(s + 1);
   }
 }
 
@@ -113,19 +113,19 @@ cudaq_predecoder_status_t cudaq_predecoder_check_layout(const cudaq_nn_model_t *
                                 "check_layout=False)", with, nd, task);
     return CUDAQ_PREDECODER_ERR_MODEL;
   }
-  s = skip_ws(s);
+  s = cudaq_predecoder__skip_ws(s);
   if (*s != '[')
     goto malformed;
   s++;
   double off[CUDAQ_DEM_MAX_COORDS] = {0}; /* detector 0's shift; 0 past its coordinate count */
   uint32_t d = 0;
   for (;; d++) {
-    s = skip_ws(s);
+    s = cudaq_predecoder__skip_ws(s);
     if (*s == ']' && d == 0)
       break;
     double v[CUDAQ_DEM_MAX_COORDS];
     size_t n;
-    if (!(s = parse_tuple(s, v, &n)))
+    if (!(s = cudaq_predecoder__parse_tuple(s, v, &n)))
       goto malformed;
     if (d < nd) {
       const double *c;
@@ -148,7 +148,7 @@ cudaq_predecoder_status_t cudaq_predecoder_check_layout(const cudaq_nn_model_t *
         return CUDAQ_PREDECODER_ERR_MODEL;
       }
     }
-    s = skip_ws(s);
+    s = cudaq_predecoder__skip_ws(s);
     if (*s == ']') {
       d++;
       break;
@@ -157,7 +157,7 @@ cudaq_predecoder_status_t cudaq_predecoder_check_layout(const cudaq_nn_model_t *
       goto malformed;
     s++;
   }
-  if (*skip_ws(s + 1) != '\0')
+  if (*cudaq_predecoder__skip_ws(s + 1) != '\0')
     goto malformed;
   if (d != nd) {
     cudaq_predecoder__set_error(err, "the model's layout (%s) has %u detectors, the DEM %u", task, d, nd);

@@ -22,6 +22,8 @@ typedef struct onnx_pd {
   size_t num_outputs;
   void **outputs;        /* output 0 residual, 1 frame, then any others */
   size_t *output_sizes;
+  pd__weights_t *wt;     /* weighted mode (weights.c), or NULL */
+  size_t logits_output;  /* its output index */
 } onnx_pd_t;
 
 static void shape_str(const cudaq_nn_binding_t *b, char *buf, size_t len) {
@@ -94,6 +96,7 @@ static void onnx_destroy(cudaq_predecoder_t *p) {
   cudaq_nn_cpu_destroy(o->cpu);
   cudaq_nn_gpu_destroy(o->gpu);
   cudaq_nn_model_destroy(o->model);
+  cudaq_predecoder__weights_destroy(o->wt);
   if (o->outputs)
     for (size_t i = 0; i < o->num_outputs; i++)
       free(o->outputs[i]);
@@ -145,13 +148,18 @@ static cudaq_predecoder_status_t onnx_run(cudaq_predecoder_t *p, const uint32_t 
   cudaq_predecoder_status_t st;
   if ((st = check_bits(res, nd, RESIDUAL_NAME, err)) || (st = check_bits(fr, nobs, FRAME_NAME, err)))
     return st;
+  uint64_t f = 0;
+  for (uint32_t k = 0; k < nobs; k++)
+    f |= (uint64_t)fr[k] << k;
+  if (o->wt) {
+    *frame = f;
+    return cudaq_predecoder__weights_apply(o->wt, o->outputs[o->logits_output], res, nd, residual,
+                                           num_residual, frame, err);
+  }
   size_t r = 0;
   for (uint32_t i = 0; i < nd; i++)
     if (res[i])
       residual[r++] = i;
-  uint64_t f = 0;
-  for (uint32_t k = 0; k < nobs; k++)
-    f |= (uint64_t)fr[k] << k;
   *num_residual = r;
   *frame = f;
   return CUDAQ_PREDECODER_OK;
@@ -275,6 +283,15 @@ cudaq_predecoder_status_t cudaq_predecoder_create_onnx(const char *path, uint32_
     st = cudaq_predecoder_check_model(o->model, num_detectors, num_observables, err);
   if (!st && opts->graph)
     st = cudaq_predecoder_check_layout(o->model, opts->graph, NULL, err);
+  if (!st && !(st = cudaq_predecoder__weights_create(o->model, opts->match_graph, opts->weights,
+                                                    num_detectors, &o->wt, &o->logits_output, err)) &&
+      o->wt)
+    cudaq_predecoder__weights_arrays(o->wt, &o->base.w_edges, &o->base.w_weights, &o->base.w_num);
+  /* Unweighted: outputs past the frame (edge logits) are neither computed nor copied. */
+  if (!st && !o->wt && cudaq_nn_model_keep_outputs(o->model, 2)) {
+    cudaq_predecoder__set_error(err, "out of memory");
+    st = CUDAQ_PREDECODER_ERR_NO_MEMORY;
+  }
   if (!st && (st = alloc_buffers(o)))
     cudaq_predecoder__set_error(err, "out of memory");
   if (!st)

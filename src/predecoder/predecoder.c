@@ -48,6 +48,19 @@ cudaq_predecoder_status_t cudaq_predecoder_run(cudaq_predecoder_t *p, const uint
   return p->run(p, events, num_events, residual, num_residual, frame, err);
 }
 
+int cudaq_predecoder_weighted(const cudaq_predecoder_t *p) { return p && p->w_edges; }
+
+cudaq_predecoder_status_t cudaq_predecoder_edge_weights(const cudaq_predecoder_t *p,
+                                                        const uint32_t **edges,
+                                                        const double **weights, size_t *num) {
+  if (!p || !p->w_edges || !edges || !weights || !num)
+    return CUDAQ_PREDECODER_ERR_INVALID_ARG;
+  *edges = p->w_edges;
+  *weights = p->w_weights;
+  *num = p->w_num;
+  return CUDAQ_PREDECODER_OK;
+}
+
 const char *cudaq_predecoder_status_str(cudaq_predecoder_status_t st) {
   switch (st) {
     case CUDAQ_PREDECODER_OK: return "ok";

@@ -15,7 +15,40 @@ struct cudaq_predecoder {
                                    uint32_t *residual, size_t *num_residual, uint64_t *frame,
                                    cudaq_predecoder_error_t *err);
   void (*destroy)(cudaq_predecoder_t *p);
+  /* Weighted mode (weights.c): the match graph's edge of each model edge
+   * and this shot's weights; NULL otherwise. */
+  const uint32_t *w_edges;
+  const double *w_weights;
+  size_t w_num;
 };
+
+/* A JSON list of numbers "[a, b, ...]" (at most CUDAQ_DEM_MAX_COORDS) into
+ * v: the position after ']', or NULL (layout.c; C locale). */
+const char *cudaq_predecoder__parse_tuple(const char *s, double *v, size_t *n);
+const char *cudaq_predecoder__skip_ws(const char *s);
+
+/* Weighted matching from an ONNX model's edge logits (weights.c). */
+typedef struct pd__weights pd__weights_t;
+/* *out NULL (OK) where the model has no `edge_logits` output and mode is
+ * not ON. logits_output: the output index to read. */
+cudaq_predecoder_status_t cudaq_predecoder__weights_create(const cudaq_nn_model_t *model,
+                                                           const cudaq_mwpm_graph_t *graph,
+                                                           cudaq_predecoder_weights_t mode,
+                                                           uint32_t num_detectors,
+                                                           pd__weights_t **out,
+                                                           size_t *logits_output,
+                                                           cudaq_predecoder_error_t *err);
+void cudaq_predecoder__weights_destroy(pd__weights_t *w);
+/* The graph edges and this shot's weights (stable pointers). */
+void cudaq_predecoder__weights_arrays(const pd__weights_t *w, const uint32_t **edges,
+                                      const double **weights, size_t *num);
+/* From the model's residual (0/1, num_detectors) and frame, the residual of
+ * threshold 0 as a list and its frame, and the weights |logit|. Hot path. */
+cudaq_predecoder_status_t cudaq_predecoder__weights_apply(pd__weights_t *w, const float *logits,
+                                                          const int32_t *model_residual,
+                                                          uint32_t num_detectors, uint32_t *residual,
+                                                          size_t *num_residual, uint64_t *frame,
+                                                          cudaq_predecoder_error_t *err);
 
 /* Writes a message into err (NULL ignored). */
 void cudaq_predecoder__set_error(cudaq_predecoder_error_t *err, const char *fmt, ...)

@@ -303,7 +303,11 @@ extern "C" int qrt_gpu_stage_create(const qrt_gpu_config_t *cfg, qrt_gpu_stage_t
     cudaq_predecoder_error_t perr;
     perr.message[0] = '\0';
     if (cudaq_predecoder_check_model(st->model, cfg->num_detectors, cfg->num_observables, &perr) ||
-        (cfg->graph && cudaq_predecoder_check_layout(st->model, cfg->graph, NULL, &perr))) {
+        (cfg->graph && cudaq_predecoder_check_layout(st->model, cfg->graph, NULL, &perr)) ||
+        /* the graph's residual and frame only: a model's edge logits (weighted matching,
+         * not in the GPU path yet) are neither computed nor copied */
+        (cudaq_nn_model_keep_outputs(st->model, 2) && snprintf(perr.message, sizeof perr.message,
+                                                                "out of memory"))) {
       snprintf(msg, msg_len, "%s", perr.message);
       cudaq_nn_model_destroy(st->model);
       free(st);

@@ -78,6 +78,28 @@ refuses "fp16 cpu" "--precision fp16 needs --device gpu" predict --dem "$DEM" $S
   --predecoder "$D/identity.onnx" --precision fp16
 refuses "bad device" "--device is cpu or gpu, not 'tpu'" predict --dem "$DEM" $SHOTS \
   --predecoder "$D/identity.onnx" --device tpu
+# Weighted matching (a model with edge logits; models/README.md).
+refuses "weights alone" "--predecoder_weights needs --predecoder" predict --dem "$DEM" $SHOTS \
+  --predecoder_weights on
+refuses "weights local" "--predecoder_weights is for ONNX models" predict --dem "$DEM" $SHOTS \
+  --predecoder local --predecoder_weights on
+refuses "weights value" "--predecoder_weights is auto, on or off, not 'yes'" predict --dem "$DEM" \
+  $SHOTS --predecoder "$D/weighted.onnx" --predecoder_weights yes
+refuses "weights on, no logits" "weighted matching asked for, but the model has no output 'edge_logits'" \
+  predict --dem "$DEM" $SHOTS --predecoder "$D/identity.onnx" --predecoder_weights on
+refuses "weights and correlations" "--enable_correlations does not combine with the weighted predecoder" \
+  predict --dem "$DEM" $SHOTS --predecoder "$D/weighted.onnx" --enable_correlations
+# off: the model's own (identity) residual, matched plainly: the identity model's answers;
+# auto and on: weighted, which answers differently on this model.
+"$QD" predict --dem "$DEM" $SHOTS --predecoder "$D/weighted.onnx" --predecoder_weights off \
+  --out "$T/w_off.01" || fail "--predecoder_weights off refused"
+cmp -s "$T/w_off.01" "$T/ident.01" || fail "--predecoder_weights off: not the identity model's answers"
+"$QD" predict --dem "$DEM" $SHOTS --predecoder "$D/weighted.onnx" --out "$T/w_auto.01" || fail "weighted refused"
+"$QD" predict --dem "$DEM" $SHOTS --predecoder "$D/weighted.onnx" --predecoder_weights on \
+  --out "$T/w_on.01" || fail "--predecoder_weights on refused"
+cmp -s "$T/w_auto.01" "$T/w_on.01" || fail "--predecoder_weights auto and on answer differently"
+cmp -s "$T/w_auto.01" "$T/ident.01" && fail "weighted matching answers as the identity model"
+pass=$((pass + 1))
 refuses "bad precision" "--precision is fp32 or fp16, not 'int8'" predict --dem "$DEM" $SHOTS \
   --predecoder "$D/identity.onnx" --device gpu --precision int8
 refuses "device local" "--device is for ONNX models" predict --dem "$DEM" $SHOTS \

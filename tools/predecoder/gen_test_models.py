@@ -26,6 +26,12 @@ Models that follow the contract:
                   and in as many later ones as any such detector (the
                   realtime fault tests: those requests are answered with the
                   predecoder's error status, the rest decoded)
+  weighted.onnx   residual = detectors, frame = 0, and output 2 edge_logits
+                  (weighted matching, models/README.md): over the DEM's
+                  matching edges (metadata edge_endpoints, decision threshold
+                  2), a fixed rule: -4 + a small per-edge offset, +3 per
+                  endpoint with an event, so edges between two events land
+                  on both sides of the threshold (folded in, or not)
 Models that must be refused at load (DIR/refusals.txt: "FILE|PHRASE" lines,
 the phrase the refusal message must contain):
   bad_count, bad_dtype, bad_missing_output, bad_frame_len, bad_input_name,
@@ -33,7 +39,10 @@ the phrase the refusal message must contain):
   whose recorded layout is not the DEM's: bad_layout (two detectors'
   coordinates swapped), bad_layout_count (one detector short),
   bad_layout_json, bad_layout_trailing, bad_layout_hex (not a JSON list of
-  lists of numbers).
+  lists of numbers); weighted models with a broken edge list:
+  bad_weights_no_edges (no edge_endpoints), bad_weights_count (one edge
+  short), bad_weights_edge (an edge the DEM does not have), bad_weights_json,
+  bad_weights_dtype (int32 logits).
 """
 import argparse
 import json
@@ -135,6 +144,52 @@ def pairs_model(n, l, pairs):
     return model(nodes, *io(n, l), inits)
 
 
+def matching_edges(dem):
+    """The DEM's graphlike edges, each once: [a, b] detector pairs and [a, -1]
+    boundary edges, in first-seen order."""
+    seen, ends = set(), []
+    for inst in dem.flattened():
+        if inst.type != "error" or inst.args_copy()[0] <= 0:
+            continue
+        for c in components(inst):
+            ds = sorted(t.val for t in c if t.is_relative_detector_id())
+            e = (ds[0], ds[1]) if len(ds) == 2 else (ds[0], -1) if len(ds) == 1 else None
+            if e and e not in seen:
+                seen.add(e)
+                ends.append(list(e))
+    return ends
+
+
+def weighted_model(n, l, ends, threshold=2.0, logits_type=F, props_edges=None):
+    """identity + zero frame + edge_logits = -4 + offset + 3 x (events at the endpoints)."""
+    e = len(ends)
+    rng = np.random.default_rng(7)
+    w = np.zeros((n, e), np.float32)
+    for i, (a, b) in enumerate(ends):
+        w[a, i] = 3.0
+        if b >= 0:
+            w[b, i] = 3.0
+    bias = (-4.0 + rng.uniform(-0.6, 0.6, e)).astype(np.float32)
+    zf, zi = zero_frame(l)
+    nodes = [helper.make_node("Identity", ["detectors"], ["residual_detectors"])] + zf + [
+        helper.make_node("Cast", ["detectors"], ["ev_f"], to=F),
+        helper.make_node("MatMul", ["ev_f", "w_edges"], ["lit"]),
+        helper.make_node("Add", ["lit", "b_edges"], ["logits_f"])]
+    if logits_type == F:
+        nodes.append(helper.make_node("Identity", ["logits_f"], ["edge_logits"]))
+    else:
+        nodes.append(helper.make_node("Cast", ["logits_f"], ["edge_logits"], to=logits_type))
+    inputs, outputs = io(n, l)
+    m = model(nodes, inputs, outputs + [("edge_logits", logits_type, [1, e])],
+              zi + [const("w_edges", w), const("b_edges", bias)])
+    props = {"decision_threshold": repr(float(threshold))}
+    edges = json.dumps(ends, separators=(",", ":")) if props_edges is None else props_edges
+    if edges is not False:
+        props["edge_endpoints"] = edges
+    helper.set_model_props(m, props)
+    return m
+
+
 def gen(args):
     dem = stim.DetectorErrorModel.from_file(args.dem)
     n, l = dem.num_detectors, dem.num_observables
@@ -160,6 +215,8 @@ def gen(args):
              helper.make_node("Mul", ["detectors", "dk"], ["extra"]),
              helper.make_node("Add", ["detectors", "extra"], ["residual_detectors"])] + zf4,
             *io(n, l), zi4 + [const("k", np.array([k], np.int64))])
+    ends = matching_edges(dem)
+    out["weighted"] = weighted_model(n, l, ends)
     coords = json.loads(coordinates_metadata(dem))
 
     def with_layout(rows):
@@ -236,6 +293,18 @@ def gen(args):
                            ("bad_layout_trailing", flat[:-1] + ",]"),  # a comma before the last ']'
                            ("bad_layout_hex", "[[0x2,0,0]" + flat[flat.index("],") + 1:])):
             refuse(name, with_layout(text), f"model metadata '{COORDS_KEY}' is not a list of coordinate lists")
+    refuse("bad_weights_no_edges", weighted_model(n, l, ends, props_edges=False),
+           "model output 'edge_logits' needs the metadata 'edge_endpoints' (missing)")
+    refuse("bad_weights_count", weighted_model(n, l, ends, props_edges=json.dumps(ends[:-1])),
+           f"model metadata 'edge_endpoints' lists {len(ends) - 1} edges, output 'edge_logits' has {len(ends)}")
+    have = {(a, b) for a, b in ends}
+    far = next((a, b) for a in range(n) for b in range(n - 1, a, -1) if (a, b) not in have)
+    refuse("bad_weights_edge", weighted_model(n, l, ends, props_edges=json.dumps([list(far)] + ends[1:])),
+           f"model edge 0 (detector {far[0]} to detector {far[1]}) is not an edge of the DEM's matching graph")
+    refuse("bad_weights_json", weighted_model(n, l, ends, props_edges=f"[[{ends[0][0]},{ends[0][1]}],[2]]"),
+           "model metadata 'edge_endpoints' is not a list of [detector, detector or -1] pairs")
+    refuse("bad_weights_dtype", weighted_model(n, l, ends, logits_type=I32),
+           "model output 'edge_logits' must be float [1, E]")
     for name, m in out.items():
         with open(os.path.join(args.out, name + ".onnx"), "wb") as f:
             f.write(m.SerializeToString())

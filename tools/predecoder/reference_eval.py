@@ -10,7 +10,11 @@
            --out_format 01` must produce. Two exact MWPM decoders may pick
            different matchings of equal weight (a tie) with different
            observables; --residual_out, --weights_out and --frame_out write what a test
-           needs to tell such a tie from a real disagreement.
+           needs to tell such a tie from a real disagreement. A model with
+           the output edge_logits runs in weighted mode (as qec-decode's
+           --predecoder_weights auto): the residual of threshold 0, matched by
+           PyMatching with the per-shot weights |logit| on the model's edges
+           (--residual_out and --weights_out then hold that residual and weight).
 
              reference_eval.py predict --model M.onnx --dem C.dem --in S.b8
                  --in_format b8 [--in_includes_appended_observables] --out P.01
@@ -94,14 +98,22 @@ def predict(args):
             fail(f"{args.model}: {why}")
     residual = np.zeros((len(dets), nd), dtype=np.uint8)
     frame = np.zeros((len(dets), no), dtype=np.uint8)
+    matching = pymatching.Matching.from_detector_error_model(dem)
+    wt = weighted_setup(sess, matching, args.weights, nd)
+    names = list(CONTRACT[1:]) + ([EDGE_LOGITS] if wt else [])
+    obs = np.zeros((len(dets), no), dtype=np.uint8)
+    weights = np.zeros(len(dets))
     for i in range(len(dets)):
-        r, f = sess.run(list(CONTRACT[1:]), {CONTRACT[0]: dets[i:i + 1]})
+        out = sess.run(names, {CONTRACT[0]: dets[i:i + 1]})
+        r, f = out[0], out[1]
         if not np.isin(r, (0, 1)).all() or not np.isin(f, (0, 1)).all():
             fail(f"shot {i + 1}: an output value is not 0 or 1")
         residual[i] = r[0]
         frame[i] = f[0]
-    matching = pymatching.Matching.from_detector_error_model(dem)
-    obs, weights = matching.decode_batch(residual, return_weights=True)
+        if wt:
+            obs[i], weights[i] = weighted_shot(wt, out[2][0], residual[i], frame[i], i)
+    if not wt:
+        obs, weights = matching.decode_batch(residual, return_weights=True)
     pred = (np.asarray(obs, dtype=np.uint8) ^ frame).astype(bool)
     stim.write_shot_data_file(data=pred, path=args.out, format="01", num_observables=no)
     if args.residual_out:
@@ -114,6 +126,61 @@ def predict(args):
                                   num_observables=no)
     print(f"reference_eval: {len(dets)} shots, {int(dets.sum())} events before, "
           f"{int(residual.sum())} after, {args.out}")
+
+
+# --- weighted matching (models/README.md; the C rule: src/predecoder/weights.c) ---
+
+EDGE_LOGITS, EDGES_KEY = "edge_logits", "edge_endpoints"
+
+
+def weighted_setup(sess, matching, mode, nd):
+    """None (thresholded residual), or what weighted_shot needs: the model's
+    edges as a check matrix H and their observables F (from the DEM's
+    matching graph), the model's decision threshold as a float32."""
+    import scipy.sparse as sp
+    has = EDGE_LOGITS in [o.name for o in sess.get_outputs()]
+    if mode == "off" or (mode == "auto" and not has):
+        return None
+    if not has:
+        fail(f"weighted matching asked for, but the model has no output '{EDGE_LOGITS}'")
+    meta = sess.get_modelmeta().custom_metadata_map
+    ends = np.array(json.loads(meta[EDGES_KEY]), dtype=np.int64).reshape(-1, 2)
+    rows, cols, fr, fc = [], [], [], []
+    for j, (a, b) in enumerate(ends.tolist()):
+        if b < 0:
+            if not matching.has_boundary_edge(a):
+                fail(f"model edge {j} (detector {a} to the boundary) is not an edge of the DEM")
+            ids = matching.get_boundary_edge_data(a)["fault_ids"]
+        else:
+            if not matching.has_edge(a, b):
+                fail(f"model edge {j} (detector {a} to detector {b}) is not an edge of the DEM")
+            ids = matching.get_edge_data(a, b)["fault_ids"]
+        rows += [a] + ([b] if b >= 0 else [])
+        cols += [j] * (2 if b >= 0 else 1)
+        fr += sorted(ids)
+        fc += [j] * len(ids)
+    no = matching.num_fault_ids
+    H = sp.csc_matrix((np.ones(len(rows), np.uint8), (rows, cols)), shape=(nd, len(ends)))
+    F = sp.csc_matrix((np.ones(len(fr), np.uint8), (fr, fc)), shape=(no, len(ends)))
+    thr = np.float32(float(meta["decision_threshold"]))
+    return {"H": H, "F": F, "thr": thr}
+
+
+def weighted_shot(wt, logits, residual, frame, i):
+    """Folds the edges where threshold 0 and the model's disagree into the
+    residual and frame (in place) and matches with weights |logit|: the
+    observables and the matching weight."""
+    import pymatching
+    if not np.isfinite(logits).all():
+        fail(f"shot {i + 1}: an edge logit is not finite")
+    lg = logits.astype(np.float32)
+    flip = ((lg > 0) != (lg > wt["thr"])).astype(np.uint8)
+    residual ^= (wt["H"] @ flip % 2).astype(np.uint8)
+    frame ^= (wt["F"] @ flip % 2).astype(np.uint8)
+    m = pymatching.Matching.from_check_matrix(wt["H"], weights=np.abs(lg.astype(np.float64)),
+                                              faults_matrix=wt["F"], use_virtual_boundary_node=True)
+    obs, w = m.decode(residual, return_weight=True)
+    return obs, w
 
 
 # --- shots -----------------------------------------------------------------
@@ -197,6 +264,8 @@ def main():
     p.add_argument("--weights_out", help="also write PyMatching's matching weight on each "
                    "residual (one per line), for tie checks")
     p.add_argument("--frame_out", help="also write the model's logical_frame (01), for tie checks")
+    p.add_argument("--predecoder_weights", dest="weights", default="auto", choices=["auto", "on", "off"],
+                   help="weighted matching with the model's edge logits (as qec-decode's flag)")
     p.add_argument("--skip_layout_check", action="store_true",
                    help="do not compare the detector layout the model records with the DEM's "
                         "coordinates (as qec-decode --skip_layout_check)")

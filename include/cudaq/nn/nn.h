@@ -108,6 +108,16 @@ cudaq_nn_status_t cudaq_nn_model_input(const cudaq_nn_model_t *model, size_t ind
 cudaq_nn_status_t cudaq_nn_model_output(const cudaq_nn_model_t *model, size_t index,
                                         cudaq_nn_binding_t *out);
 
+/* Extension: keeps outputs [0, num) and removes every node that only fed
+ * the others, so that executors and engines made afterwards neither compute
+ * nor copy them (a predecoder's optional edge logits, where the caller does
+ * not match with them). The hash changes with num (the engine cache key:
+ * a pruned model has its own plans). Call it before making executors.
+ * Returns CUDAQ_NN_OK (num equal to the output count changes nothing);
+ * CUDAQ_NN_ERR_INVALID_ARG (NULL, num 0 or above the output count);
+ * CUDAQ_NN_ERR_NO_MEMORY. */
+cudaq_nn_status_t cudaq_nn_model_keep_outputs(cudaq_nn_model_t *model, size_t num);
+
 /* A 64-bit FNV-1a hash of the serialized model (the engine cache key). */
 uint64_t cudaq_nn_model_hash(const cudaq_nn_model_t *model);
 

@@ -92,6 +92,20 @@ typedef enum cudaq_predecoder_precision {
   CUDAQ_PREDECODER_FP16 = 1  /* GPU only */
 } cudaq_predecoder_precision_t;
 
+/* Weighted matching (models/README.md, "Weighted matching"): a model with
+ * the optional output `edge_logits` (FLOAT [1, E]) and the metadata
+ * `edge_endpoints` (its E edges as detector pairs, -1 the boundary) gives,
+ * per shot, every matching edge's logit. The predecoder then applies every
+ * edge of positive logit (the residual of decision threshold 0) and gives
+ * each edge the weight |logit| for MWPM on that residual
+ * (cudaq_predecoder_edge_weights, cudaq_mwpm_decode_weighted). */
+typedef enum cudaq_predecoder_weights {
+  CUDAQ_PREDECODER_WEIGHTS_AUTO = 0, /* weighted where the model has edge logits and
+                                        match_graph is set */
+  CUDAQ_PREDECODER_WEIGHTS_OFF = 1,  /* the model's residual and frame as they are */
+  CUDAQ_PREDECODER_WEIGHTS_ON = 2    /* weighted; a model without edge logits is refused */
+} cudaq_predecoder_weights_t;
+
 typedef struct cudaq_onnx_predecoder_options {
   cudaq_predecoder_device_t device;
   cudaq_predecoder_precision_t precision;
@@ -100,9 +114,15 @@ typedef struct cudaq_onnx_predecoder_options {
   const cudaq_mwpm_graph_t *graph; /* the DEM's graph: the model's detector layout is
                                       checked against it (cudaq_predecoder_check_layout);
                                       NULL: not checked (the caller vouches for the model) */
+  cudaq_predecoder_weights_t weights; /* weighted matching: AUTO (default), OFF, ON */
+  const cudaq_mwpm_graph_t *match_graph; /* the graph MWPM matches the residual on, whose
+                                            edge indices the weights name (built with
+                                            per_shot_weights). Setting it says the caller
+                                            matches with cudaq_predecoder_edge_weights:
+                                            without it AUTO is OFF and ON is refused */
 } cudaq_onnx_predecoder_options_t;
 
-/* Defaults: CPU, FP32, GPU 0, no plan, no graph. Returns CUDAQ_PREDECODER_OK or
+/* Defaults: CPU, FP32, GPU 0, no plan, no graph, weights AUTO. Returns CUDAQ_PREDECODER_OK or
  * CUDAQ_PREDECODER_ERR_INVALID_ARG (NULL). */
 cudaq_predecoder_status_t cudaq_onnx_predecoder_options_init(cudaq_onnx_predecoder_options_t *opts);
 
@@ -145,7 +165,12 @@ cudaq_predecoder_status_t cudaq_predecoder_check_layout(const cudaq_nn_model_t *
 /* Loads an ONNX predecoder (cudaq_nn_model_load_file), checks it as
  * cudaq_predecoder_check_model does (and cudaq_predecoder_check_layout
  * where opts->graph is set), and makes its executor (CPU) or engine
- * (GPU). opts NULL: defaults. err may be NULL. Returns CUDAQ_PREDECODER_OK;
+ * (GPU). In weighted mode (opts->weights, above) it also reads the model's
+ * edge list and maps each edge to the match graph's edge between the same
+ * detectors: a model edge the graph lacks, a malformed list, a list whose
+ * length is not the output's or an edge of negative graph weight is
+ * CUDAQ_PREDECODER_ERR_MODEL, weights ON without match_graph
+ * CUDAQ_PREDECODER_ERR_INVALID_ARG, named in err. opts NULL: defaults. err may be NULL. Returns CUDAQ_PREDECODER_OK;
  * CUDAQ_PREDECODER_ERR_INVALID_ARG (NULL path or out, FP16 on the CPU, bad
  * device or precision); CUDAQ_PREDECODER_ERR_NN (the file cannot be loaded,
  * the engine cannot be built: err carries the NN engine's message);
@@ -178,6 +203,21 @@ cudaq_predecoder_status_t cudaq_predecoder_run(cudaq_predecoder_t *p, const uint
                                                size_t num_events, uint32_t *residual,
                                                size_t *num_residual, uint64_t *frame,
                                                cudaq_predecoder_error_t *err);
+
+/* Non-zero when p runs in weighted mode (an ONNX model with edge logits,
+ * weights not OFF): its residual is then that of decision threshold 0 and
+ * is to be matched with cudaq_predecoder_edge_weights. 0 for NULL. */
+int cudaq_predecoder_weighted(const cudaq_predecoder_t *p);
+
+/* The matching weights of the last successful cudaq_predecoder_run in
+ * weighted mode: edge edges[i] of the match graph weighs weights[i] (>= 0,
+ * finite) for that shot; *num is the model's edge count (the pointers stay
+ * valid while p lives, the values until the next run). Pass them to
+ * cudaq_mwpm_decode_weighted with the residual. Returns CUDAQ_PREDECODER_OK;
+ * CUDAQ_PREDECODER_ERR_INVALID_ARG (a NULL pointer, p not weighted). */
+cudaq_predecoder_status_t cudaq_predecoder_edge_weights(const cudaq_predecoder_t *p,
+                                                        const uint32_t **edges,
+                                                        const double **weights, size_t *num);
 
 /* A constant string naming a status. */
 const char *cudaq_predecoder_status_str(cudaq_predecoder_status_t status);

@@ -1,0 +1,207 @@
+/* Weighted matching from a model's edge logits (models/README.md): the
+ * options (weights AUTO / OFF / ON, match_graph), cudaq_predecoder_weighted
+ * and cudaq_predecoder_edge_weights, the threshold-0 residual, and
+ * cudaq_nn_model_keep_outputs (an unweighted predecoder drops the logits),
+ * on the generated weighted.onnx of the predecoder test data
+ * (gen_test_models.py: residual = detectors, edge logits -4 + offset + 3 per
+ * endpoint with an event, decision threshold 2) and its d = 5 DEM. Usage:
+ * test_weights DATA_DIR */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cudaq/qec/dem.h"
+#include "cudaq/qec/predecoder.h"
+
+static const char *g_dir;
+static cudaq_mwpm_graph_t *g_graph; /* per_shot_weights */
+static char g_model[1024];
+
+static int setup(void **state) {
+  (void)state;
+  char path[1024];
+  snprintf(path, sizeof path, "%s/circuit.dem", g_dir);
+  snprintf(g_model, sizeof g_model, "%s/weighted.onnx", g_dir);
+  cudaq_dem_t *dem = NULL;
+  if (cudaq_dem_parse_file(path, &dem, NULL) != CUDAQ_MWPM_OK)
+    return -1;
+  cudaq_mwpm_graph_options_t o;
+  cudaq_mwpm_graph_options_init(&o);
+  o.per_shot_weights = 1;
+  int rc = cudaq_mwpm_graph_from_dem(dem, &o, &g_graph, NULL) == CUDAQ_MWPM_OK ? 0 : -1;
+  cudaq_dem_destroy(dem);
+  return rc;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  cudaq_mwpm_graph_destroy(g_graph);
+  return 0;
+}
+
+static cudaq_predecoder_status_t make(cudaq_predecoder_weights_t mode, const cudaq_mwpm_graph_t *mg,
+                                      cudaq_predecoder_t **p, cudaq_predecoder_error_t *err) {
+  cudaq_onnx_predecoder_options_t o;
+  cudaq_onnx_predecoder_options_init(&o);
+  assert_int_equal(o.weights, CUDAQ_PREDECODER_WEIGHTS_AUTO);
+  assert_null(o.match_graph);
+  o.weights = mode;
+  o.match_graph = mg;
+  o.graph = g_graph;
+  *p = NULL;
+  return cudaq_predecoder_create_onnx(g_model, cudaq_mwpm_graph_num_nodes(g_graph),
+                                      cudaq_mwpm_graph_num_observables(g_graph), &o, p, err);
+}
+
+/* Weighted only with a match graph (AUTO, ON); OFF and AUTO without one are
+ * the model's thresholded residual; ON without one, and a bad mode, refused. */
+static void test_modes(void **state) {
+  (void)state;
+  cudaq_predecoder_t *p;
+  cudaq_predecoder_error_t err;
+  const uint32_t *e;
+  const double *w;
+  size_t n;
+  assert_int_equal(make(CUDAQ_PREDECODER_WEIGHTS_AUTO, g_graph, &p, &err), CUDAQ_PREDECODER_OK);
+  assert_true(cudaq_predecoder_weighted(p));
+  assert_int_equal(cudaq_predecoder_edge_weights(p, &e, &w, &n), CUDAQ_PREDECODER_OK);
+  assert_int_equal(n, cudaq_mwpm_graph_num_edges(g_graph)); /* the model lists every DEM edge */
+  assert_int_equal(cudaq_predecoder_edge_weights(p, NULL, &w, &n), CUDAQ_PREDECODER_ERR_INVALID_ARG);
+  cudaq_predecoder_destroy(p);
+  assert_int_equal(make(CUDAQ_PREDECODER_WEIGHTS_ON, g_graph, &p, &err), CUDAQ_PREDECODER_OK);
+  assert_true(cudaq_predecoder_weighted(p));
+  cudaq_predecoder_destroy(p);
+  const cudaq_predecoder_weights_t unweighted[2] = {CUDAQ_PREDECODER_WEIGHTS_OFF,
+                                                    CUDAQ_PREDECODER_WEIGHTS_AUTO};
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(make(unweighted[i], i ? NULL : g_graph, &p, &err), CUDAQ_PREDECODER_OK);
+    assert_false(cudaq_predecoder_weighted(p));
+    assert_int_equal(cudaq_predecoder_edge_weights(p, &e, &w, &n), CUDAQ_PREDECODER_ERR_INVALID_ARG);
+    cudaq_predecoder_destroy(p);
+  }
+  assert_int_equal(make(CUDAQ_PREDECODER_WEIGHTS_ON, NULL, &p, &err), CUDAQ_PREDECODER_ERR_INVALID_ARG);
+  assert_null(p);
+  assert_non_null(strstr(err.message, "needs the matching graph"));
+  assert_int_equal(make((cudaq_predecoder_weights_t)7, g_graph, &p, &err), CUDAQ_PREDECODER_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.message, "weights 7 is none of AUTO, OFF, ON"));
+  assert_false(cudaq_predecoder_weighted(NULL));
+}
+
+/* One shot with events at both ends of one edge and at one end of another:
+ * the first edge's logit is about 2 (3 + 3 - 4 + offset), the second's
+ * about -1, the rest about -4. Weights are |logit|; the residual is the
+ * events XOR the edges of positive logit (the model's own residual is the
+ * events: its threshold is 2, so an edge in (0, 2] is folded in here, one
+ * above 2 was the model's own to apply, and it applied none). */
+static void test_shot(void **state) {
+  (void)state;
+  cudaq_predecoder_t *p;
+  cudaq_predecoder_error_t err;
+  assert_int_equal(make(CUDAQ_PREDECODER_WEIGHTS_AUTO, g_graph, &p, &err), CUDAQ_PREDECODER_OK);
+  const uint32_t *e;
+  const double *w;
+  size_t n;
+  cudaq_predecoder_edge_weights(p, &e, &w, &n);
+  size_t k = 0; /* a detector-detector edge */
+  cudaq_mwpm_edge_t ge;
+  for (; k < n; k++) {
+    cudaq_mwpm_graph_edge(g_graph, e[k], &ge);
+    if (ge.v >= 0)
+      break;
+  }
+  assert_true(k < n);
+  uint32_t ev[2] = {(uint32_t)ge.u, (uint32_t)ge.v}, res[130];
+  size_t nres = 0;
+  uint64_t frame = 0;
+  assert_int_equal(cudaq_predecoder_run(p, ev, 2, res, &nres, &frame, &err), CUDAQ_PREDECODER_OK);
+  assert_true(fabs(w[k] - 2.0) <= 0.6 + 1e-6);
+  /* every weight is |logit|: near 4 where no endpoint has an event, near 1 with one */
+  for (size_t i = 0; i < n; i++) {
+    cudaq_mwpm_edge_t x;
+    cudaq_mwpm_graph_edge(g_graph, e[i], &x);
+    int lit = (x.u == ge.u || x.u == ge.v) + (x.v >= 0 && (x.v == ge.u || x.v == ge.v));
+    double want = fabs(-4.0 + 3.0 * lit);
+    assert_true(fabs(w[i] - want) <= 0.6 + 1e-6);
+  }
+  /* The residual: the edge (u, v) applied (logit ~2 > 0) clears both events
+   * only when its logit is at most 2 (folded in here); above 2 the model
+   * should have applied it and did not (its residual is the events). Either
+   * way the two events are gone or both stay; edges with one lit endpoint
+   * have logits near -1 and change nothing. */
+  assert_true(nres == 0 || nres == 2);
+  assert_int_equal(nres == 0, w[k] <= 2.0);
+  assert_int_equal(frame, nres == 0 ? ge.obs_mask : 0);
+  /* No events: nothing left, every weight near 4. */
+  assert_int_equal(cudaq_predecoder_run(p, NULL, 0, res, &nres, &frame, &err), CUDAQ_PREDECODER_OK);
+  assert_int_equal(nres, 0);
+  assert_int_equal(frame, 0);
+  cudaq_predecoder_destroy(p);
+}
+
+/* cudaq_nn_model_keep_outputs: bad counts refused, the kept outputs'
+ * values unchanged, the hash changed. */
+static void test_keep_outputs(void **state) {
+  (void)state;
+  cudaq_nn_model_t *m = NULL;
+  cudaq_nn_error_t nerr;
+  assert_int_equal(cudaq_nn_model_load_file(g_model, &m, &nerr), CUDAQ_NN_OK);
+  assert_int_equal(cudaq_nn_model_num_outputs(m), 3);
+  uint64_t h = cudaq_nn_model_hash(m);
+  assert_int_equal(cudaq_nn_model_keep_outputs(m, 0), CUDAQ_NN_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_nn_model_keep_outputs(m, 4), CUDAQ_NN_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_nn_model_keep_outputs(NULL, 1), CUDAQ_NN_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_nn_model_keep_outputs(m, 3), CUDAQ_NN_OK);
+  assert_true(cudaq_nn_model_hash(m) == h);
+  uint32_t nd = cudaq_mwpm_graph_num_nodes(g_graph);
+  int32_t *in = calloc(nd, sizeof *in), *r0 = calloc(nd, sizeof *r0), *r1 = calloc(nd, sizeof *r1);
+  int32_t f0[8] = {0}, f1[8] = {0};
+  cudaq_nn_binding_t b2;
+  assert_int_equal(cudaq_nn_model_output(m, 2, &b2), CUDAQ_NN_OK);
+  float *lg = calloc(b2.size_bytes, 1);
+  for (uint32_t i = 0; i < nd; i += 7)
+    in[i] = 1;
+  cudaq_nn_binding_t b1;
+  cudaq_nn_model_output(m, 1, &b1);
+  size_t isz = nd * sizeof *in, osz[3] = {isz, b1.size_bytes, b2.size_bytes};
+  const void *ins[1] = {in};
+  void *outs3[3] = {r0, f0, lg}, *outs2[2] = {r1, f1};
+  cudaq_nn_cpu_t *cpu = NULL;
+  assert_int_equal(cudaq_nn_cpu_create(m, &cpu), CUDAQ_NN_OK);
+  assert_int_equal(cudaq_nn_cpu_run(cpu, ins, &isz, outs3, osz, &nerr), CUDAQ_NN_OK);
+  cudaq_nn_cpu_destroy(cpu);
+  assert_int_equal(cudaq_nn_model_keep_outputs(m, 2), CUDAQ_NN_OK);
+  assert_int_equal(cudaq_nn_model_num_outputs(m), 2);
+  assert_true(cudaq_nn_model_hash(m) != h);
+  assert_int_equal(cudaq_nn_cpu_create(m, &cpu), CUDAQ_NN_OK);
+  assert_int_equal(cudaq_nn_cpu_run(cpu, ins, &isz, outs2, osz, &nerr), CUDAQ_NN_OK);
+  assert_memory_equal(r0, r1, isz);
+  assert_memory_equal(f0, f1, b1.size_bytes);
+  assert_memory_equal(r0, in, isz); /* the identity residual */
+  cudaq_nn_cpu_destroy(cpu);
+  cudaq_nn_model_destroy(m);
+  free(in);
+  free(r0);
+  free(r1);
+  free(lg);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s DATA_DIR\n", argv[0]);
+    return 2;
+  }
+  g_dir = argv[1];
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_modes),
+      cmocka_unit_test(test_shot),
+      cmocka_unit_test(test_keep_outputs),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
