@@ -118,6 +118,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s: %s\n", model_path, err.message);
     return 1;
   }
+  if (cudaq_nn_model_num_outputs(m) > 2) cudaq_nn_model_keep_outputs(m, 2); /* edge logits pruned */
   cudaq_nn_gpu_t *ga = stack_only ? NULL : make_engine(m, CUDAQ_NN_CONV_AUTO, model_path, plan_dir, "auto");
   cudaq_nn_gpu_t *g = make_engine(m, CUDAQ_NN_CONV_STACK, model_path, plan_dir, "stack");
   cudaq_nn_device_program_info_t info;

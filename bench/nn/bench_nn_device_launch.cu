@@ -202,6 +202,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s: %s\n", model_path, err.message);
     return 1;
   }
+  if (cudaq_nn_model_num_outputs(m) > 2) cudaq_nn_model_keep_outputs(m, 2); /* edge logits pruned */
   cudaq_nn_binding_t bin;
   cudaq_nn_model_input(m, 0, &bin);
   const size_t n_out = cudaq_nn_model_num_outputs(m);

@@ -265,6 +265,9 @@ int main(int argc, char **argv) {
       fails++;
       continue;
     }
+    /* A predecoder's optional edge logits (output 2, weighted matching) are pruned, as the
+     * hybrid decoder's GPU path does: the timed graph is the residual and frame's. */
+    if (cudaq_nn_model_num_outputs(m) > 2) cudaq_nn_model_keep_outputs(m, 2);
     const char *base = strrchr(argv[a], '/');
     base = base ? base + 1 : argv[a];
     char model[256];

@@ -652,7 +652,8 @@ static int make_predecoder(const opts_t *o, const cudaq_mwpm_graph_t *g, uint32_
     fprintf(stderr, "qec-decode: --predecoder %s: %s\n", o->predecoder, perr.message);
     return 1;
   }
-  if (cudaq_predecoder_weighted(r->pd) && o->correlations) {
+  r->rep.weighted = cudaq_predecoder_weighted(r->pd);
+  if (r->rep.weighted && o->correlations) {
     fprintf(stderr, "qec-decode: --enable_correlations does not combine with the weighted "
                     "predecoder (--predecoder_weights off for its thresholded residual)\n");
     return 1;

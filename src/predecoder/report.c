@@ -47,6 +47,8 @@ cudaq_predecoder_status_t cudaq_predecoder_report_print(FILE *f, const cudaq_pre
   fprintf(f, "predecoder: %s", r->predecoder ? r->predecoder : "?");
   if (r->device)
     fprintf(f, " (%s%s%s)", r->device, r->precision ? ", " : "", r->precision ? r->precision : "");
+  if (r->weighted)
+    fputs(", weighted matching (per-shot edge weights)", f);
   fputc('\n', f);
   print_rate(f, "predecoder + MWPM:", r->mistakes, r->shots);
   print_rate(f, "MWPM alone:       ", r->mistakes_mwpm, r->shots);
@@ -122,6 +124,8 @@ cudaq_predecoder_status_t cudaq_predecoder_report_json(FILE *f, const cudaq_pred
   json_str(f, r->device);
   fputs(",\n  \"precision\": ", f);
   json_str(f, r->precision);
+  if (r->weighted)
+    fputs(",\n  \"weighted\": true", f);
   fprintf(f, ",\n  \"shots\": %llu,\n", (unsigned long long)r->shots);
   json_rate(f, "predecoder_mwpm", r->mistakes, r->shots);
   json_rate(f, "mwpm", r->mistakes_mwpm, r->shots);

@@ -79,6 +79,8 @@ static void check_model(const char *dir, const char *file) {
     CHECK(0, "%s: load: %s", path, err.message);
     return;
   }
+  /* residual and frame only, as the hybrid decoder's GPU path (the optional edge logits pruned) */
+  if (cudaq_nn_model_num_outputs(m) > 2) cudaq_nn_model_keep_outputs(m, 2);
   cudaq_nn_binding_t bi, br, bf;
   cudaq_nn_model_input(m, 0, &bi);
   cudaq_nn_model_output(m, 0, &br);

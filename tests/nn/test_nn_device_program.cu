@@ -46,6 +46,8 @@ static cudaq_nn_model_t *load(const char *name) {
   cudaq_nn_model_t *m = NULL;
   cudaq_nn_error_t err;
   if (cudaq_nn_model_load_file(path, &m, &err) != CUDAQ_NN_OK) fail_msg("%s: %s", path, err.message);
+  /* residual and frame only, as the realtime hybrid runs them (a predecoder's edge logits pruned) */
+  if (cudaq_nn_model_num_outputs(m) > 2) cudaq_nn_model_keep_outputs(m, 2);
   return m;
 }
 

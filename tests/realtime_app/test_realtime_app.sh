@@ -83,7 +83,7 @@ onnx_d5|onnx_d5_fast)
     M=$MODELS/predecoder_d5_z.onnx && set -- --model "$M"
   fi
   . "$(dirname "$0")/../predecoder/common.sh"
-  pd_predict "$QD" "$DEM" "$IN" b8 "$WORK/ref.01" --predecoder "$M" ||
+  pd_predict "$QD" "$DEM" "$IN" b8 "$WORK/ref.01" --predecoder "$M" --predecoder_weights off ||
     fail "qec-decode predict --predecoder $M"
   [ "$(wc -l <"$WORK/ref.01")" -eq "$n" ] || fail "qec-decode gave $(wc -l <"$WORK/ref.01") predictions for $n shots"
   run_ok onnx "$n" --dem "$DEM" --in "$IN" --in_format b8 --obs_in "$OBS" \
@@ -112,7 +112,7 @@ correlated)
   grep -q '"mwpm": "correlated"' "$WORK/corr.json" || fail "JSON does not name correlated MWPM"
   head -c 3000 "$DATA/shots.b8" >"$WORK/shots200.b8" && head -n 200 "$DATA/obs.01" >"$WORK/obs200.01"
   M=$MODELS/predecoder_d5_z.onnx
-  "$QD" predict --dem "$DEM" --in "$WORK/shots200.b8" --in_format b8 --predecoder "$M" \
+  "$QD" predict --dem "$DEM" --in "$WORK/shots200.b8" --in_format b8 --predecoder "$M" --predecoder_weights off \
     --enable_correlations --out "$WORK/ref_onnx.01" ||
     fail "qec-decode predict --predecoder $M --enable_correlations"
   run_ok corr_onnx 200 --dem "$DEM" --in "$WORK/shots200.b8" --in_format b8 \
@@ -213,7 +213,7 @@ gpu_hybrid|gpu_passthrough)
     n=2000
     head -c 30000 "$DATA/shots.b8" >"$WORK/shots.b8" && head -n $n "$DATA/obs.01" >"$WORK/obs.01"
     M=${HYBRID_MODEL:-$MODELS/predecoder_d5_z.onnx} # another d = 5 Z model: HYBRID_MODEL=PATH
-    "$QD" predict --dem "$DEM" --in "$WORK/shots.b8" --in_format b8 --predecoder "$M" \
+    "$QD" predict --dem "$DEM" --in "$WORK/shots.b8" --in_format b8 --predecoder "$M" --predecoder_weights off \
       --out "$WORK/ref.01" || fail "qec-decode predict --predecoder $M"
     set -- --model "$M" --precision fp32
   else
@@ -254,7 +254,7 @@ gpu_hybrid|gpu_passthrough)
   # with --enable_correlations on the same events (raw, or the CPU executor's
   # residual).
   if [ "$mode" = hybrid ]; then
-    "$QD" predict --dem "$DEM" --in "$WORK/shots.b8" --in_format b8 --predecoder "$M" \
+    "$QD" predict --dem "$DEM" --in "$WORK/shots.b8" --in_format b8 --predecoder "$M" --predecoder_weights off \
       --enable_correlations --out "$WORK/ref_corr.01" || fail "qec-decode predict --enable_correlations"
   else
     "$QD" predict --dem "$DEM" --in "$WORK/shots.b8" --in_format b8 --enable_correlations \

@@ -26,6 +26,7 @@ stim.write_shot_data_file(data=dets, path=f"{work}/dets.01", format="01", num_de
 stim.write_shot_data_file(data=obs, path=f"{work}/obs.01", format="01", num_observables=no)
 PY
 pd=(); [ "$MODEL" != none ] && pd=(--predecoder "$MODEL")
+case "$MODEL" in *.onnx) pd+=(--predecoder_weights off) ;; esac # the service's thresholded residual
 expected=$("$QD" count_mistakes --dem "$DATA/circuit.dem" --in "$WORK/dets.01" --in_format 01 \
   --obs_in "$WORK/obs.01" --obs_in_format 01 "${pd[@]}" | sed -nE 's/^([0-9]+) \/ .*/\1/p')
 [ -n "$expected" ] || { echo "FAIL: qec-decode count_mistakes gave no count"; exit 1; }

@@ -11,7 +11,11 @@
   the C side checks DEMs against) is that circuit's;
 - onnxruntime on 20 shots of that circuit gives 0/1 outputs, and the
   residual with its frame is consistent: MWPM on the residual, XOR the frame,
-  is a valid prediction (PyMatching decodes the residual of every shot).
+  is a valid prediction (PyMatching decodes the residual of every shot);
+- where the optional output `edge_logits` FLOAT [1, E] is there (weighted
+  matching): its metadata `edge_endpoints` is the circuit's matching edges in
+  the network's order (layout.edge_list), E of them, and the logits are
+  finite.
 
 Prints one line per model and exits 1 if any check fails.
     check_models.py models/manifest.json
@@ -60,10 +64,12 @@ def check(entry, base):
     want_out = [("residual_detectors", [1, n]), ("logical_frame", [1, nobs])]
     got_in = [(v.name, shape_of(v), v.type.tensor_type.elem_type) for v in m.graph.input]
     got_out = [(v.name, shape_of(v), v.type.tensor_type.elem_type) for v in m.graph.output]
+    weighted = len(got_out) == 3 and got_out[2][0] == "edge_logits"
     if [(a, b) for a, b, _ in got_in] != want_in or any(t != INT32 for *_, t in got_in):
         errs.append(f"inputs {got_in}, contract {want_in} INT32")
-    if [(a, b) for a, b, _ in got_out] != want_out or any(t != INT32 for *_, t in got_out):
-        errs.append(f"outputs {got_out}, contract {want_out} INT32")
+    if ([(a, b) for a, b, _ in got_out[:2]] != want_out or any(t != INT32 for *_, t in got_out[:2]) or
+            len(got_out) > 2 + weighted):
+        errs.append(f"outputs {got_out}, contract {want_out} INT32 [+ edge_logits FLOAT]")
     for io, decl in (("inputs", entry["inputs"]), ("outputs", entry["outputs"])):
         got = got_in if io == "inputs" else got_out
         if [(d["name"], d["shape"]) for d in decl] != [(a, b) for a, b, _ in got]:
@@ -78,6 +84,12 @@ def check(entry, base):
     if props.get(L.COORDS_KEY) != L.coordinates_metadata(circuit):
         errs.append(f"metadata '{L.COORDS_KEY}' is {'not' if L.COORDS_KEY in props else 'missing:'} "
                     "the detector coordinates of the entry's circuit")
+    if weighted:
+        _, ends, _ = L.edge_list(L.build_layout(circuit))
+        if props.get("edge_endpoints") != json.dumps(ends.tolist(), separators=(",", ":")):
+            errs.append("metadata 'edge_endpoints' is not the circuit's matching edges (layout.edge_list)")
+        if got_out[2][1:] != ([1, len(ends)], onnx.TensorProto.FLOAT):
+            errs.append(f"output edge_logits {got_out[2]}, want FLOAT [1, {len(ends)}]")
     if errs:
         return errs
     import pymatching
@@ -86,9 +98,12 @@ def check(entry, base):
     dets, _ = circuit.compile_detector_sampler(seed=31337).sample(
         20 if n < 5000 else 2, separate_observables=True)
     for i, shot in enumerate(dets):
-        res, frame = sess.run(None, {"detectors": shot[None].astype(np.int32)})
+        res, frame, *logits = sess.run(None, {"detectors": shot[None].astype(np.int32)})
         if not (np.isin(res, (0, 1)).all() and np.isin(frame, (0, 1)).all()):
             errs.append(f"shot {i}: outputs not 0/1")
+            break
+        if logits and not np.isfinite(logits[0]).all():
+            errs.append(f"shot {i}: an edge logit is not finite")
             break
         matching.decode(res[0].astype(np.uint8))  # raises if the residual cannot be matched
     return errs

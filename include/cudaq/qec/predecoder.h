@@ -250,6 +250,8 @@ typedef struct cudaq_predecoder_report {
   uint64_t mwpm_timed_shots; /* the shots mwpm_*_s cover (0: all shots). qec-decode
                                 count_mistakes times MWPM after the run, in passes
                                 over up to 100,000 kept shots decoded back to back */
+  int weighted;              /* MWPM on the residual used the predecoder's per-shot edge
+                                weights (weighted matching); printed only where set */
 } cudaq_predecoder_report_t;
 
 /* Writes the report as text lines (logical error rates with 95% Wilson
