@@ -14,7 +14,7 @@ from ctypes import POINTER, c_char, c_char_p, c_double, c_int, c_int32, c_int64,
     c_uint32, c_uint64, c_void_p
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_ABI_VERSION = 3
+_ABI_VERSION = 4
 
 
 class CudaqError(Exception):
@@ -80,7 +80,7 @@ class MwpmResult(ctypes.Structure):
 
 
 class MwpmGraphOptions(ctypes.Structure):
-    _fields_ = [("merge", c_int), ("enable_correlations", c_int)]
+    _fields_ = [("merge", c_int), ("enable_correlations", c_int), ("per_shot_weights", c_int)]
 
 
 class MwpmEdge(ctypes.Structure):
@@ -141,7 +141,8 @@ class PredecoderError(ctypes.Structure):
 
 class OnnxPredecoderOptions(ctypes.Structure):
     _fields_ = [("device", c_int), ("precision", c_int), ("gpu_ordinal", c_int),
-                ("plan_path", c_char_p), ("graph", c_void_p)]
+                ("plan_path", c_char_p), ("graph", c_void_p),
+                ("weights", c_int), ("match_graph", c_void_p)]  # weighted matching: AUTO, off without match_graph
 
 
 class LocalPredecoderOptions(ctypes.Structure):
@@ -231,3 +232,20 @@ def nn_error(status, message=""):
     if status == NN_ERR_UNSUPPORTED:
         return CudaqUnsupportedError(text, status, name)
     return CudaqValueError(text, status, name)
+
+
+def _check_struct_sizes():
+    """The ctypes mirrors against the C structures' sizes (cudaq_py_struct_size):
+    a field added on one side only would make the C side read past a
+    Python-made structure."""
+    _sig("cudaq_py_struct_size", c_size_t, c_int)
+    mirrors = [MwpmGraphOptions, MwpmResult, MwpmEdge, OnnxPredecoderOptions, LocalPredecoderOptions,
+               NnBinding]
+    for i, cls in enumerate(mirrors):
+        c = lib.cudaq_py_struct_size(i)
+        if c != ctypes.sizeof(cls):
+            raise ImportError(f"cudaq_realtime: {cls.__name__} is {ctypes.sizeof(cls)} bytes here, the C "
+                              f"structure {c}: the package and its C library disagree (reinstall it)")
+
+
+_check_struct_sizes()

@@ -24,7 +24,25 @@ enum { CUDAQ_PY_LAYER_NONE = 0, CUDAQ_PY_LAYER_PREDECODER = 1, CUDAQ_PY_LAYER_MW
 
 /* Exported (the package's ABI check): bump when a signature below changes. */
 int cudaq_py_abi_version(void);
-int cudaq_py_abi_version(void) { return 3; } /* 3: cudaq_mwpm_decode_batch used */
+int cudaq_py_abi_version(void) { return 4; } /* 4: cudaq_py_struct_size; 3: cudaq_mwpm_decode_batch used */
+
+/* The size of the C structures the package mirrors with ctypes (its import
+ * compares them, so a field added on one side only is caught there): 0
+ * cudaq_mwpm_graph_options_t, 1 cudaq_mwpm_result_t, 2 cudaq_mwpm_edge_t, 3
+ * cudaq_onnx_predecoder_options_t, 4 cudaq_local_predecoder_options_t, 5
+ * cudaq_nn_binding_t; 0 for another value. */
+size_t cudaq_py_struct_size(int which);
+size_t cudaq_py_struct_size(int which) {
+  switch (which) {
+    case 0: return sizeof(cudaq_mwpm_graph_options_t);
+    case 1: return sizeof(cudaq_mwpm_result_t);
+    case 2: return sizeof(cudaq_mwpm_edge_t);
+    case 3: return sizeof(cudaq_onnx_predecoder_options_t);
+    case 4: return sizeof(cudaq_local_predecoder_options_t);
+    case 5: return sizeof(cudaq_nn_binding_t);
+  }
+  return 0;
+}
 
 /* Rows of shots and predictions: cudaq_mwpm_shot_events and
  * cudaq_mwpm_write_prediction (mwpm.h), shared with cudaq_mwpm_decode_batch. */
