@@ -222,20 +222,24 @@ cudaq_mwpm__corr_t *cudaq_mwpm__corr_create(const cudaq_mwpm_graph_t *g) {
   return c;
 }
 
+/* Edge f's weights in the decoder's copy back to the graph's; f no longer
+ * dirty (the caller drops it from the list). */
+static void restore_edge(cudaq_mwpm__corr_t *c, const cudaq_mwpm_graph_t *g, uint32_t f) {
+  for (int s = 0; s < 2; s++) {
+    uint32_t k = g->edge_adj[2 * f + s];
+    if (k != UINT32_MAX) {
+      c->adj[k].w = g->adj[k].w;
+      c->adj_wf[k] = g->adj_wf[k];
+    }
+  }
+  c->edge_mark[f] &= (uint8_t)~2u;
+}
+
 void cudaq_mwpm__corr_before_decode(cudaq_mwpm__corr_t *c, const cudaq_mwpm_graph_t *g) {
   if (c->armed)
     return;
-  for (size_t i = 0; i < c->ndirty; i++) {
-    uint32_t f = c->dirty[i];
-    for (int s = 0; s < 2; s++) {
-      uint32_t k = g->edge_adj[2 * f + s];
-      if (k != UINT32_MAX) {
-        c->adj[k].w = g->adj[k].w;
-        c->adj_wf[k] = g->adj_wf[k];
-      }
-    }
-    c->edge_mark[f] &= (uint8_t)~2u;
-  }
+  for (size_t i = 0; i < c->ndirty; i++)
+    restore_edge(c, g, c->dirty[i]);
   c->ndirty = 0;
 }
 
@@ -379,18 +383,10 @@ cudaq_mwpm_status_t cudaq_mwpm_decode_weighted(cudaq_mwpm_decoder_t *d, const ui
   size_t keep = 0;
   for (size_t i = 0; i < c->ndirty; i++) {
     uint32_t f = c->dirty[i];
-    if (i >= nold || c->stamp[f] == c->epoch) {
+    if (i >= nold || c->stamp[f] == c->epoch)
       c->dirty[keep++] = f;
-      continue;
-    }
-    for (int s = 0; s < 2; s++) {
-      uint32_t k = g->edge_adj[2 * f + s];
-      if (k != UINT32_MAX) {
-        c->adj[k].w = g->adj[k].w;
-        c->adj_wf[k] = g->adj_wf[k];
-      }
-    }
-    c->edge_mark[f] &= (uint8_t)~2u;
+    else
+      restore_edge(c, g, f);
   }
   c->ndirty = keep;
   c->armed = 1; /* cudaq_mwpm_decode keeps these weights */

@@ -143,6 +143,19 @@ def pack(bits):
     return np.packbits(bits.astype(np.uint8), axis=1, bitorder="little")
 
 
+def _infer(model, geo, dets, batch, device, fp32):
+    """(grid [B, T, H, W], logits [B, K, T, H, W]) per batch of dets, inference as the exported
+    graph's arithmetic (bf16 autocast on a GPU unless fp32)."""
+    import torch
+    for s in range(0, len(dets), batch):
+        x = torch.tensor(dets[s:s + batch], dtype=torch.float32, device=device)
+        with torch.no_grad(), torch.autocast(torch.device(device).type, dtype=torch.bfloat16,
+                                             enabled=not fp32 and torch.device(device).type == "cuda"):
+            g = geo.grid_from_dets(x)
+            out = model(geo.inputs(g).contiguous(memory_format=torch.channels_last_3d))
+        yield g, out
+
+
 def run_point_weighted(model, spec, shots, seed, pool, device, fp32, corr=False):
     """One evaluation point of weighted matching (the network's edge logits as
     per-shot matching weights) against MWPM alone (and correlated MWPM)."""
@@ -165,12 +178,8 @@ def run_point_weighted(model, spec, shots, seed, pool, device, fp32, corr=False)
         ev_before += int(dets.sum())
         t = time.time()
         lg = []
-        for s in range(0, len(dets), batch):
-            x = torch.tensor(dets[s:s + batch], dtype=torch.float32, device=device)
-            with torch.no_grad(), torch.autocast(torch.device(device).type, dtype=torch.bfloat16,
-                                                 enabled=not fp32 and torch.device(device).type == "cuda"):
-                g = geo.grid_from_dets(x)
-                out = model(geo.inputs(g).contiguous(memory_format=torch.channels_last_3d))
+        for g, out in _infer(model, geo, dets, batch, device, fp32):
+            with torch.no_grad():
                 _, res, _ = geo.apply_corrections(out, g, 0.0)
             ev_after += int(res.sum().item())
             lg.append(out.float().flatten(1)[:, slots].cpu().numpy().astype(np.float16))
@@ -218,12 +227,7 @@ def run_point(model, spec, shots, seed, pool, device, fp32, thresholds=(0.0,), c
         dets = unpack(dp, n)
         ev_before += int(dets.sum())
         rs, fs = [[] for _ in thresholds], [[] for _ in thresholds]
-        for s in range(0, len(dets), batch):
-            x = torch.tensor(dets[s:s + batch], dtype=torch.float32, device=device)
-            with torch.no_grad(), torch.autocast(torch.device(device).type, dtype=torch.bfloat16,
-                                                 enabled=not fp32 and torch.device(device).type == "cuda"):
-                g = geo.grid_from_dets(x)
-                logits = model(geo.inputs(g).contiguous(memory_format=torch.channels_last_3d))
+        for g, logits in _infer(model, geo, dets, batch, device, fp32):
             for j, th in enumerate(thresholds):
                 _, res, fr = geo.apply_corrections(logits, g, th)
                 rs[j].append(res.flatten(1)[:, geo.det_cell].to(torch.uint8).cpu().numpy())
