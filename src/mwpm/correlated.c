@@ -351,7 +351,8 @@ cudaq_mwpm_status_t cudaq_mwpm_decode_weighted(cudaq_mwpm_decoder_t *d, const ui
   for (size_t i = 0; i < num_weights; i++) {
     if (edges[i] >= g->num_edges)
       return CUDAQ_MWPM_ERR_OUT_OF_RANGE;
-    if (!(weights[i] >= 0.0) || !isfinite(weights[i]) || g->edges[edges[i]].weight < 0.0)
+    if (!(weights[i] >= 0.0) || !isfinite(weights[i]) ||
+        (g->num_neg_edges && g->edges[edges[i]].weight < 0.0))
       return CUDAQ_MWPM_ERR_INVALID_ARG; /* negative, NaN, infinite; or an edge folded into every shot */
   }
   /* This call's edges get its stamp; then of the edges changed before
@@ -361,25 +362,33 @@ cudaq_mwpm_status_t cudaq_mwpm_decode_weighted(cudaq_mwpm_decoder_t *d, const ui
     memset(c->stamp, 0, g->num_edges * sizeof *c->stamp);
     c->epoch = 1;
   }
-  size_t nold = c->ndirty;
-  const double wcap = (double)(PER_SHOT_MAX_INT / 2) / g->scale;
+  size_t nold = c->ndirty, nd = c->ndirty;
+  const double wcap = (double)(PER_SHOT_MAX_INT / 2) / g->scale, scale = g->scale;
+  /* locals: the stores below would otherwise make the compiler reload every pointer */
+  cudaq_mwpm__adj_t *restrict adj = c->adj;
+  double *restrict adj_wf = c->adj_wf;
+  uint32_t *restrict stamp = c->stamp, *restrict dirty = c->dirty;
+  uint8_t *restrict mark = c->edge_mark;
+  const uint32_t *restrict eadj = g->edge_adj;
+  const uint32_t epoch = c->epoch;
   for (size_t i = 0; i < num_weights; i++) {
     uint32_t f = edges[i];
     double wf = weights[i] < wcap ? weights[i] : wcap;
-    int32_t w = 2 * (int32_t)(wf * g->scale + 0.5); /* llround for wf >= 0, without the call */
-    for (int s = 0; s < 2; s++) {
-      uint32_t k = g->edge_adj[2 * f + s];
-      if (k != UINT32_MAX) {
-        c->adj[k].w = w;
-        c->adj_wf[k] = wf;
-      }
+    int32_t w = 2 * (int32_t)(wf * scale + 0.5); /* llround for wf >= 0, without the call */
+    uint32_t k0 = eadj[2 * f], k1 = eadj[2 * f + 1];
+    adj[k0].w = w; /* every edge has its first end */
+    adj_wf[k0] = wf;
+    if (k1 != UINT32_MAX) {
+      adj[k1].w = w;
+      adj_wf[k1] = wf;
     }
-    c->stamp[f] = c->epoch;
-    if (!(c->edge_mark[f] & 2)) {
-      c->edge_mark[f] |= 2;
-      c->dirty[c->ndirty++] = f;
+    stamp[f] = epoch;
+    if (!(mark[f] & 2)) {
+      mark[f] |= 2;
+      dirty[nd++] = f;
     }
   }
+  c->ndirty = nd;
   size_t keep = 0;
   for (size_t i = 0; i < c->ndirty; i++) {
     uint32_t f = c->dirty[i];

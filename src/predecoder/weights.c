@@ -30,10 +30,14 @@
 #define EDGES_KEY "edge_endpoints"
 #define THRESHOLD_KEY "decision_threshold"
 
+/* The model's edges, kept in the match graph's edge order (so that the
+ * matcher's weight writes walk its arrays forwards): entry j is the model's
+ * output element src[j]. */
 struct pd__weights {
   size_t n;          /* model edges */
   double threshold;  /* the model's decision threshold */
-  uint32_t *edge;    /* match graph edge of model edge i */
+  uint32_t *edge;    /* match graph edge of entry j (ascending) */
+  uint32_t *src;     /* n: its index in the model's output */
   int32_t *ends;     /* 2n: its detectors (-1: the boundary) */
   uint64_t *obs;     /* n: its observables (the match graph's) */
   double *w;         /* n: this shot's weights */
@@ -44,6 +48,7 @@ void cudaq_predecoder__weights_destroy(pd__weights_t *w) {
   if (!w)
     return;
   free(w->edge);
+  free(w->src);
   free(w->ends);
   free(w->obs);
   free(w->w);
@@ -137,6 +142,36 @@ malformed:
   return CUDAQ_PREDECODER_ERR_MODEL;
 }
 
+typedef struct by_edge {
+  uint32_t edge, src;
+  int32_t a, b;
+  uint64_t obs;
+} by_edge_t;
+
+static int cmp_by_edge(const void *x, const void *y) {
+  const by_edge_t *p = x, *q = y;
+  return p->edge < q->edge ? -1 : p->edge > q->edge;
+}
+
+/* Puts the entries (read in the model's order) in the graph's edge order. */
+static int sort_by_edge(pd__weights_t *w) {
+  by_edge_t *t = malloc(w->n * sizeof *t);
+  if (!t)
+    return 1;
+  for (size_t i = 0; i < w->n; i++)
+    t[i] = (by_edge_t){w->edge[i], (uint32_t)i, w->ends[2 * i], w->ends[2 * i + 1], w->obs[i]};
+  qsort(t, w->n, sizeof *t, cmp_by_edge);
+  for (size_t j = 0; j < w->n; j++) {
+    w->edge[j] = t[j].edge;
+    w->src[j] = t[j].src;
+    w->ends[2 * j] = t[j].a;
+    w->ends[2 * j + 1] = t[j].b;
+    w->obs[j] = t[j].obs;
+  }
+  free(t);
+  return 0;
+}
+
 cudaq_predecoder_status_t cudaq_predecoder__weights_create(const cudaq_nn_model_t *m,
                                                            const cudaq_mwpm_graph_t *g,
                                                            cudaq_predecoder_weights_t mode,
@@ -196,16 +231,21 @@ cudaq_predecoder_status_t cudaq_predecoder__weights_create(const cudaq_nn_model_
   w->n = (size_t)b.shape[1];
   w->threshold = (double)(float)t; /* the graph compares float logits with a float constant */
   w->edge = malloc(w->n * sizeof *w->edge);
+  w->src = malloc(w->n * sizeof *w->src);
   w->ends = malloc(2 * w->n * sizeof *w->ends);
   w->obs = malloc(w->n * sizeof *w->obs);
   w->w = calloc(w->n, sizeof *w->w);
   w->res = calloc(nd ? nd : 1, 1);
-  if (!w->edge || !w->ends || !w->obs || !w->w || !w->res) {
+  if (!w->edge || !w->src || !w->ends || !w->obs || !w->w || !w->res) {
     cudaq_predecoder__weights_destroy(w);
     cudaq_predecoder__set_error(err, "out of memory");
     return CUDAQ_PREDECODER_ERR_NO_MEMORY;
   }
   cudaq_predecoder_status_t st = read_edges(w, edges, g, nd, err);
+  if (!st && sort_by_edge(w)) {
+    cudaq_predecoder__set_error(err, "out of memory");
+    st = CUDAQ_PREDECODER_ERR_NO_MEMORY;
+  }
   if (st) {
     cudaq_predecoder__weights_destroy(w);
     return st;
@@ -223,19 +263,20 @@ cudaq_predecoder_status_t cudaq_predecoder__weights_apply(pd__weights_t *w, cons
   for (uint32_t d = 0; d < nd; d++)
     w->res[d] = (uint8_t)model_residual[d];
   uint64_t f = *frame;
-  for (size_t i = 0; i < w->n; i++) {
-    double x = logits[i];
+  for (size_t j = 0; j < w->n; j++) {
+    double x = logits[w->src[j]];
     if (!isfinite(x)) {
-      cudaq_predecoder__set_error(err, "model output '%s'[%zu] is %g, not a finite logit", LOGITS_NAME, i, x);
+      cudaq_predecoder__set_error(err, "model output '%s'[%u] is %g, not a finite logit", LOGITS_NAME,
+                                  w->src[j], x);
       return CUDAQ_PREDECODER_ERR_OUTPUT;
     }
     if ((x > 0.0) != (x > w->threshold)) { /* threshold 0 and the model's disagree: fold it in */
-      w->res[w->ends[2 * i]] ^= 1;
-      if (w->ends[2 * i + 1] >= 0)
-        w->res[w->ends[2 * i + 1]] ^= 1;
-      f ^= w->obs[i];
+      w->res[w->ends[2 * j]] ^= 1;
+      if (w->ends[2 * j + 1] >= 0)
+        w->res[w->ends[2 * j + 1]] ^= 1;
+      f ^= w->obs[j];
     }
-    w->w[i] = fabs(x);
+    w->w[j] = fabs(x);
   }
   size_t r = 0;
   for (uint32_t d = 0; d < nd; d++)
