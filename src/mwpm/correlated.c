@@ -275,7 +275,7 @@ static int reweight(cudaq_mwpm__corr_t *c, const cudaq_mwpm_graph_t *g) {
 cudaq_mwpm_status_t cudaq_mwpm_decode_correlated(cudaq_mwpm_decoder_t *d, const uint32_t *events,
                                                  size_t num_events, cudaq_mwpm_result_t *res) {
   cudaq_mwpm__corr_t *c = d ? cudaq_mwpm__decoder_corr(d) : NULL;
-  if (!c)
+  if (!c || !cudaq_mwpm__decoder_graph(d)->has_corr) /* own weights may be per-shot only */
     return CUDAQ_MWPM_ERR_INVALID_ARG;
   cudaq_mwpm_status_t st = cudaq_mwpm_decode(d, events, num_events, res);
   if (st)
@@ -319,7 +319,7 @@ cudaq_mwpm_status_t cudaq_mwpm_decode_dense_correlated(cudaq_mwpm_decoder_t *d,
                                                        const uint8_t *dets,
                                                        cudaq_mwpm_result_t *res) {
   cudaq_mwpm__corr_t *c = d ? cudaq_mwpm__decoder_corr(d) : NULL;
-  if (!c || !dets || !res)
+  if (!c || !cudaq_mwpm__decoder_graph(d)->has_corr || !dets || !res)
     return CUDAQ_MWPM_ERR_INVALID_ARG;
   const cudaq_mwpm_graph_t *g = cudaq_mwpm__decoder_graph(d);
   size_t n = 0;

@@ -74,7 +74,8 @@ static void usage(FILE *f) {
         "          [--predecoder_weights auto|on|off]   ONNX model with edge logits\n"
         "                     (models/README.md): MWPM on the residual of threshold 0\n"
         "                     with the network's per-shot edge weights (auto: where the\n"
-        "                     model has them; off: its thresholded residual)\n"
+        "                     model has them, unless --enable_correlations; off: its\n"
+        "                     thresholded residual)\n"
         "          [--local_weight_factor F]   local: likely edges weigh at most F x the\n"
         "                     lightest detector-detector edge (default 1.3)\n"
         "          [--json FILE]   count_mistakes: the report (predecoder + MWPM vs MWPM\n"
@@ -294,6 +295,13 @@ static int check_predecoder_flags(const opts_t *o, int cmd_predict,
       fprintf(stderr, "qec-decode: --predecoder_weights is auto, on or off, not '%s'\n", o->weights);
       return 1;
     }
+  }
+  if (o->correlations) { /* correlated matching reweights the DEM's edges itself */
+    if (onnx->weights == CUDAQ_PREDECODER_WEIGHTS_ON) {
+      fprintf(stderr, "qec-decode: --enable_correlations does not combine with --predecoder_weights on\n");
+      return 1;
+    }
+    onnx->weights = CUDAQ_PREDECODER_WEIGHTS_OFF;
   }
   if (onnx->precision == CUDAQ_PREDECODER_FP16 && onnx->device == CUDAQ_PREDECODER_CPU) {
     fprintf(stderr, "qec-decode: --precision fp16 needs --device gpu (the CPU executor is fp32)\n");
@@ -652,12 +660,7 @@ static int make_predecoder(const opts_t *o, const cudaq_mwpm_graph_t *g, uint32_
     fprintf(stderr, "qec-decode: --predecoder %s: %s\n", o->predecoder, perr.message);
     return 1;
   }
-  r->rep.weighted = cudaq_predecoder_weighted(r->pd);
-  if (r->rep.weighted && o->correlations) {
-    fprintf(stderr, "qec-decode: --enable_correlations does not combine with the weighted "
-                    "predecoder (--predecoder_weights off for its thresholded residual)\n");
-    return 1;
-  }
+  r->rep.weighted = cudaq_predecoder_weighted(r->pd); /* never with --enable_correlations (flags) */
   r->residual = malloc(((size_t)nd + 1) * sizeof *r->residual);
   if (!r->residual) {
     fprintf(stderr, "qec-decode: out of memory\n");

@@ -184,6 +184,11 @@ static cudaq_predecoder_status_t check_options(const cudaq_onnx_predecoder_optio
     cudaq_predecoder__set_error(err, "precision %d is neither FP32 nor FP16", (int)opts->precision);
     return CUDAQ_PREDECODER_ERR_INVALID_ARG;
   }
+  if (opts->weights != CUDAQ_PREDECODER_WEIGHTS_AUTO && opts->weights != CUDAQ_PREDECODER_WEIGHTS_OFF &&
+      opts->weights != CUDAQ_PREDECODER_WEIGHTS_ON) {
+    cudaq_predecoder__set_error(err, "weights %d is none of AUTO, OFF, ON", (int)opts->weights);
+    return CUDAQ_PREDECODER_ERR_INVALID_ARG;
+  }
   if (opts->device == CUDAQ_PREDECODER_CPU && opts->precision == CUDAQ_PREDECODER_FP16) {
     cudaq_predecoder__set_error(err, "FP16 runs on the GPU only (the CPU executor is FP32)");
     return CUDAQ_PREDECODER_ERR_INVALID_ARG;

@@ -15,9 +15,10 @@
  * differ are folded in here (their endpoints flipped, their observables
  * added to the frame, from the match graph's edge).
  *
- * Measured (H200, models/README.md): the shipped accurate network at d = 7,
- * p = 0.003 gives 0.49x the logical error rate of MWPM alone this way,
- * against 0.81x for its thresholded residual, with 2.3% of the events left.
+ * Measured (H200, bench/results/weighted-matching-h200-2026-11-29.md): the
+ * shipped accurate network at d = 13, p = 0.003 gives 0.18-0.22x the
+ * logical error rate of MWPM alone this way, against 0.62-0.72x for its
+ * thresholded residual, with 2.3% of the events left.
  */
 #include <math.h>
 #include <stdio.h>
@@ -112,9 +113,9 @@ static cudaq_predecoder_status_t read_edges(pd__weights_t *w, const char *s, con
     }
     cudaq_mwpm_graph_edge(g, e, &ge);
     if (ge.weight < 0.0) {
-      cudaq_predecoder__set_error(err, "model edge %zu: the DEM's edge between detectors %d and %d has "
+      cudaq_predecoder__set_error(err, "model edge %zu: the DEM's edge from detector %d to %s%d has "
                                   "probability > 1/2 (negative weight), which weighted matching does not "
-                                  "take", i, a, b);
+                                  "take", i, a, b < 0 ? "the boundary" : "detector ", b < 0 ? 0 : b);
       return CUDAQ_PREDECODER_ERR_MODEL;
     }
     w->edge[i] = (uint32_t)e;
@@ -123,10 +124,13 @@ static cudaq_predecoder_status_t read_edges(pd__weights_t *w, const char *s, con
     w->obs[i] = ge.obs_mask;
     i++;
     s = cudaq_predecoder__skip_ws(s);
-    if (*s == ',')
+    if (*s == ',') {
       s = cudaq_predecoder__skip_ws(s + 1);
-    else if (*s != ']')
+      if (*s != '[')
+        goto malformed; /* a trailing comma */
+    } else if (*s != ']') {
       goto malformed;
+    }
   }
   if (*cudaq_predecoder__skip_ws(s + 1) != '\0')
     goto malformed;
@@ -178,12 +182,7 @@ cudaq_predecoder_status_t cudaq_predecoder__weights_create(const cudaq_nn_model_
                                                            uint32_t nd, pd__weights_t **out,
                                                            size_t *logits_output,
                                                            cudaq_predecoder_error_t *err) {
-  *out = NULL;
-  if (mode != CUDAQ_PREDECODER_WEIGHTS_AUTO && mode != CUDAQ_PREDECODER_WEIGHTS_OFF &&
-      mode != CUDAQ_PREDECODER_WEIGHTS_ON) {
-    cudaq_predecoder__set_error(err, "weights %d is none of AUTO, OFF, ON", (int)mode);
-    return CUDAQ_PREDECODER_ERR_INVALID_ARG;
-  }
+  *out = NULL; /* mode: one of the three (onnx.c's check_options) */
   if (mode == CUDAQ_PREDECODER_WEIGHTS_OFF || (mode == CUDAQ_PREDECODER_WEIGHTS_AUTO && !g))
     return CUDAQ_PREDECODER_OK; /* a caller without a match graph does not match with weights */
   long oi = find_output(m);
@@ -219,7 +218,7 @@ cudaq_predecoder_status_t cudaq_predecoder__weights_create(const cudaq_nn_model_
     return CUDAQ_PREDECODER_ERR_INVALID_ARG;
   }
   if (cudaq_mwpm_graph_num_nodes(g) != nd) {
-    cudaq_predecoder__set_error(err, "the match graph has %u detectors, the model %u",
+    cudaq_predecoder__set_error(err, "the match graph has %u detectors, the predecoder %u",
                                 cudaq_mwpm_graph_num_nodes(g), nd);
     return CUDAQ_PREDECODER_ERR_MODEL;
   }
@@ -229,7 +228,9 @@ cudaq_predecoder_status_t cudaq_predecoder__weights_create(const cudaq_nn_model_
     return CUDAQ_PREDECODER_ERR_NO_MEMORY;
   }
   w->n = (size_t)b.shape[1];
-  w->threshold = (double)(float)t; /* the graph compares float logits with a float constant */
+  /* The graph compares float logits with a float constant (an FP16 engine: both in FP16, the
+   * same comparison where the threshold is a half, as the shipped 3 is) */
+  w->threshold = (double)(float)t;
   w->edge = malloc(w->n * sizeof *w->edge);
   w->src = malloc(w->n * sizeof *w->src);
   w->ends = malloc(2 * w->n * sizeof *w->ends);
@@ -246,6 +247,13 @@ cudaq_predecoder_status_t cudaq_predecoder__weights_create(const cudaq_nn_model_
     cudaq_predecoder__set_error(err, "out of memory");
     st = CUDAQ_PREDECODER_ERR_NO_MEMORY;
   }
+  for (size_t j = 1; !st && j < w->n; j++)
+    if (w->edge[j] == w->edge[j - 1]) { /* which weight would count? */
+      cudaq_predecoder__set_error(err, "model metadata '%s' lists one edge twice (entries %u and %u)",
+                                  EDGES_KEY, w->src[j - 1] < w->src[j] ? w->src[j - 1] : w->src[j],
+                                  w->src[j - 1] < w->src[j] ? w->src[j] : w->src[j - 1]);
+      st = CUDAQ_PREDECODER_ERR_MODEL;
+    }
   if (st) {
     cudaq_predecoder__weights_destroy(w);
     return st;

@@ -255,8 +255,9 @@ static void test_random_negative(void **state) {
 /* Per-shot weights (cudaq_mwpm_decode_weighted): on random graphs, each shot
  * replaces the weights of a random subset of edges (zero, small, large,
  * beyond the clamp) and is checked against brute force on the graph with
- * those weights; a plain decode after it must see the graph's own weights
- * again (brute force on the original graph). */
+ * those weights; a plain decode after every other one must see the graph's
+ * own weights again (brute force on the original graph), and the others are
+ * followed by the next weighted shot directly. */
 static void test_weighted_random(void **state) {
   (void)state;
   cudaq_mwpm_edge_t edges[MAXN * MAXN], shot_edges[MAXN * MAXN];
@@ -316,7 +317,11 @@ static void test_weighted_random(void **state) {
         assert_true(fabs(res.weight - rw) < 1e-5 * (1 + rw));
         checked++;
       }
-      /* The next plain decode has the graph's weights back. */
+      /* Every other shot: the next weighted decode follows at once (its
+       * edges not listed get the graph's weights back there); else the next
+       * plain decode has the graph's weights back. */
+      if (shot % 2)
+        continue;
       rw = ref_solve(&ref, refev, k, &robs);
       st = cudaq_mwpm_decode(dec, ev, (size_t)k, &res);
       if (isinf(rw)) {
@@ -375,6 +380,10 @@ static void test_weighted_errors(void **state) {
   assert_int_equal(cudaq_mwpm_decode_weighted(d, ev, 2, idx, NULL, 2, &r), CUDAQ_MWPM_ERR_INVALID_ARG);
   assert_int_equal(cudaq_mwpm_decode_weighted(d, ev, 2, idx, w, 2, NULL), CUDAQ_MWPM_ERR_INVALID_ARG);
   assert_int_equal(cudaq_mwpm_decode_weighted(NULL, ev, 2, idx, w, 2, &r), CUDAQ_MWPM_ERR_INVALID_ARG);
+  /* own weights for per-shot use do not make a graph correlated */
+  assert_int_equal(cudaq_mwpm_decode_correlated(d, ev, 2, &r), CUDAQ_MWPM_ERR_INVALID_ARG);
+  uint8_t dense[3] = {1, 0, 1};
+  assert_int_equal(cudaq_mwpm_decode_dense_correlated(d, dense, &r), CUDAQ_MWPM_ERR_INVALID_ARG);
   double bad[4] = {-1.0, NAN, INFINITY, 0.0};
   for (int i = 0; i < 3; i++) {
     double wb[2] = {0.0, bad[i]}; /* the first entry valid: nothing may change before the check */

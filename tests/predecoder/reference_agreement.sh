@@ -52,7 +52,8 @@ fi
 paste -d ' ' "$WORK/ref.01" "$WORK/ours.01" | awk '$1 != $2 { print NR }' > "$WORK/diff.txt"
 ndiff=$(wc -l < "$WORK/diff.txt")
 # shellcheck disable=SC2046
-"$MW" "$DEM" "$WORK/residual.b8" $(cat "$WORK/diff.txt") > "$WORK/ours_weights.txt" ||
+# (--model: a weighted model's shots are matched with their own edge weights, as qec-decode does)
+"$MW" "$DEM" "$WORK/residual.b8" --model "$MODEL" "$IN" "$FMT" $(cat "$WORK/diff.txt") > "$WORK/ours_weights.txt" ||
   fail "mwpm_weight failed"
 # A tie: our prediction is the model's frame XOR the observables of our
 # matching on the residual, and that matching weighs what PyMatching's does.

@@ -87,8 +87,14 @@ refuses "weights value" "--predecoder_weights is auto, on or off, not 'yes'" pre
   $SHOTS --predecoder "$D/weighted.onnx" --predecoder_weights yes
 refuses "weights on, no logits" "weighted matching asked for, but the model has no output 'edge_logits'" \
   predict --dem "$DEM" $SHOTS --predecoder "$D/identity.onnx" --predecoder_weights on
-refuses "weights and correlations" "--enable_correlations does not combine with the weighted predecoder" \
-  predict --dem "$DEM" $SHOTS --predecoder "$D/weighted.onnx" --enable_correlations
+refuses "weights on and correlations" "--enable_correlations does not combine with --predecoder_weights on" \
+  predict --dem "$DEM" $SHOTS --predecoder "$D/weighted.onnx" --predecoder_weights on --enable_correlations
+# auto with --enable_correlations: the thresholded residual, as off
+"$QD" predict --dem "$DEM" $SHOTS --predecoder "$D/weighted.onnx" --enable_correlations \
+  --out "$T/w_corr_auto.01" || fail "auto with --enable_correlations refused"
+"$QD" predict --dem "$DEM" $SHOTS --predecoder "$D/weighted.onnx" --enable_correlations \
+  --predecoder_weights off --out "$T/w_corr_off.01" || fail "off with --enable_correlations refused"
+cmp -s "$T/w_corr_auto.01" "$T/w_corr_off.01" || fail "auto and off differ with --enable_correlations"
 # off: the model's own (identity) residual, matched plainly: the identity model's answers;
 # auto and on: weighted, which answers differently on this model.
 "$QD" predict --dem "$DEM" $SHOTS --predecoder "$D/weighted.onnx" --predecoder_weights off \

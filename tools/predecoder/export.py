@@ -273,8 +273,8 @@ def main(argv=None):
     ap.add_argument("--threshold", type=float, default=3.0,
                     help="apply an edge when its logit is above this (higher: fewer, surer corrections)")
     ap.add_argument("--edge-logits", action="store_true",
-                    help=f"add output 2 '{EDGE_LOGITS}' and the '{EDGES_KEY}' metadata (weighted matching; "
-                         "export it with --threshold 0)")
+                    help=f"add output 2 '{EDGE_LOGITS}' and the '{EDGES_KEY}' metadata (weighted matching: "
+                         "consumers apply the edges of positive logit themselves, whatever --threshold)")
     a = ap.parse_args(argv)
     spec = L.circuit_spec(a.basis, a.distance, a.rounds or a.distance, a.p, a.noise)
     circuit = L.make_circuit(spec)

@@ -42,7 +42,8 @@ the phrase the refusal message must contain):
   lists of numbers); weighted models with a broken edge list:
   bad_weights_no_edges (no edge_endpoints), bad_weights_count (one edge
   short), bad_weights_edge (an edge the DEM does not have), bad_weights_json,
-  bad_weights_dtype (int32 logits).
+  bad_weights_twice (one edge listed twice), bad_weights_comma (a trailing
+  comma), bad_weights_dtype (int32 logits).
 """
 import argparse
 import json
@@ -302,6 +303,10 @@ def gen(args):
     refuse("bad_weights_edge", weighted_model(n, l, ends, props_edges=json.dumps([list(far)] + ends[1:])),
            f"model edge 0 (detector {far[0]} to detector {far[1]}) is not an edge of the DEM's matching graph")
     refuse("bad_weights_json", weighted_model(n, l, ends, props_edges=f"[[{ends[0][0]},{ends[0][1]}],[2]]"),
+           "model metadata 'edge_endpoints' is not a list of [detector, detector or -1] pairs")
+    refuse("bad_weights_twice", weighted_model(n, l, ends, props_edges=json.dumps([ends[0]] + ends[:-1])),
+           "model metadata 'edge_endpoints' lists one edge twice (entries 0 and 1)")
+    refuse("bad_weights_comma", weighted_model(n, l, ends[:1], props_edges=json.dumps(ends[:1])[:-1] + ",]"),
            "model metadata 'edge_endpoints' is not a list of [detector, detector or -1] pairs")
     refuse("bad_weights_dtype", weighted_model(n, l, ends, logits_type=I32),
            "model output 'edge_logits' must be float [1, E]")

@@ -134,9 +134,10 @@ EDGE_LOGITS, EDGES_KEY = "edge_logits", "edge_endpoints"
 
 
 def weighted_setup(sess, matching, mode, nd):
-    """None (thresholded residual), or what weighted_shot needs: the model's
-    edges as a check matrix H and their observables F (from the DEM's
-    matching graph), the model's decision threshold as a float32."""
+    """None (thresholded residual), or what weighted_shot needs: the DEM's
+    matching graph as a check matrix H and observables F (every edge, at the
+    DEM's weight), the model's edges as columns of it, and the model's
+    decision threshold as a float32 (the C rule: src/predecoder/weights.c)."""
     import scipy.sparse as sp
     has = EDGE_LOGITS in [o.name for o in sess.get_outputs()]
     if mode == "off" or (mode == "auto" and not has):
@@ -145,42 +146,49 @@ def weighted_setup(sess, matching, mode, nd):
         fail(f"weighted matching asked for, but the model has no output '{EDGE_LOGITS}'")
     meta = sess.get_modelmeta().custom_metadata_map
     ends = np.array(json.loads(meta[EDGES_KEY]), dtype=np.int64).reshape(-1, 2)
-    rows, cols, fr, fc = [], [], [], []
-    for j, (a, b) in enumerate(ends.tolist()):
-        if b < 0:
-            if not matching.has_boundary_edge(a):
-                fail(f"model edge {j} (detector {a} to the boundary) is not an edge of the DEM")
-            ids = matching.get_boundary_edge_data(a)["fault_ids"]
-        else:
-            if not matching.has_edge(a, b):
-                fail(f"model edge {j} (detector {a} to detector {b}) is not an edge of the DEM")
-            ids = matching.get_edge_data(a, b)["fault_ids"]
-        rows += [a] + ([b] if b >= 0 else [])
-        cols += [j] * (2 if b >= 0 else 1)
-        fr += sorted(ids)
-        fc += [j] * len(ids)
+    col, rows, cols, fr, fc, base = {}, [], [], [], [], []
+    for u, v, data in matching.edges():
+        key = (min(u, v), max(u, v)) if v is not None else (u, -1)
+        j = col[key] = len(base)
+        base.append(data["weight"])
+        rows += [u] + ([v] if v is not None else [])
+        cols += [j] * (1 if v is None else 2)
+        fr += sorted(data["fault_ids"])
+        fc += [j] * len(data["fault_ids"])
+    model_cols = []
+    for i, (a, b) in enumerate(ends.tolist()):
+        key = (min(a, b), max(a, b)) if b >= 0 else (a, -1)
+        if key not in col:
+            fail(f"model edge {i} (detector {a} to {'the boundary' if b < 0 else f'detector {b}'}) "
+                 "is not an edge of the DEM")
+        model_cols.append(col[key])
+    if len(set(model_cols)) != len(model_cols):
+        fail(f"model metadata '{EDGES_KEY}' lists one edge twice")
     no = matching.num_fault_ids
-    H = sp.csc_matrix((np.ones(len(rows), np.uint8), (rows, cols)), shape=(nd, len(ends)))
-    F = sp.csc_matrix((np.ones(len(fr), np.uint8), (fr, fc)), shape=(no, len(ends)))
+    H = sp.csc_matrix((np.ones(len(rows), np.uint8), (rows, cols)), shape=(nd, len(base)))
+    F = sp.csc_matrix((np.ones(len(fr), np.uint8), (fr, fc)), shape=(no, len(base)))
     thr = np.float32(float(meta["decision_threshold"]))
-    return {"H": H, "F": F, "thr": thr}
+    return {"H": H, "F": F, "base": np.array(base), "cols": np.array(model_cols, np.int64), "thr": thr}
 
 
 def weighted_shot(wt, logits, residual, frame, i):
-    """Folds the edges where threshold 0 and the model's disagree into the
-    residual and frame (in place) and matches with weights |logit|: the
-    observables and the matching weight."""
+    """Folds the model's edges where threshold 0 and the model's disagree into
+    the residual and frame (in place) and matches on the DEM's graph with the
+    model's edges at weight |logit|: the observables and the matching weight."""
     import pymatching
     if not np.isfinite(logits).all():
         fail(f"shot {i + 1}: an edge logit is not finite")
     lg = logits.astype(np.float32)
-    flip = ((lg > 0) != (lg > wt["thr"])).astype(np.uint8)
+    flip = np.zeros(len(wt["base"]), np.uint8)
+    flip[wt["cols"]] = (lg > 0) != (lg > wt["thr"])
     residual ^= (wt["H"] @ flip % 2).astype(np.uint8)
     frame ^= (wt["F"] @ flip % 2).astype(np.uint8)
-    m = pymatching.Matching.from_check_matrix(wt["H"], weights=np.abs(lg.astype(np.float64)),
-                                              faults_matrix=wt["F"], use_virtual_boundary_node=True)
-    obs, w = m.decode(residual, return_weight=True)
-    return obs, w
+    w = wt["base"].copy()
+    w[wt["cols"]] = np.abs(lg.astype(np.float64))
+    m = pymatching.Matching.from_check_matrix(wt["H"], weights=w, faults_matrix=wt["F"],
+                                              use_virtual_boundary_node=True)
+    obs, weight = m.decode(residual, return_weight=True)
+    return obs, weight
 
 
 # --- shots -----------------------------------------------------------------
