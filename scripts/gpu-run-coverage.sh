@@ -2,7 +2,8 @@
 # Two GPU visits: every shipped model family on circuits and noise it was not
 # trained or tested on (X and Z, SI1000, p from 0.0015 to 0.008, d = 5 to 31),
 # through the CPU executor, the GPU engine (FP32, FP16) and qec-realtime's
-# hybrid mode; predictions compared shot for shot. The two binaries and the
+# hybrid mode; predictions compared shot for shot (qec-decode with
+# --predecoder_weights off: the hybrid mode matches the thresholded residual). The two binaries and the
 # repository pass the 64 MiB a visit carries, so each visit carries one:
 #   cmake --build build-gpu --target qec-decode qec-realtime
 #   CARRY=.gpucarry-c BINS=src/mwpm/qec-decode scripts/gpu-pack.sh             # visit 1
@@ -29,18 +30,18 @@ diffs() { [ -s "$1" ] && [ -s "$2" ] && paste "$1" "$2" | awk '$1 != $2' | wc -l
 if [ -x "$QD" ]; then
   for d in "$C"/shots/*/; do # the CPU executor, every model at once on the host's cores
     m=$(basename "$d")
-    ( timeout 500 $QD predict --dem "$d/circuit.dem" --in "$d/shots.b8" --in_format b8 --predecoder "$M/$m.onnx" \
+    ( timeout 500 $QD predict --dem "$d/circuit.dem" --in "$d/shots.b8" --in_format b8 --predecoder "$M/$m.onnx" --predecoder_weights off \
         --device cpu --out "$P/$m.cpu.01" > "$P/$m.cpu.log" 2>&1; echo $? > "$P/$m.cpu.rc" ) &
   done
   for d in "$C"/shots/*/; do
     m=$(basename "$d")
     for prec in fp32 fp16; do
-      timeout 300 $QD predict --dem "$d/circuit.dem" --in "$d/shots.b8" --in_format b8 --predecoder "$M/$m.onnx" \
+      timeout 300 $QD predict --dem "$d/circuit.dem" --in "$d/shots.b8" --in_format b8 --predecoder "$M/$m.onnx" --predecoder_weights off \
         --device gpu --precision $prec --out "$P/$m.$prec.01" > "$P/$m.$prec.log" 2>&1 ||
         echo "$m $prec: FAILED rc $? ($(tail -2 "$P/$m.$prec.log"))"
     done
     timeout 300 $QD count_mistakes --dem "$d/circuit.dem" --in "$d/shots.b8" --in_format b8 --obs_in "$d/obs.01" \
-      --predecoder "$M/$m.onnx" --device gpu --precision fp16 > "$P/$m.count.log" 2>&1 || echo "$m count: FAILED"
+      --predecoder "$M/$m.onnx" --predecoder_weights off --device gpu --precision fp16 > "$P/$m.count.log" 2>&1 || echo "$m count: FAILED"
   done
   wait
   echo "| model | shots | CPU executor rc | GPU FP32 vs CPU executor (shots differing) | GPU FP16 vs CPU | LER predecoder + MWPM (GPU FP16) | LER MWPM alone |"

@@ -26,7 +26,7 @@ for d in 5 7 9 13; do
   for keep in 0 1; do
     s=$(date +%s.%N)
     CUDAQ_NN_BLAS_KEEP=$keep OPENBLAS_VERBOSE=2 /tmp/cebin/qec-decode predict --dem "$S/circuit.dem" \
-      --in "$S/shots.b8" --in_format b8 --predecoder models/predecoder_d${d}_z.onnx \
+      --in "$S/shots.b8" --in_format b8 --predecoder models/predecoder_d${d}_z.onnx --predecoder_weights off \
       --out "/tmp/ce$d.$keep.01" 2> "/tmp/ce$d.$keep.err"
     e=$(date +%s.%N)
     echo "d=$d keep=$keep shots=$n: $(awk "BEGIN { printf \"%.2f\", ($e - $s) * 1000 / $n }") ms/shot;" \

@@ -47,7 +47,7 @@ if has d13; then
     --model models/predecoder_d13_z.onnx --shots 20000 --seed 99 --out /tmp/pd-13 > /dev/null 2>&1
   for prec in fp16 fp32; do
     step "qec_decode_d13_$prec" 90 "$QD" count_mistakes --dem /tmp/pd-13/circuit.dem --in /tmp/pd-13/shots.b8 \
-      --in_format b8 --obs_in /tmp/pd-13/obs.01 --predecoder models/predecoder_d13_z.onnx --device gpu \
+      --in_format b8 --obs_in /tmp/pd-13/obs.01 --predecoder models/predecoder_d13_z.onnx --predecoder_weights off --device gpu \
       --precision "$prec" --json "$OUT/qec_decode_d13_$prec.json"
   done
 fi
