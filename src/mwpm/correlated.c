@@ -338,6 +338,36 @@ cudaq_mwpm_status_t cudaq_mwpm_decode_dense_correlated(cudaq_mwpm_decoder_t *d,
  * that unlikely is not used while any shorter path exists). */
 #define PER_SHOT_MAX_INT (1 << 28)
 
+/* The per-shot weights into the decoder's copy (clamped at wcap, scaled as
+ * the graph's), each edge stamped with this call's epoch and listed dirty
+ * once (after the nd already there). Returns the new dirty count. Its own
+ * function so that the restrict pointers' scope ends here: the caller then
+ * restores edges through the decoder's fields. (Locals, not the decoder's
+ * fields, keep the compiler from reloading every pointer after each store.) */
+static size_t set_weights(cudaq_mwpm__adj_t *restrict adj, double *restrict adj_wf,
+                          uint32_t *restrict stamp, uint32_t *restrict dirty, uint8_t *restrict mark,
+                          const uint32_t *restrict eadj, uint32_t epoch, double wcap, double scale,
+                          const uint32_t *edges, const double *weights, size_t num_weights, size_t nd) {
+  for (size_t i = 0; i < num_weights; i++) {
+    uint32_t f = edges[i];
+    double wf = weights[i] < wcap ? weights[i] : wcap;
+    int32_t w = 2 * (int32_t)(wf * scale + 0.5); /* llround for wf >= 0, without the call */
+    uint32_t k0 = eadj[2 * f], k1 = eadj[2 * f + 1];
+    adj[k0].w = w; /* every edge has its first end */
+    adj_wf[k0] = wf;
+    if (k1 != UINT32_MAX) {
+      adj[k1].w = w;
+      adj_wf[k1] = wf;
+    }
+    stamp[f] = epoch;
+    if (!(mark[f] & 2)) {
+      mark[f] |= 2;
+      dirty[nd++] = f;
+    }
+  }
+  return nd;
+}
+
 cudaq_mwpm_status_t cudaq_mwpm_decode_weighted(cudaq_mwpm_decoder_t *d, const uint32_t *events,
                                                size_t num_events, const uint32_t *edges,
                                                const double *weights, size_t num_weights,
@@ -362,33 +392,10 @@ cudaq_mwpm_status_t cudaq_mwpm_decode_weighted(cudaq_mwpm_decoder_t *d, const ui
     memset(c->stamp, 0, g->num_edges * sizeof *c->stamp);
     c->epoch = 1;
   }
-  size_t nold = c->ndirty, nd = c->ndirty;
-  const double wcap = (double)(PER_SHOT_MAX_INT / 2) / g->scale, scale = g->scale;
-  /* locals: the stores below would otherwise make the compiler reload every pointer */
-  cudaq_mwpm__adj_t *restrict adj = c->adj;
-  double *restrict adj_wf = c->adj_wf;
-  uint32_t *restrict stamp = c->stamp, *restrict dirty = c->dirty;
-  uint8_t *restrict mark = c->edge_mark;
-  const uint32_t *restrict eadj = g->edge_adj;
-  const uint32_t epoch = c->epoch;
-  for (size_t i = 0; i < num_weights; i++) {
-    uint32_t f = edges[i];
-    double wf = weights[i] < wcap ? weights[i] : wcap;
-    int32_t w = 2 * (int32_t)(wf * scale + 0.5); /* llround for wf >= 0, without the call */
-    uint32_t k0 = eadj[2 * f], k1 = eadj[2 * f + 1];
-    adj[k0].w = w; /* every edge has its first end */
-    adj_wf[k0] = wf;
-    if (k1 != UINT32_MAX) {
-      adj[k1].w = w;
-      adj_wf[k1] = wf;
-    }
-    stamp[f] = epoch;
-    if (!(mark[f] & 2)) {
-      mark[f] |= 2;
-      dirty[nd++] = f;
-    }
-  }
-  c->ndirty = nd;
+  size_t nold = c->ndirty;
+  c->ndirty = set_weights(c->adj, c->adj_wf, c->stamp, c->dirty, c->edge_mark, g->edge_adj, c->epoch,
+                          (double)(PER_SHOT_MAX_INT / 2) / g->scale, g->scale, edges, weights,
+                          num_weights, c->ndirty);
   size_t keep = 0;
   for (size_t i = 0; i < c->ndirty; i++) {
     uint32_t f = c->dirty[i];

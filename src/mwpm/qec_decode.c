@@ -344,6 +344,12 @@ typedef struct run_state {
   uint32_t *residual;
   size_t num_residual;           /* of the last shot */
   shot_list_t timing[2];         /* raw, residual (count_mistakes with a predecoder) */
+  /* A weighted predecoder's match-graph edges and this shot's weights
+   * (cudaq_predecoder_edge_weights, read once: the pointers are stable);
+   * w_edges NULL otherwise. */
+  const uint32_t *w_edges;
+  const double *w_weights;
+  size_t w_num;
   double *timing_w;              /* weighted predecoder: each kept shot's edge weights */
   size_t timing_w_shots;         /* room for this many shots' weights */
   cudaq_predecoder_report_t rep;
@@ -359,27 +365,20 @@ static cudaq_mwpm_status_t mwpm(run_state_t *r, const uint32_t *events, size_t n
  * predecoder gives them (weighted mode), else as mwpm(). */
 static cudaq_mwpm_status_t mwpm_residual(run_state_t *r, const uint32_t *events, size_t ne,
                                          cudaq_mwpm_result_t *res) {
-  const uint32_t *edges;
-  const double *w;
-  size_t nw;
-  if (cudaq_predecoder_edge_weights(r->pd, &edges, &w, &nw) == CUDAQ_PREDECODER_OK)
-    return cudaq_mwpm_decode_weighted(r->dec, events, ne, edges, w, nw, res);
+  if (r->w_edges)
+    return cudaq_mwpm_decode_weighted(r->dec, events, ne, r->w_edges, r->w_weights, r->w_num, res);
   return mwpm(r, events, ne, res);
 }
 
 /* Keeps a shot for the timing passes while both lists have room. */
 static void keep_for_timing(run_state_t *r, const uint32_t *raw, size_t ne) {
   shot_list_t *a = &r->timing[0], *b = &r->timing[1];
-  const uint32_t *edges;
-  const double *w;
-  size_t nw = 0;
-  int weighted = cudaq_predecoder_edge_weights(r->pd, &edges, &w, &nw) == CUDAQ_PREDECODER_OK;
   if (!a->ev || !b->ev || a->nshots == TIMING_SHOTS || a->off[a->nshots] + ne > TIMING_EVENTS ||
       b->off[b->nshots] + r->num_residual > TIMING_EVENTS ||
-      (weighted && a->nshots == r->timing_w_shots))
+      (r->w_edges && a->nshots == r->timing_w_shots))
     return;
-  if (weighted)
-    memcpy(r->timing_w + a->nshots * nw, w, nw * sizeof *w);
+  if (r->w_edges)
+    memcpy(r->timing_w + a->nshots * r->w_num, r->w_weights, r->w_num * sizeof *r->w_weights);
   memcpy(a->ev + a->off[a->nshots], raw, ne * sizeof *raw);
   a->off[a->nshots + 1] = a->off[a->nshots] + ne;
   a->nshots++;
@@ -389,14 +388,11 @@ static void keep_for_timing(run_state_t *r, const uint32_t *raw, size_t ne) {
 }
 
 static int timing_alloc(run_state_t *r) {
-  const uint32_t *edges;
-  const double *w;
-  size_t nw = 0;
-  if (cudaq_predecoder_edge_weights(r->pd, &edges, &w, &nw) == CUDAQ_PREDECODER_OK) {
-    r->timing_w_shots = TIMING_WEIGHTS / (nw ? nw : 1);
+  if (r->w_edges) {
+    r->timing_w_shots = TIMING_WEIGHTS / (r->w_num ? r->w_num : 1);
     if (r->timing_w_shots > TIMING_SHOTS)
       r->timing_w_shots = TIMING_SHOTS;
-    if (!(r->timing_w = malloc((r->timing_w_shots * nw + 1) * sizeof *r->timing_w)))
+    if (!(r->timing_w = malloc((r->timing_w_shots * r->w_num + 1) * sizeof *r->timing_w)))
       return 1;
   }
   for (int k = 0; k < 2; k++) {
@@ -421,15 +417,12 @@ static void timing_free(run_state_t *r) {
  * of a weighted predecoder is matched with each shot's kept weights. */
 static double timing_pass(run_state_t *r, const shot_list_t *l, int residual) {
   cudaq_mwpm_result_t res;
-  const uint32_t *edges;
-  const double *w;
-  size_t nw = 0;
-  int weighted = residual && cudaq_predecoder_edge_weights(r->pd, &edges, &w, &nw) == CUDAQ_PREDECODER_OK;
+  const int weighted = residual && r->w_edges;
   double t0 = now_s();
   for (size_t s = 0; s < l->nshots; s++) /* each decoded once already: no status to check */
     if (weighted)
-      (void)cudaq_mwpm_decode_weighted(r->dec, l->ev + l->off[s], l->off[s + 1] - l->off[s], edges,
-                                       r->timing_w + s * nw, nw, &res);
+      (void)cudaq_mwpm_decode_weighted(r->dec, l->ev + l->off[s], l->off[s + 1] - l->off[s], r->w_edges,
+                                       r->timing_w + s * r->w_num, r->w_num, &res);
     else
       (void)mwpm(r, l->ev + l->off[s], l->off[s + 1] - l->off[s], &res);
   return now_s() - t0;
@@ -660,7 +653,9 @@ static int make_predecoder(const opts_t *o, const cudaq_mwpm_graph_t *g, uint32_
     fprintf(stderr, "qec-decode: --predecoder %s: %s\n", o->predecoder, perr.message);
     return 1;
   }
-  r->rep.weighted = cudaq_predecoder_weighted(r->pd); /* never with --enable_correlations (flags) */
+  /* weighted: never with --enable_correlations (the flags) */
+  r->rep.weighted = cudaq_predecoder_edge_weights(r->pd, &r->w_edges, &r->w_weights, &r->w_num) ==
+                    CUDAQ_PREDECODER_OK;
   r->residual = malloc(((size_t)nd + 1) * sizeof *r->residual);
   if (!r->residual) {
     fprintf(stderr, "qec-decode: out of memory\n");
