@@ -194,6 +194,7 @@ void cudaq_mwpm__corr_destroy(cudaq_mwpm__corr_t *c) {
   free(c->stamp);
   free(c->path);
   free(c->list);
+  cudaq_mwpm__mapped_free(c);
   free(c);
 }
 
@@ -222,9 +223,7 @@ cudaq_mwpm__corr_t *cudaq_mwpm__corr_create(const cudaq_mwpm_graph_t *g) {
   return c;
 }
 
-/* Edge f's weights in the decoder's copy back to the graph's; f no longer
- * dirty (the caller drops it from the list). */
-static void restore_edge(cudaq_mwpm__corr_t *c, const cudaq_mwpm_graph_t *g, uint32_t f) {
+void cudaq_mwpm__restore_edge(cudaq_mwpm__corr_t *c, const cudaq_mwpm_graph_t *g, uint32_t f) {
   for (int s = 0; s < 2; s++) {
     uint32_t k = g->edge_adj[2 * f + s];
     if (k != UINT32_MAX) {
@@ -238,8 +237,9 @@ static void restore_edge(cudaq_mwpm__corr_t *c, const cudaq_mwpm_graph_t *g, uin
 void cudaq_mwpm__corr_before_decode(cudaq_mwpm__corr_t *c, const cudaq_mwpm_graph_t *g) {
   if (c->armed)
     return;
+  cudaq_mwpm__mapped_restore(c, g);
   for (size_t i = 0; i < c->ndirty; i++)
-    restore_edge(c, g, c->dirty[i]);
+    cudaq_mwpm__restore_edge(c, g, c->dirty[i]);
   c->ndirty = 0;
 }
 
@@ -327,86 +327,4 @@ cudaq_mwpm_status_t cudaq_mwpm_decode_dense_correlated(cudaq_mwpm_decoder_t *d,
     if (dets[i])
       c->list[n++] = i;
   return cudaq_mwpm_decode_correlated(d, c->list, n, res);
-}
-
-/* ------------------------------------------------------ per-shot weights */
-
-/* Largest integer a per-shot weight is discretised to: 2^28, far inside the
- * flooder's int32 adjacency weights and int64 times, and 16x the 2^24 of
- * the graph's largest weight, so per-shot weights up to 16x the graph's
- * largest are kept as given and larger ones are clamped to that (an edge
- * that unlikely is not used while any shorter path exists). */
-#define PER_SHOT_MAX_INT (1 << 28)
-
-/* The per-shot weights into the decoder's copy (clamped at wcap, scaled as
- * the graph's), each edge stamped with this call's epoch and listed dirty
- * once (after the nd already there). Returns the new dirty count. Its own
- * function so that the restrict pointers' scope ends here: the caller then
- * restores edges through the decoder's fields. (Locals, not the decoder's
- * fields, keep the compiler from reloading every pointer after each store.) */
-static size_t set_weights(cudaq_mwpm__adj_t *restrict adj, double *restrict adj_wf,
-                          uint32_t *restrict stamp, uint32_t *restrict dirty, uint8_t *restrict mark,
-                          const uint32_t *restrict eadj, uint32_t epoch, double wcap, double scale,
-                          const uint32_t *edges, const double *weights, size_t num_weights, size_t nd) {
-  for (size_t i = 0; i < num_weights; i++) {
-    uint32_t f = edges[i];
-    double wf = weights[i] < wcap ? weights[i] : wcap;
-    int32_t w = 2 * (int32_t)(wf * scale + 0.5); /* llround for wf >= 0, without the call */
-    uint32_t k0 = eadj[2 * f], k1 = eadj[2 * f + 1];
-    adj[k0].w = w; /* every edge has its first end */
-    adj_wf[k0] = wf;
-    if (k1 != UINT32_MAX) {
-      adj[k1].w = w;
-      adj_wf[k1] = wf;
-    }
-    stamp[f] = epoch;
-    if (!(mark[f] & 2)) {
-      mark[f] |= 2;
-      dirty[nd++] = f;
-    }
-  }
-  return nd;
-}
-
-cudaq_mwpm_status_t cudaq_mwpm_decode_weighted(cudaq_mwpm_decoder_t *d, const uint32_t *events,
-                                               size_t num_events, const uint32_t *edges,
-                                               const double *weights, size_t num_weights,
-                                               cudaq_mwpm_result_t *res) {
-  cudaq_mwpm__corr_t *c = d ? cudaq_mwpm__decoder_corr(d) : NULL;
-  const cudaq_mwpm_graph_t *g = d ? cudaq_mwpm__decoder_graph(d) : NULL;
-  if (!c || !g->per_shot || !res || (!events && num_events) ||
-      ((!edges || !weights) && num_weights))
-    return CUDAQ_MWPM_ERR_INVALID_ARG;
-  /* Every entry checked before any weight changes. */
-  for (size_t i = 0; i < num_weights; i++) {
-    if (edges[i] >= g->num_edges)
-      return CUDAQ_MWPM_ERR_OUT_OF_RANGE;
-    if (!(weights[i] >= 0.0) || !isfinite(weights[i]) ||
-        (g->num_neg_edges && g->edges[edges[i]].weight < 0.0))
-      return CUDAQ_MWPM_ERR_INVALID_ARG; /* negative, NaN, infinite; or an edge folded into every shot */
-  }
-  /* This call's edges get its stamp; then of the edges changed before
-   * (dirty), only those it does not set get their graph weights back (a
-   * shot that sets every edge, as a predecoder's does, restores nothing). */
-  if (++c->epoch == 0) { /* wrapped: no stale stamp may equal the new epoch */
-    memset(c->stamp, 0, g->num_edges * sizeof *c->stamp);
-    c->epoch = 1;
-  }
-  size_t nold = c->ndirty;
-  c->ndirty = set_weights(c->adj, c->adj_wf, c->stamp, c->dirty, c->edge_mark, g->edge_adj, c->epoch,
-                          (double)(PER_SHOT_MAX_INT / 2) / g->scale, g->scale, edges, weights,
-                          num_weights, c->ndirty);
-  size_t keep = 0;
-  for (size_t i = 0; i < c->ndirty; i++) {
-    uint32_t f = c->dirty[i];
-    if (i >= nold || c->stamp[f] == c->epoch)
-      c->dirty[keep++] = f;
-    else
-      restore_edge(c, g, f);
-  }
-  c->ndirty = keep;
-  c->armed = 1; /* cudaq_mwpm_decode keeps these weights */
-  cudaq_mwpm_status_t st = cudaq_mwpm_decode(d, events, num_events, res);
-  c->armed = 0;
-  return st;
 }

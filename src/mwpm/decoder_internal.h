@@ -105,6 +105,7 @@ struct cudaq_mwpm_decoder {
   const cudaq_mwpm__adj_t *adj; /* the graph's weights, or corr's copy */
   const double *adj_wf;
   cudaq_mwpm__corr_t *corr;     /* correlated matching state, or NULL */
+  cudaq_mwpm__corr_t *mapped;   /* corr while a mapped shot's weights are read lazily, else NULL */
   uint32_t n;
   node_t *nodes;
   nstate_t *ns;           /* n + 1 entries from ns[-1] (the boundary) */
@@ -152,6 +153,16 @@ static inline cedge_t rev(cedge_t e) {
 }
 
 static inline int64_t radius(const region_t *r, int64_t t) { return r->y0 + r->slope * t; }
+
+/* Before node x's adjacency weights are read: in a mapped shot
+ * (cudaq_mwpm_decode_mapped) they are read from the shot's values the first
+ * time. Every read of d->adj[k].w or d->adj_wf[k] for k in x's range comes
+ * after this. */
+static inline void weights_at(cudaq_mwpm_decoder_t *d, int32_t x) {
+  cudaq_mwpm__corr_t *c = d->mapped;
+  if (c && c->node_stamp[x] != c->node_epoch)
+    cudaq_mwpm__mapped_read(c, d->g, x);
+}
 
 static inline int64_t local_radius(const cudaq_mwpm_decoder_t *d, int32_t x) {
   return d->ns[x].r0 + (int64_t)d->ns[x].slope * d->now;

@@ -44,6 +44,7 @@ static int64_t node_next_time(cudaq_mwpm_decoder_t *d, int32_t x) {
   if (top < 0 || slope < 0 || frozen_idle(&d->ns[x]))
     return NEVER;
   const cudaq_mwpm_graph_t *g = d->g;
+  weights_at(d, x);
   const cudaq_mwpm__adj_t *adj = d->adj;
   int64_t lrx = local_radius(d, x);
   int64_t best = NEVER;
@@ -58,8 +59,9 @@ static int64_t node_next_time(cudaq_mwpm_decoder_t *d, int32_t x) {
  * and grows, every other owned node is an event, so an edge comes due at
  * w / 2 towards an event and at w towards an unowned node or the
  * boundary. */
-static int64_t first_time(const cudaq_mwpm_decoder_t *d, int32_t x) {
+static int64_t first_time(cudaq_mwpm_decoder_t *d, int32_t x) {
   const cudaq_mwpm_graph_t *g = d->g;
+  weights_at(d, x);
   const cudaq_mwpm__adj_t *adj = d->adj;
   int64_t best = NEVER;
   for (uint32_t k = g->adj_start[x], e = g->adj_start[x + 1]; k < e; k++) {
@@ -97,6 +99,7 @@ static int process_node(cudaq_mwpm_decoder_t *d, int32_t x, mev_t *ev) {
   int32_t top = d->ns[x].top, slope = d->ns[x].slope;
   if (top < 0 || slope < 0 || frozen_idle(&d->ns[x]))
     return 0;
+  weights_at(d, x); /* claim reads x's weights too */
   int64_t lrx = local_radius(d, x);
   int64_t best = NEVER;
   for (uint32_t k = g->adj_start[x], e = g->adj_start[x + 1]; k < e; k++) {

@@ -78,6 +78,20 @@ typedef struct cudaq_mwpm__corr {
   uint32_t *path;       /* one pair's path (num_nodes + 1) */
   uint32_t *list;       /* dense input as a list (num_nodes) */
   int armed;            /* the second pass runs on the lowered weights */
+  /* Mapped per-shot weights (shot_weights.c, cudaq_mwpm_decode_mapped): a
+   * node's adjacency weights are read from `values` when the matcher first
+   * looks at it in a shot (node_stamp != node_epoch), so a shot costs the
+   * nodes it reaches, not the graph. */
+  uint32_t *adj_slot;   /* per adjacency entry: its value's index, or UINT32_MAX (graph weight) */
+  size_t num_values;    /* the map's value count (0: no map) */
+  const float *values;  /* the current mapped shot's values, NULL outside one */
+  uint32_t *node_stamp; /* per node: the mapped shot that last read its weights */
+  uint32_t node_epoch;
+  uint32_t *node_list;  /* nodes whose weights differ from the graph's (restored at the next plain decode) */
+  uint8_t *node_in;     /* per node: in node_list */
+  size_t nnode_list;
+  double wcap;          /* per-shot weights clamp here (shot_weights.c) */
+  int bad_value;        /* a value read this shot was NaN or infinite */
 } cudaq_mwpm__corr_t;
 
 /* correlated.c: builds the rules of g from dem (g built from dem); frees
@@ -88,8 +102,18 @@ void cudaq_mwpm__corr_free_graph(cudaq_mwpm_graph_t *g);
 cudaq_mwpm__corr_t *cudaq_mwpm__corr_create(const cudaq_mwpm_graph_t *g);
 void cudaq_mwpm__corr_destroy(cudaq_mwpm__corr_t *c);
 /* Called at the start of every decode: restores the graph's weights unless
- * the correlated second pass is running. */
+ * the correlated second pass or a per-shot decode is running. */
 void cudaq_mwpm__corr_before_decode(cudaq_mwpm__corr_t *c, const cudaq_mwpm_graph_t *g);
+/* Edge f's weights in the decoder's copy back to the graph's; f no longer
+ * dirty (the caller drops it from the list). */
+void cudaq_mwpm__restore_edge(cudaq_mwpm__corr_t *c, const cudaq_mwpm_graph_t *g, uint32_t f);
+/* shot_weights.c: the mapped weights' nodes back to the graph's weights and
+ * no mapped shot current; frees the map's arrays. */
+void cudaq_mwpm__mapped_restore(cudaq_mwpm__corr_t *c, const cudaq_mwpm_graph_t *g);
+void cudaq_mwpm__mapped_free(cudaq_mwpm__corr_t *c);
+/* Node x's adjacency weights from the current mapped shot's values
+ * (decoder_internal.h's weights_at calls it once per node and shot). */
+void cudaq_mwpm__mapped_read(cudaq_mwpm__corr_t *c, const cudaq_mwpm_graph_t *g, int32_t x);
 
 /* decoder.c hooks for correlated.c: the decoder's correlation state (NULL
  * without correlations), and a shortest path a -> b (b < 0: the boundary)

@@ -332,8 +332,8 @@ typedef struct shot_list {
  * that more than matching. At most TIMING_EVENTS events per list. */
 #define TIMING_SHOTS 100000
 #define TIMING_EVENTS (1u << 22)
-/* A weighted predecoder's per-shot edge weights kept for the residual pass
- * (at most this many doubles: the kept shots are fewer at large distances). */
+/* A weighted predecoder's per-shot edge logits kept for the residual pass
+ * (at most this many floats: the kept shots are fewer at large distances). */
 #define TIMING_WEIGHTS (1u << 23)
 
 /* Everything one decoding run holds. */
@@ -344,13 +344,12 @@ typedef struct run_state {
   uint32_t *residual;
   size_t num_residual;           /* of the last shot */
   shot_list_t timing[2];         /* raw, residual (count_mistakes with a predecoder) */
-  /* A weighted predecoder's match-graph edges and this shot's weights
-   * (cudaq_predecoder_edge_weights, read once: the pointers are stable);
-   * w_edges NULL otherwise. */
-  const uint32_t *w_edges;
-  const double *w_weights;
+  /* A weighted predecoder's edge logits of the shot, which MWPM reads as
+   * weights through the map set on dec (cudaq_predecoder_edge_weights, read
+   * once: the pointer is stable); w_values NULL otherwise. */
+  const float *w_values;
   size_t w_num;
-  double *timing_w;              /* weighted predecoder: each kept shot's edge weights */
+  float *timing_w;               /* weighted predecoder: each kept shot's edge logits */
   size_t timing_w_shots;         /* room for this many shots' weights */
   cudaq_predecoder_report_t rep;
 } run_state_t;
@@ -365,8 +364,8 @@ static cudaq_mwpm_status_t mwpm(run_state_t *r, const uint32_t *events, size_t n
  * predecoder gives them (weighted mode), else as mwpm(). */
 static cudaq_mwpm_status_t mwpm_residual(run_state_t *r, const uint32_t *events, size_t ne,
                                          cudaq_mwpm_result_t *res) {
-  if (r->w_edges)
-    return cudaq_mwpm_decode_weighted(r->dec, events, ne, r->w_edges, r->w_weights, r->w_num, res);
+  if (r->w_values)
+    return cudaq_mwpm_decode_mapped(r->dec, events, ne, r->w_values, res);
   return mwpm(r, events, ne, res);
 }
 
@@ -375,10 +374,10 @@ static void keep_for_timing(run_state_t *r, const uint32_t *raw, size_t ne) {
   shot_list_t *a = &r->timing[0], *b = &r->timing[1];
   if (!a->ev || !b->ev || a->nshots == TIMING_SHOTS || a->off[a->nshots] + ne > TIMING_EVENTS ||
       b->off[b->nshots] + r->num_residual > TIMING_EVENTS ||
-      (r->w_edges && a->nshots == r->timing_w_shots))
+      (r->w_values && a->nshots == r->timing_w_shots))
     return;
-  if (r->w_edges)
-    memcpy(r->timing_w + a->nshots * r->w_num, r->w_weights, r->w_num * sizeof *r->w_weights);
+  if (r->w_values)
+    memcpy(r->timing_w + a->nshots * r->w_num, r->w_values, r->w_num * sizeof *r->w_values);
   memcpy(a->ev + a->off[a->nshots], raw, ne * sizeof *raw);
   a->off[a->nshots + 1] = a->off[a->nshots] + ne;
   a->nshots++;
@@ -388,7 +387,7 @@ static void keep_for_timing(run_state_t *r, const uint32_t *raw, size_t ne) {
 }
 
 static int timing_alloc(run_state_t *r) {
-  if (r->w_edges) {
+  if (r->w_values) {
     r->timing_w_shots = TIMING_WEIGHTS / (r->w_num ? r->w_num : 1);
     if (r->timing_w_shots > TIMING_SHOTS)
       r->timing_w_shots = TIMING_SHOTS;
@@ -417,12 +416,12 @@ static void timing_free(run_state_t *r) {
  * of a weighted predecoder is matched with each shot's kept weights. */
 static double timing_pass(run_state_t *r, const shot_list_t *l, int residual) {
   cudaq_mwpm_result_t res;
-  const int weighted = residual && r->w_edges;
+  const int weighted = residual && r->w_values;
   double t0 = now_s();
   for (size_t s = 0; s < l->nshots; s++) /* each decoded once already: no status to check */
     if (weighted)
-      (void)cudaq_mwpm_decode_weighted(r->dec, l->ev + l->off[s], l->off[s + 1] - l->off[s], r->w_edges,
-                                       r->timing_w + s * r->w_num, r->w_num, &res);
+      (void)cudaq_mwpm_decode_mapped(r->dec, l->ev + l->off[s], l->off[s + 1] - l->off[s],
+                                     r->timing_w + s * r->w_num, &res);
     else
       (void)mwpm(r, l->ev + l->off[s], l->off[s + 1] - l->off[s], &res);
   return now_s() - t0;
@@ -653,8 +652,10 @@ static int make_predecoder(const opts_t *o, const cudaq_mwpm_graph_t *g, uint32_
     fprintf(stderr, "qec-decode: --predecoder %s: %s\n", o->predecoder, perr.message);
     return 1;
   }
-  /* weighted: never with --enable_correlations (the flags) */
-  r->rep.weighted = cudaq_predecoder_edge_weights(r->pd, &r->w_edges, &r->w_weights, &r->w_num) ==
+  /* weighted: never with --enable_correlations (the flags); the map goes
+   * onto the decoder once it exists (run) */
+  const uint32_t *we, *ws;
+  r->rep.weighted = cudaq_predecoder_edge_weights(r->pd, &we, &ws, &r->w_num, &r->w_values) ==
                     CUDAQ_PREDECODER_OK;
   r->residual = malloc(((size_t)nd + 1) * sizeof *r->residual);
   if (!r->residual) {
@@ -752,6 +753,7 @@ static int run(const opts_t *o) {
   if (!events || !fin || !fout || (o->obs_in && !fobs) || (o->json && !fjson))
     goto done;
   if (cudaq_mwpm_decoder_create(g, &r.dec) ||
+      (r.w_values && cudaq_predecoder_set_weight_map(r.pd, r.dec)) ||
       cudaq_sample_reader_create(fin, in_fmt, nd, o->appended ? no : 0, &rd) ||
       (fobs && cudaq_sample_reader_create(fobs, obs_fmt, 0, no, &ord))) {
     fprintf(stderr, "qec-decode: out of memory\n");

@@ -290,8 +290,10 @@ cudaq_predecoder_status_t cudaq_predecoder_create_onnx(const char *path, uint32_
     st = cudaq_predecoder_check_layout(o->model, opts->graph, NULL, err);
   if (!st && !(st = cudaq_predecoder__weights_create(o->model, opts->match_graph, opts->weights,
                                                     num_detectors, &o->wt, &o->logits_output, err)) &&
-      o->wt)
-    cudaq_predecoder__weights_arrays(o->wt, &o->base.w_edges, &o->base.w_weights, &o->base.w_num);
+      o->wt) {
+    cudaq_predecoder__weights_map(o->wt, &o->base.w_edges, &o->base.w_slots, &o->base.w_num);
+    o->base.w_graph = opts->match_graph;
+  }
   /* Unweighted: outputs past the frame (edge logits) are neither computed nor copied. */
   if (!st && !o->wt && cudaq_nn_model_keep_outputs(o->model, 2)) {
     cudaq_predecoder__set_error(err, "out of memory");
@@ -299,6 +301,8 @@ cudaq_predecoder_status_t cudaq_predecoder_create_onnx(const char *path, uint32_
   }
   if (!st && (st = alloc_buffers(o)))
     cudaq_predecoder__set_error(err, "out of memory");
+  if (!st && o->wt)
+    o->base.w_values = o->outputs[o->logits_output]; /* each run writes its logits here */
   if (!st)
     st = make_engine(o, opts, err);
   if (st) {

@@ -50,15 +50,27 @@ cudaq_predecoder_status_t cudaq_predecoder_run(cudaq_predecoder_t *p, const uint
 
 int cudaq_predecoder_weighted(const cudaq_predecoder_t *p) { return p && p->w_edges; }
 
-cudaq_predecoder_status_t cudaq_predecoder_edge_weights(const cudaq_predecoder_t *p,
-                                                        const uint32_t **edges,
-                                                        const double **weights, size_t *num) {
-  if (!p || !p->w_edges || !edges || !weights || !num)
+cudaq_predecoder_status_t cudaq_predecoder_edge_weights(const cudaq_predecoder_t *p, const uint32_t **edges,
+                                                        const uint32_t **slots, size_t *num,
+                                                        const float **logits) {
+  if (!p || !p->w_edges || !edges || !slots || !num || !logits)
     return CUDAQ_PREDECODER_ERR_INVALID_ARG;
   *edges = p->w_edges;
-  *weights = p->w_weights;
+  *slots = p->w_slots;
   *num = p->w_num;
+  *logits = p->w_values;
   return CUDAQ_PREDECODER_OK;
+}
+
+cudaq_predecoder_status_t cudaq_predecoder_set_weight_map(const cudaq_predecoder_t *p,
+                                                          cudaq_mwpm_decoder_t *dec) {
+  if (!p || !p->w_edges || !dec || cudaq_mwpm_decoder_graph(dec) != p->w_graph)
+    return CUDAQ_PREDECODER_ERR_INVALID_ARG;
+  switch (cudaq_mwpm_decoder_set_weight_map(dec, p->w_edges, p->w_slots, p->w_num, p->w_num)) {
+    case CUDAQ_MWPM_OK: return CUDAQ_PREDECODER_OK;
+    case CUDAQ_MWPM_ERR_NO_MEMORY: return CUDAQ_PREDECODER_ERR_NO_MEMORY;
+    default: return CUDAQ_PREDECODER_ERR_INVALID_ARG; /* the graph without per_shot_weights */
+  }
 }
 
 const char *cudaq_predecoder_status_str(cudaq_predecoder_status_t st) {

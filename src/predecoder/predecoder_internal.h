@@ -15,11 +15,13 @@ struct cudaq_predecoder {
                                    uint32_t *residual, size_t *num_residual, uint64_t *frame,
                                    cudaq_predecoder_error_t *err);
   void (*destroy)(cudaq_predecoder_t *p);
-  /* Weighted mode (weights.c): the match graph's edge of each model edge
-   * and this shot's weights; NULL otherwise. */
+  /* Weighted mode (weights.c): the map of match graph edges onto the model's
+   * edge logits, and the logits of the last run; NULL otherwise. */
   const uint32_t *w_edges;
-  const double *w_weights;
+  const uint32_t *w_slots;
   size_t w_num;
+  const float *w_values;
+  const cudaq_mwpm_graph_t *w_graph; /* the match graph the map is for */
 };
 
 /* A JSON list of numbers "[a, b, ...]" (at most CUDAQ_DEM_MAX_COORDS) into
@@ -39,11 +41,11 @@ cudaq_predecoder_status_t cudaq_predecoder__weights_create(const cudaq_nn_model_
                                                            size_t *logits_output,
                                                            cudaq_predecoder_error_t *err);
 void cudaq_predecoder__weights_destroy(pd__weights_t *w);
-/* The graph edges and this shot's weights (stable pointers). */
-void cudaq_predecoder__weights_arrays(const pd__weights_t *w, const uint32_t **edges,
-                                      const double **weights, size_t *num);
+/* The map: graph edge edges[j] weighs |logit[slots[j]]| (stable pointers). */
+void cudaq_predecoder__weights_map(const pd__weights_t *w, const uint32_t **edges, const uint32_t **slots,
+                                   size_t *num);
 /* From the model's residual (0/1, num_detectors) and frame, the residual of
- * threshold 0 as a list and its frame, and the weights |logit|. Hot path. */
+ * threshold 0 as a list and its frame; every logit checked finite. Hot path. */
 cudaq_predecoder_status_t cudaq_predecoder__weights_apply(pd__weights_t *w, const float *logits,
                                                           const int32_t *model_residual,
                                                           uint32_t num_detectors, uint32_t *residual,

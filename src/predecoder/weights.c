@@ -20,6 +20,7 @@
  * logical error rate of MWPM alone this way, against 0.62-0.72x for its
  * thresholded residual, with 2.3% of the events left.
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,17 +32,17 @@
 #define EDGES_KEY "edge_endpoints"
 #define THRESHOLD_KEY "decision_threshold"
 
-/* The model's edges, kept in the match graph's edge order (so that the
- * matcher's weight writes walk its arrays forwards): entry j is the model's
- * output element src[j]. */
+/* The model's edges: the map (graph edge, model output index) in the match
+ * graph's edge order, for cudaq_mwpm_decoder_set_weight_map; endpoints and
+ * observables by model output index, for the fold. */
 struct pd__weights {
   size_t n;          /* model edges */
   double threshold;  /* the model's decision threshold */
   uint32_t *edge;    /* match graph edge of entry j (ascending) */
   uint32_t *src;     /* n: its index in the model's output */
-  int32_t *ends;     /* 2n: its detectors (-1: the boundary) */
-  uint64_t *obs;     /* n: its observables (the match graph's) */
-  double *w;         /* n: this shot's weights */
+  int32_t *ends;     /* 2n, by output index: the detectors (-1: the boundary) */
+  uint64_t *obs;     /* n, by output index: the observables (the match graph's) */
+  uint32_t *fold;    /* n: scratch, this shot's folded edges */
   uint8_t *res;      /* num_detectors: scratch residual */
 };
 
@@ -52,15 +53,15 @@ void cudaq_predecoder__weights_destroy(pd__weights_t *w) {
   free(w->src);
   free(w->ends);
   free(w->obs);
-  free(w->w);
+  free(w->fold);
   free(w->res);
   free(w);
 }
 
-void cudaq_predecoder__weights_arrays(const pd__weights_t *w, const uint32_t **edges,
-                                      const double **weights, size_t *num) {
+void cudaq_predecoder__weights_map(const pd__weights_t *w, const uint32_t **edges, const uint32_t **slots,
+                                   size_t *num) {
   *edges = w->edge;
-  *weights = w->w;
+  *slots = w->src;
   *num = w->n;
 }
 
@@ -148,8 +149,6 @@ malformed:
 
 typedef struct by_edge {
   uint32_t edge, src;
-  int32_t a, b;
-  uint64_t obs;
 } by_edge_t;
 
 static int cmp_by_edge(const void *x, const void *y) {
@@ -157,20 +156,17 @@ static int cmp_by_edge(const void *x, const void *y) {
   return p->edge < q->edge ? -1 : p->edge > q->edge;
 }
 
-/* Puts the entries (read in the model's order) in the graph's edge order. */
+/* Puts the map (read in the model's order) in the graph's edge order. */
 static int sort_by_edge(pd__weights_t *w) {
   by_edge_t *t = malloc(w->n * sizeof *t);
   if (!t)
     return 1;
   for (size_t i = 0; i < w->n; i++)
-    t[i] = (by_edge_t){w->edge[i], (uint32_t)i, w->ends[2 * i], w->ends[2 * i + 1], w->obs[i]};
+    t[i] = (by_edge_t){w->edge[i], (uint32_t)i};
   qsort(t, w->n, sizeof *t, cmp_by_edge);
   for (size_t j = 0; j < w->n; j++) {
     w->edge[j] = t[j].edge;
     w->src[j] = t[j].src;
-    w->ends[2 * j] = t[j].a;
-    w->ends[2 * j + 1] = t[j].b;
-    w->obs[j] = t[j].obs;
   }
   free(t);
   return 0;
@@ -235,9 +231,9 @@ cudaq_predecoder_status_t cudaq_predecoder__weights_create(const cudaq_nn_model_
   w->src = malloc(w->n * sizeof *w->src);
   w->ends = malloc(2 * w->n * sizeof *w->ends);
   w->obs = malloc(w->n * sizeof *w->obs);
-  w->w = calloc(w->n, sizeof *w->w);
+  w->fold = malloc(w->n * sizeof *w->fold);
   w->res = calloc(nd ? nd : 1, 1);
-  if (!w->edge || !w->src || !w->ends || !w->obs || !w->w || !w->res) {
+  if (!w->edge || !w->src || !w->ends || !w->obs || !w->fold || !w->res) {
     cudaq_predecoder__weights_destroy(w);
     cudaq_predecoder__set_error(err, "out of memory");
     return CUDAQ_PREDECODER_ERR_NO_MEMORY;
@@ -263,30 +259,57 @@ cudaq_predecoder_status_t cudaq_predecoder__weights_create(const cudaq_nn_model_
   return CUDAQ_PREDECODER_OK;
 }
 
+/* Logits scanned per chunk without branches (the compiler vectorises it);
+ * only a chunk with a fold or a non-finite logit is looked at one by one.
+ * The weights themselves are never written: MWPM reads |logit| where it
+ * needs one (cudaq_mwpm_decode_mapped). */
+#define SCAN_CHUNK 64
+
 cudaq_predecoder_status_t cudaq_predecoder__weights_apply(pd__weights_t *w, const float *logits,
                                                           const int32_t *model_residual,
                                                           uint32_t nd, uint32_t *residual,
                                                           size_t *num_residual, uint64_t *frame,
                                                           cudaq_predecoder_error_t *err) {
+  const float t = (float)w->threshold; /* exact: threshold is a float's value */
+  size_t nfold = 0;
+  for (size_t i0 = 0; i0 < w->n; i0 += SCAN_CHUNK) {
+    size_t i1 = i0 + SCAN_CHUNK < w->n ? i0 + SCAN_CHUNK : w->n;
+    int flag = 0;
+    for (size_t i = i0; i < i1; i++) {
+      float x = logits[i];
+      flag |= ((x > 0.0f) != (x > t)) | !(fabsf(x) <= FLT_MAX);
+    }
+    if (!flag)
+      continue;
+    for (size_t i = i0; i < i1; i++) {
+      float x = logits[i];
+      if (!(fabsf(x) <= FLT_MAX)) {
+        cudaq_predecoder__set_error(err, "model output '%s'[%zu] is %g, not a finite logit", LOGITS_NAME,
+                                    i, (double)x);
+        return CUDAQ_PREDECODER_ERR_OUTPUT;
+      }
+      if ((x > 0.0f) != (x > t)) /* threshold 0 and the model's disagree: fold it in */
+        w->fold[nfold++] = (uint32_t)i;
+    }
+  }
+  size_t r = 0;
+  if (!nfold) {
+    for (uint32_t d = 0; d < nd; d++)
+      if (model_residual[d])
+        residual[r++] = d;
+    *num_residual = r;
+    return CUDAQ_PREDECODER_OK;
+  }
   for (uint32_t d = 0; d < nd; d++)
     w->res[d] = (uint8_t)model_residual[d];
   uint64_t f = *frame;
-  for (size_t j = 0; j < w->n; j++) {
-    double x = logits[w->src[j]];
-    if (!isfinite(x)) {
-      cudaq_predecoder__set_error(err, "model output '%s'[%u] is %g, not a finite logit", LOGITS_NAME,
-                                  w->src[j], x);
-      return CUDAQ_PREDECODER_ERR_OUTPUT;
-    }
-    if ((x > 0.0) != (x > w->threshold)) { /* threshold 0 and the model's disagree: fold it in */
-      w->res[w->ends[2 * j]] ^= 1;
-      if (w->ends[2 * j + 1] >= 0)
-        w->res[w->ends[2 * j + 1]] ^= 1;
-      f ^= w->obs[j];
-    }
-    w->w[j] = fabs(x);
+  for (size_t j = 0; j < nfold; j++) {
+    uint32_t i = w->fold[j];
+    w->res[w->ends[2 * i]] ^= 1;
+    if (w->ends[2 * i + 1] >= 0)
+      w->res[w->ends[2 * i + 1]] ^= 1;
+    f ^= w->obs[i];
   }
-  size_t r = 0;
   for (uint32_t d = 0; d < nd; d++)
     if (w->res[d])
       residual[r++] = d;

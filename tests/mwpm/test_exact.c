@@ -424,6 +424,231 @@ static void test_weighted_errors(void **state) {
   cudaq_mwpm_graph_destroy(g);
 }
 
+/* Mapped per-shot weights (cudaq_mwpm_decode_mapped): on random graphs a map
+ * of a random half of the edges onto shuffled slots (and unused slots), then
+ * shots with random signed values (zero, small, large, beyond the clamp).
+ * Each is checked against brute force on |value| weights and against
+ * cudaq_mwpm_decode_weighted with the same weights (the same matching: the
+ * same prediction, weight and correction edges, bit for bit); plain decodes
+ * in between must see the graph's weights again. */
+static void test_mapped_random(void **state) {
+  (void)state;
+  cudaq_mwpm_edge_t edges[MAXN * MAXN], shot_edges[MAXN * MAXN];
+  ref_t ref, ref_shot;
+  cudaq_mwpm_graph_options_t o;
+  cudaq_mwpm_graph_options_init(&o);
+  o.per_shot_weights = 1;
+  long checked = 0;
+  for (int t = 0; t < 800; t++) {
+    int n = 2 + (int)(rnd() % 30);
+    int m = random_graph(edges, n, n > 12 ? 0.15 : 0.4, 0.3, 0, t % 4 == 3);
+    cudaq_mwpm_graph_t *g = NULL;
+    assert_int_equal(cudaq_mwpm_graph_from_edges((uint32_t)n, 8, edges, (size_t)m, &o, &g),
+                     CUDAQ_MWPM_OK);
+    cudaq_mwpm_decoder_t *dec = NULL, *eager = NULL;
+    assert_int_equal(cudaq_mwpm_decoder_create(g, &dec), CUDAQ_MWPM_OK);
+    assert_int_equal(cudaq_mwpm_decoder_create(g, &eager), CUDAQ_MWPM_OK);
+    assert_int_equal((int)cudaq_mwpm_graph_num_edges(g), m);
+    double maxw = 0;
+    for (int i = 0; i < m; i++) {
+      assert_int_equal(cudaq_mwpm_graph_edge(g, (size_t)i, &edges[i]), CUDAQ_MWPM_OK);
+      maxw = fmax(maxw, edges[i].weight);
+    }
+    ref_build(&ref, n, edges, (size_t)m);
+    if (!m) {
+      cudaq_mwpm_decoder_destroy(dec);
+      cudaq_mwpm_decoder_destroy(eager);
+      cudaq_mwpm_graph_destroy(g);
+      continue;
+    }
+    /* The map: edges in a random order, each to a distinct slot. */
+    uint32_t map_e[MAXN * MAXN], map_s[MAXN * MAXN], perm[MAXN * MAXN + 3];
+    size_t nmap = 0, nvalues = 0;
+    for (int i = 0; i < m; i++)
+      if (urand() < 0.5)
+        map_e[nmap++] = (uint32_t)i;
+    if (!nmap && m)
+      map_e[nmap++] = (uint32_t)(rnd() % (uint64_t)m); /* an empty map is no map (test_mapped_errors) */
+    nvalues = nmap + rnd() % 4;
+    for (size_t i = 0; i < nvalues; i++)
+      perm[i] = (uint32_t)i;
+    for (size_t i = nvalues; i > 1; i--) {
+      size_t j = rnd() % i;
+      uint32_t x = perm[i - 1];
+      perm[i - 1] = perm[j];
+      perm[j] = x;
+    }
+    for (size_t i = nmap; i > 1; i--) {
+      size_t j = rnd() % i;
+      uint32_t x = map_e[i - 1];
+      map_e[i - 1] = map_e[j];
+      map_e[j] = x;
+    }
+    for (size_t i = 0; i < nmap; i++)
+      map_s[i] = perm[i];
+    assert_int_equal(cudaq_mwpm_decoder_set_weight_map(dec, map_e, map_s, nmap, nvalues), CUDAQ_MWPM_OK);
+    for (int shot = 0; shot < 20; shot++) {
+      float values[MAXN * MAXN + 3];
+      for (size_t i = 0; i < nvalues; i++) {
+        double u = urand();
+        double wi = u < 0.1 ? 0.0 : u < 0.8 ? 20 * urand() : 40 * maxw * (1 + urand());
+        values[i] = (float)(rnd() & 1 ? -wi : wi);
+      }
+      uint32_t which[MAXN * MAXN];
+      double w[MAXN * MAXN];
+      memcpy(shot_edges, edges, (size_t)m * sizeof *edges);
+      for (size_t i = 0; i < nmap; i++) {
+        which[i] = map_e[i];
+        w[i] = fabs((double)values[map_s[i]]);
+        /* past 16x the graph's largest weight the decoder clamps */
+        shot_edges[map_e[i]].weight = w[i] < 16 * maxw ? w[i] : 16 * maxw;
+      }
+      ref_build(&ref_shot, n, shot_edges, (size_t)m);
+      uint32_t ev[MAXN];
+      int k = 0;
+      for (int i = 0; i < n && k < MAXK; i++)
+        if (urand() < (n > 16 ? 8.0 / n : 0.4))
+          ev[k++] = (uint32_t)i;
+      int refev[MAXN];
+      for (int i = 0; i < k; i++)
+        refev[i] = (int)ev[i];
+      uint64_t robs;
+      double rw = ref_solve(&ref_shot, refev, k, &robs);
+      cudaq_mwpm_result_t res, want;
+      cudaq_mwpm_status_t st = cudaq_mwpm_decode_mapped(dec, ev, (size_t)k, values, &res);
+      cudaq_mwpm_status_t st2 = cudaq_mwpm_decode_weighted(eager, ev, (size_t)k, which, w, nmap, &want);
+      assert_int_equal(st, st2);
+      if (isinf(rw)) {
+        assert_int_equal(st, CUDAQ_MWPM_ERR_NO_SOLUTION);
+      } else {
+        assert_int_equal(st, CUDAQ_MWPM_OK);
+        assert_true(fabs(res.weight - rw) < 1e-5 * (1 + rw));
+        assert_true(res.weight == want.weight);
+        assert_int_equal(res.obs_mask, want.obs_mask);
+        assert_int_equal(res.num_pairs, want.num_pairs);
+        /* The correction's paths on the same weights (read lazily too). */
+        uint32_t pe[4 * MAXN * MAXN], pw[4 * MAXN * MAXN];
+        size_t npe = 0, npw = 0;
+        assert_int_equal(cudaq_mwpm_decoder_edges(dec, pe, 4 * MAXN * MAXN, &npe), CUDAQ_MWPM_OK);
+        assert_int_equal(cudaq_mwpm_decoder_edges(eager, pw, 4 * MAXN * MAXN, &npw), CUDAQ_MWPM_OK);
+        assert_int_equal(npe, npw);
+        assert_memory_equal(pe, pw, npe * sizeof *pe);
+        checked++;
+      }
+      if (shot % 2)
+        continue; /* the next mapped shot follows at once */
+      rw = ref_solve(&ref, refev, k, &robs);
+      st = shot % 4 ? cudaq_mwpm_decode(dec, ev, (size_t)k, &res) : ({
+        uint8_t dense[MAXN] = {0};
+        for (int i = 0; i < k; i++)
+          dense[ev[i]] ^= 1;
+        cudaq_mwpm_decode_dense(dec, dense, &res);
+      });
+      if (isinf(rw)) {
+        assert_int_equal(st, CUDAQ_MWPM_ERR_NO_SOLUTION);
+      } else {
+        assert_int_equal(st, CUDAQ_MWPM_OK);
+        assert_true(fabs(res.weight - rw) < 1e-5 * (1 + rw));
+        if (t % 4 != 3) /* integer weights tie: then only the weight is unique */
+          assert_int_equal(res.obs_mask, robs);
+      }
+    }
+    assert_int_equal(cudaq_mwpm__parity_violations(dec), 0);
+    cudaq_mwpm_decoder_destroy(dec);
+    cudaq_mwpm_decoder_destroy(eager);
+    cudaq_mwpm_graph_destroy(g);
+  }
+  printf("checked %ld mapped shots\n", checked);
+}
+
+/* The map and mapped decodes refused; a NaN or infinite value refuses the
+ * shot where the matching reaches its edge; listed and mapped weights on
+ * one decoder in turns. */
+static void test_mapped_errors(void **state) {
+  (void)state;
+  /* 0 -1- 1 -1- 2, boundary edges 0 (5) and 2 (5), a negative edge 1-B, and
+   * a far pair 3 -1- 4 with boundary edges 3 (1) and 4 (1). */
+  cudaq_mwpm_edge_t e[8] = {{0, 1, 1.0, 0},  {1, 2, 1.0, 0}, {0, -1, 5.0, 1}, {2, -1, 5.0, 2},
+                            {1, -1, -2.0, 4}, {3, 4, 1.0, 8}, {3, -1, 1.0, 16}, {4, -1, 1.0, 32}};
+  cudaq_mwpm_graph_options_t o;
+  cudaq_mwpm_graph_options_init(&o);
+  cudaq_mwpm_graph_t *plain = NULL, *g = NULL;
+  assert_int_equal(cudaq_mwpm_graph_from_edges(5, 6, e, 8, &o, &plain), CUDAQ_MWPM_OK);
+  o.per_shot_weights = 1;
+  assert_int_equal(cudaq_mwpm_graph_from_edges(5, 6, e, 8, &o, &g), CUDAQ_MWPM_OK);
+  cudaq_mwpm_decoder_t *dp = NULL, *d = NULL;
+  assert_int_equal(cudaq_mwpm_decoder_create(plain, &dp), CUDAQ_MWPM_OK);
+  assert_int_equal(cudaq_mwpm_decoder_create(g, &d), CUDAQ_MWPM_OK);
+  size_t e01, e12, e1b, e34;
+  assert_int_equal(cudaq_mwpm_graph_find_edge(g, 0, 1, &e01), CUDAQ_MWPM_OK);
+  assert_int_equal(cudaq_mwpm_graph_find_edge(g, 1, 2, &e12), CUDAQ_MWPM_OK);
+  assert_int_equal(cudaq_mwpm_graph_find_edge(g, 1, CUDAQ_MWPM_BOUNDARY, &e1b), CUDAQ_MWPM_OK);
+  assert_int_equal(cudaq_mwpm_graph_find_edge(g, 3, 4, &e34), CUDAQ_MWPM_OK);
+  uint32_t ev[2] = {0, 2};
+  float v[3] = {9.0f, -9.0f, 0.0f};
+  cudaq_mwpm_result_t want, r;
+  assert_int_equal(cudaq_mwpm_decode(d, ev, 2, &want), CUDAQ_MWPM_OK);
+  /* No map yet; a graph without per_shot_weights; bad maps. */
+  assert_int_equal(cudaq_mwpm_decode_mapped(d, ev, 2, v, &r), CUDAQ_MWPM_ERR_INVALID_ARG);
+  uint32_t me[3] = {(uint32_t)e01, (uint32_t)e12, (uint32_t)e34}, ms[3] = {0, 1, 2};
+  assert_int_equal(cudaq_mwpm_decoder_set_weight_map(dp, me, ms, 3, 3), CUDAQ_MWPM_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_mwpm_decoder_set_weight_map(NULL, me, ms, 3, 3), CUDAQ_MWPM_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_mwpm_decoder_set_weight_map(d, NULL, ms, 3, 3), CUDAQ_MWPM_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_mwpm_decoder_set_weight_map(d, me, ms, 3, 2), CUDAQ_MWPM_ERR_OUT_OF_RANGE);
+  uint32_t oob[2] = {(uint32_t)e01, 8}, dup[2] = {(uint32_t)e12, (uint32_t)e12}, neg[1] = {(uint32_t)e1b};
+  assert_int_equal(cudaq_mwpm_decoder_set_weight_map(d, oob, ms, 2, 3), CUDAQ_MWPM_ERR_OUT_OF_RANGE);
+  assert_int_equal(cudaq_mwpm_decoder_set_weight_map(d, dup, ms, 2, 3), CUDAQ_MWPM_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_mwpm_decoder_set_weight_map(d, neg, ms, 1, 3), CUDAQ_MWPM_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_mwpm_decode_mapped(d, ev, 2, v, &r), CUDAQ_MWPM_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_mwpm_decoder_set_weight_map(d, me, ms, 3, 3), CUDAQ_MWPM_OK);
+  assert_int_equal(cudaq_mwpm_decode_mapped(d, ev, 2, NULL, &r), CUDAQ_MWPM_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_mwpm_decode_mapped(d, ev, 2, v, NULL), CUDAQ_MWPM_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_mwpm_decode_mapped(d, NULL, 2, v, &r), CUDAQ_MWPM_ERR_INVALID_ARG);
+  /* 0-1 and 1-2 weigh 9 (the sign ignored): as test_weighted_errors, all
+   * three events (1 from the folded edge) go to the boundary. */
+  assert_int_equal(cudaq_mwpm_decode_mapped(d, ev, 2, v, &r), CUDAQ_MWPM_OK);
+  assert_int_equal(r.obs_mask, 1u ^ 2u);
+  assert_true(fabs(r.weight - 10.0) < 1e-6);
+  /* A NaN or infinity on an edge the matching reaches refuses the shot; on
+   * 3-4, which it does not reach, it is never read. */
+  float bad[2] = {NAN, INFINITY};
+  for (int i = 0; i < 2; i++) {
+    float vb[3] = {9.0f, bad[i], 0.0f};
+    assert_int_equal(cudaq_mwpm_decode_mapped(d, ev, 2, vb, &r), CUDAQ_MWPM_ERR_INVALID_ARG);
+    float vf[3] = {9.0f, 9.0f, bad[i]};
+    assert_int_equal(cudaq_mwpm_decode_mapped(d, ev, 2, vf, &r), CUDAQ_MWPM_OK);
+    assert_int_equal(r.obs_mask, 1u ^ 2u);
+    uint32_t ev34[2] = {3, 4};
+    assert_int_equal(cudaq_mwpm_decode_mapped(d, ev34, 2, vf, &r), CUDAQ_MWPM_ERR_INVALID_ARG);
+  }
+  /* Listed weights, then mapped, then plain, in turns on one decoder. */
+  uint32_t idx[1] = {(uint32_t)e01};
+  double w05[1] = {0.5};
+  assert_int_equal(cudaq_mwpm_decode_weighted(d, ev, 2, idx, w05, 1, &r), CUDAQ_MWPM_OK);
+  assert_true(fabs(r.weight - 1.5) < 1e-6); /* 0-1 at 0.5, 1-2 at 1 */
+  assert_int_equal(cudaq_mwpm_decode_mapped(d, ev, 2, v, &r), CUDAQ_MWPM_OK);
+  assert_true(fabs(r.weight - 10.0) < 1e-6);
+  assert_int_equal(cudaq_mwpm_decode_weighted(d, ev, 2, idx, w05, 1, &r), CUDAQ_MWPM_OK);
+  assert_true(fabs(r.weight - 1.5) < 1e-6); /* 1-2 back to the graph's 1, not the mapped 9 */
+  assert_int_equal(cudaq_mwpm_decode_mapped(d, ev, 2, v, &r), CUDAQ_MWPM_OK);
+  assert_int_equal(cudaq_mwpm_decode(d, ev, 2, &r), CUDAQ_MWPM_OK);
+  assert_int_equal(r.obs_mask, want.obs_mask);
+  assert_true(fabs(r.weight - want.weight) < 1e-9);
+  /* A new map replaces the old; num 0 removes it. */
+  assert_int_equal(cudaq_mwpm_decoder_set_weight_map(d, me + 1, ms, 1, 1), CUDAQ_MWPM_OK);
+  float v1[1] = {0.25f};
+  assert_int_equal(cudaq_mwpm_decode_mapped(d, ev, 2, v1, &r), CUDAQ_MWPM_OK);
+  assert_true(fabs(r.weight - 1.25) < 1e-6); /* 0-1 the graph's 1, 1-2 0.25 */
+  assert_int_equal(cudaq_mwpm_decoder_set_weight_map(d, NULL, NULL, 0, 0), CUDAQ_MWPM_OK);
+  assert_int_equal(cudaq_mwpm_decode_mapped(d, ev, 2, v1, &r), CUDAQ_MWPM_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_mwpm_decode(d, ev, 2, &r), CUDAQ_MWPM_OK);
+  assert_true(fabs(r.weight - want.weight) < 1e-9);
+  cudaq_mwpm_decoder_destroy(dp);
+  cudaq_mwpm_decoder_destroy(d);
+  cudaq_mwpm_graph_destroy(plain);
+  cudaq_mwpm_graph_destroy(g);
+}
+
 static void test_api_errors(void **state) {
   (void)state;
   cudaq_mwpm_edge_t e[2] = {{0, 1, 1.0, 1}, {1, -1, 2.0, 0}};
@@ -475,7 +700,8 @@ int main(void) {
       cmocka_unit_test(test_random_dense),     cmocka_unit_test(test_random_no_boundary),
       cmocka_unit_test(test_random_ties),      cmocka_unit_test(test_random_negative),
       cmocka_unit_test(test_random_larger),    cmocka_unit_test(test_weighted_random),
-      cmocka_unit_test(test_weighted_errors),
+      cmocka_unit_test(test_weighted_errors),  cmocka_unit_test(test_mapped_random),
+      cmocka_unit_test(test_mapped_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

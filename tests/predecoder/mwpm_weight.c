@@ -63,7 +63,8 @@ int main(int argc, char **argv) {
     cudaq_onnx_predecoder_options_init(&oo);
     oo.match_graph = g;
     cudaq_predecoder_error_t perr;
-    if (cudaq_predecoder_create_onnx(model, nd, no, &oo, &pd, &perr) || !cudaq_predecoder_weighted(pd)) {
+    if (cudaq_predecoder_create_onnx(model, nd, no, &oo, &pd, &perr) || !cudaq_predecoder_weighted(pd) ||
+        cudaq_predecoder_set_weight_map(pd, dec)) {
       cudaq_predecoder_destroy(pd);
       pd = NULL;
       cudaq_sample_reader_destroy(rd);
@@ -91,17 +92,17 @@ int main(int argc, char **argv) {
     if (pd) {
       size_t nr = 0;
       uint64_t frame = 0;
-      const uint32_t *ew;
-      const double *w;
+      const uint32_t *ew, *sl;
+      const float *lg;
       size_t nw;
       cudaq_predecoder_error_t perr;
       if (cudaq_predecoder_run(pd, events, ne, residual, &nr, &frame, &perr) ||
-          cudaq_predecoder_edge_weights(pd, &ew, &w, &nw)) {
+          cudaq_predecoder_edge_weights(pd, &ew, &sl, &nw, &lg)) {
         fprintf(stderr, "mwpm_weight: shot %ld: predecoder: %s\n", shot, perr.message);
         rc = 1;
         break;
       }
-      st = cudaq_mwpm_decode_weighted(dec, residual, nr, ew, w, nw, &res);
+      st = cudaq_mwpm_decode_mapped(dec, residual, nr, lg, &res);
     } else {
       st = cudaq_mwpm_decode(dec, events, ne, &res);
     }

@@ -1,6 +1,7 @@
 /* Weighted matching from a model's edge logits (models/README.md): the
- * options (weights AUTO / OFF / ON, match_graph), cudaq_predecoder_weighted
- * and cudaq_predecoder_edge_weights, the threshold-0 residual, and
+ * options (weights AUTO / OFF / ON, match_graph), cudaq_predecoder_weighted,
+ * cudaq_predecoder_edge_weights and cudaq_predecoder_set_weight_map (MWPM
+ * reading the logits through the map), the threshold-0 residual, and
  * cudaq_nn_model_keep_outputs (an unweighted predecoder drops the logits),
  * on the generated weighted.onnx of the predecoder test data
  * (gen_test_models.py: residual = detectors, edge logits -4 + offset + 3 per
@@ -66,14 +67,17 @@ static void test_modes(void **state) {
   (void)state;
   cudaq_predecoder_t *p;
   cudaq_predecoder_error_t err;
-  const uint32_t *e;
-  const double *w;
+  const uint32_t *e, *sl;
+  const float *w;
   size_t n;
   assert_int_equal(make(CUDAQ_PREDECODER_WEIGHTS_AUTO, g_graph, &p, &err), CUDAQ_PREDECODER_OK);
   assert_true(cudaq_predecoder_weighted(p));
-  assert_int_equal(cudaq_predecoder_edge_weights(p, &e, &w, &n), CUDAQ_PREDECODER_OK);
+  assert_int_equal(cudaq_predecoder_edge_weights(p, &e, &sl, &n, &w), CUDAQ_PREDECODER_OK);
   assert_int_equal(n, cudaq_mwpm_graph_num_edges(g_graph)); /* the model lists every DEM edge */
-  assert_int_equal(cudaq_predecoder_edge_weights(p, NULL, &w, &n), CUDAQ_PREDECODER_ERR_INVALID_ARG);
+  for (size_t i = 1; i < n; i++)
+    assert_true(e[i - 1] < e[i]); /* in the graph's edge order */
+  assert_int_equal(cudaq_predecoder_edge_weights(p, NULL, &sl, &n, &w), CUDAQ_PREDECODER_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_predecoder_edge_weights(p, &e, &sl, &n, NULL), CUDAQ_PREDECODER_ERR_INVALID_ARG);
   cudaq_predecoder_destroy(p);
   assert_int_equal(make(CUDAQ_PREDECODER_WEIGHTS_ON, g_graph, &p, &err), CUDAQ_PREDECODER_OK);
   assert_true(cudaq_predecoder_weighted(p));
@@ -83,7 +87,7 @@ static void test_modes(void **state) {
   for (int i = 0; i < 2; i++) {
     assert_int_equal(make(unweighted[i], i ? NULL : g_graph, &p, &err), CUDAQ_PREDECODER_OK);
     assert_false(cudaq_predecoder_weighted(p));
-    assert_int_equal(cudaq_predecoder_edge_weights(p, &e, &w, &n), CUDAQ_PREDECODER_ERR_INVALID_ARG);
+    assert_int_equal(cudaq_predecoder_edge_weights(p, &e, &sl, &n, &w), CUDAQ_PREDECODER_ERR_INVALID_ARG);
     cudaq_predecoder_destroy(p);
   }
   assert_int_equal(make(CUDAQ_PREDECODER_WEIGHTS_ON, NULL, &p, &err), CUDAQ_PREDECODER_ERR_INVALID_ARG);
@@ -105,10 +109,11 @@ static void test_shot(void **state) {
   cudaq_predecoder_t *p;
   cudaq_predecoder_error_t err;
   assert_int_equal(make(CUDAQ_PREDECODER_WEIGHTS_AUTO, g_graph, &p, &err), CUDAQ_PREDECODER_OK);
-  const uint32_t *e;
-  const double *w;
+  const uint32_t *e, *sl;
+  const float *lg;
   size_t n;
-  cudaq_predecoder_edge_weights(p, &e, &w, &n);
+  cudaq_predecoder_edge_weights(p, &e, &sl, &n, &lg);
+  double *w = malloc(n * sizeof *w); /* this shot's weights |logit|, in the map's order */
   size_t k = 0; /* a detector-detector edge */
   cudaq_mwpm_edge_t ge;
   for (; k < n; k++) {
@@ -121,6 +126,8 @@ static void test_shot(void **state) {
   size_t nres = 0;
   uint64_t frame = 0;
   assert_int_equal(cudaq_predecoder_run(p, ev, 2, res, &nres, &frame, &err), CUDAQ_PREDECODER_OK);
+  for (size_t i = 0; i < n; i++)
+    w[i] = fabs((double)lg[sl[i]]);
   assert_true(fabs(w[k] - 2.0) <= 0.6 + 1e-6);
   /* every weight is |logit|: near 4 where no endpoint has an event, near 1 with one */
   for (size_t i = 0; i < n; i++) {
@@ -138,10 +145,42 @@ static void test_shot(void **state) {
   assert_true(nres == 0 || nres == 2);
   assert_int_equal(nres == 0, w[k] <= 2.0);
   assert_int_equal(frame, nres == 0 ? ge.obs_mask : 0);
+  /* MWPM with the map reads these weights: the same matching as the
+   * weights listed (cudaq_mwpm_decode_weighted), on a residual of the two
+   * events plus a far one (so that something is matched). */
+  cudaq_mwpm_decoder_t *dm = NULL, *dl = NULL;
+  assert_int_equal(cudaq_mwpm_decoder_create(g_graph, &dm), CUDAQ_MWPM_OK);
+  assert_int_equal(cudaq_mwpm_decoder_create(g_graph, &dl), CUDAQ_MWPM_OK);
+  assert_int_equal(cudaq_predecoder_set_weight_map(p, dm), CUDAQ_PREDECODER_OK);
+  uint32_t mres[3] = {ev[0], ev[1], cudaq_mwpm_graph_num_nodes(g_graph) - 1};
+  cudaq_mwpm_result_t rm, rl;
+  assert_int_equal(cudaq_mwpm_decode_mapped(dm, mres, 3, lg, &rm), CUDAQ_MWPM_OK);
+  assert_int_equal(cudaq_mwpm_decode_weighted(dl, mres, 3, e, w, n, &rl), CUDAQ_MWPM_OK);
+  assert_true(rm.weight == rl.weight);
+  assert_int_equal(rm.obs_mask, rl.obs_mask);
+  /* The map only on a decoder of the predecoder's match graph. */
+  cudaq_mwpm_graph_options_t go;
+  cudaq_mwpm_graph_options_init(&go);
+  go.per_shot_weights = 1;
+  cudaq_mwpm_edge_t one = {0, -1, 1.0, 0};
+  cudaq_mwpm_graph_t *other = NULL;
+  cudaq_mwpm_decoder_t *dother = NULL;
+  assert_int_equal(cudaq_mwpm_graph_from_edges(1, 1, &one, 1, &go, &other), CUDAQ_MWPM_OK);
+  assert_int_equal(cudaq_mwpm_decoder_create(other, &dother), CUDAQ_MWPM_OK);
+  assert_int_equal(cudaq_predecoder_set_weight_map(p, dother), CUDAQ_PREDECODER_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_predecoder_set_weight_map(p, NULL), CUDAQ_PREDECODER_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_predecoder_set_weight_map(NULL, dm), CUDAQ_PREDECODER_ERR_INVALID_ARG);
+  cudaq_mwpm_decoder_destroy(dother);
+  cudaq_mwpm_graph_destroy(other);
+  cudaq_mwpm_decoder_destroy(dm);
+  cudaq_mwpm_decoder_destroy(dl);
   /* No events: nothing left, every weight near 4. */
   assert_int_equal(cudaq_predecoder_run(p, NULL, 0, res, &nres, &frame, &err), CUDAQ_PREDECODER_OK);
   assert_int_equal(nres, 0);
   assert_int_equal(frame, 0);
+  for (size_t i = 0; i < n; i++)
+    assert_true(fabs(fabs((double)lg[sl[i]]) - 4.0) <= 0.6 + 1e-6);
+  free(w);
   cudaq_predecoder_destroy(p);
 }
 

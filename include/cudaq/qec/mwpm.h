@@ -47,9 +47,8 @@ typedef struct cudaq_mwpm_graph_options {
   int enable_correlations;
   /* Non-zero: every decoder made from the graph keeps its own copy of the
    * weights (memory, per decoder: 16 bytes per edge end and about 13 per
-   * edge), so that
-   * cudaq_mwpm_decode_weighted can replace edges' weights for one shot.
-   * Default 0. */
+   * edge), so that cudaq_mwpm_decode_weighted and cudaq_mwpm_decode_mapped
+   * can replace edges' weights for one shot. Default 0. */
   int per_shot_weights;
 } cudaq_mwpm_graph_options_t;
 
@@ -211,6 +210,38 @@ cudaq_mwpm_status_t cudaq_mwpm_decode_weighted(cudaq_mwpm_decoder_t *dec, const 
                                                size_t num_events, const uint32_t *edges,
                                                const double *weights, size_t num_weights,
                                                cudaq_mwpm_result_t *res);
+
+/* Per-shot weights read where the matching needs them (for a graph built
+ * with per_shot_weights). cudaq_mwpm_decoder_set_weight_map, once (setup:
+ * allocates; calling it again replaces the map, num = 0 removes it): from
+ * then on, in cudaq_mwpm_decode_mapped, edge edges[i] weighs
+ * |values[slots[i]]| for the shot, every edge not listed its graph weight.
+ * Returns CUDAQ_MWPM_OK; CUDAQ_MWPM_ERR_INVALID_ARG (dec NULL or its graph
+ * without per_shot_weights, NULL arrays with num > 0, an edge listed twice,
+ * an edge whose graph weight is negative); CUDAQ_MWPM_ERR_OUT_OF_RANGE (an
+ * edge index >= the number of edges, a slot >= num_values);
+ * CUDAQ_MWPM_ERR_NO_MEMORY. On an error the old map stays. */
+cudaq_mwpm_status_t cudaq_mwpm_decoder_set_weight_map(cudaq_mwpm_decoder_t *dec, const uint32_t *edges,
+                                                      const uint32_t *slots, size_t num,
+                                                      size_t num_values);
+
+/* Decodes one shot with the map's per-shot weights taken from values
+ * (num_values floats, as set in the map): the weights of cudaq_mwpm_decode_weighted
+ * (clamped and discretised the same way, so the two give the same matching
+ * for the same weights), but a value is read only when the matching reaches
+ * one of its edge's ends, so a shot with few events costs the part of the
+ * graph its regions reach, not one write per edge. The sign of a value is
+ * ignored: a signed log-odds (a predecoder's edge logit) whose positive
+ * edges the caller has already applied to the events (the residual of
+ * threshold 0) gives its magnitude as the weight. values must stay
+ * unchanged until the next decode with dec (cudaq_mwpm_decoder_edges reads
+ * them for the correction's paths). Hot path: allocates nothing. Returns
+ * the statuses of cudaq_mwpm_decode, and CUDAQ_MWPM_ERR_INVALID_ARG (no map,
+ * a NULL pointer, or a NaN or infinite value on an edge the matching
+ * reached: the result is then not set to anything meaningful). */
+cudaq_mwpm_status_t cudaq_mwpm_decode_mapped(cudaq_mwpm_decoder_t *dec, const uint32_t *events,
+                                             size_t num_events, const float *values,
+                                             cudaq_mwpm_result_t *res);
 
 /* One row of a shot array as the list of its detection events: dense (one
  * byte per detector, non-zero = event) or packed (little-endian bits, as

@@ -98,7 +98,7 @@ typedef enum cudaq_predecoder_precision {
  * per shot, every matching edge's logit. The predecoder then applies every
  * edge of positive logit (the residual of decision threshold 0) and gives
  * each edge the weight |logit| for MWPM on that residual
- * (cudaq_predecoder_edge_weights, cudaq_mwpm_decode_weighted). */
+ * (cudaq_predecoder_set_weight_map, cudaq_mwpm_decode_mapped). */
 typedef enum cudaq_predecoder_weights {
   CUDAQ_PREDECODER_WEIGHTS_AUTO = 0, /* weighted where the model has edge logits and
                                         match_graph is set */
@@ -118,8 +118,9 @@ typedef struct cudaq_onnx_predecoder_options {
   const cudaq_mwpm_graph_t *match_graph; /* the graph MWPM matches the residual on, whose
                                             edge indices the weights name (built with
                                             per_shot_weights). Setting it says the caller
-                                            matches with cudaq_predecoder_edge_weights:
-                                            without it AUTO is OFF and ON is refused */
+                                            matches with the model's weights
+                                            (cudaq_predecoder_set_weight_map): without it
+                                            AUTO is OFF and ON is refused */
 } cudaq_onnx_predecoder_options_t;
 
 /* Defaults: CPU, FP32, GPU 0, no plan, no graph, weights AUTO. Returns CUDAQ_PREDECODER_OK or
@@ -209,15 +210,27 @@ cudaq_predecoder_status_t cudaq_predecoder_run(cudaq_predecoder_t *p, const uint
  * is to be matched with cudaq_predecoder_edge_weights. 0 for NULL. */
 int cudaq_predecoder_weighted(const cudaq_predecoder_t *p);
 
-/* The matching weights of the last successful cudaq_predecoder_run in
- * weighted mode: edge edges[i] of the match graph weighs weights[i] (>= 0,
- * finite) for that shot; *num is the model's edge count (the pointers stay
- * valid while p lives, the values until the next run). Pass them to
- * cudaq_mwpm_decode_weighted with the residual. Returns CUDAQ_PREDECODER_OK;
+/* The matching weights of weighted mode, as the map that
+ * cudaq_mwpm_decoder_set_weight_map takes and the values that
+ * cudaq_mwpm_decode_mapped reads: match graph edge edges[i] weighs
+ * |logits[slots[i]]| for the last successful cudaq_predecoder_run (the
+ * model's edge logits, each checked finite by the run). *num is the model's
+ * edge count, also the number of logits. The pointers stay valid while p
+ * lives; the logits change with the next run. Returns CUDAQ_PREDECODER_OK;
  * CUDAQ_PREDECODER_ERR_INVALID_ARG (a NULL pointer, p not weighted). */
-cudaq_predecoder_status_t cudaq_predecoder_edge_weights(const cudaq_predecoder_t *p,
-                                                        const uint32_t **edges,
-                                                        const double **weights, size_t *num);
+cudaq_predecoder_status_t cudaq_predecoder_edge_weights(const cudaq_predecoder_t *p, const uint32_t **edges,
+                                                        const uint32_t **slots, size_t *num,
+                                                        const float **logits);
+
+/* Sets p's map on dec (a decoder of p's match graph, built with
+ * per_shot_weights): setup, allocates. Then per shot, after
+ * cudaq_predecoder_run: cudaq_mwpm_decode_mapped(dec, residual, n, logits,
+ * &res) with the logits of cudaq_predecoder_edge_weights. Returns
+ * CUDAQ_PREDECODER_OK; CUDAQ_PREDECODER_ERR_INVALID_ARG (NULL, p not
+ * weighted, dec a decoder of another graph than p's match_graph);
+ * CUDAQ_PREDECODER_ERR_NO_MEMORY. */
+cudaq_predecoder_status_t cudaq_predecoder_set_weight_map(const cudaq_predecoder_t *p,
+                                                          cudaq_mwpm_decoder_t *dec);
 
 /* A constant string naming a status. */
 const char *cudaq_predecoder_status_str(cudaq_predecoder_status_t status);
