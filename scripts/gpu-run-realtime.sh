@@ -27,6 +27,9 @@
 # run; then d = 13 and 7 hybrid at 30 us, 10 us and flat out, d = 13 with 12 workers (also with --prelaunch 2,
 # planned for throughput and for latency), bit-packed, at
 # one request every 2 ms (FP16 and FP32), and bench_nn_gpu on the fast models when the pack has it.
+# STEPS=weighted: weighted matching in the hybrid mode (the default for a model with edge logits)
+# against --predecoder_weights off, side by side: d = 13 fast with 12 workers, bit-packed, one request
+# every 10 us and every 2 ms; d = 13 accurate at 30 us; d = 7 fast at 10 us.
 # STEPS=corr: d = 7 and 13 hybrid at 30 and 10 us with --enable_correlations and without, and
 # MWPM alone on the CPU workers (--mode cpu --model none), correlated and plain, at 100 us.
 # The GPU rows run qec-realtime's defaults unless they say otherwise: since 946299a graphs are
@@ -97,7 +100,7 @@ bench() { # bench PRESET MODE INTERVAL [args...]
     --json "$OUT/bench/$name.json" "$@"
   grep -E "Throughput|p50|p99|^requests:|^logical|MWPM alone|^stage|^dispatch \+ GPU split|^GPU" "$OUT/bench_$name.log"
 }
-if has bench || has lowload || has prelaunch || has hybrid || has corr || has fast; then
+if has bench || has lowload || has prelaunch || has hybrid || has corr || has fast || has weighted; then
   shots d7 models/predecoder_d7_z.onnx 0.003 20000 21
   shots d13 models/predecoder_d13_z.onnx 0.003 10000 31
   shots d21 models/predecoder_d21_x.onnx 0.003 2000 41
@@ -113,6 +116,15 @@ if has bench; then
 fi
 if has hybrid; then # the hybrid mode alone at d = 7 and 13 (re-measuring after an engine change)
   for pr in d7 d13; do for iv in 30 10 0; do bench $pr hybrid $iv; done; done
+fi
+if has weighted; then # weighted matching (the network's edge logits as per-shot MWPM weights) vs off
+  F13=models/predecoder_d13_z_fast.onnx
+  for w in auto off; do
+    SFX=-fast-w12-bits-$w WORKERS=12 bench d13 hybrid 10 --model $F13 --payload bits --predecoder_weights $w
+    SFX=-fast-bits-lowload-$w bench d13 hybrid 2000 --model $F13 --payload bits --predecoder_weights $w
+    SFX=-$w bench d13 hybrid 30 --predecoder_weights $w
+    SFX=-fast-$w bench d7 hybrid 10 --model models/predecoder_d7_z_fast.onnx --predecoder_weights $w
+  done
 fi
 if has corr; then # correlated matching (--enable_correlations) behind the GPU stage, and alone on the CPU
   for pr in d7 d13; do

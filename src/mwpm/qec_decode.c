@@ -284,24 +284,13 @@ static int check_predecoder_flags(const opts_t *o, int cmd_predict,
   onnx->device = o->device && !strcmp(o->device, "gpu") ? CUDAQ_PREDECODER_GPU : CUDAQ_PREDECODER_CPU;
   onnx->precision = o->precision && !strcmp(o->precision, "fp16") ? CUDAQ_PREDECODER_FP16
                                                                   : CUDAQ_PREDECODER_FP32;
-  if (o->weights) {
-    if (!strcmp(o->weights, "auto"))
-      onnx->weights = CUDAQ_PREDECODER_WEIGHTS_AUTO;
-    else if (!strcmp(o->weights, "on"))
-      onnx->weights = CUDAQ_PREDECODER_WEIGHTS_ON;
-    else if (!strcmp(o->weights, "off"))
-      onnx->weights = CUDAQ_PREDECODER_WEIGHTS_OFF;
-    else {
+  switch (cudaq_predecoder_weights_flag(o->weights, o->correlations, &onnx->weights)) {
+    case -1:
       fprintf(stderr, "qec-decode: --predecoder_weights is auto, on or off, not '%s'\n", o->weights);
       return 1;
-    }
-  }
-  if (o->correlations) { /* correlated matching reweights the DEM's edges itself */
-    if (onnx->weights == CUDAQ_PREDECODER_WEIGHTS_ON) {
+    case -2: /* correlated matching reweights the DEM's edges itself */
       fprintf(stderr, "qec-decode: --enable_correlations does not combine with --predecoder_weights on\n");
       return 1;
-    }
-    onnx->weights = CUDAQ_PREDECODER_WEIGHTS_OFF;
   }
   if (onnx->precision == CUDAQ_PREDECODER_FP16 && onnx->device == CUDAQ_PREDECODER_CPU) {
     fprintf(stderr, "qec-decode: --precision fp16 needs --device gpu (the CPU executor is fp32)\n");

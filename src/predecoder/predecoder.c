@@ -4,6 +4,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include <string.h>
+
 #include "predecoder_internal.h"
 
 void cudaq_predecoder__set_error(cudaq_predecoder_error_t *err, const char *fmt, ...) {
@@ -46,6 +48,22 @@ cudaq_predecoder_status_t cudaq_predecoder_run(cudaq_predecoder_t *p, const uint
     return CUDAQ_PREDECODER_ERR_INVALID_ARG;
   }
   return p->run(p, events, num_events, residual, num_residual, frame, err);
+}
+
+int cudaq_predecoder_weights_flag(const char *value, int correlations, cudaq_predecoder_weights_t *out) {
+  cudaq_predecoder_weights_t w;
+  if (!value || !strcmp(value, "auto"))
+    w = CUDAQ_PREDECODER_WEIGHTS_AUTO;
+  else if (!strcmp(value, "on"))
+    w = CUDAQ_PREDECODER_WEIGHTS_ON;
+  else if (!strcmp(value, "off"))
+    w = CUDAQ_PREDECODER_WEIGHTS_OFF;
+  else
+    return -1;
+  if (correlations && w == CUDAQ_PREDECODER_WEIGHTS_ON)
+    return -2;
+  *out = correlations ? CUDAQ_PREDECODER_WEIGHTS_OFF : w;
+  return 0;
 }
 
 int cudaq_predecoder_weighted(const cudaq_predecoder_t *p) { return p && p->w_edges; }

@@ -317,3 +317,47 @@ cudaq_predecoder_status_t cudaq_predecoder__weights_apply(pd__weights_t *w, cons
   *frame = f;
   return CUDAQ_PREDECODER_OK;
 }
+
+/* ------------------------------------------------- the map for other runners */
+
+cudaq_predecoder_status_t cudaq_predecoder_edge_map_create(const cudaq_nn_model_t *model,
+                                                           const cudaq_mwpm_graph_t *match_graph,
+                                                           cudaq_predecoder_weights_t mode,
+                                                           cudaq_predecoder_edge_map_t *out,
+                                                           cudaq_predecoder_error_t *err) {
+  if (out)
+    memset(out, 0, sizeof *out);
+  if (!model || !match_graph || !out) {
+    cudaq_predecoder__set_error(err, "edge map: %s is NULL", !model ? "model" : !match_graph ? "match_graph"
+                                : "out");
+    return CUDAQ_PREDECODER_ERR_INVALID_ARG;
+  }
+  if (mode != CUDAQ_PREDECODER_WEIGHTS_AUTO && mode != CUDAQ_PREDECODER_WEIGHTS_OFF &&
+      mode != CUDAQ_PREDECODER_WEIGHTS_ON) {
+    cudaq_predecoder__set_error(err, "weights %d is none of AUTO, OFF, ON", (int)mode);
+    return CUDAQ_PREDECODER_ERR_INVALID_ARG;
+  }
+  pd__weights_t *w = NULL;
+  size_t oi = 0;
+  cudaq_predecoder_status_t st =
+      cudaq_predecoder__weights_create(model, match_graph, mode, cudaq_mwpm_graph_num_nodes(match_graph), &w,
+                                       &oi, err);
+  if (st || !w)
+    return st; /* !w: OFF, or AUTO and a model without edge logits: no map (num_edges 0) */
+  out->num_edges = w->n;
+  out->logits_output = oi;
+  out->threshold = (float)w->threshold;
+  out->graph_edge = w->edge;
+  out->slot = w->src;
+  out->ends = w->ends;
+  out->obs = w->obs;
+  out->impl_ = w;
+  return CUDAQ_PREDECODER_OK;
+}
+
+void cudaq_predecoder_edge_map_release(cudaq_predecoder_edge_map_t *m) {
+  if (!m)
+    return;
+  cudaq_predecoder__weights_destroy(m->impl_);
+  memset(m, 0, sizeof *m);
+}

@@ -295,7 +295,7 @@ static int compare_mwpm(app_t *a, const cudaq_mwpm_graph_t *g) {
   uint8_t *have = calloc(a->shots.n, 1);
   int rc = 1;
   if (!pred || !have ||
-      qrt_worker_create(g, QRT_PD_NONE, NULL, 1, QRT_PAYLOAD_INT32, &w, msg, sizeof msg)) {
+      qrt_worker_create(g, QRT_PD_NONE, NULL, 1, QRT_PAYLOAD_INT32, CUDAQ_PREDECODER_WEIGHTS_OFF, &w, msg, sizeof msg)) {
     fprintf(stderr, "qec-realtime: MWPM-alone comparison: out of memory\n");
     goto out;
   }
@@ -383,6 +383,9 @@ static int run(const opts_t *o) {
   cudaq_mwpm_graph_options_t gopts;
   cudaq_mwpm_graph_options_init(&gopts);
   gopts.enable_correlations = o->correlations; /* the workers decode correlated on such a graph */
+  /* an ONNX model may give per-shot edge weights (weighted matching) */
+  gopts.per_shot_weights = qrt_pd_kind_of(o->model) == QRT_PD_ONNX && o->mode != QRT_MODE_PASSTHROUGH &&
+                           o->weights != CUDAQ_PREDECODER_WEIGHTS_OFF;
   mst = cudaq_mwpm_graph_from_dem(dem, &gopts, &g, &err);
   a.deadline_ns = UINT64_MAX; /* no answer is late until the FPGA thread is done */
   a.shots.nd = dem->num_detectors;
@@ -417,7 +420,7 @@ static int run(const opts_t *o) {
     char msg[400];
     /* GPU modes: the predecoder runs in the worker's graph; the CPU half
      * checks the length, takes the GPU's verdict on the values and runs MWPM. */
-    if (qrt_worker_create(g, gpu ? QRT_PD_NONE : kind, o->model, !o->skip_layout_check, o->payload,
+    if (qrt_worker_create(g, gpu ? QRT_PD_NONE : kind, o->model, !o->skip_layout_check, o->payload, o->weights,
                           &workers[k], msg, sizeof msg)) {
       fprintf(stderr, "qec-realtime: --model %s: %s\n", pd, msg);
       goto done;
@@ -434,6 +437,8 @@ static int run(const opts_t *o) {
     gc.num_detectors = a.shots.nd;
     gc.num_observables = a.shots.no;
     gc.graph = o->skip_layout_check ? NULL : g; /* the model's layout checked against it */
+    gc.match_graph = g;
+    gc.weights = o->weights;
     gc.payload = o->payload;
     gc.self_gate = o->self_gate;
     gc.function_id = cudaq_fnv1a_hash("qec_realtime_decode");
@@ -519,6 +524,7 @@ static int run(const opts_t *o) {
     fprintf(stderr, "qec-realtime: pipeline: %s\n", cudaq_last_error());
     goto done;
   }
+  a.weighted = qrt_worker_weighted(workers[0]); /* GPU modes: the factories gave the map */
   cudaq_bench_start(a.bench);
   pthread_attr_t attr;
   pthread_attr_init(&attr);

@@ -52,6 +52,8 @@ typedef struct opts {
                     (given without pre-launch: refused) */
   int skip_layout_check; /* --skip_layout_check: the model's detector layout is not compared */
   int correlations; /* --enable_correlations: two-pass correlated matching in every MWPM */
+  const char *weights_flag; /* --predecoder_weights, or NULL (auto) */
+  cudaq_predecoder_weights_t weights; /* parsed by qrt_check_mode_and_preset (OFF with correlations) */
   uint64_t requests, corrupt_every, timeout_ms;
   uint64_t fail_launch_every; /* testing: every K-th GPU graph launch fails (0: none) */
   double duration_s, interval_us, progress_s;
@@ -100,6 +102,7 @@ typedef struct app {
   cudaq_ringbuffer_t ring;
   cudaq_bench_t *bench;
   int has_pd;
+  int weighted;           /* the workers match with the predecoder's per-shot weights */
   uint8_t *bad_payload;   /* --corrupt_every: a copy with a bad value */
   /* FPGA thread -> main (R/A pairs labelled at the use sites) */
   volatile uint64_t submitted;

@@ -38,6 +38,13 @@ void qrt_usage(FILE *f) {
       "  --enable_correlations      two-pass correlated matching (PyMatching's\n"
       "                             enable_correlations) in the workers' MWPM and in the MWPM-alone\n"
       "                             comparison; the lowest logical error rate, ~3x MWPM's time\n"
+      "  --predecoder_weights auto|on|off\n"
+      "                             an ONNX model with edge logits (models/README.md, \"Weighted\n"
+      "                             matching\"): MWPM on the residual of threshold 0 with the\n"
+      "                             network's per-shot edge weights, as qec-decode; auto\n"
+      "                             (default): where the model has them, unless\n"
+      "                             --enable_correlations; on: a model without them is refused;\n"
+      "                             off: the model's thresholded residual on the DEM's weights\n"
       "  --skip_layout_check        run an ONNX model without comparing the detector layout it\n"
       "                             records with the DEM's coordinates (needed for a DEM\n"
       "                             without coordinates; you vouch that the model fits)\n"
@@ -164,7 +171,7 @@ int qrt_parse_args(int argc, char **argv, opts_t *o) {
         "--json", "--model", "--mode", "--preset", "--workers", "--slots", "--requests",
         "--duration_s", "--interval_us", "--timeout_ms", "--idle_yield", "--corrupt_every",
         "--fail_launch_every", "--progress_s", "--pin", "--payload", "--precision", "--plan_dir", "--compare_mwpm",
-        "--prelaunch", "--prelaunch_max", "--gpu_plan", "--self_gate", NULL};
+        "--prelaunch", "--prelaunch_max", "--gpu_plan", "--self_gate", "--predecoder_weights", NULL};
     int known = 0;
     for (int k = 0; valued[k]; k++)
       known |= !strcmp(a, valued[k]);
@@ -188,6 +195,7 @@ int qrt_parse_args(int argc, char **argv, opts_t *o) {
     else if (!strcmp(a, "--json")) o->json = v;
     else if (!strcmp(a, "--model")) o->model = v;
     else if (!strcmp(a, "--mode")) o->mode_name = v;
+    else if (!strcmp(a, "--predecoder_weights")) o->weights_flag = v;
     else if (!strcmp(a, "--plan_dir")) {
       o->plan_dir = v;
       o->gpu_engine_flag = a;
@@ -374,6 +382,19 @@ int qrt_check_mode_and_preset(opts_t *o) {
   }
   if (o->prelaunch_max < 0) /* not given */
     o->prelaunch_max = o->prelaunch && QRT_DEFAULT_PRELAUNCH_MAX > o->prelaunch ? QRT_DEFAULT_PRELAUNCH_MAX : 0;
+  switch (cudaq_predecoder_weights_flag(o->weights_flag, o->correlations, &o->weights)) {
+    case -1:
+      fprintf(stderr, "qec-realtime: --predecoder_weights is auto, on or off, not '%s'\n", o->weights_flag);
+      return 2;
+    case -2: /* correlated matching reweights the DEM's edges itself */
+      fprintf(stderr, "qec-realtime: --enable_correlations does not combine with --predecoder_weights on\n");
+      return 2;
+  }
+  if (o->weights_flag && (qrt_pd_kind_of(o->model) != QRT_PD_ONNX || o->mode == QRT_MODE_PASSTHROUGH)) {
+    fprintf(stderr, "qec-realtime: --predecoder_weights is for ONNX models (--model PATH or a preset's) in "
+                    "--mode cpu or hybrid\n");
+    return 2;
+  }
   if (o->skip_layout_check && qrt_pd_kind_of(o->model) != QRT_PD_ONNX) {
     fprintf(stderr, "qec-realtime: --skip_layout_check is for ONNX models (--model PATH or a "
                     "preset's)\n");

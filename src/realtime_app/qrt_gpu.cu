@@ -4,6 +4,7 @@
 #include <cuda/atomic>
 #include <cuda_runtime.h>
 
+#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,12 @@ struct qrt_gpu_worker {
 struct qrt_gpu_stage {
   qrt_gpu_config_t cfg;
   cudaq_nn_model_t *model;
+  /* Weighted (a model with edge logits, weights not OFF): the model's edge
+   * map (num_edges 0 otherwise), and per logit its edge's detectors and
+   * observables in device memory, read by every worker's publish kernel. */
+  cudaq_predecoder_edge_map_t map;
+  int32_t *d_ends;
+  unsigned long long *d_obs;
   qrt_gpu_worker w[CUDAQ_PIPELINE_MAX_WORKERS];
   int nw;
   char device_name[256];
@@ -169,6 +176,13 @@ __global__ void __launch_bounds__(kGatedThreads) qrt_ingest_gated_kernel(cudaq_p
  * the nonzero elements of events[nd] into the ascending index list after
  * the header of out (mapped memory), packs the frame, flags any element
  * that is not 0/1, then publishes with a release store of the ready flag.
+ * Weighted (ne > 0 edge logits): first every logit is copied after the list
+ * (QRT_GPU_LOGITS) and checked finite, and the edges whose logit lies
+ * between 0 and the model's threshold (its residual applied logit >
+ * threshold, the weights are for the residual of threshold 0) flip their
+ * detectors in a bitmap in shared memory (dynamic, one bit per detector)
+ * and their observables into the frame; the compaction lists events XOR
+ * bitmap. The engine's outputs are not written.
  * Each thread takes a run of at most kPubRun consecutive elements (one
  * round for nd <= kPubRun x blockDim.x: 32,768 at 1,024 threads), so a
  * round is one block-wide scan of the threads' counts (shuffles in each
@@ -177,11 +191,21 @@ __global__ void __launch_bounds__(kGatedThreads) qrt_ingest_gated_kernel(cudaq_p
  * chunk (d = 13: three chunks, 2.7-2.9 us for the whole kernel). */
 constexpr uint32_t kPubRun = 32;
 
+struct qrt_fold_args {
+  const float *logits;              /* the engine's edge-logit output (device), ne of them */
+  uint32_t ne;                      /* 0: not weighted */
+  float threshold;                  /* the model's decision threshold */
+  const int32_t *ends;              /* 2 ne: each logit's edge's detectors (-1: the boundary) */
+  const unsigned long long *obs;    /* ne: its observables */
+};
+
 __global__ void qrt_publish_kernel(const int32_t *__restrict__ events, uint32_t nd,
                                    const int32_t *__restrict__ frame, uint32_t nobs,
-                                   qrt_gpu_result_t *out, int *ready, uint32_t *stats) {
+                                   qrt_gpu_result_t *out, int *ready, uint32_t *stats, qrt_fold_args fold) {
   __shared__ uint32_t warp_sum[32];
   __shared__ uint32_t frame_half[2];
+  __shared__ unsigned long long fold_obs;
+  extern __shared__ uint32_t flip[]; /* weighted: (nd + 31) / 32 words */
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
   const unsigned nwarps = blockDim.x >> 5;
   uint32_t *list = (uint32_t *)(out + 1);
@@ -200,6 +224,28 @@ __global__ void qrt_publish_kernel(const int32_t *__restrict__ events, uint32_t 
     if (lane == 0)
       frame_half[warp] = bits;
   }
+  if (fold.ne) {
+    const uint32_t nwords = (nd + 31u) >> 5;
+    for (uint32_t i = threadIdx.x; i < nwords; i += blockDim.x)
+      flip[i] = 0;
+    if (threadIdx.x == 0)
+      fold_obs = 0;
+    __syncthreads(); /* the bitmap is clear */
+    float *dst = (float *)(list + nd);
+    for (uint32_t i = threadIdx.x; i < fold.ne; i += blockDim.x) {
+      const float x = fold.logits[i];
+      dst[i] = x; /* published by the release below with the list */
+      bad_t |= fabsf(x) <= FLT_MAX ? 0u : 1u; /* NaN or infinite: a bad output */
+      if ((x > 0.0f) != (x > fold.threshold)) {
+        const int32_t a = fold.ends[2 * i], b = fold.ends[2 * i + 1];
+        atomicXor(&flip[a >> 5], 1u << (a & 31));
+        if (b >= 0)
+          atomicXor(&flip[b >> 5], 1u << (b & 31));
+        atomicXor(&fold_obs, fold.obs[i]);
+      }
+    }
+    __syncthreads(); /* the bitmap and fold_obs are complete */
+  }
   uint32_t run = 0; /* elements listed by the rounds before (the same in every thread) */
   for (uint32_t base = 0; base < nd; base += kPubRun * blockDim.x) {
     const uint32_t span = nd - base < kPubRun * blockDim.x ? nd - base : kPubRun * blockDim.x;
@@ -210,7 +256,8 @@ __global__ void qrt_publish_kernel(const int32_t *__restrict__ events, uint32_t 
     for (uint32_t d = lo; d < hi; d++) {
       const int32_t v = events[d];
       bad_t |= qrt_int32_bad_bits(v);
-      mask |= (uint32_t)(v != 0) << (d - lo);
+      const uint32_t f = fold.ne ? (flip[d >> 5] >> (d & 31u)) & 1u : 0u;
+      mask |= ((uint32_t)(v != 0) ^ f) << (d - lo);
     }
     const uint32_t c = (uint32_t)__popc(mask);
     uint32_t incl = c; /* inclusive scan of the counts in the warp */
@@ -251,11 +298,12 @@ __global__ void qrt_publish_kernel(const int32_t *__restrict__ events, uint32_t 
   out->status = (bad ? QRT_GPU_BAD_OUTPUT : 0u) | (bad_in ? QRT_GPU_BAD_INPUT : 0u);
   out->events_in = events_in;
   out->count = run;
-  out->frame = (uint64_t)frame_half[0] | (nobs > 32 ? (uint64_t)frame_half[1] << 32 : 0u);
+  out->frame = ((uint64_t)frame_half[0] | (nobs > 32 ? (uint64_t)frame_half[1] << 32 : 0u)) ^
+               (fold.ne ? (uint64_t)fold_obs : 0u);
   out->t_publish_ns = t_pub;
   out->t_ready_ns = qrt_now_ns();
   /* R_gpu ("the graph's release store of 1" of src/pipeline/pipeline.c):
-   * publishes the header and the index list (the other threads' stores are
+   * publishes the header, the index list and (weighted) the logits (the other threads' stores are
    * ordered before this one by the barrier above; a system-scope release is
    * cumulative) to the CPU worker, whose claim CAS(1 -> 2), A8 in
    * pipeline.c, acquires it. A plain store, no RMW on mapped memory. */
@@ -302,15 +350,32 @@ extern "C" int qrt_gpu_stage_create(const qrt_gpu_config_t *cfg, qrt_gpu_stage_t
     }
     cudaq_predecoder_error_t perr;
     perr.message[0] = '\0';
-    if (cudaq_predecoder_check_model(st->model, cfg->num_detectors, cfg->num_observables, &perr) ||
-        (cfg->graph && cudaq_predecoder_check_layout(st->model, cfg->graph, NULL, &perr)) ||
-        /* the graph's residual and frame only: a model's edge logits (weighted matching,
-         * not in the GPU path yet) are neither computed nor copied */
-        (cudaq_nn_model_keep_outputs(st->model, 2) && snprintf(perr.message, sizeof perr.message,
-                                                                "out of memory"))) {
+    int bad = cudaq_predecoder_check_model(st->model, cfg->num_detectors, cfg->num_observables, &perr) ||
+              (cfg->graph && cudaq_predecoder_check_layout(st->model, cfg->graph, NULL, &perr));
+    /* Weighted: the edge map onto the workers' graph (AUTO without edge logits: none) */
+    if (!bad && cfg->match_graph && cfg->weights != CUDAQ_PREDECODER_WEIGHTS_OFF)
+      bad = cudaq_predecoder_edge_map_create(st->model, cfg->match_graph, cfg->weights, &st->map, &perr) !=
+            CUDAQ_PREDECODER_OK;
+    /* The residual and frame, and the edge logits where weighted: the outputs past them are
+     * neither computed nor copied */
+    if (!bad && cudaq_nn_model_keep_outputs(st->model, st->map.num_edges ? st->map.logits_output + 1 : 2)) {
+      snprintf(perr.message, sizeof perr.message, "out of memory");
+      bad = 1;
+    }
+    const size_t ne = st->map.num_edges;
+    if (!bad && ne &&
+        (cudaMalloc(&st->d_ends, 2 * ne * sizeof *st->d_ends) != cudaSuccess ||
+         cudaMalloc(&st->d_obs, ne * sizeof *st->d_obs) != cudaSuccess ||
+         cudaMemcpy(st->d_ends, st->map.ends, 2 * ne * sizeof *st->d_ends, cudaMemcpyHostToDevice) !=
+             cudaSuccess ||
+         cudaMemcpy(st->d_obs, st->map.obs, ne * sizeof *st->d_obs, cudaMemcpyHostToDevice) != cudaSuccess)) {
+      snprintf(perr.message, sizeof perr.message, "weighted matching: device memory for the edge map: %s",
+               cudaGetErrorString(cudaGetLastError()));
+      bad = 1;
+    }
+    if (bad) {
       snprintf(msg, msg_len, "%s", perr.message);
-      cudaq_nn_model_destroy(st->model);
-      free(st);
+      qrt_gpu_stage_destroy(st);
       return 1;
     }
   }
@@ -332,6 +397,7 @@ extern "C" int qrt_gpu_factory(void *user, int id, cudaq_gpu_worker_resources_t 
   }
   const uint32_t nd = c->num_detectors;
   const int32_t *frame = nullptr;
+  qrt_fold_args fold = {};
   QRT_CK(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
   if (c->kind == QRT_GPU_HYBRID) {
     cudaq_nn_gpu_options_t go;
@@ -356,6 +422,18 @@ extern "C" int qrt_gpu_factory(void *user, int id, cudaq_gpu_worker_resources_t 
     w->d_events = (int32_t *)cudaq_nn_gpu_input(w->engine, 0);
     w->dev_bytes = cudaq_nn_gpu_device_bytes(w->engine);
     frame = (const int32_t *)cudaq_nn_gpu_output(w->engine, 1);
+    if (st->map.num_edges) { /* weighted: the logits fold into the residual and go to the worker */
+      fold.logits = (const float *)cudaq_nn_gpu_output(w->engine, st->map.logits_output);
+      fold.ne = (uint32_t)st->map.num_edges;
+      fold.threshold = st->map.threshold;
+      fold.ends = st->d_ends;
+      fold.obs = st->d_obs;
+      char msg[300];
+      if (qrt_worker_set_edge_map(c->cpu_workers[id], &st->map, msg, sizeof msg)) {
+        fprintf(stderr, "qec-realtime: worker %d: %s\n", id, msg);
+        return 1;
+      }
+    }
     if (id == 0)
       cudaq_nn_gpu_describe(w->engine, st->describe, sizeof st->describe);
   } else {
@@ -366,7 +444,8 @@ extern "C" int qrt_gpu_factory(void *user, int id, cudaq_gpu_worker_resources_t 
   QRT_CK(cudaMalloc(&w->d_stats, 2 * sizeof(uint32_t)));
   QRT_CK(cudaMemset(w->d_stats, 0, 2 * sizeof(uint32_t))); /* legacy stream: done before any graph runs */
   QRT_CK(cudaDeviceSynchronize());
-  const size_t out_bytes = sizeof(qrt_gpu_result_t) + (size_t)nd * sizeof(uint32_t);
+  const size_t out_bytes = sizeof(qrt_gpu_result_t) + (size_t)nd * sizeof(uint32_t) +
+                           (size_t)fold.ne * sizeof(float); /* QRT_GPU_LOGITS */
   QRT_CK(cudaHostAlloc(&w->h_out, out_bytes, cudaHostAllocMapped));
   memset(w->h_out, 0, out_bytes);
   QRT_CK(cudaHostGetDevicePointer((void **)&w->h_out_dev, w->h_out, 0));
@@ -399,10 +478,11 @@ extern "C" int qrt_gpu_factory(void *user, int id, cudaq_gpu_worker_resources_t 
   pub.gridDim = dim3(1);
   pub.blockDim = dim3(kPublishThreads);
   pub.stream = w->stream;
+  pub.dynamicSmemBytes = fold.ne ? ((size_t)nd + 31u) / 32u * sizeof(uint32_t) : 0; /* the fold's bitmap */
   pub.attrs = &pdl;
   pub.numAttrs = cudaq_nn_pdl_enabled() ? 1 : 0; /* as the engine's kernels */
   const cudaError_t pe = cudaLaunchKernelEx(&pub, qrt_publish_kernel, published, nd, frame, c->num_observables,
-                                            w->h_out_dev, r->ready_flag_dev, w->d_stats);
+                                            w->h_out_dev, r->ready_flag_dev, w->d_stats, fold);
   const cudaError_t ce = cudaStreamEndCapture(w->stream, &g);
   if (nst || pe != cudaSuccess || ce != cudaSuccess) {
     if (g)
@@ -466,5 +546,8 @@ extern "C" void qrt_gpu_stage_destroy(qrt_gpu_stage_t *st) {
       cudaStreamDestroy(w->stream);
   }
   cudaq_nn_model_destroy(st->model);
+  cudaq_predecoder_edge_map_release(&st->map);
+  cudaFree(st->d_ends);
+  cudaFree(st->d_obs);
   free(st);
 }

@@ -19,7 +19,12 @@
  *   publish  one block: the residual (passthrough: the raw events) compacted
  *            into a list of detector indices in the worker's mapped output
  *            (qrt_gpu_result_t), the frame packed into 64 bits, the outputs
- *            checked to be 0/1; then the system-scope release store of the
+ *            checked to be 0/1; weighted (a model with edge logits,
+ *            weights not OFF): the edges between 0 and the model's
+ *            threshold folded into that residual and frame (the residual of
+ *            threshold 0), the logits checked finite and copied after the
+ *            list (QRT_GPU_LOGITS) for the worker's MWPM to read as
+ *            weights; then the system-scope release store of the
  *            worker's ready flag, which the pipeline's CPU worker acquires.
  * Both kernels stamp the GPU's global timer into the output header
  * (qrt_gpu_result_t: first kernel's start, publish start, ready), which the
@@ -57,6 +62,10 @@ typedef struct {
   uint32_t num_detectors, num_observables;
   const cudaq_mwpm_graph_t *graph; /* the DEM's: the model's detector layout is checked against it
                                      (NULL: not checked, --skip_layout_check) */
+  const cudaq_mwpm_graph_t *match_graph; /* the graph the workers match on (hybrid, weighted: the
+                                            model's edge map is read onto it) */
+  cudaq_predecoder_weights_t weights; /* hybrid: weighted matching (AUTO, ON, OFF) as
+                                         cudaq_onnx_predecoder_options_t's */
   qrt_payload_t payload;
   int self_gate; /* with the pipeline's gpu_prelaunch: the ingest kernel waits at the gate itself
                     (waits_at_gate; the gate copies the request); 0: behind the gate kernel */

@@ -54,12 +54,17 @@ uint64_t qrt_errors_of(const app_t *a) {
   return e;
 }
 
+/* The workers' MWPM as the reports name it. */
+static const char *qrt_mwpm_kind(const app_t *a) {
+  return a->o->correlations ? "correlated" : a->weighted ? "weighted" : "plain";
+}
+
 void qrt_print_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
                          const cudaq_pipeline_stats_t *ps, uint64_t timed_out, const char *pd) {
   cudaq_bench_print(st, f);
   fprintf(f, "\nqec-realtime (mode %s, predecoder %s, %s MWPM, %d workers, %u detectors, %s "
              "payload, %zu shots in the file)\n", qrt_mode_name(a->o->mode), pd,
-          a->o->correlations ? "correlated" : "plain", a->o->workers, a->shots.nd,
+          qrt_mwpm_kind(a), a->o->workers, a->shots.nd,
           a->o->payload == QRT_PAYLOAD_BITS ? "bit-packed" : "INT32", a->shots.n);
   if (a->o->mode != QRT_MODE_CPU)
     fprintf(f, "GPU: %s, %s%s, device memory allocated by the GPU stage %.2f MiB\n", a->gpu_name,
@@ -145,7 +150,7 @@ void qrt_json_report(FILE *f, const app_t *a, const cudaq_bench_stats_t *st,
           a->o->mode == QRT_MODE_HYBRID ? (a->o->fp16 ? "fp16" : "fp32") : "",
           a->o->mode != QRT_MODE_HYBRID ? "" : a->o->gpu_plan_latency ? "latency" : "throughput",
           a->gpu_name ? a->gpu_name : "", a->gpu_bytes, (unsigned long long)a->rss_peak_kib,
-          a->o->correlations ? "correlated" : "plain");
+          qrt_mwpm_kind(a));
   for (const char *c = pd; *c; c++)
     fprintf(f, *c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
   fprintf(f, "\", \"workers\": %d, \"num_detectors\": %u, \"num_observables\": %u, "

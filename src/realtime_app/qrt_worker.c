@@ -15,6 +15,8 @@ struct qrt_worker {
   cudaq_mwpm_decoder_t *dec;
   cudaq_predecoder_t *pd; /* NULL: MWPM alone on the raw events */
   int correlated;         /* the graph has correlation rules: two-pass correlated matching */
+  const float *logits;    /* cpu mode, weighted: the predecoder's edge logits of the shot (MWPM's weights) */
+  int gpu_weighted;       /* GPU modes: MWPM's weights are the logits in the GPU stage's output */
   uint32_t *events;       /* num_detectors + 1 */
   uint32_t *residual;     /* num_detectors + 1 */
 };
@@ -25,8 +27,8 @@ qrt_pd_kind_t qrt_pd_kind_of(const char *model) {
 }
 
 int qrt_worker_create(const cudaq_mwpm_graph_t *graph, qrt_pd_kind_t kind, const char *model,
-                      int check_layout,
-                      qrt_payload_t fmt, qrt_worker_t **out, char *msg, size_t msg_len) {
+                      int check_layout, qrt_payload_t fmt, cudaq_predecoder_weights_t weights,
+                      qrt_worker_t **out, char *msg, size_t msg_len) {
   qrt_worker_t *w = calloc(1, sizeof *w);
   if (!w) {
     snprintf(msg, msg_len, "out of memory");
@@ -52,7 +54,17 @@ int qrt_worker_create(const cudaq_mwpm_graph_t *graph, qrt_pd_kind_t kind, const
     cudaq_onnx_predecoder_options_t oo;
     cudaq_onnx_predecoder_options_init(&oo);
     oo.graph = check_layout ? graph : NULL; /* the model's detector layout against the DEM's */
+    oo.weights = weights;
+    oo.match_graph = weights == CUDAQ_PREDECODER_WEIGHTS_OFF ? NULL : graph;
     st = cudaq_predecoder_create_onnx(model, w->num_detectors, no, &oo, &w->pd, &perr);
+    if (!st && cudaq_predecoder_weighted(w->pd)) {
+      const uint32_t *e, *sl;
+      size_t n;
+      (void)cudaq_predecoder_edge_weights(w->pd, &e, &sl, &n, &w->logits); /* weighted: cannot fail */
+      if ((st = cudaq_predecoder_set_weight_map(w->pd, w->dec)))
+        snprintf(perr.message, sizeof perr.message,
+                 "weighted matching needs a matching graph built with per-shot weights");
+    }
   }
   if (st) {
     snprintf(msg, msg_len, "%s", perr.message[0] ? perr.message : cudaq_predecoder_status_str(st));
@@ -71,6 +83,21 @@ void qrt_worker_destroy(qrt_worker_t *w) {
   free(w->events);
   free(w->residual);
   free(w);
+}
+
+int qrt_worker_weighted(const qrt_worker_t *w) { return w && (w->logits || w->gpu_weighted); }
+
+int qrt_worker_set_edge_map(qrt_worker_t *w, const cudaq_predecoder_edge_map_t *map, char *msg,
+                            size_t msg_len) {
+  cudaq_mwpm_status_t st = cudaq_mwpm_decoder_set_weight_map(w->dec, map->graph_edge, map->slot,
+                                                             map->num_edges, map->num_edges);
+  if (st) {
+    snprintf(msg, msg_len, "weighted matching: %s", st == CUDAQ_MWPM_ERR_NO_MEMORY ? "out of memory"
+             : "the matching graph has no per-shot weights, or the map is not for it");
+    return 1;
+  }
+  w->gpu_weighted = 1;
+  return 0;
 }
 
 static uint32_t sat_ns(uint64_t a, uint64_t b) {
@@ -138,14 +165,16 @@ static int32_t begin(qrt_worker_t *w, const void *payload, size_t len, qrt_respo
   return out->status = st;
 }
 
-/* ... and end alike: MWPM on the residual, prediction = frame XOR MWPM. */
+/* ... and end alike: MWPM on the residual, prediction = frame XOR MWPM;
+ * with the shot's edge logits as weights where logits is not NULL. */
 static int32_t match(qrt_worker_t *w, const uint32_t *residual, size_t nr, uint64_t frame,
-                     qrt_response_t *out) {
+                     const float *logits, qrt_response_t *out) {
   uint64_t t1 = cudaq_bench_now_ns();
   cudaq_mwpm_result_t res;
-  /* Both decodes allocate nothing per shot (mwpm.h). */
-  if (w->correlated ? cudaq_mwpm_decode_correlated(w->dec, residual, nr, &res)
-                    : cudaq_mwpm_decode(w->dec, residual, nr, &res))
+  /* The decodes allocate nothing per shot (mwpm.h). */
+  if (logits ? cudaq_mwpm_decode_mapped(w->dec, residual, nr, logits, &res)
+      : w->correlated ? cudaq_mwpm_decode_correlated(w->dec, residual, nr, &res)
+                      : cudaq_mwpm_decode(w->dec, residual, nr, &res))
     return out->status = QRT_ERR_MWPM;
   out->mwpm_ns = sat_ns(t1, cudaq_bench_now_ns());
   out->events_residual = (uint32_t)nr;
@@ -159,14 +188,14 @@ int32_t qrt_worker_decode(qrt_worker_t *w, const void *payload, size_t len, qrt_
   if (begin(w, payload, len, out, &ne))
     return out->status;
   if (!w->pd)
-    return match(w, w->events, ne, 0, out);
+    return match(w, w->events, ne, 0, NULL, out);
   size_t nr = ne;
   uint64_t frame = 0;
   uint64_t t0 = cudaq_bench_now_ns();
   if (cudaq_predecoder_run(w->pd, w->events, ne, w->residual, &nr, &frame, NULL))
     return out->status = QRT_ERR_PREDECODER;
   out->predecoder_ns = sat_ns(t0, cudaq_bench_now_ns());
-  return match(w, w->residual, nr, frame, out);
+  return match(w, w->residual, nr, frame, w->logits, out);
 }
 
 int32_t qrt_worker_decode_gpu(qrt_worker_t *w, size_t len, const qrt_gpu_result_t *g, qrt_response_t *out) {
@@ -191,5 +220,8 @@ int32_t qrt_worker_decode_gpu(qrt_worker_t *w, size_t len, const qrt_gpu_result_
       return out->status = QRT_ERR_PREDECODER;
     w->residual[k] = ev[k]; /* one pass over mapped memory, then MWPM works on a private copy */
   }
-  return match(w, w->residual, nr, g->frame, out);
+  /* weighted: MWPM reads the logits in mapped memory where it needs them
+   * (published with the residual by the same release) */
+  return match(w, w->residual, nr, g->frame, w->gpu_weighted ? QRT_GPU_LOGITS(g, w->num_detectors) : NULL,
+               out);
 }

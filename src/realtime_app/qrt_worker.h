@@ -21,6 +21,10 @@
 #include "cudaq/qec/predecoder.h"
 #include "cudaq/realtime/rpc_wire_format.h"
 
+#ifdef __cplusplus
+extern "C" { /* qrt_gpu.cu gives workers their edge maps */
+#endif
+
 /* Response status (in the response body; the RPC header's status stays 0
  * because the pipeline's CPU stage cannot set it). */
 enum {
@@ -97,6 +101,11 @@ typedef struct {
 #define QRT_GPU_BAD_INPUT 2u  /* the ingest kernel found a request value that is not 0 or 1 (or a
                                  padding bit set) in a payload of the right length */
 #define QRT_GPU_EVENTS(r) ((const uint32_t *)((const qrt_gpu_result_t *)(r) + 1))
+/* Weighted hybrid mode: after the num_detectors entries of the event list,
+ * the model's edge logits (FLOAT, the model's order), copied by the same
+ * kernel before the same release (the residual is then that of threshold
+ * 0: the kernel folds in the edges between 0 and the model's threshold). */
+#define QRT_GPU_LOGITS(r, nd) ((const float *)(QRT_GPU_EVENTS(r) + (nd)))
 
 typedef struct qrt_worker qrt_worker_t;
 
@@ -106,12 +115,25 @@ typedef struct qrt_worker qrt_worker_t;
  * path for ONNX, on the CPU executor); requests carry payloads of format
  * fmt. check_layout: the ONNX model's recorded detector layout is compared
  * with the graph's (cudaq_predecoder_check_layout); 0 skips it (the user
- * vouches for the model: --skip_layout_check). On failure returns non-zero
- * and writes a sentence into msg (msg_len bytes). */
+ * vouches for the model: --skip_layout_check). weights: an ONNX model's
+ * weighted matching (cudaq_onnx_predecoder_options_t; AUTO and ON need a
+ * graph built with per_shot_weights, OFF the thresholded residual). On
+ * failure returns non-zero and writes a sentence into msg (msg_len bytes). */
 int qrt_worker_create(const cudaq_mwpm_graph_t *graph, qrt_pd_kind_t kind, const char *model,
-                      int check_layout, qrt_payload_t fmt, qrt_worker_t **out, char *msg,
-                      size_t msg_len);
+                      int check_layout, qrt_payload_t fmt, cudaq_predecoder_weights_t weights,
+                      qrt_worker_t **out, char *msg, size_t msg_len);
 void qrt_worker_destroy(qrt_worker_t *w);
+
+/* Non-zero when the worker matches with a predecoder's per-shot weights (cpu
+ * mode with a weighted model, or a GPU worker given an edge map). */
+int qrt_worker_weighted(const qrt_worker_t *w);
+
+/* GPU modes, weighted (setup): the worker's MWPM reads its per-shot weights
+ * through map from the logits the GPU stage leaves after the residual in
+ * the mapped output (QRT_GPU_LOGITS). Returns 0, or non-zero with a
+ * sentence in msg (the worker's graph has no per_shot_weights; no memory). */
+int qrt_worker_set_edge_map(qrt_worker_t *w, const cudaq_predecoder_edge_map_t *map, char *msg,
+                            size_t msg_len);
 
 /* Decodes one request payload (INT32 per detector) into *out. Hot path.
  * Returns out->status. */
@@ -128,5 +150,9 @@ int32_t qrt_worker_decode(qrt_worker_t *w, const void *payload, size_t len, qrt_
  * front_ns and stage_ns are left 0 for the caller (the CPU stage) to fill,
  * as in qrt_worker_decode. */
 int32_t qrt_worker_decode_gpu(qrt_worker_t *w, size_t len, const qrt_gpu_result_t *g, qrt_response_t *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -231,6 +231,66 @@ static void test_keep_outputs(void **state) {
   free(lg);
 }
 
+/* cudaq_predecoder_edge_map_create: the map a weighted predecoder hands
+ * MWPM, for runners of the network of their own; AUTO / OFF / ON as the
+ * predecoder's options; refusals. */
+static void test_edge_map(void **state) {
+  (void)state;
+  cudaq_nn_model_t *m = NULL, *ident = NULL;
+  cudaq_nn_error_t nerr;
+  char path[1100];
+  snprintf(path, sizeof path, "%s/identity.onnx", g_dir);
+  assert_int_equal(cudaq_nn_model_load_file(g_model, &m, &nerr), CUDAQ_NN_OK);
+  assert_int_equal(cudaq_nn_model_load_file(path, &ident, &nerr), CUDAQ_NN_OK);
+  cudaq_predecoder_t *p;
+  cudaq_predecoder_error_t err;
+  assert_int_equal(make(CUDAQ_PREDECODER_WEIGHTS_AUTO, g_graph, &p, &err), CUDAQ_PREDECODER_OK);
+  const uint32_t *e, *sl;
+  const float *lg;
+  size_t n;
+  assert_int_equal(cudaq_predecoder_edge_weights(p, &e, &sl, &n, &lg), CUDAQ_PREDECODER_OK);
+  cudaq_predecoder_edge_map_t map;
+  assert_int_equal(cudaq_predecoder_edge_map_create(m, g_graph, CUDAQ_PREDECODER_WEIGHTS_AUTO, &map, &err),
+                   CUDAQ_PREDECODER_OK);
+  assert_int_equal(map.num_edges, n);
+  assert_int_equal(map.logits_output, 2);
+  assert_true(map.threshold == 2.0f);
+  assert_memory_equal(map.graph_edge, e, n * sizeof *e);
+  assert_memory_equal(map.slot, sl, n * sizeof *sl);
+  /* per logit: its edge's ends and observables are the graph edge's */
+  for (size_t j = 0; j < n; j++) {
+    cudaq_mwpm_edge_t ge;
+    cudaq_mwpm_graph_edge(g_graph, map.graph_edge[j], &ge);
+    uint32_t i = map.slot[j];
+    int32_t a = map.ends[2 * i], b = map.ends[2 * i + 1];
+    assert_true((a == ge.u && b == ge.v) || (a == ge.v && b == ge.u));
+    assert_int_equal(map.obs[i], ge.obs_mask);
+  }
+  cudaq_predecoder_edge_map_release(&map);
+  assert_int_equal(map.num_edges, 0);
+  cudaq_predecoder_edge_map_release(&map); /* twice, and NULL: nothing */
+  cudaq_predecoder_edge_map_release(NULL);
+  /* OFF, and AUTO without edge logits: no map; ON without them: refused. */
+  assert_int_equal(cudaq_predecoder_edge_map_create(m, g_graph, CUDAQ_PREDECODER_WEIGHTS_OFF, &map, &err),
+                   CUDAQ_PREDECODER_OK);
+  assert_int_equal(map.num_edges, 0);
+  assert_int_equal(cudaq_predecoder_edge_map_create(ident, g_graph, CUDAQ_PREDECODER_WEIGHTS_AUTO, &map, &err),
+                   CUDAQ_PREDECODER_OK);
+  assert_int_equal(map.num_edges, 0);
+  assert_int_equal(cudaq_predecoder_edge_map_create(ident, g_graph, CUDAQ_PREDECODER_WEIGHTS_ON, &map, &err),
+                   CUDAQ_PREDECODER_ERR_MODEL);
+  assert_non_null(strstr(err.message, "no output 'edge_logits'"));
+  assert_int_equal(cudaq_predecoder_edge_map_create(m, NULL, CUDAQ_PREDECODER_WEIGHTS_ON, &map, &err),
+                   CUDAQ_PREDECODER_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_predecoder_edge_map_create(m, g_graph, (cudaq_predecoder_weights_t)9, &map, &err),
+                   CUDAQ_PREDECODER_ERR_INVALID_ARG);
+  assert_int_equal(cudaq_predecoder_edge_map_create(m, g_graph, CUDAQ_PREDECODER_WEIGHTS_ON, NULL, &err),
+                   CUDAQ_PREDECODER_ERR_INVALID_ARG);
+  cudaq_predecoder_destroy(p);
+  cudaq_nn_model_destroy(m);
+  cudaq_nn_model_destroy(ident);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s DATA_DIR\n", argv[0]);
@@ -241,6 +301,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_modes),
       cmocka_unit_test(test_shot),
       cmocka_unit_test(test_keep_outputs),
+      cmocka_unit_test(test_edge_map),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -34,7 +34,8 @@ static void test_validation(void **state) {
   cudaq_mwpm_graph_t *g = make_graph();
   qrt_worker_t *w = NULL;
   char msg[200];
-  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, 1, QRT_PAYLOAD_INT32, &w, msg, sizeof msg), 0);
+  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, 1, QRT_PAYLOAD_INT32,
+                                     CUDAQ_PREDECODER_WEIGHTS_OFF, &w, msg, sizeof msg), 0);
   int32_t ev[5] = {0, 0, 0, 0, 0};
   qrt_response_t r;
   assert_int_equal(qrt_worker_decode(w, ev, 12, &r), QRT_ERR_LENGTH);
@@ -59,8 +60,10 @@ static void test_decode(void **state) {
   cudaq_mwpm_graph_t *g = make_graph();
   qrt_worker_t *plain = NULL, *local = NULL;
   char msg[200];
-  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, 1, QRT_PAYLOAD_INT32, &plain, msg, sizeof msg), 0);
-  assert_int_equal(qrt_worker_create(g, QRT_PD_LOCAL, NULL, 1, QRT_PAYLOAD_INT32, &local, msg, sizeof msg), 0);
+  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, 1, QRT_PAYLOAD_INT32,
+                                     CUDAQ_PREDECODER_WEIGHTS_OFF, &plain, msg, sizeof msg), 0);
+  assert_int_equal(qrt_worker_create(g, QRT_PD_LOCAL, NULL, 1, QRT_PAYLOAD_INT32,
+                                     CUDAQ_PREDECODER_WEIGHTS_OFF, &local, msg, sizeof msg), 0);
   qrt_response_t r;
   /* D0 alone: matched to the left boundary, flips L0. */
   int32_t a[4] = {1, 0, 0, 0};
@@ -95,7 +98,8 @@ static void test_bad_model(void **state) {
   qrt_worker_t *w = NULL;
   char msg[200] = "";
   assert_int_not_equal(qrt_worker_create(g, QRT_PD_ONNX, "/nonexistent/model.onnx", 1,
-                                         QRT_PAYLOAD_INT32, &w, msg,
+                                         QRT_PAYLOAD_INT32,
+                                     CUDAQ_PREDECODER_WEIGHTS_OFF, &w, msg,
                                          sizeof msg), 0);
   assert_null(w);
   assert_true(strlen(msg) > 0);
@@ -111,7 +115,8 @@ static void test_bits(void **state) {
   assert_int_equal(qrt_payload_len(QRT_PAYLOAD_BITS, 4), 1);
   assert_int_equal(qrt_payload_len(QRT_PAYLOAD_BITS, 9), 2);
   assert_int_equal(qrt_payload_len(QRT_PAYLOAD_INT32, 9), 36);
-  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, 1, QRT_PAYLOAD_BITS, &w, msg, sizeof msg),
+  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, 1, QRT_PAYLOAD_BITS,
+                                     CUDAQ_PREDECODER_WEIGHTS_OFF, &w, msg, sizeof msg),
                    0);
   qrt_response_t r;
   uint8_t p[2] = {0x01, 0};
@@ -140,7 +145,8 @@ static void test_decode_gpu(void **state) {
   cudaq_mwpm_graph_t *g = make_graph();
   qrt_worker_t *w = NULL;
   char msg[200];
-  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, 1, QRT_PAYLOAD_INT32, &w, msg, sizeof msg),
+  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, 1, QRT_PAYLOAD_INT32,
+                                     CUDAQ_PREDECODER_WEIGHTS_OFF, &w, msg, sizeof msg),
                    0);
   union {
     qrt_gpu_result_t h;
@@ -219,7 +225,8 @@ static void test_validation_odd(void **state) {
   cudaq_dem_destroy(dem);
   qrt_worker_t *w = NULL;
   char msg[200];
-  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, 1, QRT_PAYLOAD_INT32, &w, msg, sizeof msg), 0);
+  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, 1, QRT_PAYLOAD_INT32,
+                                     CUDAQ_PREDECODER_WEIGHTS_OFF, &w, msg, sizeof msg), 0);
   qrt_response_t r;
   const int32_t cases[][3] = {{1, 1, 0}, {0, 0, 1}, {1, 0, 1}, {0, 0, 0}};
   const uint32_t counts[] = {2, 1, 2, 0};

@@ -82,8 +82,10 @@ onnx_d5|onnx_d5_fast)
   else
     M=$MODELS/predecoder_d5_z.onnx && set -- --model "$M"
   fi
+  # The shipped models give edge logits: by default (--predecoder_weights auto)
+  # the workers match with the network's per-shot weights, as qec-decode does.
   . "$(dirname "$0")/../predecoder/common.sh"
-  pd_predict "$QD" "$DEM" "$IN" b8 "$WORK/ref.01" --predecoder "$M" --predecoder_weights off ||
+  pd_predict "$QD" "$DEM" "$IN" b8 "$WORK/ref.01" --predecoder "$M" ||
     fail "qec-decode predict --predecoder $M"
   [ "$(wc -l <"$WORK/ref.01")" -eq "$n" ] || fail "qec-decode gave $(wc -l <"$WORK/ref.01") predictions for $n shots"
   run_ok onnx "$n" --dem "$DEM" --in "$IN" --in_format b8 --obs_in "$OBS" \
@@ -91,6 +93,19 @@ onnx_d5|onnx_d5_fast)
   same_predictions onnx "$WORK/ref.01"
   grep -q 'predecoder' "$WORK/onnx.txt" || fail "no predecoder stage"
   grep -q "$(basename "$M")" "$WORK/onnx.txt" || fail "the report does not name $(basename "$M")"
+  grep -q ', weighted MWPM,' "$WORK/onnx.txt" || fail "the report does not say weighted MWPM"
+  # --predecoder_weights off: the model's thresholded residual, as qec-decode's
+  # off, on the first 1,000 shots (and different answers from weighted somewhere).
+  k=$((n < 1000 ? n : 1000))
+  head -c $((k * 15)) "$IN" >"$WORK/shots1k.b8" && head -n $k "$OBS" >"$WORK/obs1k.01"
+  "$QD" predict --dem "$DEM" --in "$WORK/shots1k.b8" --in_format b8 --predecoder "$M" \
+    --predecoder_weights off --out "$WORK/ref_off.01" || fail "qec-decode --predecoder_weights off"
+  run_ok onnx_off $k --dem "$DEM" --in "$WORK/shots1k.b8" --in_format b8 --obs_in "$WORK/obs1k.01" \
+    "$@" --predecoder_weights off --workers 2 --out "$WORK/onnx_off.01"
+  same_predictions onnx_off "$WORK/ref_off.01"
+  grep -q ', plain MWPM,' "$WORK/onnx_off.txt" || fail "off: the report does not say plain MWPM"
+  [ "$k" -lt 200 ] || ! head -n $k "$WORK/ref.01" | cmp -s - "$WORK/ref_off.01" ||
+    fail "weighted and off agree on every one of $k shots"
   ;;
 correlated)
   # --enable_correlations: the workers' MWPM is two-pass correlated matching,
@@ -213,7 +228,8 @@ gpu_hybrid|gpu_passthrough)
     n=2000
     head -c 30000 "$DATA/shots.b8" >"$WORK/shots.b8" && head -n $n "$DATA/obs.01" >"$WORK/obs.01"
     M=${HYBRID_MODEL:-$MODELS/predecoder_d5_z.onnx} # another d = 5 Z model: HYBRID_MODEL=PATH
-    "$QD" predict --dem "$DEM" --in "$WORK/shots.b8" --in_format b8 --predecoder "$M" --predecoder_weights off \
+    # weighted where the model has edge logits (the shipped ones do), as qec-decode
+    "$QD" predict --dem "$DEM" --in "$WORK/shots.b8" --in_format b8 --predecoder "$M" \
       --out "$WORK/ref.01" || fail "qec-decode predict --predecoder $M"
     set -- --model "$M" --precision fp32
   else
@@ -228,6 +244,16 @@ gpu_hybrid|gpu_passthrough)
     same_predictions "$mode.$payload" "$WORK/ref.01"
   done
   grep -q '^GPU: ' "$WORK/$mode.int32.txt" || fail "report does not name the GPU"
+  # Hybrid with --predecoder_weights off: the GPU stage's thresholded residual,
+  # as qec-decode's off (with a weighted model the default above is weighted).
+  if [ "$mode" = hybrid ]; then
+    "$QD" predict --dem "$DEM" --in "$WORK/shots.b8" --in_format b8 --predecoder "$M" --predecoder_weights off \
+      --out "$WORK/ref_off.01" || fail "qec-decode predict --predecoder_weights off"
+    run_ok hybrid.off $n --dem "$DEM" --in "$WORK/shots.b8" --in_format b8 --obs_in "$WORK/obs.01" \
+      --mode hybrid "$@" --predecoder_weights off --workers 4 --out "$WORK/hybrid.off.01"
+    same_predictions hybrid.off "$WORK/ref_off.01"
+    grep -q ', plain MWPM,' "$WORK/hybrid.off.txt" || fail "hybrid off: the report does not say plain MWPM"
+  fi
   # The events counted by the ingest kernel (GPU modes) are the CPU's count.
   if [ "$mode" = passthrough ]; then
     run_ok cpu.none $n --dem "$DEM" --in "$WORK/shots.b8" --in_format b8 --model none --workers 4
@@ -551,6 +577,15 @@ refusals)
     --in_format b8 --model none --gpu_plan latency
   expect_refusal gpu_plan_value "--gpu_plan is throughput or latency, not 'fast'" --dem "$DEM" \
     --in "$DATA/shots.b8" --gpu_plan fast
+  expect_usage weights_value "--predecoder_weights is auto, on or off, not 'yes'" --dem "$DEM" \
+    --in "$DATA/shots.b8" --in_format b8 --model "$MODELS/predecoder_d5_z.onnx" --predecoder_weights yes
+  expect_usage weights_corr "--enable_correlations does not combine with --predecoder_weights on" \
+    --dem "$DEM" --in "$DATA/shots.b8" --in_format b8 --model "$MODELS/predecoder_d5_z.onnx" \
+    --enable_correlations --predecoder_weights on
+  expect_usage weights_no_model "--predecoder_weights is for ONNX models" --dem "$DEM" --in "$DATA/shots.b8" \
+    --in_format b8 --model local --predecoder_weights on
+  expect_usage weights_passthrough "--predecoder_weights is for ONNX models" --dem "$DEM" \
+    --in "$DATA/shots.b8" --in_format b8 --mode passthrough --predecoder_weights off
   expect_usage skip_no_model "--skip_layout_check is for ONNX models" --dem "$DEM" --in "$DATA/shots.b8" \
     --in_format b8 --model local --skip_layout_check
   expect_usage interval "at most 1,000,000" --dem "$DEM" --in "$DATA/shots.b8" \

@@ -131,7 +131,7 @@ int main(int argc, char **argv) {
     const qrt_pd_kind_t kind = qrt_pd_kind_of(model);
     for (int w = 0; w < workers; ++w) {
       char msg[512];
-      if (qrt_worker_create(graph, kind, model, check_layout, QRT_PAYLOAD_BITS, &s.w[w], msg, sizeof msg)) {
+      if (qrt_worker_create(graph, kind, model, check_layout, QRT_PAYLOAD_BITS, CUDAQ_PREDECODER_WEIGHTS_OFF, &s.w[w], msg, sizeof msg)) {
         fprintf(stderr, "cudaq-udp-serve: %s\n", msg);
         return 1;
       }

@@ -106,6 +106,13 @@ typedef enum cudaq_predecoder_weights {
   CUDAQ_PREDECODER_WEIGHTS_ON = 2    /* weighted; a model without edge logits is refused */
 } cudaq_predecoder_weights_t;
 
+/* The tools' --predecoder_weights VALUE (qec-decode, qec-realtime): "auto",
+ * "on" or "off" (NULL: auto). With correlated matching (correlations
+ * non-zero), which reweights the DEM's edges itself, weights are off and
+ * "on" is refused. Returns 0 with *out set; -1 (not one of the three); -2
+ * ("on" with correlations). */
+int cudaq_predecoder_weights_flag(const char *value, int correlations, cudaq_predecoder_weights_t *out);
+
 typedef struct cudaq_onnx_predecoder_options {
   cudaq_predecoder_device_t device;
   cudaq_predecoder_precision_t precision;
@@ -231,6 +238,40 @@ cudaq_predecoder_status_t cudaq_predecoder_edge_weights(const cudaq_predecoder_t
  * CUDAQ_PREDECODER_ERR_NO_MEMORY. */
 cudaq_predecoder_status_t cudaq_predecoder_set_weight_map(const cudaq_predecoder_t *p,
                                                           cudaq_mwpm_decoder_t *dec);
+
+/* A weighted model's edges, for a runner of the network other than
+ * cudaq_predecoder_run (a GPU pipeline that runs the engine itself): the
+ * map for cudaq_mwpm_decoder_set_weight_map (match graph edge graph_edge[j]
+ * weighs |logit[slot[j]]|, j in graph edge order), and per logit i its
+ * edge's detectors ends[2i], ends[2i + 1] (-1: the boundary) and
+ * observables obs[i], to fold the edges with 0 < logit <= threshold (or
+ * threshold < logit <= 0) into the model's residual and frame: the residual
+ * of threshold 0 that the weights are for (models/README.md, "Weighted
+ * matching"). logits_output is the model's output index of the logits. */
+typedef struct cudaq_predecoder_edge_map {
+  size_t num_edges;
+  size_t logits_output;
+  float threshold;
+  const uint32_t *graph_edge;
+  const uint32_t *slot;
+  const int32_t *ends;
+  const uint64_t *obs;
+  void *impl_; /* owns the arrays */
+} cudaq_predecoder_edge_map_t;
+
+/* Reads the map of model (its `edge_logits` output and metadata) onto
+ * match_graph into *out, as a predecoder with options weights = mode would
+ * (AUTO: a model without edge logits gives no map, OFF: never one; no map
+ * is num_edges 0); release it with cudaq_predecoder_edge_map_release.
+ * Returns CUDAQ_PREDECODER_OK; CUDAQ_PREDECODER_ERR_INVALID_ARG (NULL, a bad
+ * mode); CUDAQ_PREDECODER_ERR_MODEL (ON and no edge logits, bad metadata,
+ * an edge not in the graph: err says which); CUDAQ_PREDECODER_ERR_NO_MEMORY. */
+cudaq_predecoder_status_t cudaq_predecoder_edge_map_create(const cudaq_nn_model_t *model,
+                                                           const cudaq_mwpm_graph_t *match_graph,
+                                                           cudaq_predecoder_weights_t mode,
+                                                           cudaq_predecoder_edge_map_t *out,
+                                                           cudaq_predecoder_error_t *err);
+void cudaq_predecoder_edge_map_release(cudaq_predecoder_edge_map_t *map);
 
 /* A constant string naming a status. */
 const char *cudaq_predecoder_status_str(cudaq_predecoder_status_t status);
