@@ -29,7 +29,7 @@
 # one request every 2 ms (FP16 and FP32), and bench_nn_gpu on the fast models when the pack has it.
 # STEPS=weighted: weighted matching in the hybrid mode (the default for a model with edge logits)
 # against --predecoder_weights off, side by side: d = 13 fast with 12 workers, bit-packed, one request
-# every 10 us and every 2 ms; d = 13 accurate at 30 us; d = 7 fast at 10 us.
+# every 10 us and every 2 ms; d = 13 accurate at 30 us and 2 ms; d = 7 fast at 10 us.
 # STEPS=corr: d = 7 and 13 hybrid at 30 and 10 us with --enable_correlations and without, and
 # MWPM alone on the CPU workers (--mode cpu --model none), correlated and plain, at 100 us.
 # The GPU rows run qec-realtime's defaults unless they say otherwise: since 946299a graphs are
@@ -123,6 +123,7 @@ if has weighted; then # weighted matching (the network's edge logits as per-shot
     SFX=-fast-w12-bits-$w WORKERS=12 bench d13 hybrid 10 --model $F13 --payload bits --predecoder_weights $w
     SFX=-fast-bits-lowload-$w bench d13 hybrid 2000 --model $F13 --payload bits --predecoder_weights $w
     SFX=-$w bench d13 hybrid 30 --predecoder_weights $w
+    SFX=-lowload-$w bench d13 hybrid 2000 --predecoder_weights $w
     SFX=-fast-$w bench d7 hybrid 10 --model models/predecoder_d7_z_fast.onnx --predecoder_weights $w
   done
 fi

@@ -17,7 +17,9 @@
  * --plan DIR: engine plans cached in DIR (MODEL.PREC.IMPL.plan): a second run skips the tuning
  * (e.g. under a profiler, scripts/gpu-profile-nn.sh).
  *
+ * --all_outputs: a predecoder's edge logits (output 2) kept, as the weighted hybrid mode runs it.
  * Usage: bench_nn_gpu [--iters N] [--torch torch_times.txt] [--check DIR] [--prec P] [--impls L] [--plan DIR]
+ *        [--all_outputs]
  *                     MODEL.onnx...
  */
 #define _POSIX_C_SOURCE 200809L
@@ -235,9 +237,10 @@ int main(int argc, char **argv) {
   int iters = 5000;
   const char *torch = NULL, *check = NULL, *plan_dir = NULL, *prec_opt = "both", *impls = "auto,cudnn,own,tc,cl,stack";
   static const char *const impl_names[] = {"auto", "cudnn", "own", "tc", "cl", "stack"};
-  int first = 1;
+  int first = 1, all_outputs = 0;
   while (first < argc && !strncmp(argv[first], "--", 2)) {
-    if (!strcmp(argv[first], "--iters") && first + 1 < argc) iters = atoi(argv[++first]);
+    if (!strcmp(argv[first], "--all_outputs")) all_outputs = 1;
+    else if (!strcmp(argv[first], "--iters") && first + 1 < argc) iters = atoi(argv[++first]);
     else if (!strcmp(argv[first], "--torch") && first + 1 < argc) torch = argv[++first];
     else if (!strcmp(argv[first], "--check") && first + 1 < argc) check = argv[++first];
     else if (!strcmp(argv[first], "--prec") && first + 1 < argc) prec_opt = argv[++first];
@@ -266,8 +269,9 @@ int main(int argc, char **argv) {
       continue;
     }
     /* A predecoder's optional edge logits (output 2, weighted matching) are pruned, as the
-     * hybrid decoder's GPU path does: the timed graph is the residual and frame's. */
-    if (cudaq_nn_model_num_outputs(m) > 2) cudaq_nn_model_keep_outputs(m, 2);
+     * hybrid decoder's GPU path does with --predecoder_weights off: the timed graph is the
+     * residual and frame's. --all_outputs keeps them (the weighted hybrid mode's graph). */
+    if (!all_outputs && cudaq_nn_model_num_outputs(m) > 2) cudaq_nn_model_keep_outputs(m, 2);
     const char *base = strrchr(argv[a], '/');
     base = base ? base + 1 : argv[a];
     char model[256];

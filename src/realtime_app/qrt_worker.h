@@ -97,15 +97,23 @@ typedef struct {
    * "dispatch + GPU" with them. */
   uint64_t t_start_ns, t_publish_ns, t_ready_ns;
 } qrt_gpu_result_t;
+#ifdef __cplusplus
+static_assert(sizeof(qrt_gpu_result_t) % 16 == 0, "QRT_GPU_LOGITS is 16-byte aligned");
+#else
+_Static_assert(sizeof(qrt_gpu_result_t) % 16 == 0, "QRT_GPU_LOGITS is 16-byte aligned");
+#endif
 #define QRT_GPU_BAD_OUTPUT 1u /* a model output element was not 0 or 1 */
 #define QRT_GPU_BAD_INPUT 2u  /* the ingest kernel found a request value that is not 0 or 1 (or a
                                  padding bit set) in a payload of the right length */
 #define QRT_GPU_EVENTS(r) ((const uint32_t *)((const qrt_gpu_result_t *)(r) + 1))
-/* Weighted hybrid mode: after the num_detectors entries of the event list,
- * the model's edge logits (FLOAT, the model's order), copied by the same
- * kernel before the same release (the residual is then that of threshold
- * 0: the kernel folds in the edges between 0 and the model's threshold). */
-#define QRT_GPU_LOGITS(r, nd) ((const float *)(QRT_GPU_EVENTS(r) + (nd)))
+/* Weighted hybrid mode: after the num_detectors entries of the event list
+ * (rounded up to 4, so that the logits start 16-byte aligned: the header is
+ * 48 bytes), the model's edge logits (FLOAT, the model's order), copied by
+ * the same kernel before the same release (the residual is then that of
+ * threshold 0: the kernel folds in the edges between 0 and the model's
+ * threshold). */
+#define QRT_GPU_LOGITS_AT(nd) (((size_t)(nd) + 3u) & ~(size_t)3u)
+#define QRT_GPU_LOGITS(r, nd) ((const float *)(QRT_GPU_EVENTS(r) + QRT_GPU_LOGITS_AT(nd)))
 
 typedef struct qrt_worker qrt_worker_t;
 
