@@ -131,6 +131,7 @@ PREDECODER_ERR_NO_MEMORY = -7
 PREDECODER_ERR_UNSUPPORTED = -8
 PREDECODER_CPU, PREDECODER_GPU = 0, 1  # cudaq_predecoder_device_t
 PREDECODER_FP32, PREDECODER_FP16 = 0, 1  # cudaq_predecoder_precision_t
+PREDECODER_WEIGHTS = {"auto": 0, "off": 1, "on": 2}  # cudaq_predecoder_weights_t
 LAYER_PREDECODER = 1
 LAYER_MWPM = 2
 
@@ -154,6 +155,8 @@ _sig("cudaq_onnx_predecoder_options_init", c_int, POINTER(OnnxPredecoderOptions)
 _sig("cudaq_predecoder_create_onnx", c_int, c_char_p, c_uint32, c_uint32,
      POINTER(OnnxPredecoderOptions), POINTER(c_void_p), POINTER(PredecoderError))
 _sig("cudaq_predecoder_check_layout", c_int, c_void_p, c_void_p, POINTER(c_int), POINTER(PredecoderError))
+_sig("cudaq_predecoder_weighted", c_int, c_void_p)
+_sig("cudaq_predecoder_set_weight_map", c_int, c_void_p, c_void_p)
 _sig("cudaq_predecoder_create_local", c_int, c_void_p, POINTER(LocalPredecoderOptions),
      POINTER(c_void_p), POINTER(PredecoderError))
 _sig("cudaq_predecoder_destroy", None, c_void_p)

@@ -8,14 +8,16 @@ import numpy as np
 
 from . import _lib
 from ._lib import lib
-from .matching import Matching, _Decoder, _check_shots, _one_shot, _predictions, _ptr, _shot_error
+from .matching import (Matching, _Decoder, _Graph, _check_shots, _dem_text, _one_shot, _predictions, _ptr,
+                       _shot_error)
 from .models import find_model
 
 
 class _Predecoder:
     """One thread's cudaq_predecoder_t."""
 
-    def __init__(self, model_path, graph, num_dets, num_obs, weight_factor, gpu=None, check_layout=True):
+    def __init__(self, model_path, graph, num_dets, num_obs, weight_factor, gpu=None, check_layout=True,
+                 weights="off", match_graph=None):
         self.ptr = _lib.c_void_p()
         err = _lib.PredecoderError()
         if model_path == "local":
@@ -27,6 +29,9 @@ class _Predecoder:
             lib.cudaq_onnx_predecoder_options_init(_lib.ctypes.byref(opts))
             if check_layout:  # the model's detector layout checked against the DEM's
                 opts.graph = graph.ptr
+            opts.weights = _lib.PREDECODER_WEIGHTS[weights]
+            if match_graph is not None:  # weighted matching's edges are match_graph's
+                opts.match_graph = match_graph.ptr
             if gpu is not None:  # (precision, ordinal, plan path)
                 opts.device = _lib.PREDECODER_GPU
                 opts.precision = _lib.PREDECODER_FP16 if gpu[0] == "fp16" else _lib.PREDECODER_FP32
@@ -66,16 +71,28 @@ class HybridDecoder:
     coordinates (up to a translation); a model of another circuit, or a DEM
     without coordinates, raises CudaqValueError. check_layout=False skips
     the comparison, for a caller who knows that the model fits the DEM.
+
+    weights: weighted matching (models/README.md, "Weighted matching"), as
+    qec-decode's --predecoder_weights: "auto" (default) matches the residual
+    of threshold 0 with the network's per-shot edge weights where the ONNX
+    model gives them (output `edge_logits`: the shipped d = 5-13 files),
+    "on" requires them, "off" matches the model's thresholded residual on the
+    DEM's weights. The `weighted` attribute says which one runs.
     """
 
     def __init__(self, model, dem, *, device="cpu", precision="fp32", gpu_ordinal=0, plan_path=None,
-                 local_weight_factor=1.3, check_layout=True):
+                 local_weight_factor=1.3, check_layout=True, weights="auto"):
         if device not in ("cpu", "gpu"):
             raise ValueError(f"cudaq_realtime.HybridDecoder: device must be 'cpu' or 'gpu', got {device!r}")
         if precision not in ("fp32", "fp16"):
             raise ValueError(f"cudaq_realtime.HybridDecoder: precision must be 'fp32' or 'fp16', got {precision!r}")
         if device == "cpu" and precision != "fp32":
             raise ValueError("cudaq_realtime.HybridDecoder: the CPU executor runs FP32 only (fp16 needs device='gpu')")
+        if weights not in _lib.PREDECODER_WEIGHTS:
+            raise ValueError(f"cudaq_realtime.HybridDecoder: weights must be 'auto', 'on' or 'off', got {weights!r}")
+        if weights == "on" and model == "local":
+            raise ValueError("cudaq_realtime.HybridDecoder: weights='on' needs an ONNX model with edge logits, "
+                             "not the local predecoder")
         if device == "gpu" and model == "local":
             raise ValueError("cudaq_realtime.HybridDecoder: the local predecoder runs on the CPU (device='cpu')")
         self._gpu = (precision, int(gpu_ordinal), plan_path) if device == "gpu" else None
@@ -91,10 +108,15 @@ class HybridDecoder:
                                     "(give an ONNX file, \"local\", None or \"fast\" for a shipped model of the DEM)")
         self.model_path = model
         self.matching = Matching.from_detector_error_model(dem)
+        # Weighted matching needs a graph whose decoders keep per-shot weights (the DEM's, once more)
+        self._weights = "off" if model == "local" else weights
+        self._match_graph = (_Graph(_dem_text(dem), 0, per_shot_weights=True) if self._weights != "off"
+                             else self.matching._graph)
         self._weight_factor = float(local_weight_factor)
         self._check_layout = bool(check_layout)
         self._tls = threading.local()
         self._state()  # load and check the model now, so that a bad one fails here
+        self.weighted = bool(lib.cudaq_predecoder_weighted(self._tls.state[0].ptr))
 
     @property
     def num_detectors(self):
@@ -106,15 +128,21 @@ class HybridDecoder:
 
     def __repr__(self):
         where = f"GPU {self._gpu[1]} {self.precision}" if self._gpu else "CPU"
-        return (f"<cudaq_realtime.HybridDecoder {self.model_path!r} ({where}) + MWPM, "
-                f"{self.num_detectors} detectors>")
+        return (f"<cudaq_realtime.HybridDecoder {self.model_path!r} ({where}) + "
+                f"{'weighted ' if self.weighted else ''}MWPM, {self.num_detectors} detectors>")
 
     def _state(self):
         st = getattr(self._tls, "state", None)
         if st is None:
-            g = self.matching._graph
-            st = self._tls.state = (_Predecoder(self.model_path, g, g.num_nodes, g.num_observables,
-                                                self._weight_factor, self._gpu, self._check_layout), _Decoder(g))
+            g, mg = self.matching._graph, self._match_graph
+            pre = _Predecoder(self.model_path, g, g.num_nodes, g.num_observables, self._weight_factor, self._gpu,
+                              self._check_layout, self._weights, mg if self._weights != "off" else None)
+            dec = _Decoder(mg)
+            if lib.cudaq_predecoder_weighted(pre.ptr):  # MWPM reads the model's edge logits as weights
+                st = lib.cudaq_predecoder_set_weight_map(pre.ptr, dec.ptr)
+                if st != _lib.PREDECODER_OK:
+                    raise _lib.predecoder_error(st, "predecoder: weighted matching: the map onto the DEM's graph")
+            st = self._tls.state = (pre, dec)
         return st
 
     def decode(self, z, *, return_weight=False):

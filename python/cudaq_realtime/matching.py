@@ -27,7 +27,7 @@ def _dem_text(model):
 class _Graph:
     """Owns a cudaq_mwpm_graph_t (immutable, shared by threads)."""
 
-    def __init__(self, text, merge, correlations=False):
+    def __init__(self, text, merge, correlations=False, per_shot_weights=False):
         dem = _lib.c_void_p()
         err = _lib.MwpmError()
         st = lib.cudaq_dem_parse(text, len(text), _lib.ctypes.byref(dem), _lib.ctypes.byref(err))
@@ -36,7 +36,7 @@ class _Graph:
             raise _lib.mwpm_error(st, where + (err.message.decode(errors="replace") or
                                                lib.cudaq_mwpm_status_str(st).decode()))
         self.ptr = _lib.c_void_p()
-        opts = _lib.MwpmGraphOptions(merge, int(bool(correlations)))
+        opts = _lib.MwpmGraphOptions(merge, int(bool(correlations)), int(bool(per_shot_weights)))
         try:
             st = lib.cudaq_mwpm_graph_from_dem(dem, _lib.ctypes.byref(opts), _lib.ctypes.byref(self.ptr),
                                                _lib.ctypes.byref(err))

@@ -93,9 +93,10 @@ int cudaq_py_hybrid_decode_batch(cudaq_predecoder_t *pre, cudaq_mwpm_decoder_t *
                                  double *weights, uint32_t *residual_counts, size_t *bad_shot,
                                  int *layer, cudaq_predecoder_error_t *perr);
 
-/* The same through a predecoder first: MWPM decodes the residual events, the
- * prediction is the predecoder's frame XOR MWPM's observables, the weight is
- * MWPM's on the residual. residual_counts (may be NULL) receives each shot's
+/* The same through a predecoder first: MWPM decodes the residual events
+ * (with the predecoder's per-shot weights where it is weighted: the map must
+ * be set on dec), the prediction is the predecoder's frame XOR MWPM's
+ * observables, the weight is MWPM's on the residual. residual_counts (may be NULL) receives each shot's
  * residual event count. Returns 0, or a status of the layer *layer names
  * (CUDAQ_PY_LAYER_PREDECODER: a cudaq_predecoder_status_t with perr's
  * message; CUDAQ_PY_LAYER_MWPM: a cudaq_mwpm_status_t). */
@@ -117,6 +118,13 @@ int cudaq_py_hybrid_decode_batch(cudaq_predecoder_t *pre, cudaq_mwpm_decoder_t *
   uint32_t *residual = events + num_dets + 1;
   int st = 0;
   *layer = CUDAQ_PY_LAYER_NONE;
+  /* weighted matching: MWPM reads the shot's edge logits through the map set on dec
+   * (HybridDecoder, cudaq_predecoder_set_weight_map) */
+  const uint32_t *we, *ws;
+  size_t nw;
+  const float *logits = NULL;
+  if (cudaq_predecoder_weighted(pre))
+    (void)cudaq_predecoder_edge_weights(pre, &we, &ws, &nw, &logits);
   for (size_t s = 0; s < num_shots; s++) {
     size_t n = cudaq_mwpm_shot_events(shots + s * in_bytes, num_dets, packed_in, events);
     size_t nr = 0;
@@ -128,7 +136,8 @@ int cudaq_py_hybrid_decode_batch(cudaq_predecoder_t *pre, cudaq_mwpm_decoder_t *
       break;
     }
     cudaq_mwpm_result_t res;
-    st = cudaq_mwpm_decode(dec, residual, nr, &res);
+    st = logits ? cudaq_mwpm_decode_mapped(dec, residual, nr, logits, &res)
+                : cudaq_mwpm_decode(dec, residual, nr, &res);
     if (st != CUDAQ_MWPM_OK) {
       *layer = CUDAQ_PY_LAYER_MWPM;
       *bad_shot = s;

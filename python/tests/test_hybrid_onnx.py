@@ -51,10 +51,12 @@ def test_find_model_refuses_other_circuits():
 
 @pytest.mark.parametrize("model", [None, "fast"])
 def test_hybrid_equals_onnxruntime_then_pymatching(d5z, model):
+    """weights='off': the model's thresholded residual, then MWPM on the DEM's weights."""
     c, dem = d5z
     dets, obs = sample(c, 60, seed=11)  # ~16 ms per shot on the CPU executor
-    h = cr.HybridDecoder(model, dem)
+    h = cr.HybridDecoder(model, dem, weights="off")
     assert h.model_path.endswith("_fast.onnx") == (model == "fast")
+    assert not h.weighted and "weighted" not in repr(h)
     preds, weights, counts = h.decode_batch(dets, return_weights=True, return_residual_counts=True)
     sess = ort.InferenceSession(h.model_path)
     pm = pymatching.Matching.from_detector_error_model(dem)
@@ -71,6 +73,47 @@ def test_hybrid_equals_onnxruntime_then_pymatching(d5z, model):
     assert (np.unpackbits(pp, axis=1, bitorder="little")[:, :1] == preds).all()
     assert (h.decode(dets[0]) == preds[0]).all()
     assert (h.decode(dets[0][None]) == preds[0]).all()  # (1, N), as Matching.decode and PyMatching
+
+
+@pytest.mark.parametrize("model", [None, "fast"])
+def test_hybrid_weighted_equals_onnxruntime_then_pymatching(d5z, model):
+    """weights='auto' (default) with a model that gives edge logits: the
+    prediction is PyMatching's on the raw events with weight -logit on each of
+    the model's edges for that shot (PyMatching applies the edges of negative
+    weight: the residual of threshold 0, matched with |logit|); where the two
+    predictions differ (a tie) the weights agree: ours (the correction's
+    |logit| sum) is PyMatching's plus the sum of the positive logits."""
+    import json
+    c, dem = d5z
+    dets, obs = sample(c, 60, seed=12)
+    h = cr.HybridDecoder(model, dem)
+    assert h.weighted and "weighted MWPM" in repr(h)
+    preds, weights = h.decode_batch(dets, return_weights=True)
+    sess = ort.InferenceSession(h.model_path)
+    ends = json.loads(sess.get_modelmeta().custom_metadata_map["edge_endpoints"])
+    fault_ids = {}
+    for u, v, attr in pymatching.Matching.from_detector_error_model(dem).edges():
+        fault_ids[(min(u, v), max(u, v)) if v is not None else (u, -1)] = attr["fault_ids"]
+    differ = 0
+    for i, d in enumerate(dets):
+        (logits,) = sess.run(["edge_logits"], {"detectors": d[None].astype(np.int32)})
+        pm = pymatching.Matching()
+        for (a, b), x in zip(ends, logits[0].astype(np.float64)):
+            if b < 0:
+                pm.add_boundary_edge(a, fault_ids=fault_ids[(a, -1)], weight=-x)
+            else:
+                pm.add_edge(a, b, fault_ids=fault_ids[(min(a, b), max(a, b))], weight=-x)
+        pred, pw = pm.decode(d.astype(np.uint8), return_weight=True)
+        if (pred != preds[i]).any():
+            differ += 1
+            pos = float(logits[0][logits[0] > 0].astype(np.float64).sum())
+            assert abs(weights[i] - (pw + pos)) <= 1e-3 * max(1.0, abs(pw) + pos)
+    assert differ <= 2
+    off = cr.HybridDecoder(model, dem, weights="off").decode_batch(dets)
+    many, _ = sample(c, 600, seed=14)
+    assert (cr.HybridDecoder(model, dem).decode_batch(many) !=
+            cr.HybridDecoder(model, dem, weights="off").decode_batch(many)).any()  # the flag does something
+    assert off.shape == preds.shape
 
 
 def test_hybrid_local_predecoder(d5z):
@@ -104,6 +147,11 @@ def test_hybrid_errors(d5z, tmp_path):
         cr.HybridDecoder(None, dem, precision="fp16")
     with pytest.raises(ValueError, match="local predecoder runs on the CPU"):
         cr.HybridDecoder("local", dem, device="gpu")
+    with pytest.raises(ValueError, match="weights must be 'auto', 'on' or 'off'"):
+        cr.HybridDecoder(None, dem, weights="yes")
+    with pytest.raises(ValueError, match="weights='on' needs an ONNX model"):
+        cr.HybridDecoder("local", dem, weights="on")
+    assert not cr.HybridDecoder("local", dem).weighted
     h = cr.HybridDecoder(None, dem)
     with pytest.raises(ValueError, match="121 columns.*120 detectors"):
         h.decode_batch(np.zeros((2, 121), np.uint8))

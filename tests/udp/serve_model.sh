@@ -5,7 +5,8 @@
 # emulator over loopback; every request must be answered, and the logical
 # errors the emulator counts against the true observables must equal
 # qec-decode count_mistakes --predecoder MODEL on the same shots (the
-# offline evaluation, one home for the decoding: qrt_worker.c vs qec-decode).
+# offline evaluation, one home for the decoding: qrt_worker.c vs qec-decode),
+# weighted matching by default for a model with edge logits (WEIGHTS=off: not).
 # Usage: serve_model.sh SERVE EMU QEC_DECODE PYTHON DATA_DIR WORK_DIR MODEL [SHOTS]
 #   MODEL: none | local | path to an ONNX predecoder
 set -uo pipefail
@@ -25,14 +26,15 @@ stim.write_shot_data_file(data=np.concatenate([dets, obs], axis=1), path=f"{work
 stim.write_shot_data_file(data=dets, path=f"{work}/dets.01", format="01", num_detectors=nd)
 stim.write_shot_data_file(data=obs, path=f"{work}/obs.01", format="01", num_observables=no)
 PY
+# WEIGHTS (auto, on, off; unset: the defaults, auto in both): --predecoder_weights for both programs
 pd=(); [ "$MODEL" != none ] && pd=(--predecoder "$MODEL")
-case "$MODEL" in *.onnx) pd+=(--predecoder_weights off) ;; esac # the service's thresholded residual
+sw=(); [ -n "${WEIGHTS:-}" ] && pd+=(--predecoder_weights "$WEIGHTS") && sw=(--predecoder_weights "$WEIGHTS")
 expected=$("$QD" count_mistakes --dem "$DATA/circuit.dem" --in "$WORK/dets.01" --in_format 01 \
   --obs_in "$WORK/obs.01" --obs_in_format 01 "${pd[@]}" | sed -nE 's/^([0-9]+) \/ .*/\1/p')
 [ -n "$expected" ] || { echo "FAIL: qec-decode count_mistakes gave no count"; exit 1; }
 
 # Port 0: the service binds a free port and prints it.
-"$SERVE" --dem "$DATA/circuit.dem" --model "$MODEL" --workers 2 --port 0 --seconds 120 \
+"$SERVE" --dem "$DATA/circuit.dem" --model "$MODEL" "${sw[@]}" --workers 2 --port 0 --seconds 120 \
   --counters "$WORK/counters" > "$WORK/serve.log" 2>&1 &
 spid=$!
 port=
@@ -52,4 +54,12 @@ if [ "$erc" != 0 ] || [ "${decoded:-}" != "$SHOTS" ] || [ "${got:-}" != "$expect
   echo "FAIL (emulator exit $erc)"; cat "$WORK/emu.log" "$WORK/serve.log"; exit 1
 fi
 grep -q "^pipeline_errors=0$" "$WORK/counters" || { echo "FAIL: pipeline errors"; cat "$WORK/counters"; exit 1; }
+# The shipped ONNX models give edge logits: weighted matching unless WEIGHTS=off.
+case "$MODEL" in *.onnx)
+  if [ "${WEIGHTS:-auto}" = off ]; then
+    ! grep -q "(weighted matching)" "$WORK/serve.log" || { echo "FAIL: weighted with --predecoder_weights off"; exit 1; }
+  else
+    grep -q "(weighted matching)" "$WORK/serve.log" || { echo "FAIL: the service does not say weighted matching"; cat "$WORK/serve.log"; exit 1; }
+  fi ;;
+esac
 echo PASS

@@ -80,7 +80,7 @@ static void write_counters(FILE *f, const cudaq_udp_counters_t *u, const cudaq_p
 
 static int usage(void) {
   fprintf(stderr, "usage: cudaq-udp-serve (--dem FILE [--model FILE.onnx|local|none] "
-                  "[--skip_layout_check] | --echo) "
+                  "[--skip_layout_check] [--predecoder_weights auto|on|off] | --echo) "
                   "[--port P] [--bind ADDR] "
                   "[--workers N] [--slots N] [--seconds S] [--rx-core C] [--busy-poll US] "
                   "[--rcvbuf BYTES] [--counters FILE]\n");
@@ -90,6 +90,7 @@ static int usage(void) {
 int main(int argc, char **argv) {
   static server_t s;
   const char *dem_path = NULL, *bind_addr = NULL, *counters_path = NULL, *model = "none";
+  const char *weights_flag = NULL; /* --predecoder_weights (qec-decode's rule: cudaq_predecoder_weights_flag) */
   int port = 0, workers = 1, slots = 64, rx_core = -1, busy_poll = 0, rcvbuf = 4 << 20;
   int check_layout = 1; /* --skip_layout_check: the ONNX model's detector layout is not compared */
   double seconds = 0;
@@ -100,6 +101,7 @@ int main(int argc, char **argv) {
     if (!v) return usage();
     if (!strcmp(a, "--dem")) dem_path = v;
     else if (!strcmp(a, "--model")) model = v;
+    else if (!strcmp(a, "--predecoder_weights")) weights_flag = v;
     else if (!strcmp(a, "--port")) port = atoi(v);
     else if (!strcmp(a, "--bind")) bind_addr = v;
     else if (!strcmp(a, "--workers")) workers = atoi(v);
@@ -121,17 +123,31 @@ int main(int argc, char **argv) {
     fprintf(stderr, "cudaq-udp-serve: --skip_layout_check is for an ONNX --model\n");
     return 2;
   }
+  cudaq_predecoder_weights_t weights = CUDAQ_PREDECODER_WEIGHTS_AUTO;
+  if (cudaq_predecoder_weights_flag(weights_flag, 0, &weights)) {
+    fprintf(stderr, "cudaq-udp-serve: --predecoder_weights is auto, on or off, not '%s'\n", weights_flag);
+    return 2;
+  }
+  if (weights_flag && (s.echo || qrt_pd_kind_of(model) != QRT_PD_ONNX)) {
+    fprintf(stderr, "cudaq-udp-serve: --predecoder_weights is for an ONNX --model\n");
+    return 2;
+  }
   if (!s.echo) {
     cudaq_mwpm_error_t err;
+    cudaq_mwpm_graph_options_t go;
+    cudaq_mwpm_graph_options_init(&go);
+    /* an ONNX model with edge logits: MWPM with its per-shot weights (weighted matching) */
+    go.per_shot_weights = qrt_pd_kind_of(model) == QRT_PD_ONNX && weights != CUDAQ_PREDECODER_WEIGHTS_OFF;
     if (cudaq_dem_parse_file(dem_path, &dem, &err) != CUDAQ_MWPM_OK ||
-        cudaq_mwpm_graph_from_dem(dem, NULL, &graph, &err) != CUDAQ_MWPM_OK) {
+        cudaq_mwpm_graph_from_dem(dem, &go, &graph, &err) != CUDAQ_MWPM_OK) {
       fprintf(stderr, "cudaq-udp-serve: %s: line %zu: %s\n", dem_path, err.line, err.message);
       return 1;
     }
     const qrt_pd_kind_t kind = qrt_pd_kind_of(model);
     for (int w = 0; w < workers; ++w) {
       char msg[512];
-      if (qrt_worker_create(graph, kind, model, check_layout, QRT_PAYLOAD_BITS, CUDAQ_PREDECODER_WEIGHTS_OFF, &s.w[w], msg, sizeof msg)) {
+      if (qrt_worker_create(graph, kind, model, check_layout, QRT_PAYLOAD_BITS, weights, &s.w[w], msg,
+                            sizeof msg)) {
         fprintf(stderr, "cudaq-udp-serve: %s\n", msg);
         return 1;
       }
@@ -172,8 +188,9 @@ int main(int argc, char **argv) {
   int rb = 0, sb = 0;
   cudaq_udp_bridge_port(s.bridge, &bound);
   cudaq_udp_bridge_socket_buffers(s.bridge, &rb, &sb);
-  printf("cudaq-udp-serve: %s%s on port %u (function 0x%08x), %d workers, %d slots, rcvbuf %d\n",
-         s.echo ? "echo" : "MWPM, predecoder ", s.echo ? "" : model, bound, fid, workers, slots, rb);
+  printf("cudaq-udp-serve: %s%s%s on port %u (function 0x%08x), %d workers, %d slots, rcvbuf %d\n",
+         s.echo ? "echo" : "MWPM, predecoder ", s.echo ? "" : model,
+         !s.echo && qrt_worker_weighted(s.w[0]) ? " (weighted matching)" : "", bound, fid, workers, slots, rb);
   fflush(stdout);
 
   signal(SIGINT, on_signal);
