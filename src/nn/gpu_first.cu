@@ -207,10 +207,12 @@ int first_algo_exists(const nnk_conv &p, int cd) {
 /* The fold of first convolution c1 (fed by copy step mi) into c2's input
  * window, c2 running channels-last algorithm algo (-1: any algorithm that
  * can fold), as *f: every condition checked, the tensors made and uploaded
- * (*ok = 1); *ok = 0, nothing uploaded, when one fails. */
+ * (*ok = 1); *ok = 0, nothing uploaded, when one fails. chosen >= 0 (the
+ * tuner): when c2's algorithm `chosen` can fold it already, *ok = 2 and
+ * nothing is made (the pick stays; nng_fold_first_layers makes the fold). */
 cudaq_nn_status_t make_fold(cudaq_nn_gpu *g, const int *producer, const unsigned char *absorbed, int mi,
-                            const conv_state *c1, const conv_state *c2, int algo, nnk_first *f, int *ok,
-                            cudaq_nn_error_t *err) {
+                            const conv_state *c1, const conv_state *c2, int algo, int chosen, nnk_first *f,
+                            int *ok, cudaq_nn_error_t *err) {
   const cudaq_nn_model_t *m = g->m;
   const step *M = &g->steps[mi];
   *ok = 0;
@@ -234,7 +236,10 @@ cudaq_nn_status_t make_fold(cudaq_nn_gpu *g, const int *producer, const unsigned
     st = CUDAQ_NN_ERR_NO_MEMORY;
   }
   const split_map &sm = cp.sm;
-  if (!st && split_ok && (algo >= 0 ? nnk_cl_first_ok(c2->p, algo, sm.cd) : first_algo_exists(c2->p, sm.cd))) {
+  if (!st && split_ok && chosen >= 0 && nnk_cl_first_ok(c2->p, chosen, sm.cd)) {
+    *ok = 2; /* folds as chosen: nothing to time, nothing made */
+  } else if (!st && split_ok &&
+             (algo >= 0 ? nnk_cl_first_ok(c2->p, algo, sm.cd) : first_algo_exists(c2->p, sm.cd))) {
     const nn_node_t *nd = &m->nodes[n1];
     const float *bias = nd->n_in > 2 && nd->in[2] >= 0 ? (const float *)m->values[nd->in[2]].data : NULL;
     void *db = NULL, *dw = NULL, *di = NULL;
@@ -266,6 +271,31 @@ cudaq_nn_status_t make_fold(cudaq_nn_gpu *g, const int *producer, const unsigned
   free_split(&cp);
   free(fb); free(fw);
   return st;
+}
+
+/* The copy maps both passes read (nng_producers, nng_plan_copy_absorb),
+ * allocated and filled in one place; free_copy_maps frees them. */
+struct copy_maps {
+  int *producer;
+  unsigned char *absorbed;
+};
+void free_copy_maps(copy_maps *cm) {
+  free(cm->producer);
+  free(cm->absorbed);
+  cm->producer = NULL;
+  cm->absorbed = NULL;
+}
+cudaq_nn_status_t make_copy_maps(const cudaq_nn_model_t *m, copy_maps *cm, const char *what, cudaq_nn_error_t *err) {
+  cm->producer = (int *)malloc((m->n_values + 1) * sizeof(int));
+  cm->absorbed = (unsigned char *)calloc(m->n_nodes + 1, 1);
+  if (!cm->producer || !cm->absorbed) {
+    free_copy_maps(cm);
+    nn__set_error(err, "out of host memory %s", what);
+    return CUDAQ_NN_ERR_NO_MEMORY;
+  }
+  nng_producers(m, cm->producer);
+  nng_plan_copy_absorb(m, cm->producer, cm->absorbed);
+  return CUDAQ_NN_OK;
 }
 
 /* Its tensors, freed (the fold not taken). */
@@ -352,24 +382,23 @@ int move_step_writing(const cudaq_nn_gpu *g, const void *x, int before) {
 cudaq_nn_status_t nng_fold_first_layers(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
   const int first = first_folds_on(g), cnet = nng_cnet_fold_env() != 0 && !nng_fuse_off() && g->half;
   if (!first && !cnet) return CUDAQ_NN_OK;
-  const cudaq_nn_model_t *m = g->m;
-  int *producer = (int *)malloc((m->n_values + 1) * sizeof(int));
-  unsigned char *absorbed = (unsigned char *)calloc(m->n_nodes + 1, 1);
+  copy_maps cm;
+  TRY(make_copy_maps(g->m, &cm, "folding the first convolution", err));
+  const int *producer = cm.producer;
+  const unsigned char *absorbed = cm.absorbed;
   unsigned char *drop = (unsigned char *)calloc((size_t)g->n_steps + 1, 1);
-  if (!producer || !absorbed || !drop) {
-    free(producer); free(absorbed); free(drop);
+  if (!drop) {
+    free_copy_maps(&cm);
     nn__set_error(err, "out of host memory folding the first convolution");
     return CUDAQ_NN_ERR_NO_MEMORY;
   }
   cudaq_nn_status_t st = CUDAQ_NN_OK;
-  nng_producers(m, producer);
-  nng_plan_copy_absorb(m, producer, absorbed);
   for (int i = 0, s1, s2; i < g->n_steps && !st && first; i++) {
     if (drop[i] || !fold_triple(g, i, &s1, &s2) || drop[s1] || drop[s2]) continue;
     conv_state *c1 = &g->convs[g->steps[s1].conv], *c2 = &g->convs[g->steps[s2].conv];
     nnk_first f;
     int ok = 0;
-    st = make_fold(g, producer, absorbed, i, c1, c2, c2->algo, &f, &ok, err);
+    st = make_fold(g, producer, absorbed, i, c1, c2, c2->algo, -1, &f, &ok, err);
     if (!ok) continue;
     c2->cf.first = f;
     c1->folded_into = 1 + (int)(c2 - g->convs);
@@ -392,7 +421,8 @@ cudaq_nn_status_t nng_fold_first_layers(cudaq_nn_gpu *g, cudaq_nn_error_t *err) 
   for (int i = 0; i < g->n_steps; i++)
     if (!drop[i]) g->steps[w++] = g->steps[i];
   g->n_steps = w;
-  free(producer); free(absorbed); free(drop);
+  free_copy_maps(&cm);
+  free(drop);
   return st;
 }
 
@@ -490,28 +520,20 @@ cudaq_nn_status_t segment_latency(cudaq_nn_gpu *g, cudaGraphExec_t *exec, int n,
 cudaq_nn_status_t nng_tune_first_folds(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
   const int force = nng_first_fold_env();
   if (!first_folds_on(g) || g->opts.conv_impl != CUDAQ_NN_CONV_AUTO || force == 0) return CUDAQ_NN_OK;
-  const cudaq_nn_model_t *m = g->m;
-  int *producer = (int *)malloc((m->n_values + 1) * sizeof(int));
-  unsigned char *absorbed = (unsigned char *)calloc(m->n_nodes + 1, 1);
-  if (!producer || !absorbed) {
-    free(producer); free(absorbed);
-    nn__set_error(err, "out of host memory tuning the first convolution's fold");
-    return CUDAQ_NN_ERR_NO_MEMORY;
-  }
-  nng_producers(m, producer);
-  nng_plan_copy_absorb(m, producer, absorbed);
+  copy_maps cm;
+  TRY(make_copy_maps(g->m, &cm, "tuning the first convolution's fold", err));
+  const int *producer = cm.producer;
+  const unsigned char *absorbed = cm.absorbed;
   cudaq_nn_status_t st = CUDAQ_NN_OK;
   for (int i = 0, s1, s2; i < g->n_steps && !st; i++) {
     if (!fold_triple(g, i, &s1, &s2)) continue;
     conv_state *c1 = &g->convs[g->steps[s1].conv], *c2 = &g->convs[g->steps[s2].conv];
     nnk_first f;
     int ok = 0;
-    st = make_fold(g, producer, absorbed, i, c1, c2, -1, &f, &ok, err);
-    if (st || !ok) continue;
-    if (nnk_cl_first_ok(c2->p, c2->algo, f.cd)) { /* folds as chosen */
-      drop_fold(g, &f);
-      continue;
-    }
+    /* chosen: a second layer whose pick folds already (the accurate family's) is left as it is
+     * before any tensor is made */
+    st = make_fold(g, producer, absorbed, i, c1, c2, -1, c2->algo, &f, &ok, err);
+    if (st || ok != 1) continue;
     /* exec[0]: the two layers as chosen; exec[1 + j]: c2 alone with the
      * fold, foldable algorithm ks[j] (a candidate that cannot launch is
      * skipped, its error consumed). */
@@ -547,6 +569,6 @@ cudaq_nn_status_t nng_tune_first_folds(cudaq_nn_gpu *g, cudaq_nn_error_t *err) {
     drop_fold(g, &f);
     if (best >= 0) c2->algo = c2->cl_algo_chain = ks[best];
   }
-  free(producer); free(absorbed);
+  free_copy_maps(&cm);
   return st;
 }
