@@ -252,6 +252,61 @@ static void test_random_negative(void **state) {
   run_random(1000, 2, 12, 0.4, 0.3, 1, 0);
 }
 
+/* Shared by the per-shot weight tests: a random graph built with
+ * per_shot_weights (n nodes, m edges, read back in the graph's own order,
+ * the largest weight in *maxw); ... */
+static cudaq_mwpm_graph_t *per_shot_graph(cudaq_mwpm_edge_t *edges, int *n, int *m, double *maxw, int int_weights) {
+  cudaq_mwpm_graph_options_t o;
+  cudaq_mwpm_graph_options_init(&o);
+  o.per_shot_weights = 1;
+  *n = 2 + (int)(rnd() % 30);
+  *m = random_graph(edges, *n, *n > 12 ? 0.15 : 0.4, 0.3, 0, int_weights);
+  cudaq_mwpm_graph_t *g = NULL;
+  assert_int_equal(cudaq_mwpm_graph_from_edges((uint32_t)*n, 8, edges, (size_t)*m, &o, &g), CUDAQ_MWPM_OK);
+  assert_int_equal((int)cudaq_mwpm_graph_num_edges(g), *m);
+  *maxw = 0;
+  for (int i = 0; i < *m; i++) {
+    assert_int_equal(cudaq_mwpm_graph_edge(g, (size_t)i, &edges[i]), CUDAQ_MWPM_OK);
+    *maxw = fmax(*maxw, edges[i].weight);
+  }
+  return g;
+}
+
+/* ... a random weight for one shot: zero, small, large, beyond the clamp; ... */
+static double shot_weight(double maxw) {
+  double u = urand();
+  return u < 0.1 ? 0.0 : u < 0.8 ? 20 * urand() : 40 * maxw * (1 + urand());
+}
+
+/* ... a random shot's events (as ints for the reference too); ... */
+static int shot_events(int n, uint32_t *ev, int *refev) {
+  int k = 0;
+  for (int i = 0; i < n && k < MAXK; i++)
+    if (urand() < (n > 16 ? 8.0 / n : 0.4)) {
+      refev[k] = (int)i;
+      ev[k++] = (uint32_t)i;
+    }
+  return k;
+}
+
+/* ... and a decode's outcome against brute force on ref: no solution where
+ * it has none, else its weight (and, with check_obs, its observables).
+ * Returns 1 when a solution was compared. */
+static int check_shot(const ref_t *ref, const int *refev, int k, cudaq_mwpm_status_t st,
+                      const cudaq_mwpm_result_t *res, int check_obs) {
+  uint64_t robs;
+  double rw = ref_solve(ref, refev, k, &robs);
+  if (isinf(rw)) {
+    assert_int_equal(st, CUDAQ_MWPM_ERR_NO_SOLUTION);
+    return 0;
+  }
+  assert_int_equal(st, CUDAQ_MWPM_OK);
+  assert_true(fabs(res->weight - rw) < 1e-5 * (1 + rw));
+  if (check_obs)
+    assert_int_equal(res->obs_mask, robs);
+  return 1;
+}
+
 /* Per-shot weights (cudaq_mwpm_decode_weighted): on random graphs, each shot
  * replaces the weights of a random subset of edges (zero, small, large,
  * beyond the clamp) and is checked against brute force on the graph with
@@ -262,25 +317,13 @@ static void test_weighted_random(void **state) {
   (void)state;
   cudaq_mwpm_edge_t edges[MAXN * MAXN], shot_edges[MAXN * MAXN];
   ref_t ref, ref_shot;
-  cudaq_mwpm_graph_options_t o;
-  cudaq_mwpm_graph_options_init(&o);
-  o.per_shot_weights = 1;
   long checked = 0;
   for (int t = 0; t < 800; t++) {
-    int n = 2 + (int)(rnd() % 30);
-    int m = random_graph(edges, n, n > 12 ? 0.15 : 0.4, 0.3, 0, 0);
-    cudaq_mwpm_graph_t *g = NULL;
-    assert_int_equal(cudaq_mwpm_graph_from_edges((uint32_t)n, 8, edges, (size_t)m, &o, &g),
-                     CUDAQ_MWPM_OK);
+    int n, m;
+    double maxw;
+    cudaq_mwpm_graph_t *g = per_shot_graph(edges, &n, &m, &maxw, 0);
     cudaq_mwpm_decoder_t *dec = NULL;
     assert_int_equal(cudaq_mwpm_decoder_create(g, &dec), CUDAQ_MWPM_OK);
-    /* The graph's edge order is its own (sorted): read it back. */
-    assert_int_equal((int)cudaq_mwpm_graph_num_edges(g), m);
-    double maxw = 0;
-    for (int i = 0; i < m; i++) {
-      assert_int_equal(cudaq_mwpm_graph_edge(g, (size_t)i, &edges[i]), CUDAQ_MWPM_OK);
-      maxw = fmax(maxw, edges[i].weight);
-    }
     ref_build(&ref, n, edges, (size_t)m);
     for (int shot = 0; shot < 20; shot++) {
       uint32_t which[MAXN * MAXN];
@@ -290,8 +333,7 @@ static void test_weighted_random(void **state) {
       for (int i = 0; i < m; i++) {
         if (urand() < 0.5)
           continue;
-        double u = urand();
-        double wi = u < 0.1 ? 0.0 : u < 0.8 ? 20 * urand() : 40 * maxw * (1 + urand());
+        double wi = shot_weight(maxw);
         which[nw] = (uint32_t)i;
         w[nw++] = wi;
         /* past 16x the graph's largest weight the decoder clamps */
@@ -299,38 +341,16 @@ static void test_weighted_random(void **state) {
       }
       ref_build(&ref_shot, n, shot_edges, (size_t)m);
       uint32_t ev[MAXN];
-      int k = 0;
-      for (int i = 0; i < n && k < MAXK; i++)
-        if (urand() < (n > 16 ? 8.0 / n : 0.4))
-          ev[k++] = (uint32_t)i;
-      int refev[MAXN];
-      for (int i = 0; i < k; i++)
-        refev[i] = (int)ev[i];
-      uint64_t robs;
-      double rw = ref_solve(&ref_shot, refev, k, &robs);
+      int refev[MAXN], k = shot_events(n, ev, refev);
       cudaq_mwpm_result_t res;
-      cudaq_mwpm_status_t st = cudaq_mwpm_decode_weighted(dec, ev, (size_t)k, which, w, nw, &res);
-      if (isinf(rw)) {
-        assert_int_equal(st, CUDAQ_MWPM_ERR_NO_SOLUTION);
-      } else {
-        assert_int_equal(st, CUDAQ_MWPM_OK);
-        assert_true(fabs(res.weight - rw) < 1e-5 * (1 + rw));
-        checked++;
-      }
+      checked += check_shot(&ref_shot, refev, k, cudaq_mwpm_decode_weighted(dec, ev, (size_t)k, which, w, nw, &res),
+                            &res, 0);
       /* Every other shot: the next weighted decode follows at once (its
        * edges not listed get the graph's weights back there); else the next
        * plain decode has the graph's weights back. */
       if (shot % 2)
         continue;
-      rw = ref_solve(&ref, refev, k, &robs);
-      st = cudaq_mwpm_decode(dec, ev, (size_t)k, &res);
-      if (isinf(rw)) {
-        assert_int_equal(st, CUDAQ_MWPM_ERR_NO_SOLUTION);
-      } else {
-        assert_int_equal(st, CUDAQ_MWPM_OK);
-        assert_true(fabs(res.weight - rw) < 1e-5 * (1 + rw));
-        assert_int_equal(res.obs_mask, robs);
-      }
+      check_shot(&ref, refev, k, cudaq_mwpm_decode(dec, ev, (size_t)k, &res), &res, 1);
     }
     assert_int_equal(cudaq_mwpm__parity_violations(dec), 0);
     cudaq_mwpm_decoder_destroy(dec);
@@ -430,44 +450,31 @@ static void test_weighted_errors(void **state) {
  * Each is checked against brute force on |value| weights and against
  * cudaq_mwpm_decode_weighted with the same weights (the same matching: the
  * same prediction, weight and correction edges, bit for bit); plain decodes
- * in between must see the graph's weights again. */
+ * (list and dense) in between must see the graph's weights again. */
 static void test_mapped_random(void **state) {
   (void)state;
   cudaq_mwpm_edge_t edges[MAXN * MAXN], shot_edges[MAXN * MAXN];
   ref_t ref, ref_shot;
-  cudaq_mwpm_graph_options_t o;
-  cudaq_mwpm_graph_options_init(&o);
-  o.per_shot_weights = 1;
   long checked = 0;
   for (int t = 0; t < 800; t++) {
-    int n = 2 + (int)(rnd() % 30);
-    int m = random_graph(edges, n, n > 12 ? 0.15 : 0.4, 0.3, 0, t % 4 == 3);
-    cudaq_mwpm_graph_t *g = NULL;
-    assert_int_equal(cudaq_mwpm_graph_from_edges((uint32_t)n, 8, edges, (size_t)m, &o, &g),
-                     CUDAQ_MWPM_OK);
-    cudaq_mwpm_decoder_t *dec = NULL, *eager = NULL;
-    assert_int_equal(cudaq_mwpm_decoder_create(g, &dec), CUDAQ_MWPM_OK);
-    assert_int_equal(cudaq_mwpm_decoder_create(g, &eager), CUDAQ_MWPM_OK);
-    assert_int_equal((int)cudaq_mwpm_graph_num_edges(g), m);
-    double maxw = 0;
-    for (int i = 0; i < m; i++) {
-      assert_int_equal(cudaq_mwpm_graph_edge(g, (size_t)i, &edges[i]), CUDAQ_MWPM_OK);
-      maxw = fmax(maxw, edges[i].weight);
-    }
-    ref_build(&ref, n, edges, (size_t)m);
-    if (!m) {
-      cudaq_mwpm_decoder_destroy(dec);
-      cudaq_mwpm_decoder_destroy(eager);
+    int n, m;
+    double maxw;
+    cudaq_mwpm_graph_t *g = per_shot_graph(edges, &n, &m, &maxw, t % 4 == 3);
+    if (!m) { /* no edge to map */
       cudaq_mwpm_graph_destroy(g);
       continue;
     }
+    cudaq_mwpm_decoder_t *dec = NULL, *eager = NULL;
+    assert_int_equal(cudaq_mwpm_decoder_create(g, &dec), CUDAQ_MWPM_OK);
+    assert_int_equal(cudaq_mwpm_decoder_create(g, &eager), CUDAQ_MWPM_OK);
+    ref_build(&ref, n, edges, (size_t)m);
     /* The map: edges in a random order, each to a distinct slot. */
     uint32_t map_e[MAXN * MAXN], map_s[MAXN * MAXN], perm[MAXN * MAXN + 3];
     size_t nmap = 0, nvalues = 0;
     for (int i = 0; i < m; i++)
       if (urand() < 0.5)
         map_e[nmap++] = (uint32_t)i;
-    if (!nmap && m)
+    if (!nmap)
       map_e[nmap++] = (uint32_t)(rnd() % (uint64_t)m); /* an empty map is no map (test_mapped_errors) */
     nvalues = nmap + rnd() % 4;
     for (size_t i = 0; i < nvalues; i++)
@@ -490,8 +497,7 @@ static void test_mapped_random(void **state) {
     for (int shot = 0; shot < 20; shot++) {
       float values[MAXN * MAXN + 3];
       for (size_t i = 0; i < nvalues; i++) {
-        double u = urand();
-        double wi = u < 0.1 ? 0.0 : u < 0.8 ? 20 * urand() : 40 * maxw * (1 + urand());
+        double wi = shot_weight(maxw);
         values[i] = (float)(rnd() & 1 ? -wi : wi);
       }
       uint32_t which[MAXN * MAXN];
@@ -505,24 +511,12 @@ static void test_mapped_random(void **state) {
       }
       ref_build(&ref_shot, n, shot_edges, (size_t)m);
       uint32_t ev[MAXN];
-      int k = 0;
-      for (int i = 0; i < n && k < MAXK; i++)
-        if (urand() < (n > 16 ? 8.0 / n : 0.4))
-          ev[k++] = (uint32_t)i;
-      int refev[MAXN];
-      for (int i = 0; i < k; i++)
-        refev[i] = (int)ev[i];
-      uint64_t robs;
-      double rw = ref_solve(&ref_shot, refev, k, &robs);
+      int refev[MAXN], k = shot_events(n, ev, refev);
       cudaq_mwpm_result_t res, want;
       cudaq_mwpm_status_t st = cudaq_mwpm_decode_mapped(dec, ev, (size_t)k, values, &res);
       cudaq_mwpm_status_t st2 = cudaq_mwpm_decode_weighted(eager, ev, (size_t)k, which, w, nmap, &want);
       assert_int_equal(st, st2);
-      if (isinf(rw)) {
-        assert_int_equal(st, CUDAQ_MWPM_ERR_NO_SOLUTION);
-      } else {
-        assert_int_equal(st, CUDAQ_MWPM_OK);
-        assert_true(fabs(res.weight - rw) < 1e-5 * (1 + rw));
+      if (check_shot(&ref_shot, refev, k, st, &res, 0)) {
         assert_true(res.weight == want.weight);
         assert_int_equal(res.obs_mask, want.obs_mask);
         assert_int_equal(res.num_pairs, want.num_pairs);
@@ -537,21 +531,15 @@ static void test_mapped_random(void **state) {
       }
       if (shot % 2)
         continue; /* the next mapped shot follows at once */
-      rw = ref_solve(&ref, refev, k, &robs);
-      st = shot % 4 ? cudaq_mwpm_decode(dec, ev, (size_t)k, &res) : ({
+      if (shot % 4) {
+        st = cudaq_mwpm_decode(dec, ev, (size_t)k, &res);
+      } else {
         uint8_t dense[MAXN] = {0};
         for (int i = 0; i < k; i++)
           dense[ev[i]] ^= 1;
-        cudaq_mwpm_decode_dense(dec, dense, &res);
-      });
-      if (isinf(rw)) {
-        assert_int_equal(st, CUDAQ_MWPM_ERR_NO_SOLUTION);
-      } else {
-        assert_int_equal(st, CUDAQ_MWPM_OK);
-        assert_true(fabs(res.weight - rw) < 1e-5 * (1 + rw));
-        if (t % 4 != 3) /* integer weights tie: then only the weight is unique */
-          assert_int_equal(res.obs_mask, robs);
+        st = cudaq_mwpm_decode_dense(dec, dense, &res);
       }
+      check_shot(&ref, refev, k, st, &res, t % 4 != 3); /* integer weights tie: then only the weight is unique */
     }
     assert_int_equal(cudaq_mwpm__parity_violations(dec), 0);
     cudaq_mwpm_decoder_destroy(dec);

@@ -61,6 +61,16 @@ static cudaq_predecoder_status_t make(cudaq_predecoder_weights_t mode, const cud
                                       cudaq_mwpm_graph_num_observables(g_graph), &o, p, err);
 }
 
+/* A predecoder of the weighted model (AUTO, the match graph given) and its
+ * map and logits (cudaq_predecoder_edge_weights). */
+static cudaq_predecoder_t *weighted(const uint32_t **e, const uint32_t **sl, size_t *n, const float **lg) {
+  cudaq_predecoder_t *p;
+  cudaq_predecoder_error_t err;
+  assert_int_equal(make(CUDAQ_PREDECODER_WEIGHTS_AUTO, g_graph, &p, &err), CUDAQ_PREDECODER_OK);
+  assert_int_equal(cudaq_predecoder_edge_weights(p, e, sl, n, lg), CUDAQ_PREDECODER_OK);
+  return p;
+}
+
 /* Weighted only with a match graph (AUTO, ON); OFF and AUTO without one are
  * the model's thresholded residual; ON without one, and a bad mode, refused. */
 static void test_modes(void **state) {
@@ -106,13 +116,11 @@ static void test_modes(void **state) {
  * above 2 was the model's own to apply, and it applied none). */
 static void test_shot(void **state) {
   (void)state;
-  cudaq_predecoder_t *p;
   cudaq_predecoder_error_t err;
-  assert_int_equal(make(CUDAQ_PREDECODER_WEIGHTS_AUTO, g_graph, &p, &err), CUDAQ_PREDECODER_OK);
   const uint32_t *e, *sl;
   const float *lg;
   size_t n;
-  cudaq_predecoder_edge_weights(p, &e, &sl, &n, &lg);
+  cudaq_predecoder_t *p = weighted(&e, &sl, &n, &lg);
   double *w = malloc(n * sizeof *w); /* this shot's weights |logit|, in the map's order */
   size_t k = 0; /* a detector-detector edge */
   cudaq_mwpm_edge_t ge;
@@ -242,13 +250,11 @@ static void test_edge_map(void **state) {
   snprintf(path, sizeof path, "%s/identity.onnx", g_dir);
   assert_int_equal(cudaq_nn_model_load_file(g_model, &m, &nerr), CUDAQ_NN_OK);
   assert_int_equal(cudaq_nn_model_load_file(path, &ident, &nerr), CUDAQ_NN_OK);
-  cudaq_predecoder_t *p;
   cudaq_predecoder_error_t err;
-  assert_int_equal(make(CUDAQ_PREDECODER_WEIGHTS_AUTO, g_graph, &p, &err), CUDAQ_PREDECODER_OK);
   const uint32_t *e, *sl;
   const float *lg;
   size_t n;
-  assert_int_equal(cudaq_predecoder_edge_weights(p, &e, &sl, &n, &lg), CUDAQ_PREDECODER_OK);
+  cudaq_predecoder_t *p = weighted(&e, &sl, &n, &lg);
   cudaq_predecoder_edge_map_t map;
   assert_int_equal(cudaq_predecoder_edge_map_create(m, g_graph, CUDAQ_PREDECODER_WEIGHTS_AUTO, &map, &err),
                    CUDAQ_PREDECODER_OK);
