@@ -217,7 +217,7 @@ __device__ __forceinline__ uint32_t qrt_fold_one(const qrt_fold_args &fold, floa
   return fabsf(x) <= FLT_MAX ? 0u : 1u;
 }
 
-__global__ void qrt_publish_kernel(const int32_t *__restrict__ events, uint32_t nd,
+__global__ void __launch_bounds__(kPublishThreads) qrt_publish_kernel(const int32_t *__restrict__ events, uint32_t nd,
                                    const int32_t *__restrict__ frame, uint32_t nobs,
                                    qrt_gpu_result_t *out, int *ready, uint32_t *stats, qrt_fold_args fold) {
   __shared__ uint32_t warp_sum[32];
@@ -384,7 +384,14 @@ extern "C" int qrt_gpu_stage_create(const qrt_gpu_config_t *cfg, qrt_gpu_stage_t
     perr.message[0] = '\0';
     int bad = cudaq_predecoder_check_model(st->model, cfg->num_detectors, cfg->num_observables, &perr) ||
               (cfg->graph && cudaq_predecoder_check_layout(st->model, cfg->graph, NULL, &perr));
-    /* Weighted: the edge map onto the workers' graph (AUTO without edge logits: none) */
+    /* Weighted: the edge map onto the workers' graph (AUTO without edge logits: none); its
+     * detectors index the publish kernel's bitmap of num_detectors bits */
+    if (!bad && cfg->match_graph && cfg->weights != CUDAQ_PREDECODER_WEIGHTS_OFF &&
+        cudaq_mwpm_graph_num_nodes(cfg->match_graph) != cfg->num_detectors) {
+      snprintf(perr.message, sizeof perr.message, "the matching graph has %u detectors, the requests %u",
+               cudaq_mwpm_graph_num_nodes(cfg->match_graph), cfg->num_detectors);
+      bad = 1;
+    }
     if (!bad && cfg->match_graph && cfg->weights != CUDAQ_PREDECODER_WEIGHTS_OFF)
       bad = cudaq_predecoder_edge_map_create(st->model, cfg->match_graph, cfg->weights, &st->map, &perr) !=
             CUDAQ_PREDECODER_OK;
@@ -513,6 +520,9 @@ extern "C" int qrt_gpu_factory(void *user, int id, cudaq_gpu_worker_resources_t 
   pub.blockDim = dim3(kPublishThreads);
   pub.stream = w->stream;
   pub.dynamicSmemBytes = fold.ne ? ((size_t)nd + 31u) / 32u * sizeof(uint32_t) : 0; /* the fold's bitmap */
+  if (pub.dynamicSmemBytes > 48u * 1024u) /* past the default limit (over 393,216 detectors) */
+    QRT_CK(cudaFuncSetAttribute(qrt_publish_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)pub.dynamicSmemBytes));
   pub.attrs = &pdl;
   pub.numAttrs = cudaq_nn_pdl_enabled() ? 1 : 0; /* as the engine's kernels */
   const cudaError_t pe = cudaLaunchKernelEx(&pub, qrt_publish_kernel, published, nd, frame, c->num_observables,
@@ -547,6 +557,8 @@ extern "C" int qrt_gpu_factory(void *user, int id, cudaq_gpu_worker_resources_t 
 extern "C" size_t qrt_gpu_stage_device_bytes(const qrt_gpu_stage_t *st) {
   size_t sum = 0;
   for (int i = 0; st && i < st->nw; i++) sum += st->w[i].dev_bytes;
+  if (st && st->map.num_edges) /* the weighted fold's edge ends and observables, shared */
+    sum += st->map.num_edges * (2 * sizeof *st->d_ends + sizeof *st->d_obs);
   return sum;
 }
 

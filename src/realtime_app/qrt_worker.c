@@ -62,8 +62,9 @@ int qrt_worker_create(const cudaq_mwpm_graph_t *graph, qrt_pd_kind_t kind, const
       size_t n;
       (void)cudaq_predecoder_edge_weights(w->pd, &e, &sl, &n, &w->logits); /* weighted: cannot fail */
       if ((st = cudaq_predecoder_set_weight_map(w->pd, w->dec)))
-        snprintf(perr.message, sizeof perr.message,
-                 "weighted matching needs a matching graph built with per-shot weights");
+        snprintf(perr.message, sizeof perr.message, "%s",
+                 st == CUDAQ_PREDECODER_ERR_NO_MEMORY ? "out of memory for the weighted-matching map"
+                 : "weighted matching needs a matching graph built with per-shot weights");
     }
   }
   if (st) {

@@ -216,11 +216,13 @@ cudaq_mwpm_status_t cudaq_mwpm_decode_weighted(cudaq_mwpm_decoder_t *dec, const 
  * allocates; calling it again replaces the map, num = 0 removes it): from
  * then on, in cudaq_mwpm_decode_mapped, edge edges[i] weighs
  * |values[slots[i]]| for the shot, every edge not listed its graph weight.
- * Returns CUDAQ_MWPM_OK; CUDAQ_MWPM_ERR_INVALID_ARG (dec NULL or its graph
- * without per_shot_weights, NULL arrays with num > 0, an edge listed twice,
- * an edge whose graph weight is negative); CUDAQ_MWPM_ERR_OUT_OF_RANGE (an
- * edge index >= the number of edges, a slot >= num_values);
- * CUDAQ_MWPM_ERR_NO_MEMORY. On an error the old map stays. */
+ * Setting a map ends the current mapped shot (cudaq_mwpm_decoder_edges then
+ * follows the graph's weights). Returns CUDAQ_MWPM_OK;
+ * CUDAQ_MWPM_ERR_INVALID_ARG (dec NULL or its graph without
+ * per_shot_weights, NULL arrays with num > 0, an edge listed twice, an edge
+ * whose graph weight is negative, num_values above UINT32_MAX);
+ * CUDAQ_MWPM_ERR_OUT_OF_RANGE (an edge index >= the number of edges, a slot
+ * >= num_values); CUDAQ_MWPM_ERR_NO_MEMORY. On an error the old map stays. */
 cudaq_mwpm_status_t cudaq_mwpm_decoder_set_weight_map(cudaq_mwpm_decoder_t *dec, const uint32_t *edges,
                                                       const uint32_t *slots, size_t num,
                                                       size_t num_values);

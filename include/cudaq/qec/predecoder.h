@@ -214,7 +214,8 @@ cudaq_predecoder_status_t cudaq_predecoder_run(cudaq_predecoder_t *p, const uint
 
 /* Non-zero when p runs in weighted mode (an ONNX model with edge logits,
  * weights not OFF): its residual is then that of decision threshold 0 and
- * is to be matched with cudaq_predecoder_edge_weights. 0 for NULL. */
+ * is to be matched with its edge weights (cudaq_predecoder_set_weight_map).
+ * 0 for NULL. */
 int cudaq_predecoder_weighted(const cudaq_predecoder_t *p);
 
 /* The matching weights of weighted mode, as the map that
@@ -223,7 +224,9 @@ int cudaq_predecoder_weighted(const cudaq_predecoder_t *p);
  * |logits[slots[i]]| for the last successful cudaq_predecoder_run (the
  * model's edge logits, each checked finite by the run). *num is the model's
  * edge count, also the number of logits. The pointers stay valid while p
- * lives; the logits change with the next run. Returns CUDAQ_PREDECODER_OK;
+ * lives; the logits change with every run (a failed one too: match only
+ * after a successful run). Every ends[] entry of the model's map is a
+ * detector of the match graph. Returns CUDAQ_PREDECODER_OK;
  * CUDAQ_PREDECODER_ERR_INVALID_ARG (a NULL pointer, p not weighted). */
 cudaq_predecoder_status_t cudaq_predecoder_edge_weights(const cudaq_predecoder_t *p, const uint32_t **edges,
                                                         const uint32_t **slots, size_t *num,
