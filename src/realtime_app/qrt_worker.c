@@ -173,10 +173,11 @@ static int32_t match(qrt_worker_t *w, const uint32_t *residual, size_t nr, uint6
   uint64_t t1 = cudaq_bench_now_ns();
   cudaq_mwpm_result_t res;
   /* The decodes allocate nothing per shot (mwpm.h). */
-  if (logits ? cudaq_mwpm_decode_mapped(w->dec, residual, nr, logits, &res)
-      : w->correlated ? cudaq_mwpm_decode_correlated(w->dec, residual, nr, &res)
-                      : cudaq_mwpm_decode(w->dec, residual, nr, &res))
-    return out->status = QRT_ERR_MWPM;
+  cudaq_mwpm_status_t st = logits ? cudaq_mwpm_decode_mapped(w->dec, residual, nr, logits, &res)
+                           : w->correlated ? cudaq_mwpm_decode_correlated(w->dec, residual, nr, &res)
+                                           : cudaq_mwpm_decode(w->dec, residual, nr, &res);
+  if (st) /* weighted: a NaN or infinite logit where the matching went is the predecoder's fault */
+    return out->status = logits && st == CUDAQ_MWPM_ERR_INVALID_ARG ? QRT_ERR_PREDECODER : QRT_ERR_MWPM;
   out->mwpm_ns = sat_ns(t1, cudaq_bench_now_ns());
   out->events_residual = (uint32_t)nr;
   out->prediction = frame ^ res.obs_mask;

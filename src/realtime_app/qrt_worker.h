@@ -31,7 +31,7 @@ enum {
   QRT_OK = 0,
   QRT_ERR_LENGTH = 1,     /* payload length != num_detectors * 4 (bit-packed: ceil(n / 8)) */
   QRT_ERR_VALUE = 2,      /* an INT32 event other than 0 or 1 (bit-packed: a padding bit set) */
-  QRT_ERR_PREDECODER = 3, /* the predecoder failed (inference, output not 0/1) */
+  QRT_ERR_PREDECODER = 3, /* the predecoder failed (inference, output not 0/1, weighted: an edge logit NaN or infinite) */
   QRT_ERR_MWPM = 4        /* MWPM found no solution */
 };
 

@@ -3,6 +3,7 @@
  * bit-packed payloads (the wire format's CUDAQ_TYPE_BIT_PACKED), the decode
  * with and without the local predecoder, the GPU modes' decode of a residual
  * from mapped memory (qrt_gpu_result_t), and the response fields. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -213,6 +214,87 @@ static void test_decode_gpu(void **state) {
   cudaq_mwpm_graph_destroy(g);
 }
 
+/* The GPU modes' CPU half, weighted (qrt_worker_set_edge_map): MWPM reads
+ * the edge logits the GPU stage left after the residual list
+ * (QRT_GPU_LOGITS), |logit| as each edge's weight for that request. The
+ * chain's edges: B-D0 (L0), D0-D1, D1-D2, D2-D3, D3-B. */
+static void test_decode_gpu_weighted(void **state) {
+  (void)state;
+  cudaq_dem_t *dem = NULL;
+  assert_int_equal(cudaq_dem_parse(dem_text, strlen(dem_text), &dem, NULL), CUDAQ_MWPM_OK);
+  cudaq_mwpm_graph_options_t go;
+  cudaq_mwpm_graph_options_init(&go);
+  go.per_shot_weights = 1;
+  cudaq_mwpm_graph_t *g = NULL, *plain = make_graph();
+  assert_int_equal(cudaq_mwpm_graph_from_dem(dem, &go, &g, NULL), CUDAQ_MWPM_OK);
+  cudaq_dem_destroy(dem);
+  /* The map: logit i is the edge with ends[2i], ends[2i + 1], listed in graph order. */
+  const int32_t ends[10] = {0, -1, 0, 1, 1, 2, 2, 3, 3, -1};
+  uint32_t graph_edge[5], slot[5];
+  uint64_t obs[5] = {0};
+  for (uint32_t i = 0; i < 5; i++) {
+    size_t e;
+    assert_int_equal(cudaq_mwpm_graph_find_edge(g, ends[2 * i], ends[2 * i + 1], &e), CUDAQ_MWPM_OK);
+    graph_edge[i] = (uint32_t)e;
+    slot[i] = i;
+  }
+  for (uint32_t i = 0; i < 5; i++) /* graph order, as cudaq_predecoder_edge_map_create gives it */
+    for (uint32_t j = i + 1; j < 5; j++)
+      if (graph_edge[j] < graph_edge[i]) {
+        uint32_t t = graph_edge[i], u = slot[i];
+        graph_edge[i] = graph_edge[j], slot[i] = slot[j];
+        graph_edge[j] = t, slot[j] = u;
+      }
+  cudaq_predecoder_edge_map_t map = {5, 2, 0.0f, graph_edge, slot, ends, obs, NULL};
+  qrt_worker_t *w = NULL, *wp = NULL;
+  char msg[200];
+  assert_int_equal(qrt_worker_create(g, QRT_PD_NONE, NULL, 1, QRT_PAYLOAD_INT32, CUDAQ_PREDECODER_WEIGHTS_OFF,
+                                     &w, msg, sizeof msg), 0);
+  assert_false(qrt_worker_weighted(w));
+  assert_int_equal(qrt_worker_set_edge_map(w, &map, msg, sizeof msg), 0);
+  assert_true(qrt_worker_weighted(w));
+  /* A worker on a graph without per-shot weights cannot take the map. */
+  assert_int_equal(qrt_worker_create(plain, QRT_PD_NONE, NULL, 1, QRT_PAYLOAD_INT32,
+                                     CUDAQ_PREDECODER_WEIGHTS_OFF, &wp, msg, sizeof msg), 0);
+  assert_int_not_equal(qrt_worker_set_edge_map(wp, &map, msg, sizeof msg), 0);
+  assert_non_null(strstr(msg, "per-shot weights"));
+  union {
+    qrt_gpu_result_t h;
+    uint32_t words[sizeof(qrt_gpu_result_t) / 4 + 4 + 5];
+  } res;
+  memset(&res, 0, sizeof res);
+  uint32_t *ev = (uint32_t *)(&res.h + 1);
+  float *lg = (float *)QRT_GPU_LOGITS(&res.h, 4);
+  assert_true((const uint32_t *)lg == ev + 4); /* 4 detectors: no padding */
+  const size_t req = 4 * sizeof(int32_t);
+  qrt_response_t r;
+  /* Residual D0 alone. The DEM's weights send it left (L0); logits making
+   * the left boundary edge expensive (|-9|) and the path right cheap (0.5
+   * each) send it right: no observable. The sign is the GPU's business
+   * (it folded the positive ones already): -0.5 and 0.5 weigh alike. */
+  res.h.count = 1;
+  ev[0] = 0;
+  const float right[5] = {-9.0f, 0.5f, -0.5f, 0.5f, -0.5f};
+  memcpy(lg, right, sizeof right);
+  assert_int_equal(qrt_worker_decode_gpu(w, req, &res.h, &r), QRT_OK);
+  assert_true(r.prediction == 0);
+  const float left[5] = {-0.5f, -9.0f, -9.0f, -9.0f, -9.0f};
+  memcpy(lg, left, sizeof left);
+  assert_int_equal(qrt_worker_decode_gpu(w, req, &res.h, &r), QRT_OK);
+  assert_true(r.prediction == 1);
+  /* The frame still applies; a NaN logit on an edge the matching reaches
+   * refuses the request. */
+  res.h.frame = 1;
+  assert_int_equal(qrt_worker_decode_gpu(w, req, &res.h, &r), QRT_OK);
+  assert_true(r.prediction == 0);
+  lg[0] = NAN;
+  assert_int_equal(qrt_worker_decode_gpu(w, req, &res.h, &r), QRT_ERR_PREDECODER);
+  qrt_worker_destroy(w);
+  qrt_worker_destroy(wp);
+  cudaq_mwpm_graph_destroy(g);
+  cudaq_mwpm_graph_destroy(plain);
+}
+
 /* An odd detector count: the last INT32 value is checked and listed on its
  * own (the rest two at a time). */
 static void test_validation_odd(void **state) {
@@ -272,7 +354,7 @@ int main(void) {
       cmocka_unit_test(test_decode),
       cmocka_unit_test(test_bad_model),
       cmocka_unit_test(test_bits),
-      cmocka_unit_test(test_decode_gpu),
+      cmocka_unit_test(test_decode_gpu),       cmocka_unit_test(test_decode_gpu_weighted),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
