@@ -238,6 +238,10 @@ void cudaq_mwpm__corr_before_decode(cudaq_mwpm__corr_t *c, const cudaq_mwpm_grap
   if (c->armed)
     return;
   cudaq_mwpm__mapped_restore(c, g);
+  cudaq_mwpm__restore_dirty(c, g);
+}
+
+void cudaq_mwpm__restore_dirty(cudaq_mwpm__corr_t *c, const cudaq_mwpm_graph_t *g) {
   for (size_t i = 0; i < c->ndirty; i++)
     cudaq_mwpm__restore_edge(c, g, c->dirty[i]);
   c->ndirty = 0;

@@ -159,10 +159,8 @@ cudaq_mwpm_status_t cudaq_mwpm_decode(cudaq_mwpm_decoder_t *d, const uint32_t *e
                                       size_t num_events, cudaq_mwpm_result_t *res) {
   if (!d || !res || (!events && num_events))
     return CUDAQ_MWPM_ERR_INVALID_ARG;
-  if (d->corr) {
+  if (d->corr)
     cudaq_mwpm__corr_before_decode(d->corr, d->g);
-    d->mapped = d->corr->values ? d->corr : NULL; /* a mapped shot (shot_weights.c) */
-  }
   /* Toggle marks: an event listed twice cancels. On an event out of range,
    * the marks set so far are undone. */
   for (size_t i = 0; i < num_events; i++) {
@@ -180,10 +178,8 @@ cudaq_mwpm_status_t cudaq_mwpm_decode_dense(cudaq_mwpm_decoder_t *d, const uint8
                                             cudaq_mwpm_result_t *res) {
   if (!d || !res || !dets)
     return CUDAQ_MWPM_ERR_INVALID_ARG;
-  if (d->corr) {
+  if (d->corr)
     cudaq_mwpm__corr_before_decode(d->corr, d->g);
-    d->mapped = NULL; /* a plain decode: before_decode ended any mapped shot */
-  }
   /* Reuse the tail of the events array as the input list. */
   size_t n = 0;
   uint32_t *list = d->events + d->n;

@@ -104,8 +104,7 @@ struct cudaq_mwpm_decoder {
   const cudaq_mwpm_graph_t *g;
   const cudaq_mwpm__adj_t *adj; /* the graph's weights, or corr's copy */
   const double *adj_wf;
-  cudaq_mwpm__corr_t *corr;     /* correlated matching state, or NULL */
-  cudaq_mwpm__corr_t *mapped;   /* corr while a mapped shot's weights are read lazily, else NULL */
+  cudaq_mwpm__corr_t *corr;     /* correlated matching / per-shot weights state, or NULL */
   uint32_t n;
   node_t *nodes;
   nstate_t *ns;           /* n + 1 entries from ns[-1] (the boundary) */
@@ -159,8 +158,8 @@ static inline int64_t radius(const region_t *r, int64_t t) { return r->y0 + r->s
  * time. Every read of d->adj[k].w or d->adj_wf[k] for k in x's range comes
  * after this. */
 static inline void weights_at(cudaq_mwpm_decoder_t *d, int32_t x) {
-  cudaq_mwpm__corr_t *c = d->mapped;
-  if (c && c->node_stamp[x] != c->node_epoch)
+  cudaq_mwpm__corr_t *c = d->corr; /* a mapped shot is current while c->values is set */
+  if (c && c->values && c->node_stamp[x] != c->node_epoch)
     cudaq_mwpm__mapped_read(c, d->g, x);
 }
 

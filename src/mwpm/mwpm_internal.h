@@ -84,7 +84,7 @@ typedef struct cudaq_mwpm__corr {
    * nodes it reaches, not the graph. */
   uint32_t *adj_slot;   /* per adjacency entry: its value's index, or UINT32_MAX (graph weight) */
   size_t num_values;    /* the map's value count (0: no map) */
-  const float *values;  /* the current mapped shot's values, NULL outside one */
+  const float *values;  /* the current mapped shot's values, NULL outside one (the flooder's test) */
   uint32_t *node_stamp; /* per node: the mapped shot that last read its weights */
   uint32_t node_epoch;
   uint32_t *node_list;  /* nodes whose weights differ from the graph's (restored at the next plain decode) */
@@ -107,6 +107,8 @@ void cudaq_mwpm__corr_before_decode(cudaq_mwpm__corr_t *c, const cudaq_mwpm_grap
 /* Edge f's weights in the decoder's copy back to the graph's; f no longer
  * dirty (the caller drops it from the list). */
 void cudaq_mwpm__restore_edge(cudaq_mwpm__corr_t *c, const cudaq_mwpm_graph_t *g, uint32_t f);
+/* Every dirty edge restored (cudaq_mwpm__restore_edge), the list emptied. */
+void cudaq_mwpm__restore_dirty(cudaq_mwpm__corr_t *c, const cudaq_mwpm_graph_t *g);
 /* shot_weights.c: the mapped weights' nodes back to the graph's weights and
  * no mapped shot current; frees the map's arrays. */
 void cudaq_mwpm__mapped_restore(cudaq_mwpm__corr_t *c, const cudaq_mwpm_graph_t *g);

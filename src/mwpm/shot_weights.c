@@ -228,9 +228,7 @@ cudaq_mwpm_status_t cudaq_mwpm_decode_mapped(cudaq_mwpm_decoder_t *d, const uint
   const cudaq_mwpm_graph_t *g = cudaq_mwpm__decoder_graph(d);
   /* Listed weights of an earlier shot back to the graph's (a node not in
    * the map reads the copy). */
-  for (size_t i = 0; i < c->ndirty; i++)
-    cudaq_mwpm__restore_edge(c, g, c->dirty[i]);
-  c->ndirty = 0;
+  cudaq_mwpm__restore_dirty(c, g);
   /* A new epoch: every node's weights are stale until read from values. */
   if (++c->node_epoch == 0) { /* wrapped: no stale stamp may equal the new epoch */
     memset(c->node_stamp, 0, g->num_nodes * sizeof *c->node_stamp);
