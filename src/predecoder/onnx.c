@@ -23,7 +23,6 @@ typedef struct onnx_pd {
   void **outputs;        /* output 0 residual, 1 frame, then any others */
   size_t *output_sizes;
   pd__weights_t *wt;     /* weighted mode (weights.c), or NULL */
-  size_t logits_output;  /* its output index */
 } onnx_pd_t;
 
 static void shape_str(const cudaq_nn_binding_t *b, char *buf, size_t len) {
@@ -153,7 +152,7 @@ static cudaq_predecoder_status_t onnx_run(cudaq_predecoder_t *p, const uint32_t 
     f |= (uint64_t)fr[k] << k;
   if (o->wt) {
     *frame = f;
-    return cudaq_predecoder__weights_apply(o->wt, o->outputs[o->logits_output], res, nd, residual,
+    return cudaq_predecoder__weights_apply(o->wt, o->base.w_values, res, nd, residual,
                                            num_residual, frame, err);
   }
   size_t r = 0;
@@ -184,11 +183,9 @@ static cudaq_predecoder_status_t check_options(const cudaq_onnx_predecoder_optio
     cudaq_predecoder__set_error(err, "precision %d is neither FP32 nor FP16", (int)opts->precision);
     return CUDAQ_PREDECODER_ERR_INVALID_ARG;
   }
-  if (opts->weights != CUDAQ_PREDECODER_WEIGHTS_AUTO && opts->weights != CUDAQ_PREDECODER_WEIGHTS_OFF &&
-      opts->weights != CUDAQ_PREDECODER_WEIGHTS_ON) {
-    cudaq_predecoder__set_error(err, "weights %d is none of AUTO, OFF, ON", (int)opts->weights);
-    return CUDAQ_PREDECODER_ERR_INVALID_ARG;
-  }
+  cudaq_predecoder_status_t st = cudaq_predecoder__weights_mode_check(opts->weights, err);
+  if (st)
+    return st;
   if (opts->device == CUDAQ_PREDECODER_CPU && opts->precision == CUDAQ_PREDECODER_FP16) {
     cudaq_predecoder__set_error(err, "FP16 runs on the GPU only (the CPU executor is FP32)");
     return CUDAQ_PREDECODER_ERR_INVALID_ARG;
@@ -289,9 +286,9 @@ cudaq_predecoder_status_t cudaq_predecoder_create_onnx(const char *path, uint32_
   if (!st && opts->graph)
     st = cudaq_predecoder_check_layout(o->model, opts->graph, NULL, err);
   if (!st && !(st = cudaq_predecoder__weights_create(o->model, opts->match_graph, opts->weights,
-                                                    num_detectors, &o->wt, &o->logits_output, err)) &&
+                                                    num_detectors, &o->wt, err)) &&
       o->wt) {
-    cudaq_predecoder__weights_map(o->wt, &o->base.w_edges, &o->base.w_slots, &o->base.w_num);
+    o->base.w_map = cudaq_predecoder__weights_map(o->wt);
     o->base.w_graph = opts->match_graph;
   }
   /* Unweighted: outputs past the frame (edge logits) are neither computed nor copied. */
@@ -302,7 +299,7 @@ cudaq_predecoder_status_t cudaq_predecoder_create_onnx(const char *path, uint32_
   if (!st && (st = alloc_buffers(o)))
     cudaq_predecoder__set_error(err, "out of memory");
   if (!st && o->wt)
-    o->base.w_values = o->outputs[o->logits_output]; /* each run writes its logits here */
+    o->base.w_values = o->outputs[o->base.w_map->logits_output]; /* each run writes its logits here */
   if (!st)
     st = make_engine(o, opts, err);
   if (st) {

@@ -50,3 +50,22 @@ cudaq_predecoder_status_t cudaq_predecoder_create_onnx(const char *path, uint32_
                                    "protobuf-c-compiler, libonnx-dev)");
   return CUDAQ_PREDECODER_ERR_UNSUPPORTED;
 }
+
+cudaq_predecoder_status_t cudaq_predecoder_edge_map_create(const cudaq_nn_model_t *model,
+                                                           const cudaq_mwpm_graph_t *match_graph,
+                                                           cudaq_predecoder_weights_t mode,
+                                                           cudaq_predecoder_edge_map_t *out,
+                                                           cudaq_predecoder_error_t *err) {
+  (void)mode;
+  if (out)
+    memset(out, 0, sizeof *out);
+  if (!model || !match_graph || !out)
+    return CUDAQ_PREDECODER_ERR_INVALID_ARG;
+  cudaq_predecoder__set_error(err, "built without the NN engine");
+  return CUDAQ_PREDECODER_ERR_UNSUPPORTED;
+}
+
+void cudaq_predecoder_edge_map_release(cudaq_predecoder_edge_map_t *map) {
+  if (map)
+    memset(map, 0, sizeof *map);
+}

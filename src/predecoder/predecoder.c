@@ -66,25 +66,26 @@ int cudaq_predecoder_weights_flag(const char *value, int correlations, cudaq_pre
   return 0;
 }
 
-int cudaq_predecoder_weighted(const cudaq_predecoder_t *p) { return p && p->w_edges; }
+int cudaq_predecoder_weighted(const cudaq_predecoder_t *p) { return p && p->w_map; }
 
 cudaq_predecoder_status_t cudaq_predecoder_edge_weights(const cudaq_predecoder_t *p, const uint32_t **edges,
                                                         const uint32_t **slots, size_t *num,
                                                         const float **logits) {
-  if (!p || !p->w_edges || !edges || !slots || !num || !logits)
+  if (!p || !p->w_map || !edges || !slots || !num || !logits)
     return CUDAQ_PREDECODER_ERR_INVALID_ARG;
-  *edges = p->w_edges;
-  *slots = p->w_slots;
-  *num = p->w_num;
+  *edges = p->w_map->graph_edge;
+  *slots = p->w_map->slot;
+  *num = p->w_map->num_edges;
   *logits = p->w_values;
   return CUDAQ_PREDECODER_OK;
 }
 
 cudaq_predecoder_status_t cudaq_predecoder_set_weight_map(const cudaq_predecoder_t *p,
                                                           cudaq_mwpm_decoder_t *dec) {
-  if (!p || !p->w_edges || !dec || cudaq_mwpm_decoder_graph(dec) != p->w_graph)
+  const cudaq_predecoder_edge_map_t *m = p ? p->w_map : NULL;
+  if (!m || !dec || cudaq_mwpm_decoder_graph(dec) != p->w_graph)
     return CUDAQ_PREDECODER_ERR_INVALID_ARG;
-  switch (cudaq_mwpm_decoder_set_weight_map(dec, p->w_edges, p->w_slots, p->w_num, p->w_num)) {
+  switch (cudaq_mwpm_decoder_set_weight_map(dec, m->graph_edge, m->slot, m->num_edges, m->num_edges)) {
     case CUDAQ_MWPM_OK: return CUDAQ_PREDECODER_OK;
     case CUDAQ_MWPM_ERR_NO_MEMORY: return CUDAQ_PREDECODER_ERR_NO_MEMORY;
     default: return CUDAQ_PREDECODER_ERR_INVALID_ARG; /* the graph without per_shot_weights */

@@ -17,9 +17,7 @@ struct cudaq_predecoder {
   void (*destroy)(cudaq_predecoder_t *p);
   /* Weighted mode (weights.c): the map of match graph edges onto the model's
    * edge logits, and the logits of the last run; NULL otherwise. */
-  const uint32_t *w_edges;
-  const uint32_t *w_slots;
-  size_t w_num;
+  const cudaq_predecoder_edge_map_t *w_map;
   const float *w_values;
   const cudaq_mwpm_graph_t *w_graph; /* the match graph the map is for */
 };
@@ -31,19 +29,21 @@ const char *cudaq_predecoder__skip_ws(const char *s);
 
 /* Weighted matching from an ONNX model's edge logits (weights.c). */
 typedef struct pd__weights pd__weights_t;
+/* The one check of a weights mode (AUTO, OFF, ON), named in err. */
+cudaq_predecoder_status_t cudaq_predecoder__weights_mode_check(cudaq_predecoder_weights_t mode,
+                                                               cudaq_predecoder_error_t *err);
 /* *out NULL (OK) where the model has no `edge_logits` output and mode is
- * not ON. logits_output: the output index to read. */
+ * not ON. mode: checked by the caller. */
 cudaq_predecoder_status_t cudaq_predecoder__weights_create(const cudaq_nn_model_t *model,
                                                            const cudaq_mwpm_graph_t *graph,
                                                            cudaq_predecoder_weights_t mode,
                                                            uint32_t num_detectors,
                                                            pd__weights_t **out,
-                                                           size_t *logits_output,
                                                            cudaq_predecoder_error_t *err);
 void cudaq_predecoder__weights_destroy(pd__weights_t *w);
-/* The map: graph edge edges[j] weighs |logit[slots[j]]| (stable pointers). */
-void cudaq_predecoder__weights_map(const pd__weights_t *w, const uint32_t **edges, const uint32_t **slots,
-                                   size_t *num);
+/* The map (graph edge graph_edge[j] weighs |logit[slot[j]]|, the output
+ * index of the logits, the fold's ends and observables): stable while w lives. */
+const cudaq_predecoder_edge_map_t *cudaq_predecoder__weights_map(const pd__weights_t *w);
 /* From the model's residual (0/1, num_detectors) and frame, the residual of
  * threshold 0 as a list and its frame; every logit checked finite. Hot path. */
 cudaq_predecoder_status_t cudaq_predecoder__weights_apply(pd__weights_t *w, const float *logits,

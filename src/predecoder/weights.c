@@ -34,10 +34,13 @@
 
 /* The model's edges: the map (graph edge, model output index) in the match
  * graph's edge order, for cudaq_mwpm_decoder_set_weight_map; endpoints and
- * observables by model output index, for the fold. */
+ * observables by model output index, for the fold. `map` is the public view
+ * of the same arrays (cudaq_predecoder_edge_map_t, filled once they are
+ * complete). */
 struct pd__weights {
   size_t n;          /* model edges */
-  double threshold;  /* the model's decision threshold */
+  float threshold;   /* the model's decision threshold */
+  cudaq_predecoder_edge_map_t map;
   uint32_t *edge;    /* match graph edge of entry j (ascending) */
   uint32_t *src;     /* n: its index in the model's output */
   int32_t *ends;     /* 2n, by output index: the detectors (-1: the boundary) */
@@ -58,11 +61,15 @@ void cudaq_predecoder__weights_destroy(pd__weights_t *w) {
   free(w);
 }
 
-void cudaq_predecoder__weights_map(const pd__weights_t *w, const uint32_t **edges, const uint32_t **slots,
-                                   size_t *num) {
-  *edges = w->edge;
-  *slots = w->src;
-  *num = w->n;
+const cudaq_predecoder_edge_map_t *cudaq_predecoder__weights_map(const pd__weights_t *w) { return &w->map; }
+
+cudaq_predecoder_status_t cudaq_predecoder__weights_mode_check(cudaq_predecoder_weights_t mode,
+                                                               cudaq_predecoder_error_t *err) {
+  if (mode == CUDAQ_PREDECODER_WEIGHTS_AUTO || mode == CUDAQ_PREDECODER_WEIGHTS_OFF ||
+      mode == CUDAQ_PREDECODER_WEIGHTS_ON)
+    return CUDAQ_PREDECODER_OK;
+  cudaq_predecoder__set_error(err, "weights %d is none of AUTO, OFF, ON", (int)mode);
+  return CUDAQ_PREDECODER_ERR_INVALID_ARG;
 }
 
 /* The output named LOGITS_NAME: its index, or -1. */
@@ -176,9 +183,8 @@ cudaq_predecoder_status_t cudaq_predecoder__weights_create(const cudaq_nn_model_
                                                            const cudaq_mwpm_graph_t *g,
                                                            cudaq_predecoder_weights_t mode,
                                                            uint32_t nd, pd__weights_t **out,
-                                                           size_t *logits_output,
                                                            cudaq_predecoder_error_t *err) {
-  *out = NULL; /* mode: one of the three (onnx.c's check_options) */
+  *out = NULL; /* mode: one of the three (cudaq_predecoder__weights_mode_check, by the callers) */
   if (mode == CUDAQ_PREDECODER_WEIGHTS_OFF || (mode == CUDAQ_PREDECODER_WEIGHTS_AUTO && !g))
     return CUDAQ_PREDECODER_OK; /* a caller without a match graph does not match with weights */
   long oi = find_output(m);
@@ -226,7 +232,7 @@ cudaq_predecoder_status_t cudaq_predecoder__weights_create(const cudaq_nn_model_
   w->n = (size_t)b.shape[1];
   /* The graph compares float logits with a float constant (an FP16 engine: both in FP16, the
    * same comparison where the threshold is a half, as the shipped 3 is) */
-  w->threshold = (double)(float)t;
+  w->threshold = (float)t;
   w->edge = malloc(w->n * sizeof *w->edge);
   w->src = malloc(w->n * sizeof *w->src);
   w->ends = malloc(2 * w->n * sizeof *w->ends);
@@ -254,8 +260,8 @@ cudaq_predecoder_status_t cudaq_predecoder__weights_create(const cudaq_nn_model_
     cudaq_predecoder__weights_destroy(w);
     return st;
   }
+  w->map = (cudaq_predecoder_edge_map_t){w->n, (size_t)oi, w->threshold, w->edge, w->src, w->ends, w->obs, w};
   *out = w;
-  *logits_output = (size_t)oi;
   return CUDAQ_PREDECODER_OK;
 }
 
@@ -270,7 +276,7 @@ cudaq_predecoder_status_t cudaq_predecoder__weights_apply(pd__weights_t *w, cons
                                                           uint32_t nd, uint32_t *residual,
                                                           size_t *num_residual, uint64_t *frame,
                                                           cudaq_predecoder_error_t *err) {
-  const float t = (float)w->threshold; /* exact: threshold is a float's value */
+  const float t = w->threshold;
   size_t nfold = 0;
   for (size_t i0 = 0; i0 < w->n; i0 += SCAN_CHUNK) {
     size_t i1 = i0 + SCAN_CHUNK < w->n ? i0 + SCAN_CHUNK : w->n;
@@ -332,26 +338,14 @@ cudaq_predecoder_status_t cudaq_predecoder_edge_map_create(const cudaq_nn_model_
                                 : "out");
     return CUDAQ_PREDECODER_ERR_INVALID_ARG;
   }
-  if (mode != CUDAQ_PREDECODER_WEIGHTS_AUTO && mode != CUDAQ_PREDECODER_WEIGHTS_OFF &&
-      mode != CUDAQ_PREDECODER_WEIGHTS_ON) {
-    cudaq_predecoder__set_error(err, "weights %d is none of AUTO, OFF, ON", (int)mode);
-    return CUDAQ_PREDECODER_ERR_INVALID_ARG;
-  }
   pd__weights_t *w = NULL;
-  size_t oi = 0;
-  cudaq_predecoder_status_t st =
-      cudaq_predecoder__weights_create(model, match_graph, mode, cudaq_mwpm_graph_num_nodes(match_graph), &w,
-                                       &oi, err);
+  cudaq_predecoder_status_t st = cudaq_predecoder__weights_mode_check(mode, err);
+  if (!st)
+    st = cudaq_predecoder__weights_create(model, match_graph, mode, cudaq_mwpm_graph_num_nodes(match_graph), &w,
+                                          err);
   if (st || !w)
     return st; /* !w: OFF, or AUTO and a model without edge logits: no map (num_edges 0) */
-  out->num_edges = w->n;
-  out->logits_output = oi;
-  out->threshold = (float)w->threshold;
-  out->graph_edge = w->edge;
-  out->slot = w->src;
-  out->ends = w->ends;
-  out->obs = w->obs;
-  out->impl_ = w;
+  *out = w->map; /* its impl_ owns the arrays */
   return CUDAQ_PREDECODER_OK;
 }
 
