@@ -349,12 +349,13 @@ static cudaq_mwpm_status_t mwpm(run_state_t *r, const uint32_t *events, size_t n
                          : cudaq_mwpm_decode(r->dec, events, ne, res);
 }
 
-/* MWPM on a predecoder's residual: with the shot's edge weights where the
- * predecoder gives them (weighted mode), else as mwpm(). */
+/* MWPM on a predecoder's residual: with the shot's edge logits as weights
+ * where the predecoder gives them (weighted mode: logits not NULL; the
+ * run's, or a kept shot's in the timing passes), else as mwpm(). */
 static cudaq_mwpm_status_t mwpm_residual(run_state_t *r, const uint32_t *events, size_t ne,
-                                         cudaq_mwpm_result_t *res) {
-  if (r->w_values)
-    return cudaq_mwpm_decode_mapped(r->dec, events, ne, r->w_values, res);
+                                         const float *logits, cudaq_mwpm_result_t *res) {
+  if (logits)
+    return cudaq_mwpm_decode_mapped(r->dec, events, ne, logits, res);
   return mwpm(r, events, ne, res);
 }
 
@@ -408,11 +409,8 @@ static double timing_pass(run_state_t *r, const shot_list_t *l, int residual) {
   const int weighted = residual && r->w_values;
   double t0 = now_s();
   for (size_t s = 0; s < l->nshots; s++) /* each decoded once already: no status to check */
-    if (weighted)
-      (void)cudaq_mwpm_decode_mapped(r->dec, l->ev + l->off[s], l->off[s + 1] - l->off[s],
-                                     r->timing_w + s * r->w_num, &res);
-    else
-      (void)mwpm(r, l->ev + l->off[s], l->off[s + 1] - l->off[s], &res);
+    (void)mwpm_residual(r, l->ev + l->off[s], l->off[s + 1] - l->off[s],
+                        weighted ? r->timing_w + s * r->w_num : NULL, &res);
   return now_s() - t0;
 }
 
@@ -463,7 +461,7 @@ static int decode_predecoded(run_state_t *r, const uint32_t *events, size_t ne, 
     fprintf(stderr, "qec-decode: shot %zu: predecoder: %s\n", shot, perr.message);
     return 1;
   }
-  cudaq_mwpm_status_t st = mwpm_residual(r, r->residual, nr, &res);
+  cudaq_mwpm_status_t st = mwpm_residual(r, r->residual, nr, r->w_values, &res);
   double t2 = now_s();
   if (st) {
     if (st == CUDAQ_MWPM_ERR_NO_SOLUTION)
@@ -670,8 +668,6 @@ static int run(const opts_t *o) {
     return 2;
   }
   gopt.enable_correlations = o->correlations;
-  /* an ONNX predecoder may give per-shot edge weights (weighted mode) */
-  gopt.per_shot_weights = o->predecoder && strcmp(o->predecoder, "local");
   const char *conflict = cudaq_sample_obs_flags_conflict(o->appended, o->obs_in != NULL);
   if (conflict) {
     fprintf(stderr, "qec-decode: %s\n", conflict);
@@ -686,6 +682,10 @@ static int run(const opts_t *o) {
   cudaq_local_predecoder_options_t local_opts;
   if (check_predecoder_flags(o, cmd_predict, &onnx_opts, &local_opts))
     return 2;
+  /* an ONNX predecoder may give per-shot edge weights (weighted mode; off with
+   * --predecoder_weights off or --enable_correlations) */
+  gopt.per_shot_weights = o->predecoder && strcmp(o->predecoder, "local") &&
+                          onnx_opts.weights != CUDAQ_PREDECODER_WEIGHTS_OFF;
   if (o->threads > 1 && o->predecoder) {
     fprintf(stderr, "qec-decode: --threads decodes with MWPM alone; it cannot be combined with "
                     "--predecoder\n");
