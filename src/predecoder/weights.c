@@ -20,7 +20,6 @@
  * logical error rate of MWPM alone this way, against 0.62-0.72x for its
  * thresholded residual, with 2.3% of the events left.
  */
-#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,18 +282,18 @@ cudaq_predecoder_status_t cudaq_predecoder__weights_apply(pd__weights_t *w, cons
     int flag = 0;
     for (size_t i = i0; i < i1; i++) {
       float x = logits[i];
-      flag |= ((x > 0.0f) != (x > t)) | !(fabsf(x) <= FLT_MAX);
+      flag |= cudaq_predecoder_logit_folds(x, t) | cudaq_predecoder_logit_bad(x);
     }
     if (!flag)
       continue;
     for (size_t i = i0; i < i1; i++) {
       float x = logits[i];
-      if (!(fabsf(x) <= FLT_MAX)) {
+      if (cudaq_predecoder_logit_bad(x)) {
         cudaq_predecoder__set_error(err, "model output '%s'[%zu] is %g, not a finite logit", LOGITS_NAME,
                                     i, (double)x);
         return CUDAQ_PREDECODER_ERR_OUTPUT;
       }
-      if ((x > 0.0f) != (x > t)) /* threshold 0 and the model's disagree: fold it in */
+      if (cudaq_predecoder_logit_folds(x, t)) /* threshold 0 and the model's disagree: fold it in */
         w->fold[nfold++] = (uint32_t)i;
     }
   }

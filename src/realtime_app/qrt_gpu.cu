@@ -4,7 +4,6 @@
 #include <cuda/atomic>
 #include <cuda_runtime.h>
 
-#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,14 +206,14 @@ constexpr int kFoldVec = 4; /* float4s of logits a publish thread holds at once 
  * Returns 1 for a NaN or infinite logit (a bad output). */
 __device__ __forceinline__ uint32_t qrt_fold_one(const qrt_fold_args &fold, float x, uint32_t i, uint32_t *flip,
                                                  unsigned long long *fold_obs) {
-  if ((x > 0.0f) != (x > fold.threshold)) {
+  if (cudaq_predecoder_logit_folds(x, fold.threshold)) {
     const int32_t a = fold.ends[2 * i], b = fold.ends[2 * i + 1];
     atomicXor(&flip[a >> 5], 1u << (a & 31));
     if (b >= 0)
       atomicXor(&flip[b >> 5], 1u << (b & 31));
     atomicXor(fold_obs, fold.obs[i]);
   }
-  return fabsf(x) <= FLT_MAX ? 0u : 1u;
+  return (uint32_t)cudaq_predecoder_logit_bad(x);
 }
 
 __global__ void __launch_bounds__(kPublishThreads) qrt_publish_kernel(const int32_t *__restrict__ events, uint32_t nd,

@@ -23,6 +23,8 @@
 #ifndef CUDAQ_QEC_PREDECODER_H
 #define CUDAQ_QEC_PREDECODER_H
 
+#include <float.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -105,6 +107,24 @@ typedef enum cudaq_predecoder_weights {
   CUDAQ_PREDECODER_WEIGHTS_OFF = 1,  /* the model's residual and frame as they are */
   CUDAQ_PREDECODER_WEIGHTS_ON = 2    /* weighted; a model without edge logits is refused */
 } cudaq_predecoder_weights_t;
+
+/* The weighted fold's rules, one home for the CPU predecoder and for GPU
+ * runners of the network (qec-realtime's publish kernel): an edge whose
+ * logit lies between 0 and the model's decision threshold (the model's
+ * residual applied logit > threshold, the weights are for the residual of
+ * threshold 0) is folded into the residual and frame; a NaN or infinite
+ * logit is a bad output. */
+#ifndef CUDAQ_HD
+#if defined(__CUDACC__)
+#define CUDAQ_HD __host__ __device__
+#else
+#define CUDAQ_HD
+#endif
+#endif
+static inline CUDAQ_HD int cudaq_predecoder_logit_folds(float logit, float threshold) {
+  return (logit > 0.0f) != (logit > threshold);
+}
+static inline CUDAQ_HD int cudaq_predecoder_logit_bad(float logit) { return !(fabsf(logit) <= FLT_MAX); }
 
 /* The tools' --predecoder_weights VALUE (qec-decode, qec-realtime): "auto",
  * "on" or "off" (NULL: auto). With correlated matching (correlations
