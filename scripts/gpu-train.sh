@@ -36,3 +36,9 @@ case "$STAGE" in
   train) ;;
   *) echo "gpu-train: unknown STAGE ${STAGE}"; exit 2 ;;
 esac
+# The device tool brings back files of at most 16 MB: a larger checkpoint (a 6 x 128 network with its
+# optimizer state is 22 MB) comes back in parts; put it together here with
+#   cat <files_at>/predecoder.pt.part-* > .ckpt/predecoder.pt
+if [ -f "$OUT/predecoder.pt" ] && [ "$(stat -c %s "$OUT/predecoder.pt")" -gt 15000000 ]; then
+  split -b 15m "$OUT/predecoder.pt" "$OUT/predecoder.pt.part-" && rm "$OUT/predecoder.pt"
+fi
