@@ -5,7 +5,7 @@
 #   STAGE=both    train, then evaluate the new checkpoint
 # The machine has PyTorch, onnx and onnxruntime; stim and PyMatching travel as
 # wheels in .whl/ (carry it: see the README). Checkpoints travel in .ckpt/
-# (carry it); results come back in $OUT.
+# (carry it); results come back in $OUT (a checkpoint over 15 MB as predecoder.pt.part-*, see the end).
 #   STAGE=train TRAIN_MINUTES=8 scripts/gpu-train.sh
 #   STAGE=eval CKPT=.ckpt/predecoder.pt EVAL_POINTS=z:7:0.003:1e6 scripts/gpu-train.sh
 #   STAGE=eval ONNX=models/predecoder_d7_z.onnx EVAL_POINTS=... scripts/gpu-train.sh   (a shipped model's weights)
