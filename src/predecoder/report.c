@@ -72,6 +72,11 @@ cudaq_predecoder_status_t cudaq_predecoder_report_print(FILE *f, const cudaq_pre
   fputc(')', f);
   if (r->mwpm_timed_shots)
     fprintf(f, " over %llu shots decoded back to back", (unsigned long long)r->mwpm_timed_shots);
+  const cudaq_predecoder_shot_times_t *a = &r->mwpm_raw_shot, *b = &r->mwpm_residual_shot;
+  if (a->max_s > 0 || b->max_s > 0)
+    fprintf(f, "\nMWPM time of one shot, p50 / p99 / slowest: %.3f / %.3f / %.3f us on raw events, "
+               "%.3f / %.3f / %.3f us on residual events",
+            1e6 * a->p50_s, 1e6 * a->p99_s, 1e6 * a->max_s, 1e6 * b->p50_s, 1e6 * b->p99_s, 1e6 * b->max_s);
   fputs("\ninference time per shot: ", f);
   text_num(f, "%.3f us", 1e6 * ratio(r->inference_s, n));
   fputc('\n', f);
@@ -114,6 +119,18 @@ static void json_rate(FILE *f, const char *key, uint64_t k, uint64_t n) {
   fputs("]},\n", f);
 }
 
+/* "key": {"p50": .., "p99": .., "max": ..} in us, nulls where not measured. */
+static void json_shot_times(FILE *f, const char *key, const cudaq_predecoder_shot_times_t *t) {
+  const int ok = t->max_s > 0;
+  fprintf(f, "\"%s\": {\"p50\": ", key);
+  json_num(f, ok ? 1e6 * t->p50_s : NAN);
+  fputs(", \"p99\": ", f);
+  json_num(f, ok ? 1e6 * t->p99_s : NAN);
+  fputs(", \"max\": ", f);
+  json_num(f, ok ? 1e6 * t->max_s : NAN);
+  fputc('}', f);
+}
+
 cudaq_predecoder_status_t cudaq_predecoder_report_json(FILE *f, const cudaq_predecoder_report_t *r) {
   if (!f || !r)
     return CUDAQ_PREDECODER_ERR_INVALID_ARG;
@@ -145,6 +162,10 @@ cudaq_predecoder_status_t cudaq_predecoder_report_json(FILE *f, const cudaq_pred
   fputs(", \"speedup\": ", f);
   json_num(f, ratio(raw, res));
   fprintf(f, ", \"timed_shots\": %llu", (unsigned long long)(r->mwpm_timed_shots ? r->mwpm_timed_shots : r->shots));
+  fputs("},\n  \"mwpm_us_one_shot\": {", f);
+  json_shot_times(f, "raw", &r->mwpm_raw_shot);
+  fputs(", ", f);
+  json_shot_times(f, "residual", &r->mwpm_residual_shot);
   fputs("},\n  \"inference_us_per_shot\": ", f);
   json_num(f, 1e6 * ratio(r->inference_s, n));
   fputs("\n}\n", f);

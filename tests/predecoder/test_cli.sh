@@ -135,7 +135,7 @@ plain=$("$QD" count_mistakes --dem "$DEM" $SHOTS $OBS)
 for part in "predecoder: $D/identity.onnx (cpu, fp32)" "logical error rate, predecoder + MWPM:" \
             "logical error rate, MWPM alone:" "95% Wilson interval [" \
             "disagree: 0" "(after / before 1.0000)" "MWPM time per shot:" "speedup" \
-            "inference time per shot:"; do
+            "MWPM time of one shot, p50 / p99 / slowest:" "inference time per shot:"; do
   grep -qF -- "$part" "$T/id.txt" || fail "identity report lacks '$part': $(cat "$T/id.txt")"
 done
 "$QD" count_mistakes --dem "$DEM" $SHOTS $OBS --predecoder "$D/pairs.onnx" \
@@ -159,6 +159,9 @@ for txt, js in zip(sys.argv[2::2], sys.argv[3::2]):
     e = r["events_per_shot"]
     assert e["before"] > 0 and abs(e["ratio"] - e["after"] / e["before"]) < 1e-9, (js, e)
     assert r["mwpm_us_per_shot"]["raw"] > 0 and r["inference_us_per_shot"] > 0, js
+    for k in ("raw", "residual"):  # each decode of one more pass timed alone
+        t = r["mwpm_us_one_shot"][k]
+        assert 0 < t["max"] and 0 <= t["p50"] <= t["p99"] <= t["max"], (js, k, t)
     assert isinstance(r["disagreements"], int), js
 ident = json.load(open(sys.argv[3]))
 assert ident["disagreements"] == 0 and ident["events_per_shot"]["ratio"] == 1, ident

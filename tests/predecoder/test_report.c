@@ -113,7 +113,15 @@ static void test_report_text(void **state) {
   expect(s, "detection events per shot: 8.0000 before, 2.0000 after (after / before 0.2500)");
   expect(s, "MWPM time per shot: 4.000 us on raw events, 1.000 us on residual events (speedup 4.00x)");
   expect(s, "inference time per shot: 15.000 us");
+  assert_null(strstr(s, "MWPM time of one shot")); /* per-shot times not measured: no line */
   free(s);
+  r.mwpm_raw_shot = (cudaq_predecoder_shot_times_t){3e-6, 12.5e-6, 40e-6};
+  r.mwpm_residual_shot = (cudaq_predecoder_shot_times_t){0.5e-6, 2e-6, 9.25e-6};
+  s = render(&r, 0);
+  expect(s, "MWPM time of one shot, p50 / p99 / slowest: 3.000 / 12.500 / 40.000 us on raw events, "
+            "0.500 / 2.000 / 9.250 us on residual events\ninference time per shot: 15.000 us");
+  free(s);
+  r.mwpm_raw_shot = r.mwpm_residual_shot = (cudaq_predecoder_shot_times_t){0, 0, 0};
   r.shots = 0;
   r.device = r.precision = NULL;
   s = render(&r, 0);
@@ -149,7 +157,17 @@ static void test_report_json(void **state) {
   expect(s, "\"events_per_shot\": {\"before\": 8, \"after\": 2, \"ratio\": 0.25}");
   expect(s, "\"mwpm_us_per_shot\": {\"raw\": 4, \"residual\": 1, \"speedup\": 4, \"timed_shots\": 100000}");
   expect(s, "\"inference_us_per_shot\": 15");
+  /* per-shot times not measured: nulls */
+  expect(s, "\"mwpm_us_one_shot\": {\"raw\": {\"p50\": null, \"p99\": null, \"max\": null}, "
+            "\"residual\": {\"p50\": null, \"p99\": null, \"max\": null}}");
   free(s);
+  r.mwpm_raw_shot = (cudaq_predecoder_shot_times_t){3e-6, 12.5e-6, 40e-6};
+  r.mwpm_residual_shot = (cudaq_predecoder_shot_times_t){0.5e-6, 2e-6, 9.25e-6};
+  s = render(&r, 1);
+  expect(s, "\"mwpm_us_one_shot\": {\"raw\": {\"p50\": 3, \"p99\": 12.5, \"max\": 40}, "
+            "\"residual\": {\"p50\": 0.5, \"p99\": 2, \"max\": 9.25}}");
+  free(s);
+  r.mwpm_raw_shot = r.mwpm_residual_shot = (cudaq_predecoder_shot_times_t){0, 0, 0};
   /* MWPM timed on 1,000 of the shots (qec-decode's back-to-back passes) */
   r.mwpm_timed_shots = 1000;
   r.mwpm_raw_s = 0.002;      /* 2 us per timed shot */

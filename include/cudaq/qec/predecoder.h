@@ -309,6 +309,11 @@ cudaq_predecoder_status_t cudaq_wilson_interval(uint64_t k, uint64_t n, double z
 
 #define CUDAQ_WILSON_Z95 1.959963984540054
 
+/* Seconds per shot over a set of timed shots (cudaq_predecoder_report_t). */
+typedef struct cudaq_predecoder_shot_times {
+  double p50_s, p99_s, max_s;
+} cudaq_predecoder_shot_times_t;
+
 /* What qec-decode count_mistakes measures with a predecoder: predecoder +
  * MWPM against MWPM alone on the same shots. */
 typedef struct cudaq_predecoder_report {
@@ -329,6 +334,10 @@ typedef struct cudaq_predecoder_report {
                                 over up to 100,000 kept shots decoded back to back */
   int weighted;              /* MWPM on the residual used the predecoder's per-shot edge
                                 weights (weighted matching); printed only where set */
+  /* MWPM time of one shot on the raw and on the residual events: median, 99th
+   * percentile and slowest of the timed shots (qec-decode: one more pass over
+   * the kept shots, each decode timed alone). All 0: not measured. */
+  cudaq_predecoder_shot_times_t mwpm_raw_shot, mwpm_residual_shot;
 } cudaq_predecoder_report_t;
 
 /* Writes the report as text lines (logical error rates with 95% Wilson
