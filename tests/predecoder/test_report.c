@@ -102,6 +102,14 @@ static cudaq_predecoder_report_t known(void) {
   return r;
 }
 
+/* Per-shot MWPM times: a known set (raw 3 / 12.5 / 40 us, residual
+ * 0.5 / 2 / 9.25 us), or not measured (all 0). */
+static void shot_times(cudaq_predecoder_report_t *r, int on) {
+  const cudaq_predecoder_shot_times_t raw = {3e-6, 12.5e-6, 40e-6}, res = {0.5e-6, 2e-6, 9.25e-6}, none = {0, 0, 0};
+  r->mwpm_raw_shot = on ? raw : none;
+  r->mwpm_residual_shot = on ? res : none;
+}
+
 static void test_report_text(void **state) {
   (void)state;
   cudaq_predecoder_report_t r = known();
@@ -115,13 +123,12 @@ static void test_report_text(void **state) {
   expect(s, "inference time per shot: 15.000 us");
   assert_null(strstr(s, "MWPM time of one shot")); /* per-shot times not measured: no line */
   free(s);
-  r.mwpm_raw_shot = (cudaq_predecoder_shot_times_t){3e-6, 12.5e-6, 40e-6};
-  r.mwpm_residual_shot = (cudaq_predecoder_shot_times_t){0.5e-6, 2e-6, 9.25e-6};
+  shot_times(&r, 1);
   s = render(&r, 0);
   expect(s, "MWPM time of one shot, p50 / p99 / slowest: 3.000 / 12.500 / 40.000 us on raw events, "
             "0.500 / 2.000 / 9.250 us on residual events\ninference time per shot: 15.000 us");
   free(s);
-  r.mwpm_raw_shot = r.mwpm_residual_shot = (cudaq_predecoder_shot_times_t){0, 0, 0};
+  shot_times(&r, 0);
   r.shots = 0;
   r.device = r.precision = NULL;
   s = render(&r, 0);
@@ -161,13 +168,12 @@ static void test_report_json(void **state) {
   expect(s, "\"mwpm_us_one_shot\": {\"raw\": {\"p50\": null, \"p99\": null, \"max\": null}, "
             "\"residual\": {\"p50\": null, \"p99\": null, \"max\": null}}");
   free(s);
-  r.mwpm_raw_shot = (cudaq_predecoder_shot_times_t){3e-6, 12.5e-6, 40e-6};
-  r.mwpm_residual_shot = (cudaq_predecoder_shot_times_t){0.5e-6, 2e-6, 9.25e-6};
+  shot_times(&r, 1);
   s = render(&r, 1);
   expect(s, "\"mwpm_us_one_shot\": {\"raw\": {\"p50\": 3, \"p99\": 12.5, \"max\": 40}, "
             "\"residual\": {\"p50\": 0.5, \"p99\": 2, \"max\": 9.25}}");
   free(s);
-  r.mwpm_raw_shot = r.mwpm_residual_shot = (cudaq_predecoder_shot_times_t){0, 0, 0};
+  shot_times(&r, 0);
   /* MWPM timed on 1,000 of the shots (qec-decode's back-to-back passes) */
   r.mwpm_timed_shots = 1000;
   r.mwpm_raw_s = 0.002;      /* 2 us per timed shot */
