@@ -405,15 +405,20 @@ static void timing_free(run_state_t *r) {
   }
 }
 
-/* One pass of MWPM over a list, back to back: seconds. The residual list
- * of a weighted predecoder is matched with each shot's kept weights. */
-static double timing_pass(run_state_t *r, const shot_list_t *l, int residual) {
+/* MWPM on kept shot s of a list; the residual list of a weighted predecoder
+ * is matched with the shot's kept weights. Each was decoded once already:
+ * no status to check. */
+static void decode_kept(run_state_t *r, const shot_list_t *l, int residual, size_t s) {
   cudaq_mwpm_result_t res;
-  const int weighted = residual && r->w_values;
+  (void)mwpm_residual(r, l->ev + l->off[s], l->off[s + 1] - l->off[s],
+                      residual && r->w_values ? r->timing_w + s * r->w_num : NULL, &res);
+}
+
+/* One pass of MWPM over a list, back to back: seconds. */
+static double timing_pass(run_state_t *r, const shot_list_t *l, int residual) {
   double t0 = now_s();
-  for (size_t s = 0; s < l->nshots; s++) /* each decoded once already: no status to check */
-    (void)mwpm_residual(r, l->ev + l->off[s], l->off[s + 1] - l->off[s],
-                        weighted ? r->timing_w + s * r->w_num : NULL, &res);
+  for (size_t s = 0; s < l->nshots; s++)
+    decode_kept(r, l, residual, s);
   return now_s() - t0;
 }
 
@@ -427,14 +432,11 @@ static int cmp_u64(const void *a, const void *b) {
  * the median, 99th percentile (cudaq_bench_percentile's nearest rank) and
  * slowest decode. */
 static cudaq_predecoder_shot_times_t shot_times(run_state_t *r, const shot_list_t *l, int residual) {
-  cudaq_mwpm_result_t res;
   cudaq_predecoder_shot_times_t t = {0, 0, 0};
-  const int weighted = residual && r->w_values;
   struct timespec a, b;
   for (size_t s = 0; s < l->nshots; s++) {
     clock_gettime(CLOCK_MONOTONIC, &a);
-    (void)mwpm_residual(r, l->ev + l->off[s], l->off[s + 1] - l->off[s],
-                        weighted ? r->timing_w + s * r->w_num : NULL, &res);
+    decode_kept(r, l, residual, s);
     clock_gettime(CLOCK_MONOTONIC, &b);
     r->shot_ns[s] = (uint64_t)((b.tv_sec - a.tv_sec) * 1000000000LL + (b.tv_nsec - a.tv_nsec));
   }
