@@ -385,15 +385,16 @@ extern "C" int qrt_gpu_stage_create(const qrt_gpu_config_t *cfg, qrt_gpu_stage_t
               (cfg->graph && cudaq_predecoder_check_layout(st->model, cfg->graph, NULL, &perr));
     /* Weighted: the edge map onto the workers' graph (AUTO without edge logits: none); its
      * detectors index the publish kernel's bitmap of num_detectors bits */
-    if (!bad && cfg->match_graph && cfg->weights != CUDAQ_PREDECODER_WEIGHTS_OFF &&
-        cudaq_mwpm_graph_num_nodes(cfg->match_graph) != cfg->num_detectors) {
-      snprintf(perr.message, sizeof perr.message, "the matching graph has %u detectors, the requests %u",
-               cudaq_mwpm_graph_num_nodes(cfg->match_graph), cfg->num_detectors);
-      bad = 1;
+    if (!bad && cfg->match_graph && cfg->weights != CUDAQ_PREDECODER_WEIGHTS_OFF) {
+      if (cudaq_mwpm_graph_num_nodes(cfg->match_graph) != cfg->num_detectors) {
+        snprintf(perr.message, sizeof perr.message, "the matching graph has %u detectors, the requests %u",
+                 cudaq_mwpm_graph_num_nodes(cfg->match_graph), cfg->num_detectors);
+        bad = 1;
+      } else {
+        bad = cudaq_predecoder_edge_map_create(st->model, cfg->match_graph, cfg->weights, &st->map, &perr) !=
+              CUDAQ_PREDECODER_OK;
+      }
     }
-    if (!bad && cfg->match_graph && cfg->weights != CUDAQ_PREDECODER_WEIGHTS_OFF)
-      bad = cudaq_predecoder_edge_map_create(st->model, cfg->match_graph, cfg->weights, &st->map, &perr) !=
-            CUDAQ_PREDECODER_OK;
     /* The residual and frame, and the edge logits where weighted: the outputs past them are
      * neither computed nor copied */
     if (!bad && cudaq_nn_model_keep_outputs(st->model, st->map.num_edges ? st->map.logits_output + 1 : 2)) {
