@@ -330,10 +330,12 @@ static void test_cpu_only_end_to_end(void **state) {
  * later request is answered (a producer filling the ring in order, the UDP
  * bridge, never finds its next slot taken after an answer it waited for).
  * The consumer starts each pass after the last slot it answered and looks
- * back at a slot it passed in flight before answering a later one. A
- * consumer whose pass always starts at slot 0 answers slot 0 before freeing
- * slot 3 on some runs (thread timing), so this test catches such a
- * regression on some runs, not all. */
+ * back at a slot it passed unfinished (in flight, or 0: not yet dispatched)
+ * before answering a later one. A consumer whose pass always starts at slot
+ * 0, or that looks back only at in-flight slots, answers out of order on
+ * some runs (thread timing), so this test catches such a regression on some
+ * runs, not all; tools/spin/consumer_order.pml (ctest
+ * test_spin_consumer_order) checks every interleaving of a small ring. */
 static void test_completion_ring_order(void **state) {
   (void)state;
   rec_t *r = malloc(sizeof *r);

@@ -509,9 +509,10 @@ static void answer_slot(cudaq_pipeline_t *p, uint32_t s, uint64_t v, int interna
 /* Completions are answered and freed oldest first where the workers allow:
  * each pass starts after the last slot answered (the oldest unanswered
  * request with in-order producers and one worker), and a finished slot found
- * after one that was still in flight sends the pass back to look at that one
- * again (a worker finishes its requests in order, so it may have finished
- * meanwhile; one still in flight stays skipped: no head-of-line wait). A
+ * after one that was not (in flight, or 0: free, or a request not yet
+ * dispatched) sends the pass back to look at that one again (a worker
+ * finishes its requests in order, so it may have finished meanwhile; one
+ * still unfinished stays skipped: no head-of-line wait). A
  * producer that fills the ring in order (the UDP bridge) then finds its next
  * slot free once the answers it waited for are out. (Not the oldest taken
  * slot: a slot answered in this pass may already hold the newest request.) */
@@ -524,7 +525,7 @@ static void *consumer_main(void *arg) {
   for (;;) {
     int found = poll_done ? poll_gpu_done(p) : 0;
     const uint32_t start = next;
-    /* k: position in this pass; back: the first in-flight slot passed since
+    /* k: position in this pass; back: the first unfinished slot passed since
      * the last look back; looked: positions before it were looked at again. */
     uint32_t back = NONE, looked = 0;
     for (uint32_t k = 0; k < n;) {
@@ -532,7 +533,10 @@ static void *consumer_main(void *arg) {
       /* A2 pairs with R2 / R9: the response (or error marker) is visible. */
       const uint64_t v = cudaq__load_acquire_u64(&p->ring.tx_flags_host[s]);
       if (v == 0 || v == CUDAQ_TX_FLAG_IN_FLIGHT) { /* spec 9: ignore in-flight */
-        if (v == CUDAQ_TX_FLAG_IN_FLIGHT && back == NONE && k >= looked) back = k;
+        /* 0 counts as passed too: a request submitted but not yet dispatched
+         * reads 0, and may be dispatched and answered, with the next one,
+         * before this pass reaches the next slot. */
+        if (back == NONE && k >= looked) back = k;
         ++k;
         continue;
       }

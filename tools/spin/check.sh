@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Model-checks tools/spin/pipeline.pml with spin: the model must verify with
-# no error, and each mutated model (a real ordering bug) must be rejected,
-# which proves that the check can fail. Used by ctest (test_spin_pipeline).
+# Model-checks a Promela model with spin (default tools/spin/pipeline.pml):
+# the model must verify with no error, and each mutated model (a real
+# ordering bug; the model's "MUTATIONS:" comment line lists them) must be
+# rejected, which proves that the check can fail. Used by ctest
+# (test_spin_pipeline, test_spin_consumer_order).
 # Usage: tools/spin/check.sh [model.pml]
 set -euo pipefail
 MODEL=$(realpath "${1:-$(dirname "$0")/pipeline.pml}")
@@ -20,9 +22,11 @@ verify() { # verify MUT -> prints pan's error count
 fail=0
 e=$(verify 0)
 grep -E "states, stored" pan0.txt
-if [ "$e" = "0" ]; then echo "model: verified, no lost or doubly-harvested request"; else
+if [ "$e" = "0" ]; then echo "model $(basename "$MODEL"): verified, no assertion violated"; else
   echo "model: FAILED ($e errors)"; cat pan0.txt; fail=1; fi
-for m in 1 2 3; do
+muts=$(sed -nE 's/^ \* MUTATIONS: *//p' "$MODEL")
+[ -n "$muts" ] || { echo "$(basename "$MODEL"): no MUTATIONS: line (nothing shows the check can fail)"; exit 1; }
+for m in $muts; do
   e=$(verify "$m")
   if [ -n "$e" ] && [ "$e" != "0" ] && [ "$e" != "99" ]; then
     echo "mutation $m: rejected as expected ($(grep -m1 -E 'assertion violated|invalid end' "pan$m.txt" | sed 's/^ *//'))"

@@ -13,7 +13,8 @@
  * hold on the hardware.
  *
  * Mutations (spin -DMUT=n), each a real ordering bug that spin must reject
- * (tests/spin/run_spin.sh checks that it does):
+ * (tools/spin/check.sh checks that it does):
+ * MUTATIONS: 1 2 3
  *   1  the reference order: IN_FLIGHT stored after the launch, so a fast
  *      job's response is overwritten by the marker (lost request)
  *   2  consumer clears TX before resetting slot_request (spec 7.2 reversed)
