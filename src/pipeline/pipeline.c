@@ -508,7 +508,9 @@ static void answer_slot(cudaq_pipeline_t *p, uint32_t s, uint64_t v, int interna
 
 /* Completions are answered and freed oldest first where the workers allow:
  * each pass starts after the last slot answered (the oldest unanswered
- * request with in-order producers and one worker), and a finished slot found
+ * request with in-order producers and one worker, for requests answered by
+ * that worker: a drop frees its slot at once, and an error the dispatcher
+ * answers or a deferred completion may come out of turn), and a finished slot found
  * after one that was not (in flight, or 0: free, or a request not yet
  * dispatched) sends the pass back to look at that one again (a worker
  * finishes its requests in order, so it may have finished meanwhile; one
@@ -533,9 +535,10 @@ static void *consumer_main(void *arg) {
       /* A2 pairs with R2 / R9: the response (or error marker) is visible. */
       const uint64_t v = cudaq__load_acquire_u64(&p->ring.tx_flags_host[s]);
       if (v == 0 || v == CUDAQ_TX_FLAG_IN_FLIGHT) { /* spec 9: ignore in-flight */
-        /* 0 counts as passed too: a request submitted but not yet dispatched
-         * reads 0, and may be dispatched and answered, with the next one,
-         * before this pass reaches the next slot. */
+        /* 0 counts as passed too: a slot whose request is not yet submitted
+         * or not yet dispatched reads 0, and that request may be dispatched
+         * and answered, with the next one, before this pass reaches the
+         * next slot (tools/spin/consumer_order.pml). */
         if (back == NONE && k >= looked) back = k;
         ++k;
         continue;

@@ -11,15 +11,24 @@
  *   - harvest asserts that the request answered is the next in order and
  *     that a request is in the slot (lost and doubly-harvested requests are
  *     pipeline.pml's check: this consumer polls, so it never blocks).
- * Each memory access is one atomic step (sequential consistency); the C11
- * acquire/release pairs of the implementation (A2/R2, A3/R5, A1/R1, A8/R8)
- * are what makes that model hold on the hardware.
+ * Each memory access is one atomic step (sequential consistency), except the
+ * producer's and the dispatcher's guards, which read two flags in one step
+ * (harmless: each condition stays true once seen until that thread acts);
+ * the C11 acquire/release pairs of the implementation (A2/R2, A3/R5, A1/R1,
+ * A6/R6, A8/R8) are what makes that model hold on the hardware. Not
+ * modelled: drops, errors the dispatcher answers (PAYLOAD_TOO_LARGE) and
+ * deferred completions, which free a slot or the worker out of turn and so
+ * are not ordered (the guarantee is for the worker's answers).
+ * The dispatcher's idle-time scan_rx jump is left out: with one in-order
+ * producer it finds the slot the dispatcher waits at (cudaq__scan_rx_flags
+ * looks twice), so dispatch stays in ring order.
  *
  * MUTATIONS: 1 2
- *   1  the consumer before 2026-11-29: only IN_FLIGHT sends the pass back,
- *      so a request that read 0 (submitted, not yet dispatched) and was then
- *      dispatched and answered together with the next one is answered after
- *      it (the rare test_completion_ring_order failure under ASan)
+ *   1  the consumer before ec6908f: only IN_FLIGHT sends the pass back, so
+ *      a request whose slot read 0 (not yet submitted or dispatched) and
+ *      that was then dispatched and answered together with the next one is
+ *      answered after it (the rare test_completion_ring_order failure under
+ *      ASan)
  *   2  every pass starts at slot 0 (no `next`): a finished slot 0 holding a
  *      newer request is answered before an older one further on
  */
