@@ -21,6 +21,9 @@ static rate_t rate_of(uint64_t k, uint64_t n) {
 /* x / y, NaN when y is 0. */
 static double ratio(double x, double y) { return y != 0.0 ? x / y : NAN; }
 
+/* Per-shot MWPM times are measured where the slowest shot took time (all 0: not). */
+static int shot_times_measured(const cudaq_predecoder_shot_times_t *t) { return t->max_s > 0; }
+
 /* x with fmt (one double conversion and its unit), or "n/a" where x is not
  * a number (no shots, no events, nothing timed). */
 static void text_num(FILE *f, const char *fmt, double x) {
@@ -73,7 +76,7 @@ cudaq_predecoder_status_t cudaq_predecoder_report_print(FILE *f, const cudaq_pre
   if (r->mwpm_timed_shots)
     fprintf(f, " over %llu shots decoded back to back", (unsigned long long)r->mwpm_timed_shots);
   const cudaq_predecoder_shot_times_t *a = &r->mwpm_raw_shot, *b = &r->mwpm_residual_shot;
-  if (a->max_s > 0 || b->max_s > 0)
+  if (shot_times_measured(a) || shot_times_measured(b))
     fprintf(f, "\nMWPM time of one shot, p50 / p99 / slowest: %.3f / %.3f / %.3f us on raw events, "
                "%.3f / %.3f / %.3f us on residual events",
             1e6 * a->p50_s, 1e6 * a->p99_s, 1e6 * a->max_s, 1e6 * b->p50_s, 1e6 * b->p99_s, 1e6 * b->max_s);
@@ -121,7 +124,7 @@ static void json_rate(FILE *f, const char *key, uint64_t k, uint64_t n) {
 
 /* "key": {"p50": .., "p99": .., "max": ..} in us, nulls where not measured. */
 static void json_shot_times(FILE *f, const char *key, const cudaq_predecoder_shot_times_t *t) {
-  const int ok = t->max_s > 0;
+  const int ok = shot_times_measured(t);
   fprintf(f, "\"%s\": {\"p50\": ", key);
   json_num(f, ok ? 1e6 * t->p50_s : NAN);
   fputs(", \"p99\": ", f);

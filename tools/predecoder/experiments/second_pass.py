@@ -17,7 +17,7 @@ import layout as L, evaluate as E
 
 def structure(spec):
     lay = L.build_layout(L.make_circuit(spec))
-    slots, ends, obs = L.edge_list(lay)
+    slots, ends, _ = L.edge_list(lay)
     idx = {int(s): i for i, s in enumerate(slots)}
     nE = len(ends)
     marg = np.zeros(nE)
@@ -36,12 +36,7 @@ def structure(spec):
     for (a, b), q in joint.items():
         pc = min(0.5, q / max(marg[a], 1e-15))
         partners[a].append((b, pc))
-    inner = ends[:, 1] >= 0
-    cols = np.arange(nE)
-    rows = np.concatenate([ends[:, 0], ends[inner, 1]])
-    cc = np.concatenate([cols, cols[inner]])
-    H = sp.csc_matrix((np.ones(len(rows), np.uint8), (rows, cc)), shape=(lay.num_detectors, nE))
-    F = sp.csc_matrix(obs.T.astype(np.uint8))
+    H, F = E._weighted_graph(spec)  # evaluate.py's matching graph of the network's edges
     I = sp.identity(nE, dtype=np.uint8, format="csc")
     wprior = np.log((1 - marg) / np.maximum(marg, 1e-15))
     return lay, slots, H, F, I, partners, wprior
